@@ -1,0 +1,54 @@
+/**
+ * The single source of truth for diagnostic codes: the server, the CLI, the docs test and the README table read this.
+ * Codes are stable: tests, docs/rules/PLnnn.md and users' CI configurations refer to them.
+ */
+export type Severity = 'error' | 'warning' | 'information' | 'hint';
+
+export interface RuleMeta {
+  code: RuleCode;
+  /** kebab-case name used in settings and SARIF. */
+  rule: string;
+  defaultSeverity: Severity;
+  /** One line: when the rule fires. */
+  summary: string;
+}
+
+export const RULES = {
+  PL101: { rule: 'linear-to-te', defaultSeverity: 'information', summary: 'nn.Linear (or a resolved alias/subclass) can become te.Linear' },
+  PL102: { rule: 'layernorm-to-te', defaultSeverity: 'information', summary: 'nn.LayerNorm can become te.LayerNorm' },
+  PL103: { rule: 'rmsnorm-to-te', defaultSeverity: 'information', summary: 'nn.RMSNorm or a custom RMSNorm can become te.RMSNorm' },
+  PL104: { rule: 'fuse-norm-linear', defaultSeverity: 'hint', summary: 'a norm feeding only a Linear: te.LayerNormLinear' },
+  PL105: { rule: 'fuse-norm-mlp', defaultSeverity: 'hint', summary: 'norm -> fc1 -> activation -> fc2: te.LayerNormMLP' },
+  PL106: { rule: 'parallel-linear-to-te', defaultSeverity: 'information', summary: 'Column/RowParallelLinear can become te.Linear(parallel_mode=...)' },
+  PL110: { rule: 'fp8-shape', defaultSeverity: 'information', summary: 'known dims break the FP8 GEMM rule (in % 16, out % 8)' },
+  PL201: { rule: 'fp8-lm-head', defaultSeverity: 'warning', summary: 'the lm-head is, or will be, run in FP8' },
+  PL202: { rule: 'fp8-embedding', defaultSeverity: 'warning', summary: 'an embedding (or a head tied to it) is, or will be, quantized to FP8' },
+  PL301: { rule: 'backward-in-autocast', defaultSeverity: 'warning', summary: '.backward() inside an FP8 autocast block' },
+  PL302: { rule: 'te-without-autocast', defaultSeverity: 'information', summary: 'te.* layers but no FP8 autocast region in the analysed set: they run in BF16' },
+  PL303: { rule: 'deprecated-te-api', defaultSeverity: 'hint', summary: 'fp8_autocast / fp8_model_init / fp8_recipe= / transformer_engine.pytorch.fp8 are deprecated on TE >= 2.9' },
+  PL304: { rule: 'invalid-recipe', defaultSeverity: 'error', summary: 'Format.E5M2 alone, DelayedScaling(interval=...), or a recipe the target GPU lacks' },
+  PL305: { rule: 'delayed-scaling-compile', defaultSeverity: 'warning', summary: 'DelayedScaling together with torch.compile (TE >= 2.16 raises)' },
+  PL401: { rule: 'no-fp8-fallback', defaultSeverity: 'warning', summary: 'FP8 turned on with no capability check or an unguarded TE import: crashes on A100/RTX 4090' },
+  PL402: { rule: 'unlogged-precision', defaultSeverity: 'hint', summary: 'the FP8/BF16 choice is never logged' },
+  PL501: { rule: 'te-checkpoint-strict', defaultSeverity: 'information', summary: 'load_state_dict(strict=True) across TE and plain modules (_extra_state keys)' },
+  PL502: { rule: 'low-precision-master-weights', defaultSeverity: 'warning', summary: 'whole model cast to FP16/BF16 before the optimizer: master weights lose precision' },
+} as const satisfies Record<string, Omit<RuleMeta, 'code'>>;
+
+export type RuleCode = keyof typeof RULES;
+export const RULE_CODES = Object.keys(RULES) as RuleCode[];
+
+export function ruleMeta(code: RuleCode): RuleMeta {
+  return { code, ...RULES[code] };
+}
+
+export function isRuleCode(value: string): value is RuleCode {
+  return Object.prototype.hasOwnProperty.call(RULES, value);
+}
+
+/** Public location of a rule's page; the diagnostic's codeDescription.href. */
+export const DOCS_BASE = 'https://github.com/precision-lens/precision-lens/blob/main/docs/rules/';
+export function ruleDocUrl(code: RuleCode): string {
+  return `${DOCS_BASE}${code}.md`;
+}
+
+export const SOURCE = 'precision-lens';

@@ -1,0 +1,64 @@
+/**
+ * Settings, declared once: package.json `contributes.configuration` mirrors these keys (a unit test checks they agree),
+ * the server fetches them per resource through workspace/configuration and the CLI builds them from flags.
+ */
+import type { RuleCode, Severity } from './codes';
+
+export type TeApiVersion = 'auto' | 'legacy' | 'modern';
+export type RecipeName = 'DelayedScaling' | 'Float8CurrentScaling' | 'Float8BlockScaling' | 'MXFP8BlockScaling';
+export type TargetGpu = 'any' | 'ada' | 'hopper' | 'blackwell';
+
+export interface PrecisionLensSettings {
+  /** Per-code override: 'off' disables the rule. */
+  rules: Partial<Record<RuleCode, Severity | 'off'>>;
+  te: {
+    /** Which Transformer Engine autocast API generated code uses. */
+    apiVersion: TeApiVersion;
+    /** The recipe generated code defines. */
+    recipe: RecipeName;
+    /** fp8_format for DelayedScaling / Float8CurrentScaling. */
+    fp8Format: 'HYBRID' | 'E4M3';
+  };
+  /** The GPU family the code targets: recipes the target lacks are flagged (PL304). */
+  targetGpu: TargetGpu;
+  /** Files larger than this are not analysed (bytes). */
+  maxFileSize: number;
+  /** Python interpreter for the benchmark and TE version detection; empty: discovered. */
+  pythonPath: string;
+}
+
+export const SETTINGS_SECTION = 'precisionLens';
+
+export const DEFAULT_SETTINGS: PrecisionLensSettings = {
+  rules: {},
+  te: { apiVersion: 'auto', recipe: 'DelayedScaling', fp8Format: 'HYBRID' },
+  targetGpu: 'any',
+  maxFileSize: 8 * 1024 * 1024,
+  pythonPath: '',
+};
+
+/** Merges a partial (possibly malformed, user-written) settings object over the defaults. */
+export function resolveSettings(raw: unknown): PrecisionLensSettings {
+  const r = (raw && typeof raw === 'object' ? raw : {}) as Record<string, any>;
+  const te = (r.te && typeof r.te === 'object' ? r.te : {}) as Record<string, any>;
+  const pick = <T extends string>(v: unknown, allowed: readonly T[], d: T): T => (allowed.includes(v as T) ? (v as T) : d);
+  const rules: PrecisionLensSettings['rules'] = {};
+  if (r.rules && typeof r.rules === 'object') {
+    for (const [k, v] of Object.entries(r.rules)) {
+      if (/^PL\d{3}$/.test(k) && ['error', 'warning', 'information', 'hint', 'off'].includes(v as string)) {
+        (rules as Record<string, string>)[k] = v as string;
+      }
+    }
+  }
+  return {
+    rules,
+    te: {
+      apiVersion: pick(te.apiVersion, ['auto', 'legacy', 'modern'] as const, DEFAULT_SETTINGS.te.apiVersion),
+      recipe: pick(te.recipe, ['DelayedScaling', 'Float8CurrentScaling', 'Float8BlockScaling', 'MXFP8BlockScaling'] as const, DEFAULT_SETTINGS.te.recipe),
+      fp8Format: pick(te.fp8Format, ['HYBRID', 'E4M3'] as const, DEFAULT_SETTINGS.te.fp8Format),
+    },
+    targetGpu: pick(r.targetGpu, ['any', 'ada', 'hopper', 'blackwell'] as const, DEFAULT_SETTINGS.targetGpu),
+    maxFileSize: typeof r.maxFileSize === 'number' && r.maxFileSize > 0 ? r.maxFileSize : DEFAULT_SETTINGS.maxFileSize,
+    pythonPath: typeof r.pythonPath === 'string' ? r.pythonPath : '',
+  };
+}

@@ -1,0 +1,212 @@
+/**
+ * The model IR: what the analysis knows about one Python file. Pure data (JSON-serialisable), produced by
+ * `analyzeTree` and consumed by rules, fixes, the CLI's `inspect` and the tests. Positions are 0-based lines and
+ * UTF-16 columns (what web-tree-sitter reports for JS strings, and what LSP wants); `offset`s are UTF-16 indices
+ * into the document text.
+ */
+
+export interface Span {
+  startLine: number;
+  startColumn: number;
+  endLine: number;
+  endColumn: number;
+  startOffset: number;
+  endOffset: number;
+}
+
+/** A name bound by an import, resolved to the dotted module path it stands for. */
+export interface ImportBinding {
+  /** The local name (`nn`, `te`, `L`). */
+  local: string;
+  /** What it means (`torch.nn`, `transformer_engine.pytorch`, `torch.nn.Linear`). */
+  target: string;
+  span: Span;
+  /** Inside a try: block (a guarded import, e.g. for TE). */
+  guarded: boolean;
+}
+
+export type LayerKind = 'linear' | 'layernorm' | 'rmsnorm' | 'embedding' | 'conv' | 'parallel-linear' | 'other';
+export type LayerRole = 'lm_head' | 'embedding' | 'attention' | 'mlp' | 'norm' | 'classifier' | 'router' | 'other';
+export type Convertible = true | false | 'uncertain';
+
+/** A dimension argument: its source text and, when statically known, its value. */
+export interface Dim {
+  text: string;
+  value?: number;
+  /** Why the value is unknown, or how it was found (`config.n_embd default 768`). */
+  note?: string;
+}
+
+export interface LayerArg {
+  /** Keyword name, or undefined for a positional argument. */
+  name?: string;
+  /** Position among positional arguments (undefined for keywords). */
+  index?: number;
+  text: string;
+  span: Span;
+}
+
+export interface Layer {
+  /** The whole constructor call `nn.Linear(a, b)`. */
+  span: Span;
+  /** The callee expression as written (`nn.Linear`, `L`, `te.pytorch.Linear`, `MyLinear`). */
+  constructor: string;
+  /** The callee resolved through imports and local classes (`torch.nn.Linear`, `transformer_engine.pytorch.Linear`,
+   *  or `local:RMSNorm` for a class defined in this file). */
+  resolved: string;
+  calleeSpan: Span;
+  kind: LayerKind;
+  /** Already a Transformer Engine module. */
+  isTe: boolean;
+  /** Attribute path it is stored under: `self.c_attn`, `transformer.wte`, `layers[*]`, `h[*].mlp`; '' if unknown. */
+  name: string;
+  /** The class whose body (usually __init__) constructs it, if any. */
+  ownerClass?: string;
+  /** The function or method that constructs it. */
+  ownerFunction?: string;
+  args: LayerArg[];
+  /** Argument list span including the parentheses. */
+  argsSpan: Span;
+  inFeatures?: Dim;
+  outFeatures?: Dim;
+  /** normalized_shape for norms. */
+  normalizedShape?: Dim;
+  /** Literal keyword values that matter: bias, elementwise_affine, eps, dtype, device... (source text). */
+  options: Record<string, string>;
+  role: LayerRole;
+  /** Why this role (`vocabulary-sized output (config.vocab_size)`, `tied to transformer.wte`). */
+  roleReasons: string[];
+  /** Tied to an embedding through weight sharing. */
+  tied: boolean;
+  convertible: Convertible;
+  /** Human reasons for the verdict: each a full sentence. */
+  reasons: string[];
+  /** The te.* equivalent (`te.Linear`), when one exists. */
+  teEquivalent?: string;
+  /** Keyword arguments te.* would take (`params_dtype`, `zero_centered_gamma`, `parallel_mode`), source text values. */
+  teArgs?: Record<string, string>;
+  /** For (1+w) RMSNorm variants. */
+  zeroCenteredGamma?: boolean;
+  /** Shape rule: undefined when dims unknown; false with the failing dims in reasons. */
+  shapeOk?: boolean;
+  /** Wrapped inside a container or comprehension (ModuleList, Sequential, loop...). */
+  container?: 'ModuleList' | 'Sequential' | 'ModuleDict' | 'loop' | 'comprehension' | 'helper';
+  /** Constructed by a local helper function (factory) rather than directly. */
+  viaFactory?: string;
+}
+
+/** A class defined in the file. */
+export interface ClassInfo {
+  name: string;
+  span: Span;
+  bases: string[];
+  /** Bases resolved through imports (`torch.nn.Module`, `torch.nn.Linear`, `local:Foo`). */
+  resolvedBases: string[];
+  /** What it behaves as, if it is a layer class: local subclass of nn.Linear, custom RMSNorm, etc. */
+  layerKind?: LayerKind;
+  /** How that was recognised (`subclass of torch.nn.Linear`, `name and RMS normalisation in forward`). */
+  layerKindReason?: string;
+  /** (1+w) RMSNorm / zero-centred gamma. */
+  zeroCenteredGamma?: boolean;
+  /** `forward` method span, if any. */
+  forwardSpan?: Span;
+  /** Methods defined. */
+  methods: string[];
+  /** Dataclass-style config class: field defaults (`n_embd` -> `768`). */
+  fieldDefaults: Record<string, string>;
+}
+
+export type AutocastApi = 'fp8_autocast' | 'autocast';
+
+export interface CallSite {
+  span: Span;
+  /** Callee as written. */
+  callee: string;
+  /** Receiver of a method call (`loss` for `loss.backward()`), if any. */
+  receiver?: string;
+  text: string;
+}
+
+/** A `with te.fp8_autocast(...)` / `with te.autocast(...)` block. */
+export interface AutocastRegion {
+  /** The whole with statement. */
+  span: Span;
+  /** The context-manager call. */
+  callSpan: Span;
+  /** The with statement's body. */
+  bodySpan: Span;
+  api: AutocastApi;
+  /** `enabled=False` literally: the region turns FP8 off (e.g. around the lm-head). */
+  disabled: boolean;
+  /** Keyword args as written (`fp8_recipe`, `recipe`, `enabled`, `fp8_group`). */
+  args: Record<string, string>;
+  /** Calls inside the body (direct statements and nested). */
+  calls: CallSite[];
+  /** `.backward()` calls inside the body. */
+  backwardInside: CallSite[];
+  /** Enclosing function, if any. */
+  ownerFunction?: string;
+}
+
+export interface WeightTie {
+  span: Span;
+  text: string;
+  /** Attribute paths on each side (`transformer.wte.weight`, `lm_head.weight`). */
+  left: string;
+  right: string;
+  /** Owner layer names (`transformer.wte`, `lm_head`). */
+  leftLayer: string;
+  rightLayer: string;
+}
+
+/** torchao / accelerate FP8 conversion calls. */
+export interface Fp8ConversionCall {
+  span: Span;
+  callee: string;
+  /** A module_filter_fn / filter_fqns / skip argument exists. */
+  hasFilter: boolean;
+  /** The filter's source text, if any. */
+  filterText?: string;
+  /** Whether that filter visibly excludes the lm-head (names it, or skips the last module). */
+  filterExcludesHead: boolean;
+}
+
+/** A te.* recipe construction (DelayedScaling(...), Float8CurrentScaling(...)...). */
+export interface RecipeCall {
+  span: Span;
+  recipe: string;
+  args: Record<string, string>;
+  argSpans: Record<string, Span>;
+}
+
+/** A call of interest that is not a layer (torch.compile, load_state_dict, .to(bfloat16), optimizer.step, ...). */
+export interface NotableCall {
+  span: Span;
+  kind: 'compile' | 'load_state_dict' | 'cast_low_precision' | 'optimizer_ctor' | 'optimizer_step' | 'backward'
+    | 'fp8_check' | 'te_deprecated' | 'float8_cast' | 'log_precision';
+  callee: string;
+  text: string;
+  /** Keyword args as written. */
+  args: Record<string, string>;
+  ownerFunction?: string;
+}
+
+export interface ModelIR {
+  /** Whether the file imports torch at all (diagnostics are only raised for such files). */
+  importsTorch: boolean;
+  importsTe: boolean;
+  /** TE imported outside any try: block. */
+  teImportUnguarded: boolean;
+  imports: ImportBinding[];
+  classes: ClassInfo[];
+  layers: Layer[];
+  autocastRegions: AutocastRegion[];
+  weightTies: WeightTie[];
+  fp8Conversions: Fp8ConversionCall[];
+  recipes: RecipeCall[];
+  calls: NotableCall[];
+  /** Names bound to a vocabulary size (`vocab_size`, `config.vocab_size`, `ntoken`). */
+  vocabNames: string[];
+  /** The parse had ERROR/MISSING nodes: analysis is best-effort. */
+  hasSyntaxErrors: boolean;
+}
