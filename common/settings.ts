@@ -2,7 +2,7 @@
  * Settings, declared once: package.json `contributes.configuration` mirrors these keys (a unit test checks they agree),
  * the server fetches them per resource through workspace/configuration and the CLI builds them from flags.
  */
-import type { RuleCode, Severity } from './codes';
+import { isRuleCode, type RuleCode, type Severity } from './codes';
 
 export type TeApiVersion = 'auto' | 'legacy' | 'modern';
 export type RecipeName = 'DelayedScaling' | 'Float8CurrentScaling' | 'Float8BlockScaling' | 'MXFP8BlockScaling';
@@ -45,7 +45,7 @@ export function resolveSettings(raw: unknown): PrecisionLensSettings {
   const rules: PrecisionLensSettings['rules'] = {};
   if (r.rules && typeof r.rules === 'object') {
     for (const [k, v] of Object.entries(r.rules)) {
-      if (/^PL\d{3}$/.test(k) && ['error', 'warning', 'information', 'hint', 'off'].includes(v as string)) {
+      if (isRuleCode(k) && ['error', 'warning', 'information', 'hint', 'off'].includes(v as string)) {
         (rules as Record<string, string>)[k] = v as string;
       }
     }

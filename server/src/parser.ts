@@ -12,11 +12,13 @@ export type Parser = import('web-tree-sitter').Parser;
 export type Tree = import('web-tree-sitter').Tree;
 export type SyntaxNode = import('web-tree-sitter').Node;
 export type Language = import('web-tree-sitter').Language;
+export const Edit = TreeSitter.Edit;
 
-function locate(file: string, packageName: string): string {
+/** The bundle's own directory first (out/), else the package in node_modules (tests from source). */
+function locate(file: string, packageEntry: string): string {
   const beside = join(__dirname, file);
   if (existsSync(beside)) return beside;
-  return join(dirname(require.resolve(`${packageName}/package.json`)), file);
+  return join(dirname(require.resolve(packageEntry)), file);
 }
 
 let languagePromise: Promise<Language> | undefined;
@@ -27,7 +29,7 @@ export function loadPython(): Promise<Language> {
     languagePromise = (async () => {
       const runtimeWasm = locate('web-tree-sitter.wasm', 'web-tree-sitter');
       await TreeSitter.Parser.init({ locateFile: () => runtimeWasm });
-      return TreeSitter.Language.load(locate('tree-sitter-python.wasm', 'tree-sitter-python'));
+      return TreeSitter.Language.load(locate('tree-sitter-python.wasm', 'tree-sitter-python/package.json'));
     })();
   }
   return languagePromise;

@@ -60,6 +60,14 @@ export interface Layer {
   isTe: boolean;
   /** Attribute path it is stored under: `self.c_attn`, `transformer.wte`, `layers[*]`, `h[*].mlp`; '' if unknown. */
   name: string;
+  /** The same path without a leading `self.` (`c_attn`, `transformer.wte`, `layers[*]`). */
+  path?: string;
+  /** The last attribute name of the path (`c_attn`, `wte`, `layers`). */
+  attr?: string;
+  /** For a local layer class (custom RMSNorm, Linear subclass): its name. */
+  localClass?: string;
+  /** For a layer built through a factory: the constructor call inside the factory (span is the factory call site). */
+  constructionSpan?: Span;
   /** The class whose body (usually __init__) constructs it, if any. */
   ownerClass?: string;
   /** The function or method that constructs it. */
@@ -186,8 +194,12 @@ export interface NotableCall {
     | 'fp8_check' | 'te_deprecated' | 'float8_cast' | 'log_precision';
   callee: string;
   text: string;
-  /** Keyword args as written. */
+  /** Keyword args as written (positional ones as `$0`, `$1`...). */
   args: Record<string, string>;
+  /** Span of each argument in `args` (the whole `name=value` for keywords). */
+  argSpans?: Record<string, Span>;
+  /** Receiver of a method call (`model` for `model.half()`). */
+  receiver?: string;
   ownerFunction?: string;
 }
 
@@ -209,4 +221,6 @@ export interface ModelIR {
   vocabNames: string[];
   /** The parse had ERROR/MISSING nodes: analysis is best-effort. */
   hasSyntaxErrors: boolean;
+  /** Set when the analysis itself failed on this input (the IR is then empty); never thrown. */
+  analysisError?: string;
 }

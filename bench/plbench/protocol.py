@@ -1,0 +1,130 @@
+"""The JSON-lines protocol: one JSON object per line on stdout, human text on stderr.
+
+Events (see bench/README.md): env, workloads, progress, result, summary, error, cancelled.
+"""
+import json
+import math
+import os
+import sys
+
+from . import PROTOCOL_VERSION
+
+# Exit codes (stable: the extension maps them to messages). Documented in bench/README.md.
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_NO_TORCH = 3
+EXIT_NO_CUDA = 4
+EXIT_FP8_UNSUPPORTED = 5
+EXIT_TE_MISSING = 6
+EXIT_OOM = 7
+EXIT_BAD_WORKLOAD = 8
+EXIT_BACKEND_FAILED = 9
+EXIT_CANCELLED = 130
+
+ERROR_EXIT_CODES = {
+    "internal": EXIT_INTERNAL,
+    "usage": EXIT_USAGE,
+    "no_torch": EXIT_NO_TORCH,
+    "no_cuda": EXIT_NO_CUDA,
+    "fp8_unsupported": EXIT_FP8_UNSUPPORTED,
+    "te_missing": EXIT_TE_MISSING,
+    "oom": EXIT_OOM,
+    "bad_workload": EXIT_BAD_WORKLOAD,
+    "backend_failed": EXIT_BACKEND_FAILED,
+    "cancelled": EXIT_CANCELLED,
+}
+
+NO_CUDA_MESSAGE = "no CUDA device: the benchmark needs an NVIDIA GPU; you can still use diagnostics and fixes"
+TE_MISSING_MESSAGE = "Transformer Engine not installed"
+
+
+class BenchError(Exception):
+    """An error that becomes one `error` event. fatal: the run stops (exit with the code's exit status)."""
+
+    def __init__(self, code, message, hint=None, fatal=True, backend=None, **extra):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.hint = hint
+        self.fatal = fatal
+        self.backend = backend
+        self.extra = extra
+
+    @property
+    def exit_code(self):
+        return ERROR_EXIT_CODES.get(self.code, EXIT_INTERNAL)
+
+    def to_event(self):
+        ev = {"code": self.code, "message": self.message, "hint": self.hint, "fatal": self.fatal,
+              "exit_code": self.exit_code}
+        if self.backend is not None:
+            ev["backend"] = self.backend
+        ev.update(self.extra)
+        return ev
+
+
+def sanitize(obj):
+    """JSON has no NaN/Infinity (JSON.parse rejects them): map them to null, recursively."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): sanitize(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [sanitize(v) for v in obj]
+    return obj
+
+
+class Emitter:
+    """Writes protocol events straight to a file descriptor with os.write: no buffered writer, so a signal
+    handler that emits `cancelled` while another event is being written cannot hit a re-entrant buffer (it starts
+    a fresh line instead). `fd` must be private to the protocol: see `take_stdout()`."""
+
+    def __init__(self, fd):
+        if hasattr(fd, "fileno"):
+            fd.flush()
+            fd = fd.fileno()
+        self.fd = fd
+        self._writing = False
+        self.events = []  # kept for --json-out (progress events are not kept)
+
+    def emit(self, event, **fields):
+        obj = {"event": event}
+        obj.update(fields)
+        obj = sanitize(obj)
+        line = json.dumps(obj, separators=(",", ":"))
+        if event != "progress":
+            self.events.append(obj)
+        self._write(line)
+        return obj
+
+    def _write(self, line):
+        data = (("\n" if self._writing else "") + line + "\n").encode("utf-8")
+        self._writing = True
+        try:
+            while data:
+                n = os.write(self.fd, data)
+                data = data[n:]
+        finally:
+            self._writing = False
+
+    def error(self, err):
+        return self.emit("error", **err.to_event())
+
+
+def take_stdout():
+    """Reserve the real stdout for the protocol and send everything else written to fd 1 (prints in user model
+    code, library chatter) to stderr, so stdout carries JSON lines only. Returns the protocol's file descriptor."""
+    sys.stdout.flush()
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    return fd
+
+
+def log(msg):
+    """Human-readable text: stderr only."""
+    try:
+        sys.stderr.write(msg.rstrip("\n") + "\n")
+        sys.stderr.flush()
+    except Exception:  # pragma: no cover
+        pass

@@ -1,0 +1,452 @@
+"""Training-step timing for one backend, the roofline GEMMs and the harness-overhead check."""
+import contextlib
+import gc
+import math
+import time
+import traceback
+
+import torch
+
+from . import fp8_torch, te_convert
+from .protocol import BenchError, log
+from .workloads import is_oom
+
+LABELS = {
+    "bf16": "BF16 baseline: torch.autocast(bfloat16), fp32 master weights, AdamW",
+    "te": "Transformer Engine FP8: te.Linear/te.LayerNorm/te.RMSNorm under TE autocast, lm-head and embedding in BF16",
+    "torch-fp8": "torch-fp8 (not Transformer Engine): nn.Linear on torch._scaled_mm, per-tensor dynamic scaling, "
+                 "E4M3 forward / E5M2 gradients, lm-head and embedding in BF16",
+}
+
+
+def percentile(values, q):
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        return None
+    v = sorted(values)
+    if len(v) == 1:
+        return v[0]
+    pos = (len(v) - 1) * q / 100.0
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def step_stats(step_ms):
+    med = percentile(step_ms, 50)
+    p90 = percentile(step_ms, 90)
+    return {
+        "median": med, "p90": p90, "mean": sum(step_ms) / len(step_ms), "min": min(step_ms), "max": max(step_ms),
+        "p90_over_median": (p90 / med) if med else None,
+    }
+
+
+class Clock(object):
+    """CUDA events on the GPU (no per-step sync), perf_counter on the CPU (harness tests)."""
+
+    def __init__(self, device):
+        self.cuda = device == "cuda"
+
+    def mark(self):
+        if self.cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            return e
+        return time.perf_counter()
+
+    def sync(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def ms(self, a, b):
+        if self.cuda:
+            return a.elapsed_time(b)
+        return (b - a) * 1000.0
+
+
+def free_memory(device):
+    gc.collect()
+    dyn = getattr(torch, "_dynamo", None)
+    if dyn is not None and hasattr(dyn, "reset"):
+        try:
+            dyn.reset()
+        except Exception:
+            pass
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def make_optimizer(params, lr, device):
+    params = [p for p in params if p.requires_grad]
+    if device == "cuda":
+        try:
+            return torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=True), "AdamW(fused)"
+        except (TypeError, RuntimeError, ValueError):
+            pass
+    try:
+        return torch.optim.AdamW(params, lr=lr, weight_decay=0.0, foreach=True), "AdamW(foreach)"
+    except (TypeError, RuntimeError, ValueError):
+        return torch.optim.AdamW(params, lr=lr, weight_decay=0.0), "AdamW"
+
+
+def compile_model(model, regions, scope):
+    """scope 'blocks': compile each region (transformer block, lm-head+loss) separately; identical blocks share one
+    compiled graph, so compile time does not grow with depth. scope 'model': one torch.compile of the whole model."""
+    dyn = getattr(torch, "_dynamo", None)
+    if dyn is not None:
+        for key in ("cache_size_limit", "recompile_limit"):
+            if hasattr(dyn.config, key):
+                setattr(dyn.config, key, max(64, getattr(dyn.config, key)))
+    if scope == "model" or not regions:
+        return torch.compile(model), "model"
+    for name in regions:
+        parent, attr = te_convert._parent(model, name)
+        mod = getattr(parent, attr)
+        if hasattr(mod, "compile") and callable(getattr(mod, "compile")):
+            mod.compile()
+        else:
+            setattr(parent, attr, torch.compile(mod))
+    return model, "blocks"
+
+
+def model_flops_per_token(info):
+    """6 x (GEMM parameters: blocks + lm-head) + causal attention (6 * layers * width * seq). Presets only."""
+    try:
+        d, L, f, seq, V = info["hidden"], info["layers"], info["ffn"], info["seq"], info["vocab"]
+        h, hk = info["heads"], info["kv_heads"]
+        hd = d // h
+        qkv = d * (h + 2 * hk) * hd
+        mlp = 3 * d * f if info["arch"] == "llama" else 2 * d * f
+        n = L * (qkv + d * d + mlp) + d * V
+        return 6.0 * n + 6.0 * L * d * seq
+    except (KeyError, TypeError):
+        return None
+
+
+class RunContext(object):
+    def __init__(self, args, emitter, env, device, builder, te_info=None, state=None):
+        self.args = args
+        self.emitter = emitter
+        self.env = env
+        self.device = device
+        self.builder = builder      # () -> Workload, freshly seeded
+        self.te_info = te_info or {}
+        self.state = state if state is not None else {}
+        self.gemm_shapes = None
+
+
+def _progress(rc, backend, phase, step, total, every=1):
+    if step == total or step == 1 or (every and step % every == 0):
+        rc.emitter.emit("progress", phase=phase, step=step, total=total, backend=backend)
+
+
+def run_backend(rc, backend):
+    """Runs one backend. Returns the result dict or raises BenchError (never fatal for the run). Memory is freed
+    before and after, also after a failure (the exception's frames are dropped first, they hold the model)."""
+    args = rc.args
+    rc.state["backend"] = backend
+    free_memory(rc.device)
+    err = None
+    try:
+        return _run_backend(rc, backend)
+    except BenchError as e:
+        err = e
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        if is_oom(exc):
+            batch = rc.state.get("batch") or args.batch or 0
+            half = max(1, batch // 2) if batch else None
+            hint = ("try --batch %d (half of %d)" % (half, batch)) if batch and batch > 1 else \
+                "try a shorter --seq or fewer --layers"
+            msg = "out of memory in the %s backend (batch %s, seq %s): %s" % (
+                backend, batch or "?", rc.state.get("seq") or "?", str(exc).split("\n")[0][:300])
+            err = BenchError("oom", msg, hint, suggested_batch=half)
+        else:
+            traceback.print_exc()
+            err = BenchError("backend_failed", "%s backend failed: %s: %s" % (backend, type(exc).__name__, str(exc)[:500]),
+                             "see the traceback on stderr")
+    finally:
+        rc.state["phase"] = None
+    err.__traceback__ = None
+    err.__context__ = None
+    err.backend = backend
+    err.fatal = False
+    free_memory(rc.device)
+    raise err
+
+
+def _run_backend(rc, backend):
+    args, dev = rc.args, rc.device
+    emit = rc.emitter
+    _progress(rc, backend, "build", 1, 1)
+    wl = rc.builder()
+    model = wl.model
+    model.train()
+    info = dict(wl.info)
+    rc.state["batch"] = info.get("batch")
+    rc.state["seq"] = info.get("seq")
+    if rc.gemm_shapes is None:
+        rc.gemm_shapes = gemm_shapes(model, wl)
+    result = {
+        "backend": backend, "label": LABELS.get(backend, backend), "workload": wl.name, "device": dev,
+        "batch": info.get("batch"), "seq": info.get("seq"), "layers": info.get("layers"),
+        "tokens_per_step": wl.tokens_per_step, "params": sum(p.numel() for p in model.parameters()),
+        "steps": args.steps, "warmup": args.warmup, "seed": args.seed, "lr": args.lr, "emulated": False,
+        "recipe": None, "conversion": None, "precision": "bf16 autocast, fp32 master weights",
+    }
+    hp = te_convert.find_high_precision(model, wl.high_precision)
+    fwd_contexts = []
+    if backend == "torch-fp8":
+        emulate = dev != "cuda" or not fp8_torch.has_native_fp8()
+        plan = te_convert.plan_conversion(model, hp, rule="torch", kinds=("linear",))
+        fp8_torch.convert_to_torch_fp8(model, plan, out_dtype=torch.bfloat16, emulate=emulate)
+        result["conversion"] = te_convert.report([i for i in plan if i["action"] == "convert"],
+                                                 [i for i in plan if i["action"] == "skip"],
+                                                 [i for i in plan if i["action"] == "keep"])
+        result["emulated"] = emulate
+        result["recipe"] = "per-tensor dynamic scaling (amax of the current tensor), E4M3 fwd / E5M2 grad"
+        if emulate:
+            result["label"] += " [EMULATED in fp32 on %s: harness test, not a benchmark]" % dev
+    elif backend == "te":
+        te, recipe_mod = rc.te_info.get("te"), rc.te_info.get("recipe")
+        plan = te_convert.plan_conversion(model, hp, rule="te")
+        result["conversion"] = te_convert.convert_to_te(model, te, plan)
+        kind = args.te_recipe
+        if kind == "auto":
+            kind = "current" if args.compile else "delayed"
+        try:
+            recipe, recipe_text = te_convert.make_recipe(recipe_mod, kind)
+        except AttributeError as exc:
+            raise BenchError("backend_failed", str(exc), "upgrade Transformer Engine or use --no-compile")
+        result["recipe"] = recipe_text
+        result["te_api"] = rc.te_info.get("api")
+        result["te_version"] = rc.te_info.get("version")
+        api = rc.te_info.get("api")
+        fwd_contexts.append(lambda: te_convert.te_autocast(te, api, recipe))
+    conv = result["conversion"]
+    if conv:
+        log("[%s] converted %d layers, skipped %d (shape rule), kept %d in high precision" % (
+            backend, conv["counts"]["converted"], conv["counts"]["skipped"], conv["counts"]["kept_high_precision"]))
+        for s in conv["skipped"]:
+            log("[%s]   skipped %s: %s" % (backend, s["name"], s["reason"]))
+    opt, opt_name = make_optimizer(model.parameters(), args.lr, dev)
+    result["optimizer"] = opt_name
+    compiled = False
+    if args.compile:
+        if not hasattr(torch, "compile"):
+            result["compile_note"] = "torch %s has no torch.compile: ran eager" % torch.__version__
+        else:
+            model, scope = compile_model(model, wl.regions, args.compile_scope)
+            compiled = True
+            result["compile_scope"] = scope
+    result["compile"] = compiled
+
+    def fwd_ctx():
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.autocast(device_type=dev, dtype=torch.bfloat16))
+        for f in fwd_contexts:
+            stack.enter_context(f())
+        return stack
+
+    def step(i):
+        batch = wl.batch_fn(i)
+        with fwd_ctx():
+            loss = wl.loss(model, batch)
+        loss.backward()  # outside the FP8 autocast region, as TE documents
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    clock = Clock(dev)
+    losses = []
+    warm_ms = []
+    rc.state["phase"] = "warmup"
+    every_w = max(1, args.warmup // 10)
+    for i in range(args.warmup):
+        t0 = time.perf_counter()
+        loss = step(i)
+        losses.append(float(loss.item()))  # syncs: fine during warm-up
+        warm_ms.append((time.perf_counter() - t0) * 1000.0)
+        if i == 0:
+            log("[%s] first step %.1f s%s" % (backend, warm_ms[0] / 1000.0, " (includes compilation)" if compiled else ""))
+        _progress(rc, backend, "compile" if (i == 0 and compiled) else "warmup", i + 1, args.warmup, every_w)
+    result["first_step_s"] = warm_ms[0] / 1000.0 if warm_ms else None
+    result["warmup_step_ms"] = warm_ms
+    clock.sync()
+
+    # Measured steps: events around every step, no host sync until the end.
+    n = args.steps
+    rc.state["phase"] = "measure"
+    every = max(1, n // 20)
+    gc.collect()
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        marks = []
+        dev_losses = []
+        t_wall = time.perf_counter()
+        for j in range(n):
+            a = clock.mark()
+            loss = step(args.warmup + j)
+            dev_losses.append(loss.detach())
+            b = clock.mark()
+            marks.append((a, b))
+            if (j + 1) % every == 0 or j + 1 == n or j == 0:
+                emit.emit("progress", phase="measure", step=j + 1, total=n, backend=backend)
+        clock.sync()
+        wall_s = time.perf_counter() - t_wall
+    finally:
+        if gc_was:
+            gc.enable()
+    step_ms = [clock.ms(a, b) for a, b in marks]
+    span_ms = clock.ms(marks[0][0], marks[-1][1])
+    measured = torch.stack([l.float() for l in dev_losses]).cpu().tolist() if dev_losses else []
+    losses.extend(measured)
+    stats = step_stats(step_ms)
+    result.update({
+        "tokens_per_s": wl.tokens_per_step * n / (span_ms / 1000.0),
+        "step_ms": stats,
+        "step_time_median_ms": stats["median"],
+        "step_time_p90_ms": stats["p90"],
+        "step_spread_p90_over_median": stats["p90_over_median"],
+        "measured_span_ms": span_ms,
+        "measured_wall_s": wall_s,
+        "losses": losses,
+        "loss_measured_from": args.warmup,
+        "final_loss": losses[-1] if losses else None,
+        "final_loss_avg5": (sum(losses[-5:]) / len(losses[-5:])) if losses else None,
+    })
+    fpt = model_flops_per_token(info) if "hidden" in info else None
+    if fpt:
+        result["model_tflops_per_s"] = fpt * result["tokens_per_s"] / 1e12
+    if dev == "cuda":
+        result["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated())
+        result["peak_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
+        result["peak_memory_gib"] = result["peak_memory_bytes"] / 2 ** 30
+    else:
+        result["peak_memory_bytes"] = None
+        result["peak_memory_gib"] = None
+
+    if args.measure_overhead and rc.state.get("overhead_done") is not True:
+        rc.state["phase"] = "overhead"
+        rc.state["overhead_done"] = True
+        result["overhead"] = measure_overhead(rc, backend, step, args.warmup + n, n, span_ms, clock)
+    log("[%s] %.0f tokens/s, step median %.2f ms, p90 %.2f ms, peak %s, final loss %.4f" % (
+        backend, result["tokens_per_s"], stats["median"], stats["p90"],
+        ("%.1f GiB" % result["peak_memory_gib"]) if result["peak_memory_gib"] is not None else "n/a",
+        result["final_loss"] if result["final_loss"] is not None else float("nan")))
+    return result
+
+
+def measure_overhead(rc, backend, step, start, n, harness_span_ms, clock):
+    """The same steps in a bare loop: one event pair around the loop, nothing per step. Then the harness loop
+    again, so drift between the two loops shows up. overhead = harness / bare - 1."""
+    gc.collect()
+    gc.disable()
+    try:
+        clock.sync()
+        a = clock.mark()
+        for j in range(n):
+            step(start + j)
+        b = clock.mark()
+        clock.sync()
+        bare_ms = clock.ms(a, b)
+        marks, dev_losses = [], []
+        for j in range(n):
+            x = clock.mark()
+            loss = step(start + n + j)
+            dev_losses.append(loss.detach())
+            y = clock.mark()
+            marks.append((x, y))
+            if (j + 1) % max(1, n // 20) == 0:
+                rc.emitter.emit("progress", phase="overhead", step=j + 1, total=n, backend=backend)
+        clock.sync()
+        harness2_ms = clock.ms(marks[0][0], marks[-1][1])
+    finally:
+        gc.enable()
+    ov = {
+        "bare_loop_ms": bare_ms, "harness_loop_ms": harness_span_ms, "harness_loop_repeat_ms": harness2_ms,
+        "steps": n,
+        "overhead_pct": (harness_span_ms / bare_ms - 1.0) * 100.0,
+        "overhead_repeat_pct": (harness2_ms / bare_ms - 1.0) * 100.0,
+        "method": "bare loop (one CUDA event pair around N steps, no per-step events, no loss kept, no progress "
+                  "events) vs the harness loop over the same N steps of the same model",
+    }
+    log("[%s] harness overhead vs bare loop: %+.2f %% (repeat %+.2f %%)" % (
+        backend, ov["overhead_pct"], ov["overhead_repeat_pct"]))
+    return ov
+
+
+def gemm_shapes(model, wl):
+    """The workload's largest FP8-eligible GEMM and its lm-head GEMM, as (M, N, K) with M = tokens per step."""
+    hp = te_convert.find_high_precision(model, wl.high_precision)
+    best, head = None, None
+    for name, m in model.named_modules():
+        if not isinstance(m, torch.nn.Linear):
+            continue
+        shape = (wl.tokens_per_step, m.out_features, m.in_features)
+        if name in hp:
+            if head is None or m.out_features * m.in_features > head[1][1] * head[1][2]:
+                head = (name, shape)
+        elif fp8_torch.fp8_shape_ok(m.in_features, m.out_features):
+            if best is None or m.out_features * m.in_features > best[1][1] * best[1][2]:
+                best = (name, shape)
+    return {"largest": best, "lm_head": head}
+
+
+def _time_op(fn, iters=20, warmup=5):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        times.append((a, b))
+    torch.cuda.synchronize()
+    return percentile([a.elapsed_time(b) for a, b in times], 50)
+
+
+def gemm_roofline(m, n, k, fp8_ok):
+    """TFLOP/s of Y[M,N] = X[M,K] @ W[N,K]^T: torch.matmul in BF16 and torch._scaled_mm with operands already in
+    E4M3 (the tensor-core rate; the cast cost is in the training step, not here). Random data, median of 20."""
+    g = torch.Generator(device="cuda")
+    g.manual_seed(0)
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    flops = 2.0 * m * n * k
+    ms = _time_op(lambda: torch.matmul(x, w.t()))
+    out = {"m": m, "n": n, "k": k, "bf16_ms": ms, "bf16_tflops": flops / ms / 1e9, "fp8_ms": None, "fp8_tflops": None,
+           "ratio": None}
+    if fp8_ok:
+        x8 = x.to(fp8_torch.FP8_DTYPES["e4m3"])
+        w8 = w.to(fp8_torch.FP8_DTYPES["e4m3"])
+        one = torch.ones((), device="cuda", dtype=torch.float32)
+        ms8 = _time_op(lambda: torch._scaled_mm(x8, w8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+        out.update(fp8_ms=ms8, fp8_tflops=flops / ms8 / 1e9, ratio=ms / ms8)
+        del x8, w8
+    del x, w
+    torch.cuda.empty_cache()
+    return out
+
+
+def roofline(rc, fp8_ok):
+    shapes = rc.gemm_shapes or {}
+    res = {"method": "Y = X @ W^T, M = tokens per step; torch.matmul (BF16) vs torch._scaled_mm (E4M3 operands, "
+                     "per-tensor scales, BF16 out); CUDA events, median of 20 after 5 warm-up runs"}
+    for key in ("largest", "lm_head"):
+        item = shapes.get(key)
+        if not item:
+            continue
+        name, (m, n, k) = item
+        rc.emitter.emit("progress", phase="roofline", step=1 if key == "largest" else 2, total=2, backend=None)
+        r = gemm_roofline(m, n, k, fp8_ok)
+        r["layer"] = name
+        res[key] = r
+    return res

@@ -1,0 +1,388 @@
+/**
+ * The extension-host side of the benchmark: it owns `BenchmarkViewState` (the webview only renders it), probes the
+ * environment, runs and cancels the benchmark, keeps the history and writes the benchmark log.
+ */
+import { mkdirSync } from 'node:fs';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import { backendLabel, BenchEvent, EnvInfo, WorkloadInfo } from '../../../common/bench-events';
+import {
+  BenchmarkViewState, DEFAULT_RUN_OPTIONS, HistoryEntry, HostToWebviewMessage, sanitizeRunOptions, UserError,
+} from '../../../common/webview-messages';
+import { formatBytes, formatMs, formatNumber, formatRatio } from './format';
+import { HistoryStore } from './historyStore';
+import { onPythonSelectionChanged, resolveInterpreter } from './interpreter';
+import { compareRunsToMarkdown, runToMarkdown } from './markdown';
+import {
+  BenchmarkOutcome, BenchmarkProcess, buildListWorkloadsArgs, buildProbeArgs, buildRunArgs, outcomeToUserError, startBenchmark,
+} from './runner';
+import { applyRunEvent, environmentSummary, finishRun, idleRunState, startedRunState, toHistoryEntry, toUserError } from './state';
+
+type ProgressMessage = Extract<HostToWebviewMessage, { type: 'progress' }>;
+
+const PROBE_TIMEOUT_MS = 120_000;
+const LAST_OPTIONS_KEY = 'precisionLens.benchmark.lastOptions';
+const PROGRESS_INTERVAL_MS = 100;
+
+/** Presets offered before (or when) `--list-workloads` answers. */
+export const FALLBACK_WORKLOADS: WorkloadInfo[] = [
+  { name: 'gpt-125m', description: 'GPT-2 small shape', batch: 16, seq: 1024 },
+  { name: 'gpt-1.3b', description: 'GPT-3 XL shape', batch: 8, seq: 2048 },
+  { name: 'llama-7b-slice', description: 'Llama-3-8B / Mistral-7B block shape, 12 layers', batch: 4, seq: 4096 },
+  { name: 'llama-70b-slice', description: 'Llama-70B block shape, 4 layers', batch: 2, seq: 4096 },
+];
+
+export interface ControllerDeps {
+  context: vscode.ExtensionContext;
+  /** Extension logs. */
+  log: vscode.LogOutputChannel;
+  /** The benchmark's own stderr and a line per event, coloured by the benchmark-log grammar. */
+  benchLog: vscode.OutputChannel;
+  history: HistoryStore;
+}
+
+export class BenchmarkController implements vscode.Disposable {
+  private state: BenchmarkViewState;
+  private current: BenchmarkProcess | undefined;
+  /** Set from the moment `run` accepts until the process exits: a second run is refused in between. */
+  private busy = false;
+  private probes: BenchmarkProcess[] = [];
+  private probeGeneration = 0;
+  private readonly stateEmitter = new vscode.EventEmitter<BenchmarkViewState>();
+  private readonly progressEmitter = new vscode.EventEmitter<ProgressMessage>();
+  private progressTimer: NodeJS.Timeout | undefined;
+  private pendingProgress: ProgressMessage | undefined;
+  private readonly disposables: vscode.Disposable[] = [];
+
+  /** Fires with the whole state after every change that is more than progress. */
+  readonly onDidChangeState = this.stateEmitter.event;
+  /** Fires (throttled) while a run makes progress. */
+  readonly onDidProgress = this.progressEmitter.event;
+
+  constructor(private readonly deps: ControllerDeps) {
+    const saved = deps.context.globalState.get<unknown>(LAST_OPTIONS_KEY);
+    this.state = {
+      trusted: vscode.workspace.isTrusted,
+      remote: vscode.env.remoteName ? { name: vscode.env.remoteName } : undefined,
+      environment: { status: 'unknown' },
+      workloads: FALLBACK_WORKLOADS,
+      lastOptions: saved ? sanitizeRunOptions(saved, DEFAULT_RUN_OPTIONS) : DEFAULT_RUN_OPTIONS,
+      workspaceFolder: this.workspaceFolder()?.fsPath,
+      run: idleRunState(),
+      history: [],
+    };
+    this.disposables.push(this.stateEmitter, this.progressEmitter, onPythonSelectionChanged(() => void this.refreshEnvironment()));
+  }
+
+  /** Loads the history, then starts the environment probe (when trusted) without waiting for it. */
+  async initialize(): Promise<void> {
+    const loaded = await this.deps.history.load();
+    if (loaded.message) this.deps.log.warn(loaded.message);
+    this.update({ history: loaded.entries, historyMessage: loaded.message });
+    void this.refreshEnvironment().catch((e: unknown) => this.deps.log.error(`benchmark: environment check failed: ${String(e)}`));
+  }
+
+  /** A deep copy of the host-side state (the e2e tests read it through precisionLens.benchmark.getState). */
+  getState(): BenchmarkViewState {
+    return JSON.parse(JSON.stringify(this.state)) as BenchmarkViewState;
+  }
+
+  get isRunning(): boolean {
+    return this.busy;
+  }
+
+  /** The workspace folder runs use: the active editor's folder, else the first one. */
+  private workspaceFolder(): vscode.Uri | undefined {
+    const active = vscode.window.activeTextEditor?.document.uri;
+    const folder = (active && vscode.workspace.getWorkspaceFolder(active)) ?? vscode.workspace.workspaceFolders?.[0];
+    return folder?.uri;
+  }
+
+  private scriptPath(): string {
+    return this.deps.context.asAbsolutePath(path.join('bench', 'benchmark.py'));
+  }
+
+  private update(patch: Partial<BenchmarkViewState>): void {
+    this.state = { ...this.state, ...patch };
+    this.stateEmitter.fire(this.state);
+  }
+
+  /** Called when workspace trust is granted. */
+  setTrusted(trusted: boolean): void {
+    if (this.state.trusted === trusted) return;
+    this.update({ trusted });
+    if (trusted) void this.refreshEnvironment();
+  }
+
+  /** Re-resolves the interpreter and asks it about torch, CUDA, the GPU and TE; also lists the workload presets. */
+  async refreshEnvironment(): Promise<void> {
+    const generation = ++this.probeGeneration;
+    for (const p of this.probes) void p.cancel();
+    this.probes = [];
+    const folder = this.workspaceFolder();
+    const interpreter = await resolveInterpreter(folder, this.deps.log);
+    if (generation !== this.probeGeneration) return;
+    this.deps.log.info(`benchmark interpreter: ${interpreter.path} (${interpreter.detail})`);
+    if (!this.state.trusted) {
+      this.update({
+        interpreter,
+        workspaceFolder: folder?.fsPath,
+        environment: { status: 'unknown', summary: 'The workspace is not trusted: the benchmark and the environment check are disabled.' },
+      });
+      return;
+    }
+    const script = this.scriptPath();
+    if (!fs.existsSync(script)) {
+      this.update({
+        interpreter,
+        workspaceFolder: folder?.fsPath,
+        environment: {
+          status: 'failed',
+          error: { code: 'missing_script', title: 'Benchmark script missing', message: `${script} is not part of this installation.`, hint: 'Reinstall the extension.' },
+        },
+      });
+      return;
+    }
+    this.update({ interpreter, workspaceFolder: folder?.fsPath, environment: { ...this.state.environment, status: 'probing' } });
+
+    let env: EnvInfo | undefined;
+    let probeError: UserError | undefined;
+    const probe = startBenchmark(
+      { command: interpreter.path, args: buildProbeArgs(script, folder?.fsPath), cwd: folder?.fsPath },
+      {
+        onEvent: (e) => {
+          if (e.event === 'env') env = e;
+          else if (e.event === 'error' && !probeError) probeError = toUserError(e.code, e.message, e.hint);
+        },
+        onStderr: (line) => this.deps.log.debug(`probe: ${line}`),
+        onStdoutText: (line) => this.deps.log.debug(`probe stdout: ${line}`),
+      },
+      { timeoutMs: PROBE_TIMEOUT_MS },
+    );
+    const list = startBenchmark(
+      { command: interpreter.path, args: buildListWorkloadsArgs(script), cwd: folder?.fsPath },
+      { onEvent: (e) => e.event === 'workloads' && e.workloads.length > 0 && this.update({ workloads: e.workloads }) },
+      { timeoutMs: PROBE_TIMEOUT_MS },
+    );
+    this.probes = [probe, list];
+    const [outcome] = await Promise.all([probe.done, list.done]);
+    if (generation !== this.probeGeneration) return;
+    this.probes = [];
+    if (env) {
+      this.deps.log.info(`benchmark environment: ${environmentSummary(env)}`);
+      this.update({
+        environment: { status: 'ready', info: env, summary: environmentSummary(env), error: env.torchVersion ? undefined : probeError },
+        remote: this.state.remote ? { ...this.state.remote, hostname: env.hostname } : undefined,
+      });
+    } else {
+      const error = probeError ?? outcomeToUserError(outcome, interpreter.path) ?? {
+        code: 'no_env', title: 'No environment report', message: 'The benchmark probe ended without describing the environment.', hint: 'Open the benchmark log for details.',
+      };
+      this.deps.log.warn(`benchmark probe failed: ${error.title}: ${error.message}`);
+      this.update({ environment: { status: 'failed', error, summary: error.title } });
+    }
+  }
+
+  /** Starts a run; false (with a message) when one is already running or the workspace is untrusted. */
+  async run(raw?: unknown): Promise<boolean> {
+    if (this.busy) {
+      void vscode.window.showWarningMessage('A benchmark is already running. Cancel it first, or wait for it to finish.');
+      return false;
+    }
+    if (!vscode.workspace.isTrusted) {
+      void vscode.window.showWarningMessage('The benchmark runs a Python interpreter and workspace code: trust this workspace to use it.');
+      return false;
+    }
+    this.busy = true;
+    try {
+      return await this.startRun(raw);
+    } catch (e) {
+      this.busy = false;
+      throw e;
+    }
+  }
+
+  private async startRun(raw: unknown): Promise<boolean> {
+    const options = sanitizeRunOptions(raw ?? this.state.lastOptions, this.state.lastOptions);
+    void this.deps.context.globalState.update(LAST_OPTIONS_KEY, options);
+    const folder = this.workspaceFolder();
+    const interpreter = this.state.interpreter ?? (await resolveInterpreter(folder, this.deps.log));
+    const id = `${new Date().toISOString().replace(/[:.]/g, '-')}-${Math.random().toString(36).slice(2, 6)}`;
+    const runsDir = path.join(this.deps.context.globalStorageUri.fsPath, 'runs');
+    let jsonOut: string | undefined = path.join(runsDir, `${id}.json`);
+    try {
+      mkdirSync(runsDir, { recursive: true });
+    } catch {
+      jsonOut = undefined;
+    }
+    const args = buildRunArgs(this.scriptPath(), options, { jsonOut, workspace: folder?.fsPath });
+    this.update({ lastOptions: options, interpreter, run: startedRunState(id, options, Date.now()) });
+
+    const benchLog = this.deps.benchLog;
+    benchLog.appendLine(`[${new Date().toLocaleTimeString()}] run ${id}: ${interpreter.path} ${args.map(quoteArg).join(' ')}`);
+    this.deps.log.info(`benchmark run ${id} started (${options.workload}, ${options.backends.join(',')})`);
+    let lastPhase = '';
+    const child = startBenchmark(
+      { command: interpreter.path, args, cwd: folder?.fsPath },
+      {
+        onEvent: (event) => this.onRunEvent(id, event, (phase) => {
+          if (phase === lastPhase) return;
+          lastPhase = phase;
+          benchLog.appendLine(`phase: ${phase}`);
+        }),
+        onStderr: (line) => benchLog.appendLine(line),
+        onStdoutText: (line) => benchLog.appendLine(line),
+      },
+    );
+    this.current = child;
+    void child.done.then((outcome) => this.onRunExit(id, outcome, interpreter.path, jsonOut));
+    return true;
+  }
+
+  private onRunEvent(id: string, event: BenchEvent, onPhase: (phase: string) => void): void {
+    if (this.state.run.id !== id) return;
+    const run = applyRunEvent(this.state.run, event);
+    switch (event.event) {
+      case 'progress':
+        onPhase(`${event.phase}${event.backend ? ` (${event.backend})` : ''}`);
+        this.state = { ...this.state, run };
+        this.queueProgress({ type: 'progress', runId: id, status: run.status, progress: run.progress ?? { phase: event.phase } });
+        return;
+      case 'env':
+        this.update({
+          run,
+          environment: { status: 'ready', info: event, summary: environmentSummary(event) },
+          remote: this.state.remote ? { ...this.state.remote, hostname: event.hostname } : undefined,
+        });
+        return;
+      case 'result': {
+        const ratio = run.ratios.find((r) => r.backend === event.backend);
+        this.deps.benchLog.appendLine(
+          event.skippedReason
+            ? `result ${event.backend}: skipped: ${event.skippedReason}`
+            : `result ${event.backend}: ${formatNumber(event.tokensPerS, 0)} tokens/s, step ${formatMs(event.stepTimeMedianMs)} (p90 ${formatMs(event.stepTimeP90Ms)}), peak ${formatBytes(event.peakMemoryBytes)}${ratio ? `, ${formatRatio(ratio.speedup)} vs BF16` : ''}`,
+        );
+        this.update({ run });
+        return;
+      }
+      case 'error':
+        this.deps.benchLog.appendLine(`error ${event.code}${event.backend ? ` (${backendLabel(event.backend)})` : ''}: ${event.message}${event.hint ? ` -- ${event.hint}` : ''}`);
+        this.update({ run });
+        return;
+      default:
+        if (run !== this.state.run) this.update({ run });
+    }
+  }
+
+  private queueProgress(message: ProgressMessage): void {
+    this.pendingProgress = message;
+    if (this.progressTimer) return;
+    this.progressTimer = setTimeout(() => {
+      this.progressTimer = undefined;
+      const pending = this.pendingProgress;
+      this.pendingProgress = undefined;
+      if (pending && this.state.run.id === pending.runId && (this.state.run.status === 'running' || this.state.run.status === 'starting')) {
+        this.progressEmitter.fire(pending);
+      }
+    }, PROGRESS_INTERVAL_MS);
+  }
+
+  private async onRunExit(id: string, outcome: BenchmarkOutcome, interpreter: string, jsonOut: string | undefined): Promise<void> {
+    this.current = undefined;
+    this.busy = false;
+    if (this.state.run.id !== id) return;
+    const hasResults = this.state.run.results.some((r) => !r.skippedReason);
+    const error = outcomeToUserError(outcome, interpreter, hasResults);
+    const run = finishRun(this.state.run, { cancelled: outcome.cancelled, error }, Date.now());
+    const seconds = ((run.finishedAt ?? Date.now()) - (run.startedAt ?? Date.now())) / 1000;
+    this.deps.benchLog.appendLine(
+      `[${new Date().toLocaleTimeString()}] run ${id} ${run.status}: ${outcome.cancelled ? 'cancelled' : outcome.exitCode !== null ? `exit code ${outcome.exitCode}` : `signal ${outcome.signal}`} after ${seconds.toFixed(1)} s`,
+    );
+    if (run.status === 'failed' && run.error) {
+      this.deps.benchLog.appendLine(`error: ${run.error.title}: ${run.error.message}${run.error.hint ? ` -- ${run.error.hint}` : ''}`);
+      this.deps.log.warn(`benchmark run ${id} failed: ${run.error.title}: ${run.error.message}`);
+    }
+    for (const ratio of run.ratios) this.deps.benchLog.appendLine(`ratio ${ratio.backend}/bf16: speed ${formatRatio(ratio.speedup)}, memory ${formatRatio(ratio.memory)}`);
+    const entry = toHistoryEntry(run, {
+      env: this.state.environment.info,
+      interpreter,
+      remoteName: this.state.remote?.name,
+      jsonOut: jsonOut && fs.existsSync(jsonOut) ? jsonOut : undefined,
+    });
+    this.update({ run });
+    if (entry) {
+      try {
+        await this.deps.history.add(entry);
+        this.update({ history: this.deps.history.entries });
+      } catch (e) {
+        this.deps.log.error(`could not save the benchmark history: ${String(e)}`);
+        this.update({ historyMessage: `This run could not be saved to the history: ${(e as Error).message}` });
+      }
+    }
+  }
+
+  /** Kills the running benchmark's process tree. */
+  async cancel(): Promise<void> {
+    const child = this.current;
+    if (!child) return;
+    if (this.state.run.status !== 'cancelling') this.update({ run: { ...this.state.run, status: 'cancelling', progress: { ...(this.state.run.progress ?? { phase: '' }), phase: 'cancelling' } } });
+    this.deps.benchLog.appendLine(`[${new Date().toLocaleTimeString()}] cancelling run ${this.state.run.id}`);
+    await child.cancel();
+    await child.done;
+  }
+
+  /** Remembers the form values (so a reopened view shows what was last typed). */
+  rememberOptions(raw: unknown): void {
+    const options = sanitizeRunOptions(raw, this.state.lastOptions);
+    this.state = { ...this.state, lastOptions: options };
+    void this.deps.context.globalState.update(LAST_OPTIONS_KEY, options);
+  }
+
+  /** Markdown for one run (or two, compared side by side); undefined when the ids are unknown. */
+  markdownFor(ids: readonly string[]): string | undefined {
+    const entries = ids.map((id) => this.deps.history.get(id)).filter((e): e is HistoryEntry => e !== undefined);
+    if (entries.length === 2) return compareRunsToMarkdown(entries[0], entries[1]);
+    if (entries.length === 1) return runToMarkdown(entries[0]);
+    return undefined;
+  }
+
+  /** Markdown for the run on screen (finished or partial). */
+  currentMarkdown(): string | undefined {
+    const run = this.state.run;
+    if (!run.id || run.results.length === 0) return undefined;
+    const saved = this.deps.history.get(run.id);
+    if (saved) return runToMarkdown(saved);
+    const entry = toHistoryEntry({ ...run, status: 'done' }, { env: this.state.environment.info, interpreter: this.state.interpreter?.path, remoteName: this.state.remote?.name });
+    return entry ? runToMarkdown(entry) : undefined;
+  }
+
+  async copyMarkdown(markdown: string | undefined): Promise<void> {
+    if (!markdown) {
+      void vscode.window.showWarningMessage('Nothing to copy: no benchmark results.');
+      return;
+    }
+    await vscode.env.clipboard.writeText(markdown);
+    void vscode.window.setStatusBarMessage('Benchmark table copied as Markdown', 3000);
+  }
+
+  async deleteRun(id: string): Promise<void> {
+    try {
+      await this.deps.history.remove(id);
+    } catch (e) {
+      this.deps.log.error(`could not update the benchmark history: ${String(e)}`);
+    }
+    this.update({ history: this.deps.history.entries });
+  }
+
+  dispose(): void {
+    if (this.progressTimer) clearTimeout(this.progressTimer);
+    for (const p of this.probes) void p.cancel();
+    void this.current?.cancel();
+    for (const d of this.disposables) d.dispose();
+  }
+}
+
+function quoteArg(arg: string): string {
+  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
+}

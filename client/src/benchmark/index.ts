@@ -1,0 +1,56 @@
+/**
+ * The benchmark feature: sidebar view, commands, runner, history. The lead's extension.ts calls `registerBenchmark`.
+ */
+import * as vscode from 'vscode';
+import { SETTINGS_SECTION } from '../../../common/settings';
+import type { BenchmarkViewState } from '../../../common/webview-messages';
+import { BENCHMARK_VIEW_ID, BenchmarkViewProvider } from '../sidebar/viewProvider';
+import { BenchmarkController } from './controller';
+import { HistoryStore } from './historyStore';
+
+export const BENCHMARK_LOG_NAME = 'Precision Lens Benchmark';
+export const BENCHMARK_LOG_LANGUAGE = 'precision-lens-benchmark-log';
+
+export const COMMANDS = {
+  run: 'precisionLens.benchmark.run',
+  cancel: 'precisionLens.benchmark.cancel',
+  /** Internal (not in the command palette): the host-side state, for the e2e tests. */
+  getState: 'precisionLens.benchmark.getState',
+  refresh: 'precisionLens.benchmark.refreshEnvironment',
+} as const;
+
+/**
+ * Registers the benchmark sidebar (`precisionLens.benchmark`), the commands `precisionLens.benchmark.run` (optional
+ * argument: partial RunOptions), `precisionLens.benchmark.cancel` and the internal `precisionLens.benchmark.getState`,
+ * and starts the environment probe. Disposing it cancels a running benchmark.
+ */
+export function registerBenchmark(context: vscode.ExtensionContext, log: vscode.LogOutputChannel): vscode.Disposable {
+  const benchLog = vscode.window.createOutputChannel(BENCHMARK_LOG_NAME, BENCHMARK_LOG_LANGUAGE);
+  const history = new HistoryStore(context.globalStorageUri.fsPath);
+  const controller = new BenchmarkController({ context, log, benchLog, history });
+  const provider = new BenchmarkViewProvider(context.extensionUri, controller, log, benchLog);
+  const ready = controller.initialize().catch((e: unknown) => log.error(`benchmark: initialization failed: ${String(e)}`));
+
+  const disposables: vscode.Disposable[] = [
+    benchLog,
+    controller,
+    provider,
+    vscode.window.registerWebviewViewProvider(BENCHMARK_VIEW_ID, provider),
+    vscode.commands.registerCommand(COMMANDS.run, async (options?: unknown): Promise<boolean> => {
+      await ready;
+      if (!provider.visible) void vscode.commands.executeCommand(`${BENCHMARK_VIEW_ID}.focus`);
+      return controller.run(options);
+    }),
+    vscode.commands.registerCommand(COMMANDS.cancel, () => controller.cancel()),
+    vscode.commands.registerCommand(COMMANDS.getState, (): BenchmarkViewState => controller.getState()),
+    vscode.commands.registerCommand(COMMANDS.refresh, async () => {
+      await ready;
+      await controller.refreshEnvironment();
+    }),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => controller.setTrusted(true)),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration(`${SETTINGS_SECTION}.pythonPath`)) void controller.refreshEnvironment();
+    }),
+  ];
+  return vscode.Disposable.from(...disposables);
+}

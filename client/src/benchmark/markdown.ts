@@ -1,0 +1,104 @@
+/**
+ * "Copy as Markdown": a benchmark run, or two runs side by side, as a GitHub-flavoured Markdown table for a PR.
+ * Pure: no `vscode`, no Node APIs.
+ */
+import { backendLabel, BackendResult, BASELINE_BACKEND } from '../../../common/bench-events';
+import type { HistoryEntry } from '../../../common/webview-messages';
+import { finalLoss, formatBytes, formatDelta, formatMs, formatNumber, formatRatio, formatTimestamp } from './format';
+import { computeRatios } from './state';
+
+/** Escapes text for a table cell: pipes and newlines would break the row. */
+export function escapeCell(text: string): string {
+  return text.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
+}
+
+function row(cells: string[]): string {
+  return `| ${cells.map(escapeCell).join(' | ')} |`;
+}
+
+function table(header: string[], rows: string[][], align?: Array<'l' | 'r'>): string {
+  const sep = header.map((_, i) => ((align?.[i] ?? 'l') === 'r' ? '---:' : '---'));
+  return [row(header), `| ${sep.join(' | ')} |`, ...rows.map(row)].join('\n');
+}
+
+/** One line saying what ran where: workload, shape, GPU, software versions. */
+export function describeRun(run: HistoryEntry): string {
+  const o = run.options;
+  const parts = [
+    `workload \`${o.workload}\``,
+    `batch ${o.batch} x seq ${o.seq}`,
+    `${o.steps} steps (${o.warmup} warm-up)`,
+    o.compile ? 'torch.compile on' : 'torch.compile off',
+  ];
+  const where = [
+    run.gpu ? `${run.gpu}${run.capability ? ` (sm ${run.capability})` : ''}` : undefined,
+    run.hostname ? `host ${run.hostname}` : undefined,
+    run.torchVersion ? `torch ${run.torchVersion}` : undefined,
+    `TE ${run.teVersion ?? 'not installed'}`,
+  ].filter((p): p is string => p !== undefined);
+  return `${parts.join(', ')}; ${where.join(', ')}`;
+}
+
+function orderedResults(results: readonly BackendResult[]): BackendResult[] {
+  return [...results].sort((a, b) => (a.backend === BASELINE_BACKEND ? -1 : b.backend === BASELINE_BACKEND ? 1 : 0));
+}
+
+/** A single run as Markdown: a heading line, the settings, and one row per backend with its ratio to BF16. */
+export function runToMarkdown(run: HistoryEntry): string {
+  const ratios = run.ratios.length > 0 ? run.ratios : computeRatios(run.results);
+  const rows = orderedResults(run.results).map((r) => {
+    if (r.skippedReason) return [backendLabel(r.backend), 'skipped', '', '', '', '', r.skippedReason];
+    const ratio = ratios.find((x) => x.backend === r.backend);
+    const vs = r.backend === BASELINE_BACKEND ? 'baseline' : ratio ? `${formatRatio(ratio.speedup)} speed, ${formatRatio(ratio.memory)} memory` : '–';
+    return [
+      backendLabel(r.backend),
+      formatNumber(r.tokensPerS, 0),
+      formatMs(r.stepTimeMedianMs),
+      formatMs(r.stepTimeP90Ms),
+      formatBytes(r.peakMemoryBytes),
+      formatNumber(finalLoss(r.losses), 4),
+      vs,
+    ];
+  });
+  return [
+    `**FP8 vs BF16 benchmark** (${formatTimestamp(run.startedAt)})`,
+    '',
+    describeRun(run),
+    '',
+    table(['Backend', 'tokens/s', 'step median', 'step p90', 'peak memory', 'final loss', 'vs BF16'], rows, ['l', 'r', 'r', 'r', 'r', 'r', 'l']),
+    '',
+  ].join('\n');
+}
+
+/** Two runs side by side: per backend and metric, run A, run B and B/A. */
+export function compareRunsToMarkdown(a: HistoryEntry, b: HistoryEntry): string {
+  const backends = [...new Set([...orderedResults(a.results), ...orderedResults(b.results)].map((r) => r.backend))];
+  const rows: string[][] = [];
+  const ratio = (x?: number, y?: number) => (x !== undefined && y !== undefined && x !== 0 ? formatRatio(y / x) : '–');
+  for (const backend of backends) {
+    const ra = a.results.find((r) => r.backend === backend && !r.skippedReason);
+    const rb = b.results.find((r) => r.backend === backend && !r.skippedReason);
+    const label = backendLabel(backend);
+    rows.push([label, 'tokens/s', formatNumber(ra?.tokensPerS, 0), formatNumber(rb?.tokensPerS, 0), ratio(ra?.tokensPerS, rb?.tokensPerS)]);
+    rows.push([label, 'step median', formatMs(ra?.stepTimeMedianMs), formatMs(rb?.stepTimeMedianMs), ratio(ra?.stepTimeMedianMs, rb?.stepTimeMedianMs)]);
+    rows.push([label, 'peak memory', formatBytes(ra?.peakMemoryBytes), formatBytes(rb?.peakMemoryBytes), ratio(ra?.peakMemoryBytes, rb?.peakMemoryBytes)]);
+    const la = finalLoss(ra?.losses);
+    const lb = finalLoss(rb?.losses);
+    rows.push([label, 'final loss', formatNumber(la, 4), formatNumber(lb, 4), la !== undefined && lb !== undefined ? formatDelta(lb - la) : '–']);
+  }
+  const speedups = (run: HistoryEntry) => (run.ratios.length > 0 ? run.ratios : computeRatios(run.results));
+  for (const backend of backends.filter((x) => x !== BASELINE_BACKEND)) {
+    const sa = speedups(a).find((r) => r.backend === backend)?.speedup;
+    const sb = speedups(b).find((r) => r.backend === backend)?.speedup;
+    rows.push([backendLabel(backend), 'speed-up vs BF16', formatRatio(sa), formatRatio(sb), '']);
+  }
+  return [
+    '**FP8 benchmark comparison**',
+    '',
+    `- A (${formatTimestamp(a.startedAt)}): ${describeRun(a)}`,
+    `- B (${formatTimestamp(b.startedAt)}): ${describeRun(b)}`,
+    '',
+    table(['Backend', 'Metric', 'A', 'B', 'B / A'], rows, ['l', 'l', 'r', 'r', 'r']),
+    '',
+  ].join('\n');
+}

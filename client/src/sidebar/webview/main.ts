@@ -1,0 +1,602 @@
+/// <reference lib="dom" />
+/**
+ * The benchmark view's script (browser IIFE, out/webview.js). It renders the state the extension host sends and
+ * posts intents back; it owns only UI state (form draft, selected history runs), kept with getState/setState so a
+ * re-created webview looks the same. DOM is built with createElement/textContent only (no innerHTML): text from the
+ * benchmark and the file system is never parsed as HTML.
+ */
+import { backendLabel, shortBackendLabel, BackendResult, BASELINE_BACKEND, EnvInfo, hasCudaDevice, KNOWN_BACKENDS, WorkloadInfo } from '../../../../common/bench-events';
+import type {
+  BackendRatio, BenchmarkViewState, HistoryEntry, HostToWebviewMessage, RunOptions, RunProgress, RunState, UserError, WebviewToHostMessage,
+} from '../../../../common/webview-messages';
+import { finalLoss, formatBytes, formatDelta, formatMs, formatNumber, formatRatio, formatTimestamp } from '../../benchmark/format';
+import { computeRatios } from '../../benchmark/state';
+import { barChart, Bar, lineChart, seriesClass, Series } from './charts';
+
+interface VsCodeApi {
+  postMessage(message: WebviewToHostMessage): void;
+  getState(): unknown;
+  setState(state: unknown): void;
+}
+declare function acquireVsCodeApi(): VsCodeApi;
+
+/** UI state that survives the webview being destroyed and re-created. */
+interface PersistedState {
+  draft?: RunOptions;
+  /** The workload select is on "my model". */
+  customWorkload?: boolean;
+  /** History runs selected for details (one) or comparison (two). */
+  selected: string[];
+  /** The last host state: shown at once on re-creation, until the host re-sends it. */
+  host?: BenchmarkViewState;
+}
+
+const CUSTOM_WORKLOAD = '__custom__';
+const MODULE_FUNCTION = /^[A-Za-z_][\w.]*:[A-Za-z_]\w*$/;
+
+const api = acquireVsCodeApi();
+const persisted: PersistedState = { selected: [], ...((api.getState() as Partial<PersistedState> | undefined) ?? {}) };
+let host: BenchmarkViewState | undefined = persisted.host;
+
+function save(): void {
+  api.setState(persisted);
+}
+
+function send(message: WebviewToHostMessage): void {
+  api.postMessage(message);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// DOM helpers
+
+type Child = Node | string | null | undefined | false;
+interface Props {
+  class?: string;
+  on?: Partial<Record<keyof HTMLElementEventMap, (event: Event) => void>>;
+  [attribute: string]: unknown;
+}
+
+function h<K extends keyof HTMLElementTagNameMap>(tag: K, props: Props = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === 'on') {
+      for (const [event, handler] of Object.entries(v as Props['on'] ?? {})) if (handler) el.addEventListener(event, handler);
+    } else if (k === 'class') {
+      if (v) el.className = String(v);
+    } else if (v === true) el.setAttribute(k, '');
+    else if (v !== false && v !== undefined && v !== null) el.setAttribute(k, String(v));
+  }
+  for (const c of children) if (c !== null && c !== undefined && c !== false) el.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  return el;
+}
+
+/** Replaces an element's children, skipping the empty ones. */
+function fill(el: Element, ...children: Child[]): void {
+  el.replaceChildren(...children.filter((c): c is Node | string => c !== null && c !== undefined && c !== false));
+}
+
+function button(label: string, onClick: () => void, props: Props = {}): HTMLButtonElement {
+  return h('button', { type: 'button', ...props, on: { click: onClick } }, label);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Skeleton: sections are built once and refilled; the form keeps its inputs (and focus) across updates.
+
+const app = document.getElementById('app') ?? document.body;
+const sections = {
+  trust: h('section', { class: 'banner warning', role: 'note', hidden: true }),
+  env: h('section', { class: 'card env', 'aria-label': 'Environment' }),
+  form: h('section', { class: 'card form', 'aria-label': 'Benchmark settings' }),
+  progress: h('section', { class: 'progress-section', 'aria-live': 'polite', hidden: true }),
+  error: h('section', { class: 'card error', role: 'alert', hidden: true }),
+  results: h('section', { class: 'results', hidden: true }),
+  history: h('section', { class: 'history', 'aria-label': 'History' }),
+  details: h('section', { class: 'details', hidden: true }),
+};
+app.replaceChildren(...Object.values(sections));
+app.removeAttribute('aria-busy');
+
+let chartWidth = Math.max(200, app.clientWidth - 4);
+
+// ---------------------------------------------------------------------------------------------------------------
+// The form
+
+const form = buildForm();
+sections.form.append(form.root);
+
+function buildForm() {
+  const workloadSelect = h('select', { id: 'workload', on: { change: () => onWorkloadPicked() } });
+  const customInput = h('input', {
+    id: 'custom-workload', type: 'text', placeholder: 'package.module:build_model', spellcheck: 'false',
+    'aria-describedby': 'custom-help', on: { input: () => onFormInput() },
+  });
+  const customHelp = h('p', { id: 'custom-help', class: 'help' }, 'A function in your workspace that returns the model (see bench/README.md).');
+  const customRow = h('div', { class: 'row custom', hidden: true }, h('label', { for: 'custom-workload' }, 'Module:function'), customInput, customHelp);
+  const backendBoxes = KNOWN_BACKENDS.map((b) => {
+    const box = h('input', { type: 'checkbox', id: `backend-${b.id}`, value: b.id, on: { change: () => onFormInput() } });
+    return { id: b.id, box, label: h('label', { for: `backend-${b.id}`, title: b.description, class: 'check' }, box, ` ${b.label}`) };
+  });
+  const num = (id: string, label: string, min: number, help: string) => {
+    const input = h('input', { id, type: 'number', min, step: 1, inputmode: 'numeric', title: help, on: { input: () => onFormInput() } });
+    return { input, row: h('div', { class: 'field' }, h('label', { for: id }, label), input) };
+  };
+  const steps = num('steps', 'Steps', 1, 'Measured training steps per backend');
+  const warmup = num('warmup', 'Warm-up', 0, 'Steps run before measuring (compilation, autotuning)');
+  const batch = num('batch', 'Batch', 1, 'Sequences per step');
+  const seq = num('seq', 'Sequence length', 1, 'Tokens per sequence');
+  const compile = h('input', { type: 'checkbox', id: 'compile', on: { change: () => onFormInput() } });
+  const validation = h('p', { class: 'validation', role: 'status' });
+  const runButton = button('Run', () => onRun(), { class: 'primary', id: 'run' });
+  const cancelButton = button('Cancel', () => send({ type: 'cancel' }), { class: 'secondary', id: 'cancel' });
+  const root = h('form', { on: { submit: (e) => { e.preventDefault(); onRun(); } } },
+    h('h2', {}, 'Benchmark'),
+    h('div', { class: 'row' }, h('label', { for: 'workload' }, 'Workload'), workloadSelect),
+    customRow,
+    h('fieldset', {}, h('legend', {}, 'Backends'), ...backendBoxes.map((b) => b.label)),
+    h('div', { class: 'grid' }, steps.row, warmup.row, batch.row, seq.row),
+    h('label', { class: 'check', for: 'compile', title: 'torch.compile every backend (the same setting for all)' }, compile, ' torch.compile'),
+    validation,
+    h('div', { class: 'buttons' }, runButton, cancelButton),
+  );
+  return { root, workloadSelect, customInput, customRow, backendBoxes, steps: steps.input, warmup: warmup.input, batch: batch.input, seq: seq.input, compile, validation, runButton, cancelButton, workloadKey: '' };
+}
+
+function readForm(): RunOptions {
+  const custom = form.workloadSelect.value === CUSTOM_WORKLOAD;
+  const n = (input: HTMLInputElement, d: number) => (input.value.trim() === '' || !Number.isFinite(input.valueAsNumber) ? d : input.valueAsNumber);
+  const d = host?.lastOptions ?? persisted.draft;
+  return {
+    workload: custom ? form.customInput.value.trim() : form.workloadSelect.value,
+    backends: form.backendBoxes.filter((b) => b.box.checked).map((b) => b.id),
+    steps: n(form.steps, d?.steps ?? 50),
+    warmup: n(form.warmup, d?.warmup ?? 10),
+    batch: n(form.batch, d?.batch ?? 8),
+    seq: n(form.seq, d?.seq ?? 1024),
+    compile: form.compile.checked,
+  };
+}
+
+function validate(options: RunOptions): string | undefined {
+  if (form.workloadSelect.value === CUSTOM_WORKLOAD && !MODULE_FUNCTION.test(options.workload)) {
+    return 'Enter your model as module:function, e.g. mypkg.model:build.';
+  }
+  if (options.backends.length === 0) return 'Choose at least one backend.';
+  if (!options.backends.includes(BASELINE_BACKEND)) return 'Without BF16 there is no baseline: ratios will be missing.';
+  for (const [name, v, min] of [['Steps', options.steps, 1], ['Warm-up', options.warmup, 0], ['Batch', options.batch, 1], ['Sequence length', options.seq, 1]] as const) {
+    if (!Number.isInteger(v) || v < min) return `${name} must be a whole number of at least ${min}.`;
+  }
+  return undefined;
+}
+
+/** A preset brings its own batch size and sequence length. */
+function onWorkloadPicked(): void {
+  const preset = host?.workloads.find((w) => w.name === form.workloadSelect.value);
+  if (preset?.batch !== undefined) form.batch.value = String(preset.batch);
+  if (preset?.seq !== undefined) form.seq.value = String(preset.seq);
+  onFormInput();
+  if (form.workloadSelect.value === CUSTOM_WORKLOAD) form.customInput.focus();
+}
+
+let formTimer: number | undefined;
+function onFormInput(): void {
+  persisted.customWorkload = form.workloadSelect.value === CUSTOM_WORKLOAD;
+  form.customRow.hidden = !persisted.customWorkload;
+  const options = readForm();
+  persisted.draft = options;
+  save();
+  const problem = validate(options);
+  form.validation.textContent = problem ?? '';
+  form.validation.className = problem && !problem.startsWith('Without BF16') ? 'validation error-text' : 'validation';
+  syncButtons();
+  window.clearTimeout(formTimer);
+  formTimer = window.setTimeout(() => send({ type: 'formChanged', options }), 400);
+}
+
+function onRun(): void {
+  const options = readForm();
+  const problem = validate(options);
+  if (problem && !problem.startsWith('Without BF16')) {
+    form.validation.textContent = problem;
+    form.validation.className = 'validation error-text';
+    return;
+  }
+  persisted.selected = [];
+  save();
+  send({ type: 'run', options });
+}
+
+function isActive(run: RunState | undefined): boolean {
+  return !!run && (run.status === 'starting' || run.status === 'running' || run.status === 'cancelling');
+}
+
+function syncButtons(): void {
+  const active = isActive(host?.run);
+  const disabled = !host?.trusted || active;
+  const invalid = validate(readForm());
+  form.runButton.disabled = disabled || (!!invalid && !invalid.startsWith('Without BF16'));
+  form.cancelButton.disabled = !active || host?.run.status === 'cancelling';
+  form.root.querySelectorAll('input, select').forEach((el) => {
+    (el as HTMLInputElement).disabled = disabled;
+  });
+}
+
+/** Fills the workload list and (first time) the inputs. Never overwrites what the user is typing. */
+function syncForm(state: BenchmarkViewState): void {
+  const workloads: WorkloadInfo[] = state.workloads.length > 0 ? state.workloads : [{ name: state.lastOptions.workload }];
+  const key = workloads.map((w) => w.name).join('\n');
+  const draft = persisted.draft ?? state.lastOptions;
+  if (key !== form.workloadKey) {
+    form.workloadKey = key;
+    const options = workloads.map((w) => h('option', { value: w.name, title: w.description }, w.description ? `${w.name} — ${w.description}` : w.name));
+    options.push(h('option', { value: CUSTOM_WORKLOAD }, 'My model (module:function)…'));
+    form.workloadSelect.replaceChildren(...options);
+    const preset = workloads.some((w) => w.name === draft.workload);
+    const custom = persisted.customWorkload ?? (!preset && MODULE_FUNCTION.test(draft.workload));
+    form.workloadSelect.value = custom ? CUSTOM_WORKLOAD : preset ? draft.workload : workloads[0].name;
+    if (custom && !form.customInput.value) form.customInput.value = MODULE_FUNCTION.test(draft.workload) ? draft.workload : '';
+    form.customRow.hidden = !custom;
+  }
+  if (!formFilled) {
+    formFilled = true;
+    for (const b of form.backendBoxes) b.box.checked = draft.backends.includes(b.id);
+    form.steps.value = String(draft.steps);
+    form.warmup.value = String(draft.warmup);
+    form.batch.value = String(draft.batch);
+    form.seq.value = String(draft.seq);
+    form.compile.checked = draft.compile;
+  }
+  syncButtons();
+}
+let formFilled = false;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Environment card
+
+function renderTrust(state: BenchmarkViewState): void {
+  sections.trust.hidden = state.trusted;
+  if (state.trusted) return;
+  fill(sections.trust,
+    h('strong', {}, 'Benchmark disabled: this workspace is not trusted.'),
+    h('p', {}, 'The benchmark runs a Python interpreter and your model code. Diagnostics and quick fixes still work.'),
+    button('Manage Workspace Trust', () => send({ type: 'manageTrust' }), { class: 'secondary' }),
+  );
+}
+
+function dlRow(term: string, ...value: Child[]): HTMLElement[] {
+  return [h('dt', {}, term), h('dd', {}, ...value)];
+}
+
+function renderEnv(state: BenchmarkViewState): void {
+  const env = state.environment;
+  const info: EnvInfo | undefined = env.info;
+  const rows: HTMLElement[] = [];
+  if (state.interpreter) {
+    rows.push(...dlRow('Interpreter', h('code', { class: 'path' }, state.interpreter.path), h('div', { class: 'muted' }, state.interpreter.detail)));
+  }
+  if (state.remote) {
+    rows.push(...dlRow('Remote', `${state.remote.name}`, state.remote.hostname ? h('span', {}, ' — runs on ', h('strong', {}, state.remote.hostname)) : h('span', { class: 'muted' }, ' — host not reported yet')));
+  } else if (info?.hostname) {
+    rows.push(...dlRow('Host', info.hostname));
+  }
+  if (info) {
+    const gpu = info.gpus[0];
+    rows.push(...dlRow('GPU', gpu
+      ? `${gpu.name}${info.gpus.length > 1 ? ` (+${info.gpus.length - 1} more)` : ''}`
+      : h('span', { class: 'bad' }, 'No CUDA device')));
+    if (gpu) rows.push(...dlRow('Capability', gpu.capability ? `${gpu.capability} (sm_${gpu.capability.replace('.', '')})` : 'unknown', gpu.memoryBytes ? h('span', { class: 'muted' }, ` · ${formatBytes(gpu.memoryBytes)}`) : null));
+    rows.push(...dlRow('FP8', info.fp8Available ? h('span', { class: 'good' }, 'yes') : h('span', { class: 'bad' }, 'no'), info.fp8Reason ? h('div', { class: 'muted' }, info.fp8Reason) : null));
+    rows.push(...dlRow('Transformer Engine', info.teVersion ? `${info.teVersion}${info.teApi ? ` (${info.teApi})` : ''}` : 'not installed', info.teError ? h('div', { class: 'muted' }, info.teError) : null));
+    if (info.torchFp8Available !== undefined) {
+      rows.push(...dlRow('torch FP8', info.torchFp8Available ? 'yes' : 'no', info.torchFp8Reason ? h('div', { class: 'muted' }, info.torchFp8Reason) : null));
+    }
+    rows.push(...dlRow('PyTorch', info.torchVersion ? `${info.torchVersion}${info.cudaVersion ? ` · CUDA ${info.cudaVersion}` : ''}` : 'not installed'));
+  }
+  const cuda = hasCudaDevice(info);
+  const summaryClass = env.status === 'failed' || (info && !cuda) ? 'summary bad-box' : info?.fp8Available ? 'summary good-box' : 'summary';
+  fill(sections.env,
+    h('div', { class: 'card-head' },
+      h('h2', {}, 'Environment'),
+      h('div', { class: 'actions' },
+        button('Refresh', () => send({ type: 'refreshEnvironment' }), { class: 'link', title: 'Ask the interpreter again', disabled: !state.trusted || env.status === 'probing' }),
+        button('Interpreter…', () => send({ type: 'openSettings' }), { class: 'link', title: 'Set precisionLens.pythonPath' }))),
+    env.status === 'probing' ? h('p', { class: 'muted', role: 'status' }, h('span', { class: 'spinner', 'aria-hidden': 'true' }), ' Checking Python, PyTorch and the GPU…') : null,
+    env.summary ? h('p', { class: summaryClass }, env.summary) : null,
+    env.status === 'failed' && env.error ? errorBody(env.error) : null,
+    rows.length > 0 ? h('dl', {}, ...rows) : null,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Progress, errors
+
+function phaseText(progress: RunProgress | undefined, status: RunState['status']): string {
+  if (status === 'cancelling') return 'Cancelling…';
+  if (!progress) return status === 'starting' ? 'Starting…' : status;
+  const parts = [progress.phase.replace(/_/g, ' ')];
+  if (progress.backend) parts.push(backendLabel(progress.backend));
+  if (progress.step !== undefined && progress.total !== undefined) parts.push(`step ${progress.step}/${progress.total}`);
+  if (progress.message) parts.push(progress.message);
+  return parts.join(' · ');
+}
+
+const progressLabel = h('div', { class: 'progress-label' });
+const progressBar = h('progress', { max: 1, 'aria-label': 'Benchmark progress' });
+sections.progress.append(progressLabel, progressBar);
+
+function renderProgress(run: RunState): void {
+  const active = isActive(run);
+  sections.progress.hidden = !active && run.status !== 'cancelled';
+  progressLabel.textContent = run.status === 'cancelled' ? 'Cancelled: partial results below.' : phaseText(run.progress, run.status);
+  const fraction = run.progress?.fraction;
+  if (active && fraction !== undefined) progressBar.value = fraction;
+  else progressBar.removeAttribute('value'); // indeterminate
+  progressBar.hidden = !active;
+}
+
+function errorBody(error: UserError): HTMLElement {
+  return h('div', { class: 'error-body' },
+    h('h3', {}, error.title),
+    h('p', {}, error.message),
+    error.hint ? h('p', { class: 'hint' }, error.hint) : null,
+    error.details ? h('details', {}, h('summary', {}, 'Last lines of the benchmark log'), h('pre', {}, error.details)) : null,
+  );
+}
+
+function renderError(run: RunState): void {
+  const error = run.status === 'failed' ? run.error : undefined;
+  sections.error.hidden = !error;
+  if (!error) return;
+  const interpreterProblem = /interpreter|torch/.test(error.code);
+  fill(sections.error,
+    errorBody(error),
+    h('div', { class: 'buttons' },
+      button('Open log', () => send({ type: 'openLog' }), { class: 'secondary' }),
+      interpreterProblem ? button('Choose interpreter…', () => send({ type: 'openSettings' }), { class: 'secondary' }) : null),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Results: charts and table (the current run, or one history run)
+
+function ordered(results: readonly BackendResult[]): BackendResult[] {
+  return [...results].sort((a, b) => (a.backend === BASELINE_BACKEND ? -1 : b.backend === BASELINE_BACKEND ? 1 : 0));
+}
+
+function lossSeries(results: readonly BackendResult[], suffix = '', extraClass = ''): Series[] {
+  return ordered(results)
+    .filter((r) => !r.skippedReason && r.losses.length > 0)
+    .map((r, i) => ({
+      label: `${backendLabel(r.backend)}${suffix}`,
+      cls: `${seriesClass(r.backend, i)}${extraClass}`,
+      points: r.losses.map((l, j): [number, number | null] => [j * (r.lossStride ?? 1), l]),
+    }));
+}
+
+/** Where the measured steps start on the loss chart (the earlier losses are warm-up). */
+function measuredFrom(results: readonly BackendResult[]): { x: number; label: string } | undefined {
+  const from = results.find((r) => r.lossMeasuredFrom !== undefined && r.lossMeasuredFrom > 0)?.lossMeasuredFrom;
+  return from !== undefined ? { x: from, label: 'measured →' } : undefined;
+}
+
+function legend(items: Array<{ label: string; cls: string }>): HTMLElement {
+  return h('ul', { class: 'legend' }, ...items.map((i) => h('li', { class: i.cls }, h('span', { class: 'swatch', 'aria-hidden': 'true' }), i.label)));
+}
+
+function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly BackendRatio[], title: string, copy: () => void): HTMLElement {
+  const ratios = ratiosIn.length > 0 ? ratiosIn : computeRatios(results);
+  const ran = ordered(results).filter((r) => !r.skippedReason);
+  const skipped = results.filter((r) => r.skippedReason);
+  const ratioOf = (b: string) => ratios.find((r) => r.backend === b);
+  const tpsBars: Bar[] = ran.map((r, i) => ({
+    label: shortBackendLabel(r.backend), value: r.tokensPerS, cls: seriesClass(r.backend, i), title: backendLabel(r.backend),
+    text: `${formatNumber(r.tokensPerS, 0)}${ratioOf(r.backend)?.speedup ? ` (${formatRatio(ratioOf(r.backend)?.speedup)})` : ''}`,
+  }));
+  const memBars: Bar[] = ran.map((r, i) => ({
+    label: shortBackendLabel(r.backend), value: r.peakMemoryBytes, cls: seriesClass(r.backend, i), text: formatBytes(r.peakMemoryBytes), title: backendLabel(r.backend),
+  }));
+  const series = lossSeries(results);
+  const table = h('table', {},
+    h('thead', {}, h('tr', {}, ...['Backend', 'tokens/s', 'step median', 'p90', 'peak memory', 'final loss', 'speed vs BF16', 'memory vs BF16', 'loss Δ'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, ...ordered(results).map((r) => {
+      if (r.skippedReason) return h('tr', { class: 'skipped' }, h('th', { scope: 'row' }, backendLabel(r.backend)), h('td', { colspan: 8 }, `skipped: ${r.skippedReason}`));
+      const ratio = ratioOf(r.backend);
+      const base = r.backend === BASELINE_BACKEND;
+      return h('tr', {},
+        h('th', { scope: 'row', title: [r.label, r.recipe].filter(Boolean).join(' · ') || undefined }, backendLabel(r.backend), r.emulated ? h('span', { class: 'muted' }, ' (emulated)') : null),
+        h('td', {}, formatNumber(r.tokensPerS, 0)),
+        h('td', {}, formatMs(r.stepTimeMedianMs)),
+        h('td', {}, formatMs(r.stepTimeP90Ms)),
+        h('td', {}, formatBytes(r.peakMemoryBytes)),
+        h('td', {}, formatNumber(finalLoss(r.losses), 4)),
+        h('td', { class: ratio?.speedup !== undefined ? (ratio.speedup >= 1 ? 'good' : 'bad') : '' }, base ? 'baseline' : formatRatio(ratio?.speedup)),
+        h('td', {}, base ? '' : formatRatio(ratio?.memory)),
+        h('td', {}, base ? '' : formatDelta(ratio?.finalLossDelta)),
+      );
+    })),
+  );
+  return h('div', { class: 'result-block' },
+    h('div', { class: 'card-head' }, h('h2', {}, title), h('div', { class: 'actions' }, button('Copy as Markdown', copy, { class: 'link' }))),
+    ran.length > 0 ? h('h3', {}, 'Throughput (tokens/s)') : null,
+    ran.length > 0 ? barChart(tpsBars, { width: chartWidth, label: `tokens per second: ${tpsBars.map((b) => `${b.label} ${b.text}`).join(', ')}` }) : null,
+    ran.some((r) => r.peakMemoryBytes !== undefined) ? h('h3', {}, 'Peak memory') : null,
+    ran.some((r) => r.peakMemoryBytes !== undefined) ? barChart(memBars, { width: chartWidth, label: `peak memory: ${memBars.map((b) => `${b.label} ${b.text}`).join(', ')}` }) : null,
+    series.length > 0 ? h('h3', {}, 'Loss') : null,
+    series.length > 0 ? lineChart(series, { width: chartWidth, label: 'loss per step for each backend', xLabel: 'step', marker: measuredFrom(ran) }) : null,
+    series.length > 0 ? legend(series) : null,
+    h('div', { class: 'table-wrap' }, table),
+    ran.some((r) => r.emulated) ? h('p', { class: 'banner warning' }, 'FP8 was emulated on this machine: these figures test the harness, they are not a benchmark.') : null,
+    skipped.length > 0 ? h('p', { class: 'muted' }, `${skipped.length} backend${skipped.length > 1 ? 's' : ''} skipped.`) : null,
+  );
+}
+
+function renderResults(run: RunState): void {
+  const show = run.results.length > 0 && persisted.selected.length === 0;
+  sections.results.hidden = !show && run.warnings.length === 0;
+  const title = run.status === 'done' ? `Results${run.options ? `: ${run.options.workload}` : ''}` : isActive(run) ? 'Results so far' : 'Partial results';
+  fill(sections.results,
+    run.warnings.length > 0 ? h('div', { class: 'banner' }, h('strong', {}, 'Notes'), h('ul', {}, ...run.warnings.map((w) => h('li', {}, w)))) : null,
+    show ? resultsBlock(run.results, run.ratios, title, () => send({ type: 'copyCurrentMarkdown' })) : null,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// History and comparison
+
+function entrySummary(e: HistoryEntry): string {
+  const ratios = e.ratios.length > 0 ? e.ratios : computeRatios(e.results);
+  const speed = ratios.filter((r) => r.speedup !== undefined).map((r) => `${r.backend} ${formatRatio(r.speedup)}`).join(', ');
+  return [e.gpu ?? 'GPU unknown', e.hostname && e.remoteName ? `on ${e.hostname}` : undefined, speed || 'no FP8 ratio'].filter(Boolean).join(' · ');
+}
+
+function toggleSelected(id: string, on: boolean): void {
+  const selected = persisted.selected.filter((s) => s !== id);
+  if (on) {
+    selected.push(id);
+    while (selected.length > 2) selected.shift();
+  }
+  persisted.selected = selected;
+  save();
+  if (host) render(host);
+}
+
+function renderHistory(state: BenchmarkViewState): void {
+  const entries = state.history;
+  persisted.selected = persisted.selected.filter((id) => entries.some((e) => e.id === id));
+  const list = h('ul', { class: 'history-list' }, ...entries.map((e) => {
+    const checked = persisted.selected.includes(e.id);
+    const id = `sel-${e.id}`;
+    return h('li', { class: checked ? 'selected' : '' },
+      h('input', { type: 'checkbox', id, checked, 'aria-label': `Select run of ${formatTimestamp(e.startedAt)}`, on: { change: (ev) => toggleSelected(e.id, (ev.target as HTMLInputElement).checked) } }),
+      h('label', { for: id },
+        h('span', { class: 'when' }, formatTimestamp(e.startedAt)),
+        h('span', {}, ` ${e.options.workload} · b${e.options.batch}×${e.options.seq}${e.options.compile ? '' : ' · eager'}`),
+        h('span', { class: 'muted block' }, entrySummary(e))),
+      h('span', { class: 'row-actions' },
+        button('Copy', () => send({ type: 'copyMarkdown', runIds: [e.id] }), { class: 'link', title: 'Copy this run as Markdown' }),
+        button('Delete', () => send({ type: 'deleteRun', id: e.id }), { class: 'link', title: 'Remove from the history' })),
+    );
+  }));
+  fill(sections.history,
+    h('div', { class: 'card-head' }, h('h2', {}, `History (${entries.length})`)),
+    state.historyMessage ? h('p', { class: 'banner warning' }, state.historyMessage) : null,
+    entries.length === 0 ? h('p', { class: 'muted' }, 'Finished runs are kept here. Select one to see it again, two to compare them side by side.') : h('p', { class: 'muted' }, 'Select one run to see it, two to compare.'),
+    entries.length > 0 ? list : null,
+  );
+}
+
+function compareBlock(a: HistoryEntry, b: HistoryEntry): HTMLElement {
+  const backends = [...new Set([...ordered(a.results), ...ordered(b.results)].map((r) => r.backend))];
+  const get = (e: HistoryEntry, backend: string) => e.results.find((r) => r.backend === backend && !r.skippedReason);
+  const ratio = (x?: number, y?: number) => (x !== undefined && y !== undefined && x !== 0 ? formatRatio(y / x) : '–');
+  const rows: HTMLElement[] = [];
+  for (const backend of backends) {
+    const ra = get(a, backend);
+    const rb = get(b, backend);
+    const metrics: Array<[string, string, string, string]> = [
+      ['tokens/s', formatNumber(ra?.tokensPerS, 0), formatNumber(rb?.tokensPerS, 0), ratio(ra?.tokensPerS, rb?.tokensPerS)],
+      ['step median', formatMs(ra?.stepTimeMedianMs), formatMs(rb?.stepTimeMedianMs), ratio(ra?.stepTimeMedianMs, rb?.stepTimeMedianMs)],
+      ['peak memory', formatBytes(ra?.peakMemoryBytes), formatBytes(rb?.peakMemoryBytes), ratio(ra?.peakMemoryBytes, rb?.peakMemoryBytes)],
+      ['final loss', formatNumber(finalLoss(ra?.losses), 4), formatNumber(finalLoss(rb?.losses), 4), ''],
+    ];
+    if (backend !== BASELINE_BACKEND) {
+      const sa = (a.ratios.length ? a.ratios : computeRatios(a.results)).find((r) => r.backend === backend)?.speedup;
+      const sb = (b.ratios.length ? b.ratios : computeRatios(b.results)).find((r) => r.backend === backend)?.speedup;
+      metrics.push(['vs BF16', formatRatio(sa), formatRatio(sb), '']);
+    }
+    metrics.forEach(([metric, va, vb, r], i) => rows.push(h('tr', { class: i === 0 ? 'group-start' : '' },
+      i === 0 ? h('th', { scope: 'rowgroup', rowspan: metrics.length }, backendLabel(backend)) : null,
+      h('td', {}, metric), h('td', {}, va), h('td', {}, vb), h('td', {}, r))));
+  }
+  const bars: Bar[] = [];
+  backends.forEach((backend, i) => {
+    for (const [tag, e, extra] of [['A', a, ''], ['B', b, ' run-b']] as const) {
+      const r = get(e, backend);
+      if (r) bars.push({ label: `${shortBackendLabel(backend)} · ${tag}`, value: r.tokensPerS, cls: `${seriesClass(backend, i)}${extra}`, text: formatNumber(r.tokensPerS, 0) });
+    }
+  });
+  const series = [...lossSeries(a.results, ' · A'), ...lossSeries(b.results, ' · B', ' run-b')];
+  const describe = (tag: string, e: HistoryEntry) => h('li', {}, h('strong', {}, `${tag}: `), `${formatTimestamp(e.startedAt)} · ${e.options.workload} · batch ${e.options.batch} × seq ${e.options.seq} · ${e.options.steps} steps · compile ${e.options.compile ? 'on' : 'off'}${e.gpu ? ` · ${e.gpu}` : ''}`);
+  return h('div', { class: 'result-block' },
+    h('div', { class: 'card-head' }, h('h2', {}, 'Comparison'), h('div', { class: 'actions' },
+      button('Copy as Markdown', () => send({ type: 'copyMarkdown', runIds: [a.id, b.id] }), { class: 'link' }),
+      button('Clear', () => { persisted.selected = []; save(); if (host) render(host); }, { class: 'link' }))),
+    h('ul', { class: 'plain' }, describe('A', a), describe('B', b)),
+    h('h3', {}, 'Throughput (tokens/s)'),
+    barChart(bars, { width: chartWidth, label: `tokens per second, A and B: ${bars.map((x) => `${x.label} ${x.text}`).join(', ')}` }),
+    series.length > 0 ? h('h3', {}, 'Loss') : null,
+    series.length > 0 ? lineChart(series, { width: chartWidth, label: 'loss per step, runs A and B', xLabel: 'step' }) : null,
+    series.length > 0 ? legend(series) : null,
+    h('div', { class: 'table-wrap' }, h('table', { class: 'compare' },
+      h('thead', {}, h('tr', {}, ...['Backend', 'Metric', 'A', 'B', 'B / A'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, ...rows))),
+  );
+}
+
+function renderDetails(state: BenchmarkViewState): void {
+  const chosen = persisted.selected.map((id) => state.history.find((e) => e.id === id)).filter((e): e is HistoryEntry => !!e);
+  sections.details.hidden = chosen.length === 0;
+  if (chosen.length === 0) {
+    fill(sections.details);
+    return;
+  }
+  if (chosen.length === 1) {
+    const e = chosen[0];
+    fill(sections.details,
+      resultsBlock(e.results, e.ratios, `Run of ${formatTimestamp(e.startedAt)}: ${e.options.workload}`, () => send({ type: 'copyMarkdown', runIds: [e.id] })),
+      h('p', { class: 'muted' }, `batch ${e.options.batch} × seq ${e.options.seq}, ${e.options.steps} steps (${e.options.warmup} warm-up), compile ${e.options.compile ? 'on' : 'off'}${e.interpreter ? `, ${e.interpreter}` : ''}${e.torchVersion ? `, torch ${e.torchVersion}` : ''}, TE ${e.teVersion ?? 'not installed'}`),
+    );
+    return;
+  }
+  // Older run first: "B / A" then reads as "how the newer run changed things".
+  const [a, b] = [...chosen].sort((x, y) => x.startedAt - y.startedAt);
+  sections.details.replaceChildren(compareBlock(a, b));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+function render(state: BenchmarkViewState): void {
+  renderTrust(state);
+  renderEnv(state);
+  syncForm(state);
+  renderProgress(state.run);
+  renderError(state.run);
+  renderHistory(state);
+  renderDetails(state);
+  renderResults(state.run);
+}
+
+window.addEventListener('message', (event: MessageEvent<HostToWebviewMessage>) => {
+  const message = event.data;
+  if (!message || typeof message !== 'object') return;
+  switch (message.type) {
+    case 'state':
+      host = message.state;
+      persisted.host = message.state;
+      save();
+      render(message.state);
+      break;
+    case 'progress':
+      if (host && host.run.id === message.runId) {
+        host = { ...host, run: { ...host.run, status: message.status, progress: message.progress } };
+        renderProgress(host.run);
+        syncButtons();
+      }
+      break;
+    case 'notice':
+      break;
+  }
+});
+
+// Charts are drawn at the view's pixel width (crisp text at any sidebar size): redraw when it changes.
+new ResizeObserver(() => {
+  const width = Math.max(200, app.clientWidth - 4);
+  if (Math.abs(width - chartWidth) < 8) return;
+  chartWidth = width;
+  if (host) {
+    renderDetails(host);
+    renderResults(host.run);
+  }
+}).observe(app);
+
+if (host) render(host);
+send({ type: 'ready' });

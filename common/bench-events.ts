@@ -1,0 +1,425 @@
+/**
+ * The JSON-lines protocol of bench/benchmark.py, as the extension reads it.
+ *
+ * `Wire*` types describe what the Python side prints (snake_case, every field optional: an older or newer benchmark
+ * may omit or add fields). `normalizeBenchEvent` turns one parsed line into the typed, camelCase `BenchEvent` the
+ * extension and the webview use; unknown fields are kept in `extra`, unknown events come back as `UnknownEvent`.
+ * No `vscode` import here: the webview bundle and the plain-Node unit tests import this file too.
+ */
+
+/** One GPU as the probe reports it. */
+export interface WireGpu {
+  index?: number;
+  name?: string;
+  /** `[9, 0]`, `"9.0"`, `"sm_90"` or `90`: all are accepted. */
+  capability?: unknown;
+  /** Bytes (or a human string: shown as is). */
+  memory?: unknown;
+  memory_bytes?: number;
+  memory_total_bytes?: number;
+  total_memory?: number;
+  sm?: string;
+}
+
+export interface WireEnvEvent {
+  event: 'env';
+  python?: string;
+  executable?: string;
+  python_version?: string;
+  torch?: string | null;
+  torch_version?: string | null;
+  /** CUDA runtime version string, or a boolean "is CUDA available". */
+  cuda?: string | boolean | null;
+  cuda_available?: boolean;
+  gpus?: WireGpu[];
+  te_version?: string | null;
+  /** Transformer Engine import result. */
+  te?: { installed?: boolean; version?: string | null; api?: string | null; error?: string | null };
+  fp8?: { available?: boolean; reason?: string | null; source?: string } | boolean;
+  /** The torch._scaled_mm backend's availability. */
+  torch_fp8?: { available?: boolean; reason?: string | null };
+  /** A list of names, or `{name: {supported, reason}}`. */
+  recipes?: unknown;
+  hostname?: string;
+  platform?: string;
+}
+
+export interface WireProgressEvent {
+  event: 'progress';
+  phase?: string;
+  step?: number;
+  total?: number;
+  backend?: string;
+  message?: string;
+}
+
+export interface WireResultEvent {
+  event: 'result';
+  backend?: string;
+  label?: string;
+  tokens_per_s?: number | null;
+  /** Step time statistics; bench/ writes `step_ms`, older drafts `step_time_ms`. */
+  step_ms?: { median?: number | null; p90?: number | null; mean?: number | null } | null;
+  step_time_ms?: { median?: number | null; p90?: number | null; mean?: number | null } | number | null;
+  step_time_median_ms?: number | null;
+  step_time_p90_ms?: number | null;
+  /** Index in `losses` where the measured steps start (the earlier ones are warm-up). */
+  loss_measured_from?: number;
+  /** The FP8 math was emulated (no FP8 GPU): a harness test, not a benchmark. */
+  emulated?: boolean;
+  recipe?: string | null;
+  peak_memory_bytes?: number | null;
+  losses?: Array<number | null>;
+  status?: string;
+  skipped?: boolean | string;
+  reason?: string;
+  error?: string | { message?: string; hint?: string; code?: string };
+}
+
+export interface WireSummaryEvent {
+  event: 'summary';
+  ratios?: unknown;
+}
+
+export interface WireErrorEvent {
+  event: 'error';
+  code?: string;
+  message?: string;
+  hint?: string;
+  backend?: string;
+  /** Whether the benchmark stops after this error; absent: fatal unless `backend` names one backend. */
+  fatal?: boolean;
+}
+
+export interface WireWorkloadsEvent {
+  event: 'workloads';
+  workloads?: unknown;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Normalized events
+
+export interface GpuInfo {
+  name: string;
+  /** "9.0" form, or undefined when not reported. */
+  capability?: string;
+  /** Total memory in bytes when known. */
+  memoryBytes?: number;
+  /** Memory as reported when it was not a number. */
+  memoryText?: string;
+}
+
+export interface EnvInfo {
+  pythonExecutable?: string;
+  pythonVersion?: string;
+  /** torch version, or undefined when torch is not importable. */
+  torchVersion?: string;
+  cudaVersion?: string;
+  gpus: GpuInfo[];
+  /** Transformer Engine version, undefined when not installed. */
+  teVersion?: string;
+  /** TE is installed but failed to import: why. */
+  teError?: string;
+  /** TE's autocast API: 'autocast' (>= 2.9) or 'fp8_autocast'. */
+  teApi?: string;
+  fp8Available: boolean;
+  fp8Reason?: string;
+  /** The torch._scaled_mm FP8 backend (used where TE is missing). */
+  torchFp8Available?: boolean;
+  torchFp8Reason?: string;
+  /** Recipes this GPU supports. */
+  recipes: string[];
+  cudaAvailable?: boolean;
+  hostname?: string;
+  platform?: string;
+}
+
+export interface EnvEvent extends EnvInfo {
+  event: 'env';
+  extra: Record<string, unknown>;
+}
+
+export interface ProgressEvent {
+  event: 'progress';
+  phase: string;
+  step?: number;
+  total?: number;
+  backend?: string;
+  message?: string;
+}
+
+export interface BackendResult {
+  backend: string;
+  label?: string;
+  tokensPerS?: number;
+  stepTimeMedianMs?: number;
+  stepTimeP90Ms?: number;
+  peakMemoryBytes?: number;
+  /** Loss per recorded step; null where the benchmark reported a non-finite value. */
+  losses: Array<number | null>;
+  /** Every `losses[i]` is the loss at step `i * lossStride` (1 unless downsampled for storage). */
+  lossStride?: number;
+  /** Index in `losses` where the measured steps start (earlier values are warm-up). */
+  lossMeasuredFrom?: number;
+  /** FP8 emulated in higher precision: not a real measurement. */
+  emulated?: boolean;
+  /** The FP8 recipe the backend used, as the benchmark describes it. */
+  recipe?: string;
+  /** The backend did not run (e.g. TE not installed): why. */
+  skippedReason?: string;
+  /** Fields the extension does not know, shown in the details. */
+  extra?: Record<string, unknown>;
+}
+
+export interface ResultEvent extends BackendResult {
+  event: 'result';
+}
+
+export interface SummaryEvent {
+  event: 'summary';
+  ratios: unknown;
+  extra: Record<string, unknown>;
+}
+
+export interface BenchErrorInfo {
+  code: string;
+  message: string;
+  hint?: string;
+}
+
+export interface ErrorEvent extends BenchErrorInfo {
+  event: 'error';
+  backend?: string;
+  fatal: boolean;
+}
+
+export interface WorkloadInfo {
+  name: string;
+  description?: string;
+  /** The preset's own batch size and sequence length (the form fills them in when the preset is picked). */
+  batch?: number;
+  seq?: number;
+  params?: number;
+}
+
+export interface WorkloadsEvent {
+  event: 'workloads';
+  workloads: WorkloadInfo[];
+}
+
+export interface UnknownEvent {
+  event: 'unknown';
+  name: string;
+  raw: Record<string, unknown>;
+}
+
+export type BenchEvent = EnvEvent | ProgressEvent | ResultEvent | SummaryEvent | ErrorEvent | WorkloadsEvent | UnknownEvent;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Normalization helpers
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function str(value: unknown): string | undefined {
+  if (typeof value === 'string') return value.length > 0 ? value : undefined;
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  return undefined;
+}
+
+function num(value: unknown): number | undefined {
+  if (typeof value === 'number' && Number.isFinite(value)) return value;
+  if (typeof value === 'string' && value.trim() !== '' && Number.isFinite(Number(value))) return Number(value);
+  return undefined;
+}
+
+function omit(raw: Record<string, unknown>, known: readonly string[]): Record<string, unknown> {
+  const extra: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(raw)) if (!known.includes(k)) extra[k] = v;
+  return extra;
+}
+
+/** Capability in "major.minor" form from `[9, 0]`, `(9, 0)` as a list, `"9.0"`, `"sm_90"`, `90` or `{major, minor}`. */
+export function formatCapability(value: unknown): string | undefined {
+  if (Array.isArray(value) && value.length >= 2 && value.every((v) => typeof v === 'number')) return `${value[0]}.${value[1]}`;
+  if (isRecord(value) && typeof value.major === 'number') return `${value.major}.${typeof value.minor === 'number' ? value.minor : 0}`;
+  if (typeof value === 'number' && Number.isFinite(value)) {
+    return Number.isInteger(value) && value >= 10 ? `${Math.floor(value / 10)}.${value % 10}` : String(value);
+  }
+  if (typeof value === 'string') {
+    const sm = /^sm_?(\d+)(\d)[a-z]?$/i.exec(value.trim());
+    if (sm) return `${sm[1]}.${sm[2]}`;
+    const pair = /^\(?\s*(\d+)\s*[.,]\s*(\d+)\s*\)?$/.exec(value.trim());
+    if (pair) return `${pair[1]}.${pair[2]}`;
+    return value || undefined;
+  }
+  return undefined;
+}
+
+function normalizeGpu(raw: unknown): GpuInfo | undefined {
+  if (typeof raw === 'string') return { name: raw };
+  if (!isRecord(raw)) return undefined;
+  const memory = raw.memory ?? raw.memory_bytes ?? raw.memory_total_bytes ?? raw.total_memory;
+  const memoryBytes = num(memory);
+  return {
+    name: str(raw.name) ?? 'unknown GPU',
+    capability: formatCapability(raw.capability ?? raw.compute_capability ?? raw.sm),
+    memoryBytes,
+    memoryText: memoryBytes === undefined ? str(memory) : undefined,
+  };
+}
+
+function normalizeEnv(raw: Record<string, unknown>): EnvEvent {
+  const gpus = Array.isArray(raw.gpus) ? raw.gpus.map(normalizeGpu).filter((g): g is GpuInfo => g !== undefined) : [];
+  const fp8 = raw.fp8;
+  let fp8Available = false;
+  let fp8Reason: string | undefined;
+  if (typeof fp8 === 'boolean') fp8Available = fp8;
+  else if (isRecord(fp8)) {
+    fp8Available = fp8.available === true;
+    fp8Reason = str(fp8.reason);
+  }
+  const cuda = raw.cuda;
+  const recipes = Array.isArray(raw.recipes)
+    ? raw.recipes.map((r) => (isRecord(r) ? str(r.name) : str(r))).filter((r): r is string => r !== undefined)
+    : isRecord(raw.recipes)
+      ? Object.entries(raw.recipes).filter(([, v]) => v === true || (isRecord(v) && (v.supported === true || v.available === true))).map(([k]) => k)
+      : [];
+  const te = isRecord(raw.te) ? raw.te : {};
+  const torchFp8 = isRecord(raw.torch_fp8) ? raw.torch_fp8 : undefined;
+  return {
+    event: 'env',
+    pythonExecutable: str(raw.executable) ?? str(raw.python_executable),
+    pythonVersion: str(raw.python_version) ?? str(raw.python),
+    torchVersion: str(raw.torch) ?? str(raw.torch_version),
+    cudaVersion: typeof cuda === 'string' ? str(cuda) : str(raw.cuda_version),
+    gpus,
+    teVersion: str(raw.te_version) ?? str(te.version) ?? str(raw.transformer_engine),
+    teError: str(te.error) !== undefined && te.installed === true ? str(te.error) : undefined,
+    teApi: str(te.api),
+    fp8Available,
+    fp8Reason,
+    torchFp8Available: torchFp8 ? torchFp8.available === true : undefined,
+    torchFp8Reason: torchFp8 ? str(torchFp8.reason) : undefined,
+    recipes,
+    cudaAvailable: typeof raw.cuda_available === 'boolean' ? raw.cuda_available : typeof cuda === 'boolean' ? cuda : undefined,
+    hostname: str(raw.hostname) ?? str(raw.host),
+    platform: str(raw.platform),
+    extra: omit(raw, ['event', 'executable', 'python_executable', 'python_version', 'python', 'torch', 'torch_version', 'cuda',
+      'cuda_version', 'cuda_available', 'gpus', 'te_version', 'te', 'transformer_engine', 'fp8', 'torch_fp8', 'recipes', 'hostname', 'host', 'platform']),
+  };
+}
+
+function normalizeResult(raw: Record<string, unknown>): ResultEvent {
+  const stepTime = raw.step_ms ?? raw.step_time_ms;
+  const median = num(raw.step_time_median_ms) ?? (isRecord(stepTime) ? num(stepTime.median) ?? num(stepTime.mean) : num(stepTime));
+  const p90 = num(raw.step_time_p90_ms) ?? (isRecord(stepTime) ? num(stepTime.p90) : undefined);
+  const losses = Array.isArray(raw.losses) ? raw.losses.map((l) => num(l) ?? null) : [];
+  let skippedReason: string | undefined;
+  const status = str(raw.status);
+  const error = raw.error;
+  if (error !== undefined && error !== null && error !== false) {
+    skippedReason = isRecord(error) ? str(error.message) ?? 'failed' : str(error) ?? 'failed';
+  } else if (raw.skipped === true || typeof raw.skipped === 'string' || (status && /^(skipped|unavailable|failed|error)$/i.test(status))) {
+    skippedReason = str(raw.reason) ?? (typeof raw.skipped === 'string' ? raw.skipped : undefined) ?? status ?? 'skipped';
+  }
+  return {
+    event: 'result',
+    backend: str(raw.backend) ?? 'unknown',
+    label: str(raw.label),
+    tokensPerS: num(raw.tokens_per_s),
+    stepTimeMedianMs: median,
+    stepTimeP90Ms: p90,
+    peakMemoryBytes: num(raw.peak_memory_bytes),
+    losses,
+    lossMeasuredFrom: num(raw.loss_measured_from),
+    emulated: raw.emulated === true ? true : undefined,
+    recipe: str(raw.recipe),
+    skippedReason,
+    extra: omit(raw, ['event', 'backend', 'label', 'tokens_per_s', 'step_ms', 'step_time_ms', 'step_time_median_ms', 'step_time_p90_ms',
+      'peak_memory_bytes', 'losses', 'loss_measured_from', 'emulated', 'recipe', 'status', 'skipped', 'reason', 'error']),
+  };
+}
+
+function normalizeWorkloads(value: unknown): WorkloadInfo[] {
+  const list: WorkloadInfo[] = [];
+  if (Array.isArray(value)) {
+    for (const w of value) {
+      if (typeof w === 'string') list.push({ name: w });
+      else if (isRecord(w) && str(w.name) && w.hidden_test !== true) {
+        list.push({ name: str(w.name)!, description: str(w.description) ?? str(w.summary), batch: num(w.batch), seq: num(w.seq), params: num(w.params) });
+      }
+    }
+  } else if (isRecord(value)) {
+    for (const [name, d] of Object.entries(value)) {
+      list.push({ name, description: isRecord(d) ? str(d.description) ?? str(d.summary) : str(d) });
+    }
+  }
+  return list;
+}
+
+/**
+ * Turns one parsed JSON line into a typed event; undefined when the value is not an event object
+ * (not an object, or no string `event` field).
+ */
+export function normalizeBenchEvent(value: unknown): BenchEvent | undefined {
+  if (!isRecord(value) || typeof value.event !== 'string') return undefined;
+  switch (value.event) {
+    case 'env':
+      return normalizeEnv(value);
+    case 'progress':
+      return {
+        event: 'progress',
+        phase: str(value.phase) ?? 'running',
+        step: num(value.step),
+        total: num(value.total),
+        backend: str(value.backend),
+        message: str(value.message),
+      };
+    case 'result':
+      return normalizeResult(value);
+    case 'summary':
+      return { event: 'summary', ratios: value.ratios, extra: omit(value, ['event', 'ratios']) };
+    case 'error': {
+      const backend = str(value.backend);
+      return {
+        event: 'error',
+        code: str(value.code) ?? 'error',
+        message: str(value.message) ?? 'The benchmark reported an error.',
+        hint: str(value.hint),
+        backend,
+        fatal: typeof value.fatal === 'boolean' ? value.fatal : backend === undefined,
+      };
+    }
+    case 'workloads':
+      return { event: 'workloads', workloads: normalizeWorkloads(value.workloads) };
+    default:
+      return { event: 'unknown', name: value.event, raw: value };
+  }
+}
+
+/** Whether an environment can run the benchmark at all (a CUDA device is visible). */
+export function hasCudaDevice(env: EnvInfo | undefined): boolean {
+  return !!env && env.gpus.length > 0;
+}
+
+/** The baseline every ratio is taken against. */
+export const BASELINE_BACKEND = 'bf16';
+
+/** Backends the benchmark knows; the form offers these. */
+export const KNOWN_BACKENDS: ReadonlyArray<{ id: string; label: string; description: string }> = [
+  { id: 'bf16', label: 'BF16', description: 'baseline: torch.nn in bfloat16' },
+  { id: 'te', label: 'FP8 (Transformer Engine)', description: 'te.* layers under TE autocast; lm-head and embedding stay BF16' },
+  { id: 'torch-fp8', label: 'FP8 (torch._scaled_mm)', description: 'per-tensor scaled FP8 matmul, compiled; where TE is missing' },
+];
+
+/** A short name for a backend id (chart labels in a narrow sidebar). */
+export function shortBackendLabel(id: string): string {
+  return id === 'bf16' ? 'BF16' : id === 'te' ? 'TE FP8' : id === 'torch-fp8' ? 'torch FP8' : id;
+}
+
+/** A readable name for a backend id. */
+export function backendLabel(id: string): string {
+  return KNOWN_BACKENDS.find((b) => b.id === id)?.label ?? id;
+}

@@ -1,0 +1,208 @@
+/**
+ * The benchmark sidebar's state and the messages between the extension host and the webview.
+ *
+ * The host owns `BenchmarkViewState`; the webview only renders it and sends intents. A hidden webview receives no
+ * messages, so on every resolve / visibility change the host sends the full state again (`{type: 'state'}`); while a
+ * run is going it sends small `{type: 'progress'}` updates in between.
+ * Shared by the extension bundle and the browser bundle: no `vscode` or Node imports here.
+ */
+import type { BackendResult, BenchErrorInfo, EnvInfo, WorkloadInfo } from './bench-events';
+
+/** What the form submits; also what a history entry records. */
+export interface RunOptions {
+  /** A preset name from `--list-workloads`, or `module:function` for the user's own model. */
+  workload: string;
+  backends: string[];
+  steps: number;
+  warmup: number;
+  batch: number;
+  seq: number;
+  compile: boolean;
+}
+
+export const DEFAULT_RUN_OPTIONS: RunOptions = {
+  workload: 'gpt-125m',
+  backends: ['bf16', 'te', 'torch-fp8'],
+  steps: 30,
+  warmup: 10,
+  batch: 16,
+  seq: 1024,
+  compile: true,
+};
+
+/** How the interpreter was chosen, in the order they are tried. */
+export type InterpreterSource = 'setting' | 'python-envs' | 'python-extension' | 'default';
+
+export interface InterpreterChoice {
+  /** The command or absolute path that is spawned. */
+  path: string;
+  source: InterpreterSource;
+  /** One sentence for the view: "from the precisionLens.pythonPath setting", ... */
+  detail: string;
+}
+
+export type EnvStatus = 'unknown' | 'probing' | 'ready' | 'failed';
+
+export interface EnvironmentState {
+  status: EnvStatus;
+  info?: EnvInfo;
+  /** Why the probe failed (interpreter missing, torch missing, ...). */
+  error?: UserError;
+  /** One-line verdict for the card: "No CUDA device: ...", "FP8 available on NVIDIA H100 (9.0)". */
+  summary?: string;
+}
+
+/** An error as the user sees it: a title, what happened, what to do. Never a stack trace. */
+export interface UserError extends BenchErrorInfo {
+  title: string;
+  /** The last lines of stderr when the process died without saying why. */
+  details?: string;
+}
+
+export type RunStatus = 'idle' | 'starting' | 'running' | 'cancelling' | 'done' | 'failed' | 'cancelled';
+
+export interface RunProgress {
+  phase: string;
+  step?: number;
+  total?: number;
+  backend?: string;
+  message?: string;
+  /** 0..1 when step/total are known. */
+  fraction?: number;
+}
+
+/** FP8 backend over BF16. */
+export interface BackendRatio {
+  backend: string;
+  /** tokens/s of the backend divided by BF16's (>1 is faster). */
+  speedup?: number;
+  /** peak memory of the backend divided by BF16's (<1 uses less). */
+  memory?: number;
+  /** median step time over BF16's. */
+  stepTime?: number;
+  /** final loss minus BF16's final loss. */
+  finalLossDelta?: number;
+}
+
+export interface RunState {
+  status: RunStatus;
+  id?: string;
+  options?: RunOptions;
+  startedAt?: number;
+  finishedAt?: number;
+  progress?: RunProgress;
+  results: BackendResult[];
+  ratios: BackendRatio[];
+  /** Backend-level problems that did not stop the run (e.g. TE not installed). */
+  warnings: string[];
+  error?: UserError;
+}
+
+/** A finished run, kept on disk. */
+export interface HistoryEntry {
+  id: string;
+  /** ms since epoch. */
+  startedAt: number;
+  finishedAt: number;
+  options: RunOptions;
+  interpreter?: string;
+  gpu?: string;
+  capability?: string;
+  teVersion?: string;
+  torchVersion?: string;
+  hostname?: string;
+  remoteName?: string;
+  results: BackendResult[];
+  ratios: BackendRatio[];
+  /** The benchmark's own JSON output file, when it wrote one. */
+  jsonOut?: string;
+}
+
+export interface RemoteInfo {
+  /** `vscode.env.remoteName`: ssh-remote, wsl, dev-container, ... */
+  name: string;
+  /** The hostname the probe reported (the machine that runs the benchmark). */
+  hostname?: string;
+}
+
+export interface BenchmarkViewState {
+  /** The workspace is trusted; false: the benchmark is disabled. */
+  trusted: boolean;
+  interpreter?: InterpreterChoice;
+  remote?: RemoteInfo;
+  environment: EnvironmentState;
+  workloads: WorkloadInfo[];
+  /** The form's last submitted values. */
+  lastOptions: RunOptions;
+  /** The workspace folder runs use (cwd and --workspace), if any. */
+  workspaceFolder?: string;
+  run: RunState;
+  history: HistoryEntry[];
+  /** Shown above the history when it could not be read (corrupt file, ...). */
+  historyMessage?: string;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Messages
+
+export type HostToWebviewMessage =
+  | { type: 'state'; state: BenchmarkViewState }
+  | { type: 'progress'; runId: string | undefined; status: RunStatus; progress: RunProgress }
+  | { type: 'notice'; text: string; level: 'info' | 'warning' };
+
+export type WebviewToHostMessage =
+  | { type: 'ready' }
+  | { type: 'run'; options: RunOptions }
+  | { type: 'cancel' }
+  | { type: 'refreshEnvironment' }
+  | { type: 'copyMarkdown'; runIds: string[] }
+  | { type: 'copyCurrentMarkdown' }
+  | { type: 'deleteRun'; id: string }
+  | { type: 'openLog' }
+  | { type: 'openSettings' }
+  | { type: 'manageTrust' }
+  | { type: 'formChanged'; options: RunOptions };
+
+const WEBVIEW_MESSAGE_TYPES: ReadonlyArray<WebviewToHostMessage['type']> = [
+  'ready', 'run', 'cancel', 'refreshEnvironment', 'copyMarkdown', 'copyCurrentMarkdown', 'deleteRun', 'openLog', 'openSettings', 'manageTrust', 'formChanged',
+];
+
+/** Guards messages coming from the webview (they cross a trust boundary: check the shape before use). */
+export function isWebviewToHostMessage(value: unknown): value is WebviewToHostMessage {
+  if (typeof value !== 'object' || value === null) return false;
+  const m = value as Record<string, unknown>;
+  if (!WEBVIEW_MESSAGE_TYPES.includes(m.type as WebviewToHostMessage['type'])) return false;
+  switch (m.type) {
+    case 'run':
+    case 'formChanged':
+      return typeof m.options === 'object' && m.options !== null;
+    case 'copyMarkdown':
+      return Array.isArray(m.runIds) && m.runIds.every((id) => typeof id === 'string');
+    case 'deleteRun':
+      return typeof m.id === 'string';
+    default:
+      return true;
+  }
+}
+
+/** Clamps and fills a (possibly malformed) options object from the webview or a command argument. */
+export function sanitizeRunOptions(raw: unknown, fallback: RunOptions = DEFAULT_RUN_OPTIONS): RunOptions {
+  const r = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
+  const int = (v: unknown, d: number, min: number, max: number): number => {
+    const n = typeof v === 'number' ? v : typeof v === 'string' ? Number(v) : NaN;
+    return Number.isFinite(n) ? Math.min(max, Math.max(min, Math.round(n))) : d;
+  };
+  const backends = Array.isArray(r.backends)
+    ? [...new Set(r.backends.filter((b): b is string => typeof b === 'string' && /^[A-Za-z0-9_.-]+$/.test(b)))]
+    : fallback.backends;
+  const workload = typeof r.workload === 'string' && r.workload.trim() !== '' ? r.workload.trim() : fallback.workload;
+  return {
+    workload,
+    backends: backends.length > 0 ? backends : fallback.backends,
+    steps: int(r.steps, fallback.steps, 1, 100000),
+    warmup: int(r.warmup, fallback.warmup, 0, 100000),
+    batch: int(r.batch, fallback.batch, 1, 65536),
+    seq: int(r.seq, fallback.seq, 1, 1048576),
+    compile: typeof r.compile === 'boolean' ? r.compile : fallback.compile,
+  };
+}

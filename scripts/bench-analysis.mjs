@@ -1,0 +1,127 @@
+#!/usr/bin/env node
+// Analysis benchmark of the BUILT code (out/cli.js and its WASM), run by `npm run bench:analysis` after the build.
+// Prints figures beside their targets; asserts nothing.
+//   (a) full analysis (parse + analyzeTree + rules) of a generated ~20k-line file: median of N runs after warm-up
+//   (b) re-analysis after one-character edits at seeded random places in a 2k-line file, through the incremental path
+//       (editTree + reparse + analyzeParsed): p50/p95, beside a full re-parse + analysis of the same file
+//   (c) `precision-lens check DIR --format json` as a whole process (startup included): lines/s, median of runs
+//
+//   node scripts/bench-analysis.mjs [PATH...] [--runs N]
+// PATH defaults to the generated files + test/fixtures + corpus/ (if present). ruff is timed too when installed.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { generateModelFile } from './gen-large-model.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const cli = join(root, 'out', 'cli.js');
+if (!existsSync(cli)) {
+  console.error('out/cli.js is missing: run `npm run bench:analysis` (it builds first) or `npm run build`.');
+  process.exit(2);
+}
+const argv = process.argv.slice(2);
+const runsIdx = argv.indexOf('--runs');
+const RUNS = runsIdx >= 0 ? Number(argv[runsIdx + 1]) : 7;
+const paths = argv.filter((a, i) => !a.startsWith('--') && (runsIdx < 0 || i !== runsIdx + 1));
+
+const quantile = (xs, q) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const pos = (s.length - 1) * q;
+  const lo = Math.floor(pos);
+  return s[lo] + (s[Math.min(lo + 1, s.length - 1)] - s[lo]) * (pos - lo);
+};
+const median = (xs) => quantile(xs, 0.5);
+const ms = (x) => `${x.toFixed(1)} ms`;
+
+// Generated inputs live in .bench/ (git-ignored); same seed, same files.
+const genDir = join(root, '.bench', 'gen');
+mkdirSync(genDir, { recursive: true });
+const large = join(genDir, 'large-20k.py');
+const medium = join(genDir, 'medium-2k.py');
+writeFileSync(large, generateModelFile({ lines: 20000, seed: 1 }));
+writeFileSync(medium, generateModelFile({ lines: 2000, seed: 2 }));
+
+function bench(args) {
+  const r = spawnSync(process.execPath, [cli, '__bench', ...args], { encoding: 'utf8', maxBuffer: 64 << 20 });
+  if (r.status !== 0) throw new Error(`__bench ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+const rows = [];
+const row = (what, measured, target) => rows.push([what, measured, target]);
+
+// (a) full analysis of ~20k lines
+const full = bench(['full', large, '--runs', '15', '--warmup', '3']);
+row(`(a) full analysis, ${full.lines} lines (parse + analyzeTree + rules), median of ${full.runs}`, ms(median(full.totalMs)), '< 400 ms');
+row('      of which parse', ms(median(full.parseMs)), '');
+row('      of which analyzeTree', ms(median(full.analyzeMs)), '');
+row('      of which rules', ms(median(full.rulesMs)), '');
+row(`      (${full.layers} layers, ${full.findings} findings; WASM + grammar load ${ms(full.initMs)})`, '', '');
+
+// (b) incremental re-analysis on 2k lines
+const inc = bench(['incremental', medium, '--edits', '200', '--seed', '7']);
+const incP50 = median(inc.incrementalMs);
+const fullP50 = median(inc.fullAnalysisMs);
+row(`(b) 1-char edit, ${inc.lines} lines, editTree + reparse + analyzeParsed, p50 (${inc.edits} edits)`, ms(incP50), '');
+row('    same, p95', ms(quantile(inc.incrementalMs, 0.95)), '< 10 ms');
+row('      of which incremental reparse, p50', ms(median(inc.reparseOnlyMs)), '');
+row('    baseline: full parse + analyzeParsed of the same file, p50', ms(fullP50), '');
+row('      of which full parse, p50', ms(median(inc.fullParseMs)), '');
+row('    incremental / full (p50)', `${(incP50 / fullP50).toFixed(2)}x`, '');
+
+// (c) the whole CLI process over a directory
+const SKIP = new Set(['.git', '.hg', '.svn', 'node_modules', '__pycache__', '.venv', 'venv', 'site-packages', '.tox', '.nox', '.mypy_cache', '.ruff_cache']);
+function countLines(p, acc = { files: 0, lines: 0 }) {
+  const st = statSync(p);
+  if (st.isDirectory()) {
+    if (existsSync(join(p, 'pyvenv.cfg'))) return acc;
+    for (const e of readdirSync(p, { withFileTypes: true })) {
+      if (e.isDirectory() && SKIP.has(e.name)) continue;
+      if (e.isDirectory() || e.name.endsWith('.py')) countLines(join(p, e.name), acc);
+    }
+  } else if (st.isFile()) {
+    const text = readFileSync(p, 'utf8');
+    acc.files++;
+    acc.lines += text.split('\n').length - (text.endsWith('\n') ? 1 : 0);
+  }
+  return acc;
+}
+const inputs = paths.length
+  ? paths.map((p) => resolve(p))
+  : [genDir, join(root, 'test', 'fixtures'), join(root, 'corpus')].filter((p) => existsSync(p));
+const { files, lines } = inputs.reduce((acc, p) => countLines(p, acc), { files: 0, lines: 0 });
+function wall(cmd, args) {
+  const times = [];
+  let last;
+  for (let i = 0; i < RUNS + 1; i++) {
+    const t = performance.now();
+    last = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 256 << 20, cwd: root });
+    if (i > 0) times.push(performance.now() - t); // the first run warms the page cache
+  }
+  return { median: median(times), last };
+}
+const check = wall(process.execPath, [cli, 'check', ...inputs, '--format', 'json', '--fail-on', 'none']);
+if (check.last.status !== 0) console.error(`note: check exited ${check.last.status}: ${check.last.stderr.slice(0, 500)}`);
+let diagnostics = '?';
+try { diagnostics = JSON.parse(check.last.stdout).diagnostics.length; } catch { /* reported above */ }
+const shown = inputs.map((p) => p.startsWith(root) ? p.slice(root.length + 1) || '.' : p).join(' ');
+row(`(c) precision-lens check ${shown} --format json: ${files} files, ${lines} lines, ${diagnostics} diagnostics`, ms(check.median), '');
+row('    lines/s, whole process, median of ' + RUNS, `${Math.round(lines / (check.median / 1000)).toLocaleString('en-US')}`, '> 50,000');
+const startup = wall(process.execPath, [cli, 'check', medium, '--format', 'json', '--fail-on', 'none']);
+row('    one 2k-line file, whole process (startup + WASM load dominate)', ms(startup.median), '');
+
+const ruffProbe = spawnSync('ruff', ['--version'], { encoding: 'utf8' });
+if (ruffProbe.status === 0) {
+  const ruff = wall('ruff', ['check', '--no-cache', '--exit-zero', '--quiet', ...inputs]);
+  row(`    ruff check (${ruffProbe.stdout.trim()}), same inputs`, `${ms(ruff.median)} = ${Math.round(lines / (ruff.median / 1000)).toLocaleString('en-US')} lines/s`, '');
+} else {
+  row('    ruff: not installed, no comparison', '', '');
+}
+
+const w0 = Math.max(...rows.map((r) => r[0].length));
+const w1 = Math.max(...rows.map((r) => r[1].length));
+console.log(`Precision Lens analysis benchmark (node ${process.version}, ${process.platform}/${process.arch})`);
+console.log(`${'measure'.padEnd(w0)}  ${'measured'.padStart(w1)}  target`);
+for (const [a, b, c] of rows) console.log(`${a.padEnd(w0)}  ${b.padStart(w1)}  ${c}`);

@@ -1,0 +1,117 @@
+/**
+ * FP8 autocast regions of both TE APIs (`te.fp8_autocast(...)`, `te.autocast(...)`), the calls inside them and the
+ * `.backward()` calls among those.
+ */
+import type { SyntaxNode } from '../parser';
+import type { AutocastApi, AutocastRegion, CallSite } from './ir';
+import { resolveName, type ImportTable } from './imports';
+import { shortText, spanOf } from './spans';
+import type { CallRec, WithRec } from './walk';
+
+const TE_AUTOCAST = /^transformer_engine(\.pytorch)?(\.[a-z_]\w*)*\.(fp8_autocast|autocast)$/;
+
+/** Whether a resolved callee is a TE autocast; which API. */
+export function teAutocastApi(resolved: string): AutocastApi | undefined {
+  const m = TE_AUTOCAST.exec(resolved);
+  if (!m) return undefined;
+  return m[3] === 'fp8_autocast' ? 'fp8_autocast' : 'autocast';
+}
+
+/** Finds the TE autocast call among a with statement's items (also `a if c else te.autocast(...)`). */
+function autocastItem(src: string, imports: ImportTable, w: SyntaxNode): { call: SyntaxNode; api: AutocastApi } | undefined {
+  const clause = w.namedChildren.find((c) => c !== null && c.type === 'with_clause');
+  if (!clause) return undefined;
+  const candidates: SyntaxNode[] = [];
+  for (const item of clause.namedChildren) {
+    if (!item || item.type !== 'with_item') continue;
+    let v = item.childForFieldName('value') ?? item.namedChild(0);
+    if (v && v.type === 'as_pattern') v = v.namedChild(0);
+    if (!v) continue;
+    if (v.type === 'call') candidates.push(v);
+    else if (v.type === 'conditional_expression' || v.type === 'parenthesized_expression') {
+      for (const k of v.namedChildren) if (k && k.type === 'call') candidates.push(k);
+    }
+  }
+  for (const call of candidates) {
+    const f = call.childForFieldName('function');
+    if (!f) continue;
+    const api = teAutocastApi(resolveName(imports, src.slice(f.startIndex, f.endIndex)));
+    if (api) return { call, api };
+  }
+  return undefined;
+}
+
+/** Builds regions; calls are assigned to every enclosing region through their scope's with stack. */
+export function collectAutocast(src: string, imports: ImportTable, withs: WithRec[], calls: CallRec[]): AutocastRegion[] {
+  const regions: AutocastRegion[] = [];
+  const byWith = new Map<number, { region: AutocastRegion; bodyStart: number }>();
+  for (const w of withs) {
+    const hit = autocastItem(src, imports, w.node);
+    if (!hit) continue;
+    const body = w.node.childForFieldName('body') ?? w.node;
+    const args: Record<string, string> = {};
+    const argsNode = hit.call.childForFieldName('arguments');
+    let pos = 0;
+    for (const a of argsNode?.namedChildren ?? []) {
+      if (!a || a.type === 'comment') continue;
+      if (a.type === 'keyword_argument') {
+        const n = a.childForFieldName('name');
+        const v = a.childForFieldName('value');
+        if (n && v) args[src.slice(n.startIndex, n.endIndex)] = src.slice(v.startIndex, v.endIndex).replace(/\s+/g, ' ');
+      } else {
+        // fp8_autocast(enabled, calibrating, fp8_recipe, ...) / autocast(enabled, calibrating, recipe, ...)
+        const names = hit.api === 'fp8_autocast' ? ['enabled', 'calibrating', 'fp8_recipe', 'fp8_group'] : ['enabled', 'calibrating', 'recipe', 'amax_reduction_group'];
+        const name = names[pos++];
+        if (name) args[name] = src.slice(a.startIndex, a.endIndex).replace(/\s+/g, ' ');
+      }
+    }
+    const region: AutocastRegion = {
+      span: spanOf(w.node),
+      callSpan: spanOf(hit.call),
+      bodySpan: spanOf(body),
+      api: hit.api,
+      disabled: args.enabled !== undefined && /^(False|0|None)$/.test(args.enabled.trim()),
+      args,
+      calls: [],
+      backwardInside: [],
+    };
+    const fnNode = enclosingFunctionName(src, w.node);
+    if (fnNode) region.ownerFunction = fnNode;
+    regions.push(region);
+    byWith.set(w.id, { region, bodyStart: body.startIndex });
+  }
+  if (!regions.length) return regions;
+  for (const c of calls) {
+    if (!c.scope.withs.length) continue;
+    for (const w of c.scope.withs) {
+      const r = byWith.get(w.id);
+      if (!r || c.start < r.bodyStart) continue;
+      const site = callSite(src, c.node);
+      r.region.calls.push(site);
+      if (/(^|\.)backward$/.test(site.callee)) r.region.backwardInside.push(site);
+    }
+  }
+  return regions;
+}
+
+/** A call as a CallSite. */
+export function callSite(src: string, call: SyntaxNode): CallSite {
+  const f = call.childForFieldName('function');
+  const callee = f ? src.slice(f.startIndex, f.endIndex).replace(/\s+/g, '') : '';
+  const site: CallSite = { span: spanOf(call), callee, text: shortText(src.slice(call.startIndex, call.endIndex)) };
+  if (f && f.type === 'attribute') {
+    const o = f.childForFieldName('object');
+    if (o) site.receiver = src.slice(o.startIndex, o.endIndex).replace(/\s+/g, '');
+  }
+  return site;
+}
+
+function enclosingFunctionName(src: string, n: SyntaxNode): string | undefined {
+  for (let p = n.parent; p; p = p.parent) {
+    if (p.type === 'function_definition') {
+      const name = p.childForFieldName('name');
+      return name ? src.slice(name.startIndex, name.endIndex) : undefined;
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,271 @@
+/**
+ * Calls that are not layers but matter for FP8: torch.compile, load_state_dict, low-precision casts, optimizers,
+ * backward, capability checks, deprecated TE API, float8 casts, precision logging; TE recipes; torchao / accelerate
+ * FP8 conversions; weight-tying statements.
+ */
+import type { SyntaxNode } from '../parser';
+import type { Fp8ConversionCall, NotableCall, RecipeCall, Span, WeightTie } from './ir';
+import { teAutocastApi } from './autocast';
+import { resolveName, type ImportTable } from './imports';
+import { shortText, spanOf, stringValue } from './spans';
+import type { AssignRec, CallRec, ClassRec, FuncRec } from './walk';
+
+const OPTIMIZERS = /^(Adam|AdamW|SGD|Adagrad|Adadelta|Adamax|NAdam|RAdam|RMSprop|Rprop|ASGD|LBFGS|SparseAdam|Adafactor|Lion|Muon|LAMB|Lamb|FusedAdam|FusedLAMB|FusedSGD|FusedNovoGrad|AdamW8bit|Adam8bit|PagedAdamW|PagedAdamW8bit|AnyPrecisionAdamW|AdamWFp8|AdamW4bit|AdamW8bitAO|Sophia|Shampoo|DistributedShampoo|ZeroRedundancyOptimizer|Adan|Prodigy|ScheduleFreeAdamW)$/;
+const RECIPES = /^(DelayedScaling|Float8CurrentScaling|Float8BlockScaling|MXFP8BlockScaling|NVFP4BlockScaling|CustomRecipe|Float8BlockwiseScaling)$/;
+const FP8_CHECK = /^(is_fp8_available|check_fp8_support|get_device_capability|is_mxfp8_available|is_fp8_block_scaling_available|is_nvfp4_available|fp8_available|check_mxfp8_support|is_fp8_supported|has_fp8)$/;
+const FLOAT8 = /float8_e4m3fn(uz)?|float8_e5m2(fnuz)?|float8_e8m0fnu/;
+const LOW = /\b(bfloat16|float16|half|bf16|fp16)\b/;
+const LOG_CALLEE = /^(print|pprint|log|rank0_print|print_rank_0|print0|master_print|tqdm\.write|warnings\.warn|console\.print)$|(^|\.)(logger|logging|log|LOGGER|_logger|LOG)\.(info|warning|warn|debug|error|critical|log|print)$|^(accelerator|self\.accelerator|fabric)\.print$/;
+const LOG_TEXT = /fp8|bf16|bfloat16|float8|fp16|float16|precision|e4m3|e5m2|transformer.?engine|te\.|mxfp8|nvfp4/i;
+
+export interface CallFacts {
+  calls: NotableCall[];
+  recipes: RecipeCall[];
+  conversions: Fp8ConversionCall[];
+}
+
+interface Arg { name?: string; node: SyntaxNode; span: Span; text: string }
+
+function argsOf(src: string, call: SyntaxNode): Arg[] {
+  const out: Arg[] = [];
+  const a = call.childForFieldName('arguments');
+  if (!a) return out;
+  for (const c of a.namedChildren) {
+    if (!c || c.type === 'comment') continue;
+    if (c.type === 'keyword_argument') {
+      const n = c.childForFieldName('name');
+      const v = c.childForFieldName('value');
+      if (n && v) out.push({ name: src.slice(n.startIndex, n.endIndex), node: v, span: spanOf(c), text: src.slice(v.startIndex, v.endIndex) });
+    } else out.push({ node: c, span: spanOf(c), text: src.slice(c.startIndex, c.endIndex) });
+  }
+  return out;
+}
+
+function kwRecord(args: Arg[]): { args: Record<string, string>; spans: Record<string, Span> } {
+  const r: Record<string, string> = {};
+  const s: Record<string, Span> = {};
+  let i = 0;
+  for (const a of args) {
+    const key = a.name ?? `$${i++}`;
+    r[key] = a.text.replace(/\s+/g, ' ');
+    s[key] = a.span;
+  }
+  return { args: r, spans: s };
+}
+
+/** Classifies every call once. */
+export function collectCalls(
+  src: string, imports: ImportTable, calls: CallRec[], functions: FuncRec[], callees: (string | undefined)[],
+): CallFacts {
+  const facts: CallFacts = { calls: [], recipes: [], conversions: [] };
+  const optimizerVars = new Set<string>();
+  const fnByName = new Map<string, FuncRec>();
+  for (const f of functions) if (!fnByName.has(f.name)) fnByName.set(f.name, f);
+  for (let i = 0; i < calls.length; i++) {
+    const callee = callees[i];
+    if (!callee) continue;
+    const rec = calls[i];
+    const node = rec.node;
+    const dot = callee.lastIndexOf('.');
+    const last = dot < 0 ? callee : callee.slice(dot + 1);
+    const receiver = dot < 0 ? undefined : callee.slice(0, dot);
+    const push = (kind: NotableCall['kind'], args?: Arg[]): NotableCall => {
+      const a = args ?? argsOf(src, node);
+      const { args: rec2, spans } = kwRecord(a);
+      const nc: NotableCall = {
+        span: spanOf(node), kind, callee, text: shortText(src.slice(node.startIndex, node.endIndex)), args: rec2, argSpans: spans,
+      };
+      if (receiver) nc.receiver = receiver;
+      if (rec.scope.fn) nc.ownerFunction = rec.scope.fn.name;
+      facts.calls.push(nc);
+      return nc;
+    };
+    // Cheap filter on the last name before resolving anything.
+    switch (last) {
+      case 'backward':
+        push('backward');
+        continue;
+      case 'load_state_dict':
+        push('load_state_dict');
+        continue;
+      case 'half':
+      case 'bfloat16':
+        if (receiver) push('cast_low_precision');
+        continue;
+      case 'step': {
+        if (!receiver || /sched|lr_|scheduler|warmup/i.test(receiver)) continue;
+        if (/optim|^opt$|\.opt$|optimizer/i.test(receiver) || optimizerVars.has(receiver) || /scaler$/i.test(receiver)) push('optimizer_step');
+        continue;
+      }
+      case 'compile': {
+        const r = resolveName(imports, callee);
+        if (r === 'torch.compile' || (receiver && !imports.map.has(receiver.split('.')[0]) && receiver !== 're')) push('compile');
+        else if (r.startsWith('torch.')) push('compile');
+        continue;
+      }
+      default:
+        break;
+    }
+    if (last === 'to' || last === 'type' || last === 'view' || last === 'copy_') {
+      const t = src.slice(node.startIndex, node.endIndex);
+      const argText = t.slice(t.indexOf('(', callee.length));
+      if (FLOAT8.test(argText)) push('float8_cast');
+      else if ((last === 'to' || last === 'type') && LOW.test(argText) && /torch\.|dtype|['"]/.test(argText)) push('cast_low_precision');
+      continue;
+    }
+    if (FP8_CHECK.test(last)) { push('fp8_check'); continue; }
+    if (LOG_CALLEE.test(callee)) {
+      const t = src.slice(node.startIndex, node.endIndex);
+      if (LOG_TEXT.test(t)) push('log_precision');
+      continue;
+    }
+    if (RECIPES.test(last)) {
+      const { args, spans } = kwRecord(argsOf(src, node));
+      facts.recipes.push({ span: spanOf(node), recipe: last, args, argSpans: spans });
+      continue;
+    }
+    if (/^[A-Z]/.test(last) && OPTIMIZERS.test(last)) {
+      const r = resolveName(imports, callee);
+      if (!/lr_scheduler/.test(r)) {
+        push('optimizer_ctor');
+        const p = node.parent;
+        if (p && p.type === 'assignment') {
+          const l = p.childForFieldName('left');
+          if (l) optimizerVars.add(src.slice(l.startIndex, l.endIndex).replace(/\s+/g, ''));
+        }
+      }
+      continue;
+    }
+    if (/autocast$|fp8_model_init$|quantized_model_init$/.test(last)) {
+      const r = resolveName(imports, callee);
+      if (/^transformer_engine\./.test(r)) {
+        const args = argsOf(src, node);
+        if (teAutocastApi(r) === 'fp8_autocast' || /fp8_model_init$/.test(last) || args.some((a) => a.name === 'fp8_recipe' || a.name === 'fp8_group')) {
+          push('te_deprecated', args);
+        }
+      }
+      continue;
+    }
+    if (/^(convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/.test(last)) {
+      const conv = conversion(src, imports, node, last, callee, fnByName);
+      if (conv) facts.conversions.push(conv);
+      continue;
+    }
+  }
+  for (const imp of imports.teFp8ModuleImports) {
+    facts.calls.push({
+      span: spanOf(imp), kind: 'te_deprecated', callee: 'transformer_engine.pytorch.fp8',
+      text: shortText(src.slice(imp.startIndex, imp.endIndex)), args: {},
+    });
+  }
+  facts.calls.sort((a, b) => a.span.startOffset - b.span.startOffset);
+  return facts;
+}
+
+const HEAD_IN_FILTER = /lm_head|output|\bhead\b|vocab|logits|decoder|embed|unembed|classifier|last/i;
+
+function conversion(
+  src: string, imports: ImportTable, node: SyntaxNode, last: string, callee: string, fnByName: Map<string, FuncRec>,
+): Fp8ConversionCall | undefined {
+  const args = argsOf(src, node);
+  const resolved = resolveName(imports, callee);
+  const filterArg = args.find((a) => a.name !== undefined && /^(module_filter_fn|filter_fn|filter_fqns|module_filter_func|skip_fqn_list|skip_modules|modules_to_not_convert|exclude_modules)$/.test(a.name));
+  const conv: Fp8ConversionCall = { span: spanOf(node), callee, hasFilter: false, filterExcludesHead: false };
+  if (last === 'Accelerator') {
+    const mp = args.find((a) => a.name === 'mixed_precision');
+    if (!mp || !/fp8/i.test(mp.text)) return undefined;
+    const handlers = args.find((a) => a.name === 'kwargs_handlers');
+    const ht = handlers?.text ?? '';
+    if (/AORecipeKwargs|backend\s*=\s*['"]ao['"]/i.test(ht)) {
+      conv.hasFilter = true;
+      conv.filterText = shortText(ht);
+      // accelerate's torchao path skips the first and last Linear unless a filter replaces that rule.
+      const m = /module_filter_func\s*=\s*([\w.]+)/.exec(ht);
+      conv.filterExcludesHead = m ? filterMentionsHead(src, m[1], fnByName) : true;
+    }
+    return conv;
+  }
+  if (last === 'convert_model' && !/accelerate|transformer_engine/.test(resolved) && resolved === 'convert_model' && !imports.map.has('convert_model')) return undefined;
+  if (last === 'quantize_') {
+    if (!/float8|fp8|Float8/i.test(src.slice(node.startIndex, node.endIndex))) return undefined;
+  }
+  if (filterArg) {
+    conv.hasFilter = true;
+    conv.filterText = shortText(filterArg.text);
+    conv.filterExcludesHead = HEAD_IN_FILTER.test(filterArg.text) || (/^\w+$/.test(filterArg.text) && filterMentionsHead(src, filterArg.text, fnByName));
+  }
+  return conv;
+}
+
+function filterMentionsHead(src: string, name: string, fnByName: Map<string, FuncRec>): boolean {
+  const fn = fnByName.get(name.split('.').pop() ?? name);
+  if (!fn) return false;
+  return HEAD_IN_FILTER.test(src.slice(fn.start, fn.end).replace(/^def\s+\w+/, ''));
+}
+
+/** `a.weight = b.weight` statements and `_tie_or_clone_weights(a, b)` calls. */
+export function collectTies(src: string, assigns: AssignRec[], calls: CallRec[], callees: (string | undefined)[]): WeightTie[] {
+  const ties: WeightTie[] = [];
+  for (const a of assigns) {
+    // Cheap text test on the statement's first line before touching the tree.
+    const eol = src.indexOf('\n', a.start);
+    const line = src.slice(a.start, eol < 0 ? src.length : eol);
+    if (line.indexOf('.weight') < 0 || line.indexOf('.weight') === line.lastIndexOf('.weight')) continue;
+    const left = a.node.childForFieldName('left');
+    let right = a.node.childForFieldName('right');
+    if (!left || !right || left.type !== 'attribute') continue;
+    if (right.type === 'call') {
+      // nn.Parameter(emb.weight)
+      const f = right.childForFieldName('function');
+      const ft = f ? src.slice(f.startIndex, f.endIndex) : '';
+      if (!/(^|\.)Parameter$/.test(ft)) continue;
+      const inner = right.childForFieldName('arguments')?.namedChild(0);
+      if (!inner) continue;
+      right = inner;
+    }
+    if (right.type !== 'attribute') continue;
+    const l = src.slice(left.startIndex, left.endIndex).replace(/\s+/g, '');
+    const r = src.slice(right.startIndex, right.endIndex).replace(/\s+/g, '');
+    if (!/\.weight$/.test(l) || !/\.weight$/.test(r)) continue;
+    ties.push({
+      span: spanOf(a.node), text: shortText(src.slice(a.node.startIndex, a.node.endIndex)),
+      left: l.replace(/^self\./, ''), right: r.replace(/^self\./, ''),
+      leftLayer: l.replace(/^self\./, '').replace(/\.weight$/, ''), rightLayer: r.replace(/^self\./, '').replace(/\.weight$/, ''),
+    });
+  }
+  for (let i = 0; i < calls.length; i++) {
+    const c = callees[i];
+    if (!c || !/(^|\.)(_tie_or_clone_weights|tie_weights|_tie_embedding_weights|tie_embeddings)$/.test(c)) continue;
+    const args = calls[i].node.childForFieldName('arguments')?.namedChildren.filter((x): x is SyntaxNode => !!x && x.type !== 'comment') ?? [];
+    if (args.length < 2) continue;
+    const l = src.slice(args[0].startIndex, args[0].endIndex).replace(/\s+/g, '').replace(/^self\./, '');
+    const r = src.slice(args[1].startIndex, args[1].endIndex).replace(/\s+/g, '').replace(/^self\./, '');
+    if (!/^[\w.]+$/.test(l) || !/^[\w.]+$/.test(r)) continue;
+    ties.push({
+      span: spanOf(calls[i].node), text: shortText(src.slice(calls[i].node.startIndex, calls[i].node.endIndex)),
+      left: `${l}.weight`, right: `${r}.weight`, leftLayer: l, rightLayer: r,
+    });
+  }
+  return ties;
+}
+
+/** `_tied_weights_keys = ["lm_head.weight"]` (list) or `{"lm_head.weight": "model.embed_tokens.weight"}` (dict). */
+export function tiedKeys(src: string, classes: ClassRec[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const c of classes) {
+    for (const a of c.bodyAssigns) {
+      const left = a.node.childForFieldName('left');
+      const right = a.node.childForFieldName('right');
+      if (!left || !right || src.slice(left.startIndex, left.endIndex) !== '_tied_weights_keys') continue;
+      const keys: string[] = [];
+      for (const k of right.namedChildren) {
+        if (!k) continue;
+        const node = k.type === 'pair' ? k.childForFieldName('key') : k;
+        const v = node ? stringValue(src.slice(node.startIndex, node.endIndex)) : undefined;
+        if (v) keys.push(v);
+      }
+      if (keys.length) out.set(c.name, keys);
+    }
+  }
+  return out;
+}

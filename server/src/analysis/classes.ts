@@ -1,0 +1,228 @@
+/**
+ * Classes defined in the file: bases, config-style field defaults, and what they behave as when they are layers
+ * (local subclasses of nn.Linear/LayerNorm, custom RMSNorm and LayerNorm classes by name and by structure).
+ */
+import type { SyntaxNode } from '../parser';
+import type { ClassInfo, LayerKind } from './ir';
+import { knownCtor } from './known';
+import { resolveName, type ImportTable } from './imports';
+import { spanOf } from './spans';
+import type { ClassRec, FuncRec } from './walk';
+
+export interface ParamInfo {
+  name: string;
+  /** Default value node, if any. */
+  def?: SyntaxNode;
+  /** Annotation text, if any (`GPTConfig`). */
+  annotation?: string;
+  kind: 'plain' | 'star' | 'kwstar';
+}
+
+export interface ClassModel {
+  rec: ClassRec;
+  info: ClassInfo;
+  /** Field name -> default value node (dataclass fields, class attributes). */
+  fieldNodes: Map<string, SyntaxNode>;
+  init?: FuncRec;
+  forward?: FuncRec;
+  /** Layer kind and whether it derives from a te.* class. */
+  isTe: boolean;
+  /** The te.* equivalent when the class is a layer. */
+  teEquivalent?: string;
+  /** Whether a custom LayerNorm class has (or may have) a bias. */
+  hasBias?: boolean;
+  isConfig: boolean;
+  isModule: boolean;
+}
+
+const paramCache = new WeakMap<FuncRec, ParamInfo[]>();
+
+/** Parameters of a function (cached per record). */
+export function paramsOf(src: string, fn: FuncRec): ParamInfo[] {
+  const hit = paramCache.get(fn);
+  if (hit) return hit;
+  const out: ParamInfo[] = [];
+  const ps = fn.node.childForFieldName('parameters');
+  if (ps) {
+    for (const p of ps.namedChildren) {
+      if (!p) continue;
+      const t = p.type;
+      if (t === 'identifier') out.push({ name: src.slice(p.startIndex, p.endIndex), kind: 'plain' });
+      else if (t === 'default_parameter' || t === 'typed_default_parameter' || t === 'typed_parameter') {
+        const n = p.childForFieldName('name') ?? p.namedChild(0);
+        const ty = p.childForFieldName('type');
+        const v = p.childForFieldName('value') ?? undefined;
+        if (n && n.type === 'identifier') out.push({
+          name: src.slice(n.startIndex, n.endIndex), def: v, kind: 'plain',
+          annotation: ty ? src.slice(ty.startIndex, ty.endIndex) : undefined,
+        });
+        else if (n && n.type === 'list_splat_pattern') out.push({ name: src.slice(n.startIndex + 1, n.endIndex), kind: 'star' });
+        else if (n && n.type === 'dictionary_splat_pattern') out.push({ name: src.slice(n.startIndex + 2, n.endIndex), kind: 'kwstar' });
+      } else if (t === 'list_splat_pattern') out.push({ name: src.slice(p.startIndex + 1, p.endIndex), kind: 'star' });
+      else if (t === 'dictionary_splat_pattern') out.push({ name: src.slice(p.startIndex + 2, p.endIndex), kind: 'kwstar' });
+    }
+  }
+  paramCache.set(fn, out);
+  return out;
+}
+
+/** Parameters without the leading self/cls of a method. */
+export function ctorParams(src: string, fn: FuncRec): ParamInfo[] {
+  const ps = paramsOf(src, fn);
+  return fn.cls && ps.length && (ps[0].name === 'self' || ps[0].name === 'cls') ? ps.slice(1) : ps;
+}
+
+const RMS_NAME = /RMSNorm|RmsNorm|^T5LayerNorm$|RMSLayerNorm|^RMSNorm|ScaleNorm$|^SimpleRMSNorm/;
+const LN_NAME = /LayerNorm$|^LN$|^Fp32LayerNorm$/;
+const MODULE_BASE = /(^|\.)(Module|[A-Z]\w*Module|[A-Z]\w*Layer|PreTrainedModel|[A-Z]\w*Model|GradientCheckpointingLayer|MegatronModule)$/;
+const CONFIG_NAME = /(Config|Configuration|Args|Arguments|Params|Parameters|Dimensions|Dims|HParams|Hparams|Hyperparameters|Settings|Options)$/;
+
+/** Builds ClassModels and works out which local classes are layers. */
+export function analyzeClasses(src: string, recs: ClassRec[], imports: ImportTable): Map<string, ClassModel> {
+  const byName = new Map<string, ClassModel>();
+  for (const rec of recs) {
+    const basesNode = rec.node.childForFieldName('superclasses');
+    const bases: string[] = [];
+    if (basesNode) {
+      for (const b of basesNode.namedChildren) {
+        if (b && (b.type === 'identifier' || b.type === 'attribute')) bases.push(src.slice(b.startIndex, b.endIndex).replace(/\s+/g, ''));
+        else if (b && b.type === 'subscript') {
+          const v = b.childForFieldName('value');
+          if (v) bases.push(src.slice(v.startIndex, v.endIndex).replace(/\s+/g, ''));
+        }
+      }
+    }
+    const fieldNodes = new Map<string, SyntaxNode>();
+    const fieldDefaults: Record<string, string> = {};
+    for (const a of rec.bodyAssigns) {
+      const left = a.node.childForFieldName('left');
+      let right = a.node.childForFieldName('right');
+      if (!left || left.type !== 'identifier' || !right) continue;
+      // dataclasses.field(default=768)
+      if (right.type === 'call') {
+        const f = right.childForFieldName('function');
+        if (f && /(^|\.)field$/.test(src.slice(f.startIndex, f.endIndex))) {
+          const d = keywordArg(src, right, 'default');
+          if (!d) continue;
+          right = d;
+        }
+      }
+      const name = src.slice(left.startIndex, left.endIndex);
+      fieldNodes.set(name, right);
+      fieldDefaults[name] = src.slice(right.startIndex, right.endIndex);
+    }
+    const info: ClassInfo = {
+      name: rec.name, span: spanOf(rec.node), bases, resolvedBases: [], methods: rec.methods.map((m) => m.name),
+      fieldDefaults,
+    };
+    const init = rec.methods.find((m) => m.name === '__init__');
+    const forward = rec.methods.find((m) => m.name === 'forward' || m.name === '__call__');
+    if (forward) info.forwardSpan = spanOf(forward.node);
+    const isConfig = rec.decorators.some((d) => /dataclass|attr\.s|define|frozen/.test(d)) || CONFIG_NAME.test(rec.name)
+      || bases.some((b) => /BaseModel|NamedTuple|PretrainedConfig|Config$/.test(b));
+    byName.set(rec.name, { rec, info, fieldNodes, init, forward, isTe: false, isConfig, isModule: false });
+  }
+  // Resolve bases after every class is known (a base may be defined below its subclass).
+  for (const m of byName.values()) {
+    m.info.resolvedBases = m.info.bases.map((b) => (byName.has(b) ? `local:${b}` : resolveName(imports, b)));
+  }
+  const visiting = new Set<string>();
+  const decide = (m: ClassModel): void => {
+    if (m.info.layerKind !== undefined || visiting.has(m.info.name)) return;
+    visiting.add(m.info.name);
+    for (const rb of m.info.resolvedBases) {
+      if (rb.startsWith('local:')) {
+        const base = byName.get(rb.slice(6));
+        if (!base) continue;
+        decide(base);
+        if (base.isModule) m.isModule = true;
+        if (base.info.layerKind && base.info.layerKind !== 'other') {
+          m.info.layerKind = base.info.layerKind;
+          m.info.layerKindReason = `subclass of local ${base.info.name} (${base.info.layerKindReason ?? base.info.layerKind})`;
+          m.info.zeroCenteredGamma = base.info.zeroCenteredGamma;
+          m.isTe = base.isTe;
+          m.teEquivalent = base.teEquivalent;
+          m.hasBias = base.hasBias;
+          break;
+        }
+      } else {
+        const k = knownCtor(rb);
+        if (/^torch\.nn\.(modules\.)?\w*Module$/.test(rb) || MODULE_BASE.test(rb)) m.isModule = true;
+        if (k && k.kind !== 'other') {
+          m.isModule = true;
+          m.info.layerKind = k.kind;
+          m.info.layerKindReason = `subclass of ${rb}`;
+          m.isTe = k.isTe;
+          m.teEquivalent = k.isTe ? undefined : k.te;
+          break;
+        } else if (k) m.isModule = true;
+      }
+    }
+    if (!m.info.layerKind && m.isModule) structural(src, m);
+    if (!m.info.layerKind && m.isModule) m.info.layerKind = 'other';
+    visiting.delete(m.info.name);
+  };
+  for (const m of byName.values()) decide(m);
+  return byName;
+}
+
+/** Recognises custom RMSNorm and LayerNorm classes by name and by what their forward computes. */
+function structural(src: string, m: ClassModel): void {
+  const classText = src.slice(m.rec.start, m.rec.end);
+  const fwd = m.forward ? src.slice(m.forward.start, m.forward.end) : '';
+  const hasParam = /\bParameter\s*\(/.test(classText);
+  const buildsLinear = /\b(Linear|Conv[123]d|Embedding|ModuleList|Sequential)\s*\(/.test(classText);
+  const meanSquare = /(\.pow\(\s*2(\.0)?\s*\)|\*\*\s*2\b|\.square\(\s*\)|torch\.square\()[\s\S]{0,80}?\.?mean\(|mean\([^()]*(\.pow\(\s*2|\*\*\s*2|square\()|torch\.mean\(\s*[\w.]+\s*\*\s*[\w.]+/.test(fwd);
+  const root = /\brsqrt\(|\bsqrt\(|\*\*\s*-?0\.5\b|\*\*\s*\(\s*-?0\.5\s*\)/.test(fwd);
+  const normCall = /(\.norm\(|torch\.norm\(|linalg\.(vector_)?norm\()/.test(fwd);
+  const rmsFn = /\brms_norm\(/.test(fwd);
+  const lnFn = /\blayer_norm\(/.test(fwd);
+  const meanVar = /\.var\(|torch\.var\(|var_mean\(/.test(fwd) && /mean\(/.test(fwd) && root;
+  const rmsStruct = hasParam && !buildsLinear && (rmsFn || (meanSquare && root) || (normCall && /\//.test(fwd)));
+  const lnStruct = hasParam && !buildsLinear && (lnFn || meanVar);
+  const name = m.info.name;
+  if (lnFn && hasParam && !buildsLinear) {
+    m.info.layerKind = 'layernorm';
+    m.info.layerKindReason = `custom LayerNorm: ${name} holds weight parameters and calls layer_norm in forward`;
+  } else if (rmsStruct || (RMS_NAME.test(name) && !buildsLinear)) {
+    m.info.layerKind = 'rmsnorm';
+    m.info.layerKindReason = rmsStruct
+      ? `custom RMSNorm: ${name} holds a weight parameter and normalises by the root mean square in forward`
+      : `custom RMSNorm recognised by its name ${name}`;
+  } else if (lnStruct || (LN_NAME.test(name) && !buildsLinear)) {
+    m.info.layerKind = 'layernorm';
+    m.info.layerKindReason = lnStruct
+      ? `custom LayerNorm: ${name} holds weight parameters and normalises by mean and variance in forward`
+      : `custom LayerNorm recognised by its name ${name}`;
+  }
+  if (m.info.layerKind === 'rmsnorm') {
+    m.teEquivalent = 'te.RMSNorm';
+    const zc = /\(\s*1(\.0*)?\s*\+\s*(self\.)?\w*(weight|scale|gamma|gain|g|w)\b|(self\.)?\w*(weight|scale|gamma|gain)\w*(\.\w+\(\))?\s*\+\s*1(\.0*)?\b|\b1(\.0*)?\s*\+\s*self\.\w+/;
+    if (zc.test(fwd)) {
+      m.info.zeroCenteredGamma = true;
+      m.info.layerKindReason += '; it scales by (1 + weight), so te.RMSNorm needs zero_centered_gamma=True';
+    }
+  } else if (m.info.layerKind === 'layernorm') {
+    m.teEquivalent = 'te.LayerNorm';
+    const initParams = m.init ? ctorParams(src, m.init).map((p) => p.name) : [];
+    m.hasBias = initParams.includes('bias') || /self\.bias\s*=|self\.(beta|b|shift)\s*=\s*\w*\.?Parameter/.test(classText);
+  }
+}
+
+/** A keyword argument's value node in a call. */
+export function keywordArg(src: string, call: SyntaxNode, name: string): SyntaxNode | undefined {
+  const args = call.childForFieldName('arguments');
+  if (!args) return undefined;
+  for (const a of args.namedChildren) {
+    if (a && a.type === 'keyword_argument') {
+      const n = a.childForFieldName('name');
+      if (n && src.slice(n.startIndex, n.endIndex) === name) return a.childForFieldName('value') ?? undefined;
+    }
+  }
+  return undefined;
+}
+
+/** Kind of a local class (undefined when not a module class). */
+export function localKind(m: ClassModel | undefined): LayerKind | undefined {
+  return m?.info.layerKind;
+}

@@ -1,0 +1,478 @@
+/**
+ * Static evaluation of dimension expressions: literals, arithmetic, parameter defaults, local and module constants,
+ * `self.x` set in __init__, and config dataclass / class-attribute defaults (`config.n_embd` -> GPTConfig.n_embd).
+ * Values known only as defaults that callers may override still count as known; the notes say so.
+ */
+import type { SyntaxNode } from '../parser';
+import type { Dim } from './ir';
+import { ctorParams, paramsOf, type ClassModel } from './classes';
+import type { AssignRec, CallRec, FuncRec } from './walk';
+
+export interface EvalScope {
+  fn?: FuncRec;
+  cls?: ClassModel;
+  /** Offset of the use: local assignments after it do not count. */
+  pos: number;
+  /** Parameter bindings from a call site (factories, local layer classes). */
+  bind?: Map<string, Bound>;
+}
+
+export interface Bound {
+  node: SyntaxNode;
+  scope: EvalScope;
+}
+
+export interface Evaluated {
+  value?: number | boolean;
+  notes: string[];
+  /** Expression texts the value passed through (`V` -> `config.vocab_size`), for name-based checks. */
+  via: string[];
+  /** Known only through a default that callers may override. */
+  viaDefault?: boolean;
+}
+
+const CONFIG_OBJ = /^(self\.)?(config|cfg|conf|args|params|model_args|margs|hparams|hp|opt|opts|options|dims|settings|c|model_config|gpt_config|text_config|arch|spec|hps)$/;
+
+export class Evaluator {
+  private readonly moduleAssigns = new Map<string, AssignRec[]>();
+  private readonly configClasses: ClassModel[];
+
+  constructor(
+    private readonly src: string,
+    private readonly classes: Map<string, ClassModel>,
+    moduleAssigns: AssignRec[],
+    /** Construction sites of a local class, with the scope each one is evaluated in. */
+    private readonly ctorSites: (cls: string) => { call: CallRec; scope: EvalScope }[],
+  ) {
+    for (const a of moduleAssigns) {
+      const left = a.node.childForFieldName('left');
+      if (left && left.type === 'identifier') {
+        const name = src.slice(left.startIndex, left.endIndex);
+        const list = this.moduleAssigns.get(name);
+        if (list) list.push(a); else this.moduleAssigns.set(name, [a]);
+      }
+    }
+    this.configClasses = [...classes.values()].filter((c) => c.fieldNodes.size > 0);
+  }
+
+  private readonly assignIndex = new Map<FuncRec, Map<string, AssignRec[]>>();
+
+  /** Assignments in a function to a name or `self.x` with a right side, in document order (indexed once per function). */
+  private assignsTo(fn: FuncRec, target: string): AssignRec[] {
+    let idx = this.assignIndex.get(fn);
+    if (!idx) {
+      idx = new Map();
+      for (const a of fn.assigns) {
+        const left = a.node.childForFieldName('left');
+        if (!left || (left.type !== 'identifier' && left.type !== 'attribute')) continue;
+        if (!a.node.childForFieldName('right')) continue;
+        const key = this.text(left).replace(/\s+/g, '');
+        const list = idx.get(key);
+        if (list) list.push(a); else idx.set(key, [a]);
+      }
+      this.assignIndex.set(fn, idx);
+    }
+    return idx.get(target) ?? [];
+  }
+
+  private text(n: SyntaxNode): string {
+    return this.src.slice(n.startIndex, n.endIndex);
+  }
+
+  /** Evaluates an argument into a Dim (integer values only). */
+  dim(node: SyntaxNode, scope: EvalScope): Dim {
+    return this.dimAndEval(node, scope).dim;
+  }
+
+  /** The Dim and the evaluation it came from (whose `via` tells what names the value passed through). */
+  private readonly dimCache = new Map<FuncRec | ClassModel | undefined, Map<string, { dim: Dim; e: Evaluated }>>();
+
+  dimAndEval(node: SyntaxNode, scope: EvalScope): { dim: Dim; e: Evaluated } {
+    const raw = this.text(node);
+    // The same expression in the same function means the same value unless a local is reassigned in between:
+    // cache only expressions without bare local names (literals, config.x, self.x, arithmetic on those).
+    const cacheable = !scope.bind && !/(^|[^.\w])(?!self\b|config\b|args\b|cfg\b|params\b)[A-Za-z_]\w*(?![\w.]*\s*\()(?=\s*($|[^\w.(]))/.test(raw);
+    const owner = scope.fn ?? scope.cls;
+    if (cacheable) {
+      const hit = this.dimCache.get(owner)?.get(raw);
+      if (hit) return { dim: { ...hit.dim }, e: { ...hit.e, notes: [...hit.e.notes], via: [...hit.e.via] } };
+    }
+    const r = this.dimAndEvalUncached(node, raw, scope);
+    if (cacheable) {
+      let m = this.dimCache.get(owner);
+      if (!m) { m = new Map(); this.dimCache.set(owner, m); }
+      m.set(raw, { dim: { ...r.dim }, e: { ...r.e, notes: [...r.e.notes], via: [...r.e.via] } });
+    }
+    return r;
+  }
+
+  private dimAndEvalUncached(node: SyntaxNode, raw: string, scope: EvalScope): { dim: Dim; e: Evaluated } {
+    const text = raw.replace(/\s+/g, ' ');
+    const e = this.eval(node, scope, 0);
+    const d: Dim = { text };
+    if (typeof e.value === 'number' && Number.isInteger(e.value) && e.value > 0) {
+      d.value = e.value;
+      const isLiteral = node.type === 'integer';
+      if (!isLiteral) {
+        const notes = [...e.notes];
+        if (e.viaDefault) notes.push('a default: callers may pass another value');
+        d.note = notes.length ? uniq(notes).join('; ') : `${text} = ${e.value}`;
+      }
+    } else {
+      const notes = e.notes.filter((n) => /not known|unknown|set by|depends/.test(n));
+      d.note = notes.length ? uniq(notes).join('; ') : `depends on ${text}, unknown statically`;
+    }
+    return { dim: d, e };
+  }
+
+  eval(node: SyntaxNode, scope: EvalScope, depth: number): Evaluated {
+    if (depth > 24) return { notes: ['too deep to evaluate'], via: [] };
+    switch (node.type) {
+      case 'integer': {
+        const t = this.text(node).replace(/_/g, '').replace(/[lL]$/, '');
+        const v = /^0[xX]/.test(t) ? parseInt(t, 16) : /^0[oO]/.test(t) ? parseInt(t.slice(2), 8) : /^0[bB]/.test(t) ? parseInt(t.slice(2), 2) : Number(t);
+        return { value: Number.isFinite(v) ? v : undefined, notes: [], via: [] };
+      }
+      case 'float': {
+        const v = Number(this.text(node).replace(/_/g, ''));
+        return { value: Number.isFinite(v) ? v : undefined, notes: [], via: [] };
+      }
+      case 'true': return { value: true, notes: [], via: [] };
+      case 'false': return { value: false, notes: [], via: [] };
+      case 'parenthesized_expression': {
+        const inner = node.namedChild(0);
+        return inner ? this.eval(inner, scope, depth + 1) : { notes: [], via: [] };
+      }
+      case 'unary_operator': {
+        const arg = node.childForFieldName('argument');
+        const op = node.child(0)?.type;
+        if (!arg) return { notes: [], via: [] };
+        const e = this.eval(arg, scope, depth + 1);
+        if (typeof e.value === 'number') e.value = op === '-' ? -e.value : op === '~' ? ~e.value : e.value;
+        return e;
+      }
+      case 'binary_operator': return this.binary(node, scope, depth);
+      case 'call': return this.call(node, scope, depth);
+      case 'identifier': return this.identifier(node, scope, depth);
+      case 'attribute': return this.attribute(node, scope, depth);
+      case 'conditional_expression': {
+        const a = node.namedChild(0);
+        const b = node.namedChild(2);
+        if (a && b) {
+          const ea = this.eval(a, scope, depth + 1);
+          const eb = this.eval(b, scope, depth + 1);
+          if (ea.value !== undefined && ea.value === eb.value) return merge(ea.value, [ea, eb]);
+        }
+        return { notes: [`${shortExpr(this.text(node))} depends on a condition, unknown statically`], via: [] };
+      }
+      default:
+        return { notes: [], via: [] };
+    }
+  }
+
+  private binary(node: SyntaxNode, scope: EvalScope, depth: number): Evaluated {
+    const l = node.childForFieldName('left');
+    const r = node.childForFieldName('right');
+    const op = node.childForFieldName('operator');
+    if (!l || !r || !op) return { notes: [], via: [] };
+    const a = this.eval(l, scope, depth + 1);
+    const b = this.eval(r, scope, depth + 1);
+    const parts = [a, b];
+    if (typeof a.value !== 'number' || typeof b.value !== 'number') {
+      return { notes: [...a.notes, ...b.notes], via: [...a.via, ...b.via] };
+    }
+    const x = a.value;
+    const y = b.value;
+    let v: number | undefined;
+    switch (op.type) {
+      case '+': v = x + y; break;
+      case '-': v = x - y; break;
+      case '*': v = x * y; break;
+      case '/': v = y === 0 ? undefined : x / y; break;
+      case '//': v = y === 0 ? undefined : Math.floor(x / y); break;
+      case '%': v = y === 0 ? undefined : ((x % y) + y) % y; break;
+      case '**': v = x ** y; break;
+      case '<<': v = x << y; break;
+      case '>>': v = x >> y; break;
+      default: v = undefined;
+    }
+    return merge(v, parts);
+  }
+
+  private call(node: SyntaxNode, scope: EvalScope, depth: number): Evaluated {
+    const f = node.childForFieldName('function');
+    const args = node.childForFieldName('arguments');
+    if (!f || !args) return { notes: [], via: [] };
+    const name = this.text(f);
+    const pos = args.namedChildren.filter((a): a is SyntaxNode => !!a && a.type !== 'keyword_argument' && a.type !== 'comment');
+    if (/^(int|round|math\.floor|math\.ceil|abs|max|min|math\.trunc)$/.test(name) && pos.length) {
+      const vals = pos.map((p) => this.eval(p, scope, depth + 1));
+      if (vals.some((v) => typeof v.value !== 'number')) return { notes: vals.flatMap((v) => v.notes), via: vals.flatMap((v) => v.via) };
+      const ns = vals.map((v) => v.value as number);
+      let v: number;
+      switch (name) {
+        case 'int': case 'math.trunc': v = Math.trunc(ns[0]); break;
+        case 'round': v = Math.round(ns[0]); break;
+        case 'math.floor': v = Math.floor(ns[0]); break;
+        case 'math.ceil': v = Math.ceil(ns[0]); break;
+        case 'abs': v = Math.abs(ns[0]); break;
+        case 'max': v = Math.max(...ns); break;
+        default: v = Math.min(...ns);
+      }
+      return merge(v, vals);
+    }
+    if (name === 'getattr' && pos.length >= 2) {
+      const attrText = this.text(pos[1]).replace(/^['"]|['"]$/g, '');
+      const objText = this.text(pos[0]);
+      if (/^\w+$/.test(attrText)) {
+        const viaCfg = this.configField(objText, attrText, scope, depth);
+        if (viaCfg) return viaCfg;
+      }
+      if (pos.length >= 3) {
+        const d = this.eval(pos[2], scope, depth + 1);
+        if (d.value !== undefined) d.notes.push(`getattr default of ${objText}.${attrText}`);
+        return d;
+      }
+    }
+    return { notes: [], via: [] };
+  }
+
+  private identifier(node: SyntaxNode, scope: EvalScope, depth: number): Evaluated {
+    const name = this.text(node);
+    const bound = scope.bind?.get(name);
+    if (bound) {
+      const e = this.eval(bound.node, bound.scope, depth + 1);
+      e.via.push(this.text(bound.node));
+      return e;
+    }
+    // Local assignments in this function and enclosing ones, the last one before the use.
+    for (let fn = scope.fn, pos = scope.pos; fn; pos = fn.start, fn = fn.scope.fn) {
+      let best: AssignRec | undefined;
+      for (const a of this.assignsTo(fn, name)) {
+        if (a.start >= pos) break;
+        best = a;
+      }
+      if (best) {
+        const right = best.node.childForFieldName('right') as SyntaxNode;
+        const e = this.eval(right, { ...scope, fn, pos: best.start, bind: fn === scope.fn ? scope.bind : undefined }, depth + 1);
+        e.via.push(this.text(right));
+        return e;
+      }
+      const param = paramsOf(this.src, fn).find((p) => p.name === name);
+      if (param) return this.param(fn, param.name, param.def, scope, depth);
+    }
+    const mod = this.moduleAssigns.get(name);
+    if (mod && mod.length) {
+      const a = [...mod].reverse().find((m) => m.start < scope.pos) ?? mod[mod.length - 1];
+      const right = a.node.childForFieldName('right');
+      if (right) {
+        const e = this.eval(right, { pos: a.start }, depth + 1);
+        e.via.push(this.text(right));
+        if (e.value !== undefined && right.type !== 'integer') e.notes.push(`${name} = ${shortExpr(this.text(right))}`);
+        return e;
+      }
+    }
+    return { notes: [`${name} is not known statically`], via: [] };
+  }
+
+  /** A function parameter: the class's single construction site, or the default. */
+  private readonly paramCache = new Map<FuncRec, Map<string, Evaluated>>();
+
+  private param(fn: FuncRec, name: string, def: SyntaxNode | undefined, scope: EvalScope, depth: number): Evaluated {
+    // A parameter's value does not depend on where in the function it is read: cache it.
+    let perFn = this.paramCache.get(fn);
+    const hit = perFn?.get(name);
+    if (hit) return { ...hit, notes: [...hit.notes], via: [...hit.via] };
+    const e = this.paramUncached(fn, name, def, scope, depth);
+    if (!perFn) { perFn = new Map(); this.paramCache.set(fn, perFn); }
+    perFn.set(name, { ...e, notes: [...e.notes], via: [...e.via] });
+    return e;
+  }
+
+  private paramUncached(fn: FuncRec, name: string, def: SyntaxNode | undefined, scope: EvalScope, depth: number): Evaluated {
+    if (fn.name === '__init__' && fn.cls && depth < 16) {
+      const sites = this.ctorSites(fn.cls.name);
+      if (sites.length) {
+        const params = ctorParams(this.src, fn);
+        const idx = params.findIndex((p) => p.name === name);
+        const results: Evaluated[] = [];
+        for (const s of sites.slice(0, 8)) {
+          const arg = argFor(this.src, s.call.node, name, idx);
+          if (!arg) { results.push(def ? this.eval(def, { pos: fn.start }, depth + 1) : { notes: [], via: [] }); continue; }
+          const e = this.eval(arg, s.scope, depth + 1);
+          e.via.push(this.text(arg));
+          results.push(e);
+        }
+        const first = results[0];
+        if (first && first.value !== undefined && results.every((r) => r.value === first.value)) {
+          const notes = uniq(results.flatMap((r) => r.notes));
+          notes.push(sites.length === 1 ? `${name} as passed where ${fn.cls.name} is built` : `${name} as passed at all ${sites.length} places ${fn.cls.name} is built`);
+          return { value: first.value, notes, via: results.flatMap((r) => r.via), viaDefault: results.some((r) => r.viaDefault) };
+        }
+        if (results.length && results.some((r) => r.value === undefined) && !def) {
+          return { notes: uniq(results.flatMap((r) => r.notes)).concat(`${name} is set by the caller of ${fn.cls.name}`), via: results.flatMap((r) => r.via) };
+        }
+      }
+    }
+    if (def) {
+      const e = this.eval(def, { pos: fn.start }, depth + 1);
+      if (e.value !== undefined) {
+        e.notes.push(`default of parameter ${name} (${shortExpr(this.text(def))})`);
+        e.viaDefault = true;
+      }
+      e.via.push(this.text(def));
+      return e;
+    }
+    const owner = fn.cls ? `${fn.cls.name}.${fn.name}` : fn.name;
+    return { notes: [`${name} is a parameter of ${owner}, set by the caller`], via: [] };
+  }
+
+  private attribute(node: SyntaxNode, scope: EvalScope, depth: number): Evaluated {
+    const text = this.text(node).replace(/\s+/g, '');
+    const obj = node.childForFieldName('object');
+    const attr = node.childForFieldName('attribute');
+    if (!obj || !attr) return { notes: [], via: [] };
+    const attrName = this.text(attr);
+    const objText = this.text(obj).replace(/\s+/g, '');
+    if (objText === 'self' && scope.cls) {
+      const e = this.selfAttr(scope.cls, attrName, scope, depth, new Set());
+      if (e) return e;
+      return { notes: [`${text} is not known statically`], via: [] };
+    }
+    const viaCfg = this.configField(objText, attrName, scope, depth);
+    if (viaCfg) return viaCfg;
+    return { notes: [`${text} is not known statically`], via: [] };
+  }
+
+  private selfAttr(cls: ClassModel, attrName: string, scope: EvalScope, depth: number, seen: Set<string>): Evaluated | undefined {
+    if (seen.has(cls.info.name)) return undefined;
+    seen.add(cls.info.name);
+    const methods = cls.init ? [cls.init, ...cls.rec.methods.filter((m) => m !== cls.init)] : cls.rec.methods;
+    for (const m of methods) {
+      let best: AssignRec | undefined;
+      for (const a of this.assignsTo(m, `self.${attrName}`)) {
+        if (m === scope.fn && a.start >= scope.pos) break;
+        best = a;
+      }
+      if (best) {
+        const right = best.node.childForFieldName('right');
+        if (!right) continue;
+        const e = this.eval(right, { fn: m, cls, pos: best.start, bind: m === scope.fn ? scope.bind : undefined }, depth + 1);
+        e.via.push(this.text(right));
+        return e;
+      }
+    }
+    const field = cls.fieldNodes.get(attrName);
+    if (field) {
+      const e = this.eval(field, { pos: cls.rec.start }, depth + 1);
+      e.via.push(this.text(field));
+      if (e.value !== undefined) e.notes.push(`${cls.info.name}.${attrName} = ${shortExpr(this.text(field))}`);
+      return e;
+    }
+    for (const rb of cls.info.resolvedBases) {
+      if (!rb.startsWith('local:')) continue;
+      const base = this.classes.get(rb.slice(6));
+      if (base) {
+        const e = this.selfAttr(base, attrName, scope, depth, seen);
+        if (e) return e;
+      }
+    }
+    return undefined;
+  }
+
+  /** `config.n_embd`: the annotated config class of that parameter, or the config classes of the file. */
+  private configField(objText: string, field: string, scope: EvalScope, depth: number): Evaluated | undefined {
+    const objName = objText.replace(/^self\./, '');
+    let candidates: ClassModel[] = [];
+    // An annotated parameter (`config: GPTConfig`) names its class.
+    for (let fn = scope.fn; fn; fn = fn.scope.fn) {
+      const p = paramsOf(this.src, fn).find((q) => q.name === objName);
+      if (p?.annotation) {
+        const ann = p.annotation.replace(/["'\s]/g, '').replace(/^Optional\[(.*)\]$/, '$1');
+        const c = this.classes.get(ann);
+        if (c) candidates = [c];
+        else return { notes: [`${objText}.${field} comes from ${ann}, not defined in this file`], via: [] };
+      }
+      if (p) break;
+    }
+    let cacheKey: string;
+    if (!candidates.length) {
+      if (!CONFIG_OBJ.test(objText) && !/config|args|cfg|params|dims|hparams/i.test(objName)) return undefined;
+      candidates = this.configClasses.filter((c) => c.fieldNodes.has(field));
+      const cfg = candidates.filter((c) => c.isConfig);
+      if (cfg.length) candidates = cfg;
+      cacheKey = `*.${field}`;
+    } else cacheKey = `${candidates[0].info.name}.${field}`;
+    const cached = this.configCache.get(cacheKey);
+    if (cached) return { ...cached, notes: [...cached.notes], via: [...cached.via] };
+    const r = this.configFieldOf(candidates, objText, field, depth);
+    this.configCache.set(cacheKey, { ...r, notes: [...r.notes], via: [...r.via] });
+    return r;
+  }
+
+  private readonly configCache = new Map<string, Evaluated>();
+
+  private configFieldOf(candidates: ClassModel[], objText: string, field: string, depth: number): Evaluated {
+    const withField = candidates.filter((c) => c.fieldNodes.has(field));
+    if (!withField.length) return { notes: [`${objText}.${field} is not known statically`], via: [] };
+    const results = withField.map((c) => {
+      const node = c.fieldNodes.get(field) as SyntaxNode;
+      const e = this.eval(node, { pos: c.rec.start, cls: c }, depth + 1);
+      e.via.push(this.text(node));
+      return { c, e, node };
+    });
+    const first = results[0];
+    if (first.e.value === undefined) {
+      return { notes: [`${first.c.info.name}.${field} has no static default`], via: first.e.via };
+    }
+    if (!results.every((r) => r.e.value === first.e.value)) {
+      return { notes: [`${objText}.${field} has different defaults in ${withField.map((c) => c.info.name).join(', ')}, unknown statically`], via: [] };
+    }
+    const valText = typeof first.e.value === 'boolean' ? (first.e.value ? 'True' : 'False') : String(first.e.value);
+    return {
+      value: first.e.value,
+      notes: [...first.e.notes.filter((n) => !n.startsWith(`${first.c.info.name}.`)), `${first.c.info.name}.${field} default ${valText}`],
+      via: first.e.via,
+      viaDefault: true,
+    };
+  }
+}
+
+/** The argument node bound to a parameter at a call site (keyword first, then position). */
+export function argFor(src: string, call: SyntaxNode, name: string, index: number): SyntaxNode | undefined {
+  const args = call.childForFieldName('arguments');
+  if (!args) return undefined;
+  let i = 0;
+  let positional: SyntaxNode | undefined;
+  for (const a of args.namedChildren) {
+    if (!a || a.type === 'comment') continue;
+    if (a.type === 'keyword_argument') {
+      const n = a.childForFieldName('name');
+      if (n && src.slice(n.startIndex, n.endIndex) === name) return a.childForFieldName('value') ?? undefined;
+    } else if (a.type === 'list_splat' || a.type === 'dictionary_splat') {
+      i = Number.POSITIVE_INFINITY;
+    } else {
+      if (i === index) positional = a;
+      i++;
+    }
+  }
+  return positional;
+}
+
+function merge(v: number | boolean | undefined, parts: Evaluated[]): Evaluated {
+  return {
+    value: v,
+    notes: uniq(parts.flatMap((p) => p.notes)),
+    via: parts.flatMap((p) => p.via),
+    viaDefault: parts.some((p) => p.viaDefault),
+  };
+}
+
+function uniq(xs: string[]): string[] {
+  return [...new Set(xs)];
+}
+
+function shortExpr(s: string): string {
+  const t = s.replace(/\s+/g, ' ');
+  return t.length > 60 ? `${t.slice(0, 57)}...` : t;
+}

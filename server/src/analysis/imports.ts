@@ -1,0 +1,120 @@
+/**
+ * Import bindings and name resolution: `nn.Linear` -> `torch.nn.Linear`, `te.pytorch.Linear` ->
+ * `transformer_engine.pytorch.Linear`, `L` -> `torch.nn.Linear`.
+ */
+import type { SyntaxNode } from '../parser';
+import type { ImportBinding } from './ir';
+import { spanOf } from './spans';
+import type { AssignRec, ImportRec } from './walk';
+
+export interface ImportTable {
+  bindings: ImportBinding[];
+  /** local name -> dotted target */
+  map: Map<string, string>;
+  /** Modules imported with `from X import *`. */
+  starModules: string[];
+  /** `import transformer_engine.pytorch.fp8` / `from transformer_engine.pytorch.fp8 import ...` statements. */
+  teFp8ModuleImports: SyntaxNode[];
+}
+
+function dotted(src: string, n: SyntaxNode): string {
+  return src.slice(n.startIndex, n.endIndex).replace(/\s+/g, '');
+}
+
+/** Reads every import statement into bindings. */
+export function collectImports(src: string, recs: ImportRec[]): ImportTable {
+  const table: ImportTable = { bindings: [], map: new Map(), starModules: [], teFp8ModuleImports: [] };
+  const add = (local: string, target: string, node: SyntaxNode, guarded: boolean): void => {
+    table.bindings.push({ local, target, span: spanOf(node), guarded });
+    table.map.set(local, target);
+  };
+  for (const { node, scope } of recs) {
+    const guarded = scope.guarded;
+    if (node.type === 'import_statement') {
+      for (const c of node.namedChildren) {
+        if (!c) continue;
+        if (c.type === 'dotted_name') {
+          const full = dotted(src, c);
+          if (/^transformer_engine\.pytorch\.fp8$/.test(full)) table.teFp8ModuleImports.push(node);
+          // `import a.b.c` binds `a`; attribute access then walks the real path.
+          const top = full.split('.')[0];
+          if (top) add(top, top, node, guarded);
+        } else if (c.type === 'aliased_import') {
+          const nameNode = c.childForFieldName('name');
+          const alias = c.childForFieldName('alias');
+          if (nameNode && alias) {
+            const full = dotted(src, nameNode);
+            if (/^transformer_engine\.pytorch\.fp8$/.test(full)) table.teFp8ModuleImports.push(node);
+            add(dotted(src, alias), full, node, guarded);
+          }
+        }
+      }
+    } else {
+      const modNode = node.childForFieldName('module_name');
+      if (!modNode) continue;
+      const mod = dotted(src, modNode);
+      if (/^transformer_engine\.pytorch\.fp8$/.test(mod)) table.teFp8ModuleImports.push(node);
+      for (const c of node.namedChildren) {
+        if (!c || c.startIndex === modNode.startIndex) continue;
+        if (c.type === 'wildcard_import') { table.starModules.push(mod); continue; }
+        if (c.type === 'dotted_name') {
+          const name = dotted(src, c);
+          const full = joinModule(mod, name);
+          if (full === 'transformer_engine.pytorch.fp8') table.teFp8ModuleImports.push(node);
+          add(name, full, node, guarded);
+        } else if (c.type === 'aliased_import') {
+          const nameNode = c.childForFieldName('name');
+          const alias = c.childForFieldName('alias');
+          if (nameNode && alias) {
+            const full = joinModule(mod, dotted(src, nameNode));
+            if (full === 'transformer_engine.pytorch.fp8') table.teFp8ModuleImports.push(node);
+            add(dotted(src, alias), full, node, guarded);
+          }
+        }
+      }
+    }
+  }
+  return table;
+}
+
+function joinModule(mod: string, name: string): string {
+  return mod.endsWith('.') ? mod + name : `${mod}.${name}`;
+}
+
+/**
+ * Module-level aliases: `Linear = nn.Linear`, `LayerNorm = te.LayerNorm if HAVE_TE else nn.LayerNorm` (the first
+ * branch that resolves to something known wins).
+ */
+export function collectAliases(src: string, table: ImportTable, assigns: AssignRec[]): void {
+  for (const a of assigns) {
+    const left = a.node.childForFieldName('left');
+    let right = a.node.childForFieldName('right');
+    if (!left || !right || left.type !== 'identifier') continue;
+    if (right.type === 'conditional_expression') right = right.namedChild(0) ?? right;
+    if (right.type !== 'attribute' && right.type !== 'identifier') continue;
+    const target = resolveName(table, src.slice(right.startIndex, right.endIndex));
+    if (/^(torch|transformer_engine|megatron|fairscale|apex|torchao|accelerate)\b/.test(target)) {
+      const local = src.slice(left.startIndex, left.endIndex);
+      if (!table.map.has(local)) table.map.set(local, target);
+    }
+  }
+}
+
+const TORCH_NN_STAR = /^(Linear|LayerNorm|RMSNorm|Embedding|EmbeddingBag|Conv[123]d|Module|ModuleList|ModuleDict|Sequential|Parameter|Dropout|GELU|ReLU|SiLU)$/;
+
+/** Resolves a dotted expression through the import table; unknown heads stay as written. */
+export function resolveName(table: ImportTable, text: string): string {
+  const clean = text.replace(/\s+/g, '');
+  const dot = clean.indexOf('.');
+  const head = dot < 0 ? clean : clean.slice(0, dot);
+  const rest = dot < 0 ? '' : clean.slice(dot);
+  const target = table.map.get(head);
+  if (target !== undefined) return target + rest;
+  if (dot < 0) {
+    for (const m of table.starModules) {
+      if (m === 'torch.nn' && TORCH_NN_STAR.test(head)) return `torch.nn.${head}`;
+      if (m === 'transformer_engine.pytorch' && /^[A-Z]/.test(head)) return `transformer_engine.pytorch.${head}`;
+    }
+  }
+  return clean;
+}

@@ -1,0 +1,528 @@
+/**
+ * Layer constructions: which calls build a layer, under what attribute path they are stored (`self.c_attn`,
+ * `transformer.wte`, `layers[*]`), their arguments and dimensions. Factories (local functions returning a layer) are
+ * expanded at each call site.
+ */
+import type { SyntaxNode } from '../parser';
+import type { Layer, LayerArg, LayerKind } from './ir';
+import { ctorParams, type ClassModel } from './classes';
+import { argFor, type EvalScope, type Evaluator } from './dims';
+import { resolveName, type ImportTable } from './imports';
+import { IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
+import { spanOf, stringValue } from './spans';
+import type { CallRec, FuncRec, WalkResult } from './walk';
+
+/** What a callee builds. */
+export interface CtorInfo {
+  kind: LayerKind;
+  isTe: boolean;
+  /** Parameter names in order (positional binding). */
+  params: string[];
+  te?: string;
+  parallelMode?: 'column' | 'row';
+  local?: ClassModel;
+  display: string;
+}
+
+interface Placement {
+  base: string;
+  segs: string[];
+  multi: boolean;
+  container?: Layer['container'];
+  returned: boolean;
+}
+
+/** Internal layer record, with what roles/verdicts need besides the IR fields. */
+export interface LayerRec {
+  layer: Layer;
+  call: CallRec;
+  ctor: CtorInfo;
+  scope: EvalScope;
+  /** Argument nodes bound to ctor parameter names. */
+  argNodes: Map<string, SyntaxNode>;
+  /** Texts the out-dim value passed through. */
+  outVia: string[];
+}
+
+export interface LayerContext {
+  src: string;
+  imports: ImportTable;
+  classes: Map<string, ClassModel>;
+  walk: WalkResult;
+  evaluator: Evaluator;
+  /** Callee text of walk.calls[i] (identifier or dotted attribute), precomputed. */
+  callees: (string | undefined)[];
+}
+
+const CONTAINER_LIST = /(^|\.)(ModuleList|Sequential|ParameterList)$/;
+const CONTAINER_DICT = /(^|\.)(ModuleDict|ParameterDict)$/;
+const DICT_FN = /^(dict|OrderedDict|collections\.OrderedDict)$/;
+const WEIGHTLESS = /Rotary|RoPE|Rope|Sinusoidal|PositionalEncoding|Alibi|ALiBi/;
+
+export function calleeText(src: string, call: SyntaxNode): { node: SyntaxNode; text: string } | undefined {
+  const f = call.childForFieldName('function');
+  if (!f || (f.type !== 'identifier' && f.type !== 'attribute')) return undefined;
+  return { node: f, text: src.slice(f.startIndex, f.endIndex).replace(/\s+/g, '') };
+}
+
+const ctorCache = new WeakMap<LayerContext, Map<string, { resolved: string; ctor: CtorInfo } | null>>();
+
+/** Resolves a callee to a constructor (cached per analysis), or undefined when it builds no layer. */
+export function ctorFor(ctx: LayerContext, text: string): { resolved: string; ctor: CtorInfo } | undefined {
+  let cache = ctorCache.get(ctx);
+  if (!cache) { cache = new Map(); ctorCache.set(ctx, cache); }
+  const hit = cache.get(text);
+  if (hit !== undefined) return hit ?? undefined;
+  const r = ctorForUncached(ctx, text);
+  cache.set(text, r ?? null);
+  return r;
+}
+
+function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; ctor: CtorInfo } | undefined {
+  const local = !text.includes('.') ? ctx.classes.get(text) : undefined;
+  if (local && (local.isModule || local.info.layerKind)) {
+    const kind = local.info.layerKind ?? 'other';
+    let params: string[] = [];
+    if (local.init) params = ctorParams(ctx.src, local.init).filter((p) => p.kind === 'plain').map((p) => p.name);
+    else {
+      // No __init__: the nearest base with one, or the library signature.
+      for (const rb of local.info.resolvedBases) {
+        const k = rb.startsWith('local:') ? undefined : knownCtor(rb);
+        if (k) { params = k.params; break; }
+        const base = rb.startsWith('local:') ? ctx.classes.get(rb.slice(6)) : undefined;
+        if (base?.init) { params = ctorParams(ctx.src, base.init).filter((p) => p.kind === 'plain').map((p) => p.name); break; }
+      }
+    }
+    return {
+      resolved: `local:${text}`,
+      ctor: { kind, isTe: local.isTe, params, te: local.teEquivalent, local, display: text },
+    };
+  }
+  const resolved = resolveName(ctx.imports, text);
+  const k = knownCtor(resolved);
+  if (k) return { resolved, ctor: { ...k } };
+  const last = resolved.split('.').pop() ?? '';
+  if (WEIGHTLESS.test(last) && /^[A-Z]/.test(last) && /Embedding|Encoding|Emb$/.test(last)) {
+    return { resolved, ctor: { kind: 'other', isTe: false, params: [], display: last } };
+  }
+  return undefined;
+}
+
+/** Finds every layer construction. */
+export function collectLayers(ctx: LayerContext): LayerRec[] {
+  const { src, walk } = ctx;
+  const out: LayerRec[] = [];
+  const templates = new Map<FuncRec, { rec: LayerRec; place: Placement }[]>();
+  const pending: { call: CallRec; callee: string }[] = [];
+  for (let i = 0; i < walk.calls.length; i++) {
+    const text = ctx.callees[i];
+    if (!text) continue;
+    const call = walk.calls[i];
+    const found = ctorFor(ctx, text);
+    if (!found) {
+      pending.push({ call, callee: text });
+      continue;
+    }
+    const calleeNode = call.node.childForFieldName('function') as SyntaxNode;
+    const rec = makeLayer(ctx, call, calleeNode, text, found.resolved, found.ctor, scopeOf(ctx, call));
+    const place = placement(ctx, call.node, call);
+    if (place.returned && call.scope.fn) {
+      const list = templates.get(call.scope.fn) ?? [];
+      list.push({ rec, place });
+      templates.set(call.scope.fn, list);
+      continue;
+    }
+    applyPlacement(rec, place, call);
+    out.push(rec);
+  }
+  // Factories: `def make_linear(i, o): return nn.Linear(i, o)`; `self.x = make_linear(...)`.
+  if (templates.size) {
+    const byName = new Map<string, FuncRec>();
+    for (const fn of templates.keys()) byName.set(fn.name, fn);
+    const used = new Set<FuncRec>();
+    for (const { call, callee } of pending) {
+      const name = callee.replace(/^(self|cls)\./, '');
+      const fn = byName.get(name);
+      if (!fn || (callee !== name && !fn.cls) || (callee === name && fn.cls)) continue;
+      used.add(fn);
+      const place = placement(ctx, call.node, call);
+      const siteScope = scopeOf(ctx, call);
+      const params = ctorParams(src, fn);
+      const bind = new Map<string, { node: SyntaxNode; scope: EvalScope }>();
+      params.forEach((p, i) => {
+        const a = argFor(src, call.node, p.name, i);
+        if (a) bind.set(p.name, { node: a, scope: siteScope });
+      });
+      for (const t of templates.get(fn) ?? []) {
+        const scope: EvalScope = { ...t.rec.scope, bind };
+        const calleeNode = calleeText(src, t.rec.call.node)?.node as SyntaxNode;
+        const inst = makeLayer(ctx, t.rec.call, calleeNode, t.rec.layer.constructor, t.rec.layer.resolved, t.rec.ctor, scope);
+        inst.layer.span = spanOf(call.node);
+        inst.layer.constructionSpan = t.rec.layer.span;
+        inst.layer.viaFactory = fn.name;
+        inst.layer.ownerClass = call.scope.cls?.name;
+        inst.layer.ownerFunction = call.scope.fn?.name;
+        inst.call = call;
+        const merged: Placement = {
+          ...place,
+          segs: [...place.segs, ...t.place.segs],
+          multi: place.multi || t.place.multi,
+          container: place.container ?? t.place.container ?? 'helper',
+        };
+        applyPlacement(inst, merged, call);
+        out.push(inst);
+      }
+    }
+    for (const [fn, list] of templates) {
+      if (used.has(fn)) continue;
+      for (const t of list) {
+        t.rec.layer.name = '';
+        t.rec.layer.path = '';
+        t.rec.layer.attr = '';
+        t.rec.layer.viaFactory = fn.name;
+        t.rec.layer.container = 'helper';
+        out.push(t.rec);
+      }
+    }
+    out.sort((a, b) => a.layer.span.startOffset - b.layer.span.startOffset);
+  }
+  return out;
+}
+
+function scopeOf(ctx: LayerContext, call: CallRec): EvalScope {
+  return { fn: call.scope.fn, cls: call.scope.cls ? ctx.classes.get(call.scope.cls.name) : undefined, pos: call.start };
+}
+
+function makeLayer(
+  ctx: LayerContext, call: CallRec, calleeNode: SyntaxNode, callee: string, resolved: string, ctor: CtorInfo, scope: EvalScope,
+): LayerRec {
+  const { src } = ctx;
+  const argsNode = call.node.childForFieldName('arguments') as SyntaxNode;
+  const args: LayerArg[] = [];
+  const argNodes = new Map<string, SyntaxNode>();
+  const options: Record<string, string> = {};
+  let index = 0;
+  let afterSplat = false;
+  for (const a of argsNode?.namedChildren ?? []) {
+    if (!a || a.type === 'comment') continue;
+    if (a.type === 'keyword_argument') {
+      const n = a.childForFieldName('name');
+      const v = a.childForFieldName('value');
+      if (!n || !v) continue;
+      const name = src.slice(n.startIndex, n.endIndex);
+      const text = src.slice(v.startIndex, v.endIndex);
+      args.push({ name, text, span: spanOf(a) });
+      argNodes.set(name, v);
+      options[name] = text.replace(/\s+/g, ' ');
+    } else if (a.type === 'list_splat' || a.type === 'dictionary_splat') {
+      args.push({ text: src.slice(a.startIndex, a.endIndex), span: spanOf(a) });
+      afterSplat = true;
+    } else {
+      args.push({ index, text: src.slice(a.startIndex, a.endIndex), span: spanOf(a) });
+      const pname = ctor.params[index];
+      if (pname && !afterSplat && !argNodes.has(pname)) {
+        argNodes.set(pname, a);
+        if (index >= 2 || !isDimParam(ctor, pname)) options[pname] = src.slice(a.startIndex, a.endIndex).replace(/\s+/g, ' ');
+      }
+      index++;
+    }
+  }
+  const layer: Layer = {
+    span: spanOf(call.node),
+    constructor: callee,
+    resolved,
+    calleeSpan: spanOf(calleeNode),
+    kind: ctor.kind,
+    isTe: ctor.isTe,
+    name: '',
+    path: '',
+    attr: '',
+    ownerClass: call.scope.cls?.name,
+    ownerFunction: call.scope.fn?.name,
+    args,
+    argsSpan: argsNode ? spanOf(argsNode) : spanOf(call.node),
+    options,
+    role: 'other',
+    roleReasons: [],
+    tied: false,
+    convertible: false,
+    reasons: [],
+  };
+  if (ctor.local) layer.localClass = ctor.local.info.name;
+  const rec: LayerRec = { layer, call, ctor, scope, argNodes, outVia: [] };
+  fillDims(ctx, rec);
+  return rec;
+}
+
+function isDimParam(ctor: CtorInfo, p: string): boolean {
+  return IN_PARAM.test(p) || OUT_PARAM.test(p) || SHAPE_PARAM.test(p) || /^(num_embeddings|embedding_dim|input_size|output_size|hidden_size|ffn_hidden_size|nf|nx)$/.test(p)
+    || (ctor.local !== undefined && ctor.params.indexOf(p) < 2);
+}
+
+function fillDims(ctx: LayerContext, rec: LayerRec): void {
+  const { ctor, argNodes, scope, layer } = rec;
+  const ev = ctx.evaluator;
+  const pick = (names: RegExp, fallbackIndex?: number): SyntaxNode | undefined => {
+    for (const [k, v] of argNodes) if (names.test(k)) return v;
+    if (fallbackIndex !== undefined) {
+      const p = ctor.params[fallbackIndex];
+      if (p) return argNodes.get(p);
+    }
+    return undefined;
+  };
+  const out = (n: SyntaxNode | undefined): void => {
+    if (!n) return;
+    const r = ev.dimAndEval(n, scope);
+    layer.outFeatures = r.dim;
+    rec.outVia = r.e.via;
+  };
+  switch (ctor.kind) {
+    case 'linear':
+    case 'parallel-linear': {
+      const hasNamed = ctor.params.some((p) => IN_PARAM.test(p) || p === 'input_size');
+      const inN = pick(/^(in_features|input_size|in_dim|input_dim|d_in|in_size|in_channels|nx|dim_in|in_f|fan_in|n_in|in_feat)$/, hasNamed ? undefined : 0);
+      const outN = pick(/^(out_features|output_size|out_dim|output_dim|d_out|out_size|out_channels|nf|dim_out|out_f|fan_out|n_out|out_feat)$/, hasNamed ? undefined : 1);
+      if (inN) layer.inFeatures = ev.dim(inN, scope);
+      out(outN);
+      if (ctor.local && !hasNamed && ctor.params.length === 0) {
+        // A subclass without its own signature: nn.Linear(in, out).
+        const a0 = rec.call.node.childForFieldName('arguments')?.namedChild(0);
+        if (a0 && a0.type !== 'keyword_argument') layer.inFeatures = ev.dim(a0, scope);
+      }
+      break;
+    }
+    case 'embedding': {
+      const n = pick(/^num_embeddings$/, 0);
+      const d = pick(/^embedding_dim$/, 1);
+      if (n) layer.inFeatures = ev.dim(n, scope);
+      if (d) out(d);
+      break;
+    }
+    case 'conv': {
+      const i = pick(/^in_channels$/, 0);
+      const o = pick(/^out_channels$/, 1);
+      if (i) layer.inFeatures = ev.dim(i, scope);
+      out(o);
+      break;
+    }
+    case 'layernorm':
+    case 'rmsnorm': {
+      let s = pick(/^(normalized_shape|hidden_size)$/);
+      if (!s) s = pick(SHAPE_PARAM, 0);
+      if (s) layer.normalizedShape = ev.dim(s, scope);
+      break;
+    }
+    default: {
+      if (ctor.isTe) {
+        const h = pick(/^(hidden_size|in_features)$/, 0);
+        if (h) layer.inFeatures = ev.dim(h, scope);
+        const f = pick(/^(ffn_hidden_size|out_features)$/);
+        if (f) out(f);
+      }
+    }
+  }
+}
+
+/** Where a layer's value goes: attribute path, container, factory return. */
+function placement(ctx: LayerContext, call: SyntaxNode, rec: CallRec): Placement {
+  const { src } = ctx;
+  const text = (n: SyntaxNode): string => src.slice(n.startIndex, n.endIndex).replace(/\s+/g, '');
+  const pl: Placement = { base: '', segs: [], multi: false, returned: false };
+  let n: SyntaxNode = call;
+  let tupleIndex = -1;
+  for (let guard = 0; guard < 60; guard++) {
+    const p = n.parent;
+    if (!p) return pl;
+    switch (p.type) {
+      case 'argument_list': {
+        const outer = p.parent;
+        if (!outer || outer.type !== 'call') return pl;
+        const f = outer.childForFieldName('function');
+        if (!f) return pl;
+        const ft = text(f);
+        const r = resolveName(ctx.imports, ft);
+        const last = ft.split('.').pop() ?? '';
+        if (CONTAINER_LIST.test(r) || CONTAINER_LIST.test(ft)) {
+          pl.segs.unshift('[*]');
+          pl.multi = false;
+          pl.container ??= /Sequential/.test(last) ? 'Sequential' : 'ModuleList';
+        } else if (CONTAINER_DICT.test(r) || CONTAINER_DICT.test(ft)) {
+          pl.container ??= 'ModuleDict';
+        } else if (DICT_FN.test(ft)) {
+          // transparent: dict(wte=...) / OrderedDict([...])
+        } else if (f.type === 'attribute' && /^(append|extend|insert|add|appendleft)$/.test(last)) {
+          const obj = f.childForFieldName('object');
+          pl.base = obj ? text(obj) : '';
+          pl.segs.unshift('[*]');
+          pl.multi = false;
+          pl.container ??= rec.scope.loopDepth > 0 ? 'loop' : 'ModuleList';
+          return followLocal(ctx, pl, rec, 0);
+        } else if (f.type === 'attribute' && /^(add_module|register_module)$/.test(last)) {
+          const obj = f.childForFieldName('object');
+          const first = p.namedChild(0);
+          const key = first ? stringValue(text(first)) : undefined;
+          pl.base = `${obj ? text(obj) : ''}.${key ?? '*'}`;
+          if (rec.scope.loopDepth > 0) pl.container ??= 'loop';
+          return pl;
+        } else if (ft === 'setattr') {
+          const obj = p.namedChild(0);
+          const keyNode = p.namedChild(1);
+          const key = keyNode ? stringValue(text(keyNode)) : undefined;
+          pl.base = `${obj ? text(obj) : ''}.${key ?? '*'}`;
+          if (rec.scope.loopDepth > 0) pl.container ??= 'loop';
+          return pl;
+        }
+        n = outer;
+        continue;
+      }
+      case 'keyword_argument': {
+        const outer = p.parent?.parent;
+        const f = outer?.childForFieldName('function');
+        const ft = f ? text(f) : '';
+        if (DICT_FN.test(ft) || CONTAINER_DICT.test(ft)) {
+          const nm = p.childForFieldName('name');
+          if (nm) pl.segs.unshift(`.${text(nm)}`);
+        }
+        n = p;
+        continue;
+      }
+      case 'pair': {
+        const k = p.childForFieldName('key');
+        const key = k ? stringValue(text(k)) : undefined;
+        pl.segs.unshift(key !== undefined && /^[\w-]+$/.test(key) ? `.${key}` : '[*]');
+        n = p;
+        continue;
+      }
+      case 'tuple': {
+        const first = p.namedChild(0);
+        const key = first && first.type === 'string' && first.startIndex !== n.startIndex ? stringValue(text(first)) : undefined;
+        if (key !== undefined) pl.segs.unshift(`.${key}`);
+        else pl.multi = true;
+        n = p;
+        continue;
+      }
+      case 'list':
+      case 'set':
+        pl.multi = true;
+        n = p;
+        continue;
+      case 'list_comprehension':
+      case 'generator_expression':
+      case 'set_comprehension':
+      case 'dictionary_comprehension':
+        pl.container ??= 'comprehension';
+        pl.multi = true;
+        n = p;
+        continue;
+      case 'dictionary':
+      case 'parenthesized_expression':
+      case 'conditional_expression':
+      case 'list_splat':
+      case 'boolean_operator':
+      case 'await':
+        n = p;
+        continue;
+      case 'expression_list': {
+        const kids = p.namedChildren;
+        tupleIndex = kids.findIndex((k) => k !== null && k.startIndex === n.startIndex && k.endIndex === n.endIndex);
+        n = p;
+        continue;
+      }
+      case 'attribute': {
+        // nn.Linear(...).to(device) / .cuda() / .requires_grad_(False)
+        const outer = p.parent;
+        if (outer && outer.type === 'call' && p.childForFieldName('object')?.startIndex === n.startIndex) { n = outer; continue; }
+        return pl;
+      }
+      case 'assignment':
+      case 'augmented_assignment': {
+        const right = p.childForFieldName('right');
+        if (!right || right.startIndex !== n.startIndex || right.endIndex !== n.endIndex) return pl;
+        let left = p.childForFieldName('left');
+        if (!left) return pl;
+        if ((left.type === 'pattern_list' || left.type === 'tuple_pattern') && tupleIndex >= 0) {
+          left = left.namedChildren.filter((k) => k !== null)[tupleIndex] ?? left;
+        }
+        pl.base = text(left);
+        if (p.type === 'augmented_assignment') pl.segs.unshift('[*]');
+        if (left.type === 'identifier' && rec.scope.fn) return followLocal(ctx, pl, rec, 0);
+        return pl;
+      }
+      case 'return_statement':
+        pl.returned = true;
+        return pl;
+      default:
+        return pl;
+    }
+  }
+  return pl;
+}
+
+/** `layer = nn.Linear(...)` then `self.fc = layer` / `self.layers.append(layer)` / `return layer`. */
+function followLocal(ctx: LayerContext, pl: Placement, rec: CallRec, hops: number): Placement {
+  const fn = rec.scope.fn;
+  if (!fn || hops > 3 || !/^[A-Za-z_]\w*$/.test(pl.base)) return pl;
+  const { src } = ctx;
+  const name = pl.base;
+  const text = (n: SyntaxNode): string => src.slice(n.startIndex, n.endIndex).replace(/\s+/g, '');
+  for (const a of fn.assigns) {
+    if (a.start <= rec.start) continue;
+    const right = a.node.childForFieldName('right');
+    const left = a.node.childForFieldName('left');
+    if (!right || !left) continue;
+    const rt = text(right);
+    if (rt === name) {
+      return followLocal(ctx, { ...pl, base: text(left) }, { ...rec, start: a.start }, hops + 1);
+    }
+    // self.layers = nn.ModuleList(layers) / nn.Sequential(*layers)
+    if (right.type === 'call') {
+      const m = /^([\w.]+)\((\*)?(\w+)\)$/.exec(rt);
+      if (m && m[3] === name && (CONTAINER_LIST.test(m[1]) || CONTAINER_DICT.test(m[1]))) {
+        const isList = CONTAINER_LIST.test(m[1]);
+        return followLocal(ctx, {
+          ...pl, base: text(left), container: pl.container ?? (/Sequential/.test(m[1]) ? 'Sequential' : isList ? 'ModuleList' : 'ModuleDict'),
+        }, { ...rec, start: a.start }, hops + 1);
+      }
+    }
+  }
+  for (const c of fn.calls) {
+    if (c.start <= rec.start) continue;
+    const f = c.node.childForFieldName('function');
+    if (!f || f.type !== 'attribute') continue;
+    const ft = text(f);
+    if (!/\.(append|extend|add_module|insert)$/.test(ft)) continue;
+    const args = c.node.childForFieldName('arguments');
+    const argTexts = (args?.namedChildren ?? []).filter((x) => x !== null).map((x) => text(x as SyntaxNode));
+    if (!argTexts.includes(name)) continue;
+    const obj = f.childForFieldName('object');
+    if (/add_module$/.test(ft)) {
+      const key = stringValue(argTexts[0] ?? '');
+      return { ...pl, base: `${obj ? text(obj) : ''}.${key ?? '*'}` };
+    }
+    return followLocal(ctx, {
+      ...pl, base: obj ? text(obj) : '', segs: ['[*]', ...pl.segs], multi: false, container: pl.container ?? (c.scope.loopDepth > 0 ? 'loop' : 'ModuleList'),
+    }, { ...rec, start: c.start }, hops + 1);
+  }
+  for (const r of fn.returns) {
+    if (r.startIndex <= rec.start) continue;
+    const v = r.namedChild(0);
+    if (v && text(v) === name) return { ...pl, returned: true };
+  }
+  return pl;
+}
+
+function applyPlacement(rec: LayerRec, pl: Placement, call: CallRec): void {
+  let base = pl.base.replace(/\[\s*(['"])([\w.-]+)\1\s*\]/g, '.$2').replace(/\[[^\]]*\]/g, '[*]');
+  if (/\[\*\]/.test(base) && call.scope.loopDepth > 0) pl.container ??= 'loop';
+  let name = base + pl.segs.join('') + (pl.multi ? '[*]' : '');
+  const nested = pl.segs.length > 0 || pl.multi || pl.container !== undefined || /\[\*\]/.test(base);
+  if (nested || !name.startsWith('self.')) name = name.replace(/^self\./, '');
+  if (!base && !pl.segs.length) name = '';
+  base = name.replace(/^self\./, '');
+  rec.layer.name = name;
+  rec.layer.path = base;
+  const m = /([A-Za-z_]\w*)(\[\*\])*$/.exec(base);
+  rec.layer.attr = m ? m[1] : '';
+  if (pl.container) rec.layer.container = pl.container;
+  else if (call.scope.loopDepth > 0 && name) rec.layer.container = 'loop';
+}

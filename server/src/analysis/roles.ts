@@ -1,0 +1,204 @@
+/**
+ * Roles: what each layer does in the model. The lm-head is found by what it does (vocabulary-sized output, weights
+ * tied to an embedding, the projection that produces the logits in forward); its name is weaker evidence.
+ */
+import type { SyntaxNode } from '../parser';
+import type { LayerRole, WeightTie } from './ir';
+import type { ClassModel } from './classes';
+import type { LayerRec } from './layers';
+import { CLASSIFIER_NAME, EXPERTS_NAME, VOCAB_EXPR, VOCAB_NAME } from './known';
+import type { CallRec } from './walk';
+
+export interface RoleContext {
+  src: string;
+  classes: Map<string, ClassModel>;
+  ties: WeightTie[];
+  /** `_tied_weights_keys` entries per class name. */
+  tiedKeys: Map<string, string[]>;
+  /** Construction sites of local classes. */
+  ctorSites: (cls: string) => CallRec[];
+  /** Names bound to the vocabulary size, filled here. */
+  vocabNames: Set<string>;
+}
+
+const STRONG_HEAD_NAME = /^(lm_head|output_layer|embed_out|output_projection|lm_logits|logits_proj|lm_head_proj|word_pred|vocab_proj|unembed|W_U|unembedding|to_logits|logit_head)$/i;
+const WEAK_HEAD_NAME = /^(output|decoder|proj_out|head|out|generator|final_proj|final_layer|output_proj|out_proj_vocab|predictions|pred|logits|linear_out|fc_out|classifier_head)$/i;
+const ATTN_NAME = /^(q|k|v|qkv|query|key|value|wq|wk|wv|wo|wqkv|c_attn|o_proj|q_proj|k_proj|v_proj|qkv_proj|kv_proj|out_proj|in_proj|attn|attention|self_attn|cross_attn|kv|q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|query_key_value|dense_qkv|to_q|to_k|to_v|to_qkv|to_kv|to_out|linear_qkv|linear_proj|qkv_linear|attn_proj|c_q|c_k|c_v|wqkv_proj|o|proj_q|proj_k|proj_v|W_Q|W_K|W_V|W_O)$/i;
+const ATTN_CLASS = /Attention|Attn|SelfAttention|MHA|MultiHead/i;
+const MLP_NAME = /^(fc1|fc2|fc3|c_fc|gate_proj|up_proj|down_proj|w1|w2|w3|wi|wi_0|wi_1|dense_h_to_4h|dense_4h_to_h|intermediate|ffn|mlp|ff|feed_forward|fc_in|fc_out_mlp|linear1|linear2|gate_up_proj|linear_fc1|linear_fc2|up|down|gate_up|experts|w12|ffn_up|ffn_down|ffn_gate|c_fc2|mlp_fc|proj_in)$/i;
+const MLP_CLASS = /MLP|Mlp|FeedForward|FFN|Ffn|DenseActDense|DenseGatedActDense|Expert|SwiGLU|GLU|Intermediate|PositionwiseFeed/;
+const MOE_CLASS = /MoE|Moe|Mixture|Sparse|Router|Switch|Expert|Gate|Routing/;
+const ROUTER_NAME = /^(gate|router|gating|wg|w_gate|switch|gate_proj_router|router_proj|classifier_router|expert_gate)$/i;
+
+/** Sets role, roleReasons and tied on every layer. */
+export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
+  const { src } = ctx;
+  const text = (n: SyntaxNode): string => src.slice(n.startIndex, n.endIndex).replace(/\s+/g, '');
+
+  // Vocabulary sizes known from embeddings.
+  const vocabValues = new Set<number>();
+  const embeddingTexts = new Set<string>();
+  for (const r of recs) {
+    if (r.layer.kind !== 'embedding' || !r.layer.inFeatures) continue;
+    const t = r.layer.inFeatures.text.replace(/\s+/g, '');
+    if (isVocabText(t)) {
+      ctx.vocabNames.add(t);
+      embeddingTexts.add(t);
+      if (r.layer.inFeatures.value !== undefined) vocabValues.add(r.layer.inFeatures.value);
+    }
+  }
+
+  // Ties.
+  const byPath = new Map<string, LayerRec[]>();
+  for (const r of recs) {
+    const p = r.layer.path ?? '';
+    if (!p) continue;
+    const list = byPath.get(p) ?? [];
+    list.push(r);
+    byPath.set(p, list);
+  }
+  const findLayer = (path: string, owner?: string): LayerRec[] => {
+    const clean = path.replace(/^self\./, '');
+    let hit = byPath.get(clean) ?? [];
+    if (!hit.length) {
+      const last = clean.split('.').pop() ?? '';
+      hit = recs.filter((r) => r.layer.attr === last && (!owner || r.layer.ownerClass === owner));
+      if (!hit.length) hit = recs.filter((r) => r.layer.attr === last);
+    }
+    return hit;
+  };
+  const tiedTo = new Map<LayerRec, string>();
+  for (const t of ctx.ties) {
+    const left = t.leftLayer ? findLayer(t.leftLayer) : [];
+    const right = t.rightLayer ? findLayer(t.rightLayer) : [];
+    for (const l of left) for (const r of right) {
+      tiedTo.set(r, l.layer.path || t.leftLayer);
+      tiedTo.set(l, r.layer.path || t.rightLayer);
+    }
+  }
+
+  // Forward usage: the last projection of each class's forward and what its result is called.
+  const lastInForward = new Map<LayerRec, string>();
+  const byOwner = new Map<string, LayerRec[]>();
+  for (const r of recs) {
+    if (!r.layer.ownerClass || (r.layer.kind !== 'linear' && r.layer.kind !== 'parallel-linear')) continue;
+    const list = byOwner.get(r.layer.ownerClass) ?? [];
+    list.push(r);
+    byOwner.set(r.layer.ownerClass, list);
+  }
+  for (const cm of ctx.classes.values()) {
+    const fwd = cm.forward;
+    if (!fwd) continue;
+    const own = byOwner.get(cm.info.name);
+    if (!own) continue;
+    let lastRec: LayerRec | undefined;
+    let lastCall: CallRec | undefined;
+    for (const c of fwd.calls) {
+      const f = c.node.childForFieldName('function');
+      if (!f || f.type !== 'attribute') continue;
+      const ft = text(f);
+      if (!ft.startsWith('self.')) continue;
+      const path = ft.slice(5);
+      const hit = own.find((r) => r.layer.path === path);
+      if (hit) { lastRec = hit; lastCall = c; }
+    }
+    if (!lastRec || !lastCall) continue;
+    const usage = resultName(src, lastCall.node);
+    const topLevel = ctx.ctorSites(cm.info.name).length === 0;
+    if (usage && /logit|scores|lm_output|prediction/i.test(usage)) lastInForward.set(lastRec, `its output is named ${usage} in ${cm.info.name}.forward`);
+    else if (usage === '<return>' && topLevel) lastInForward.set(lastRec, `it is the last projection ${cm.info.name}.forward returns`);
+  }
+
+  for (const r of recs) {
+    const L = r.layer;
+    const reasons: string[] = [];
+    const attr = L.attr ?? '';
+    const segs = (L.path ?? '').split(/[.[\]*]+/).filter(Boolean);
+    const owner = L.ownerClass ?? '';
+    const outText = (L.outFeatures?.text ?? '').replace(/\s+/g, '');
+    const outVia = [outText, ...r.outVia.map((v) => v.replace(/\s+/g, ''))];
+    const tie = tiedTo.get(r);
+    const keyTie = (ctx.tiedKeys.get(owner) ?? []).some((k) => k.replace(/\.weight$/, '').split('.').pop() === attr);
+    if (tie || keyTie) L.tied = true;
+
+    if (L.kind === 'embedding') {
+      setRole(L, 'embedding', [tie ? `embedding table, weights tied to ${tie}` : `${r.ctor.display} is a lookup table (embedding)`]);
+      continue;
+    }
+    if (L.kind === 'layernorm' || L.kind === 'rmsnorm') {
+      setRole(L, 'norm', [`${L.kind === 'rmsnorm' ? 'RMS' : 'layer'} normalisation`]);
+      continue;
+    }
+    if (L.kind === 'other' || L.kind === 'conv') {
+      setRole(L, 'other', []);
+      continue;
+    }
+    // lm-head evidence
+    let score = 0;
+    const vocabHit = outVia.find((t) => isVocabText(t) || embeddingTexts.has(t));
+    if (vocabHit !== undefined) { score += 3; reasons.push(`vocabulary-sized output (${vocabHit || outText})`); ctx.vocabNames.add(vocabHit || outText); }
+    else if (L.outFeatures?.value !== undefined && L.outFeatures.value >= 1000 && vocabValues.has(L.outFeatures.value)) {
+      score += 3; reasons.push(`output size ${L.outFeatures.value} equals the embedding's vocabulary size`);
+    }
+    if (tie) { score += 3; reasons.push(`weights tied to the embedding ${tie}`); }
+    else if (keyTie) { score += 3; reasons.push(`listed in ${owner}._tied_weights_keys: tied to the input embedding`); }
+    const fwd = lastInForward.get(r);
+    if (fwd) { score += 2; reasons.push(`produces the logits: ${fwd}`); }
+    if (STRONG_HEAD_NAME.test(attr)) { score += 2; reasons.push(`named ${attr}`); }
+    else if (WEAK_HEAD_NAME.test(attr)) { score += 1; reasons.push(`named ${attr} (a common lm-head name, weak evidence alone)`); }
+    const outVal = L.outFeatures?.value;
+    const classifierLike = outVia.some((t) => CLASSIFIER_NAME.test(t)) || (outVal !== undefined && outVal <= 16);
+    const strong = vocabHit !== undefined || tie !== undefined || keyTie || reasons.some((x) => x.startsWith('output size'));
+    const inAttnOrMlp = ATTN_CLASS.test(owner) || MLP_CLASS.test(owner);
+    if (strong || (score >= 2 && !classifierLike && !inAttnOrMlp)) {
+      setRole(L, 'lm_head', reasons);
+      continue;
+    }
+    // router (MoE gate)
+    if (outVia.some((t) => EXPERTS_NAME.test(t)) || (ROUTER_NAME.test(attr) && MOE_CLASS.test(owner))) {
+      setRole(L, 'router', [outVia.some((t) => EXPERTS_NAME.test(t)) ? `one output per expert (${outText})` : `named ${attr} in ${owner}: the MoE router`]);
+      continue;
+    }
+    if (classifierLike) {
+      setRole(L, 'classifier', [outVal !== undefined && outVal <= 16 ? `small output (${outVal} features)` : `output size is a class count (${outText})`]);
+      continue;
+    }
+    if (ATTN_CLASS.test(owner) && !MLP_CLASS.test(owner)) { setRole(L, 'attention', [`inside ${owner}`]); continue; }
+    if (MLP_CLASS.test(owner)) { setRole(L, 'mlp', [`inside ${owner}`]); continue; }
+    if (ATTN_NAME.test(attr) || segs.some((s) => /^(attn|attention|self_attn|cross_attn|self_attention|mha)$/i.test(s))) {
+      setRole(L, 'attention', [`named ${L.path}`]);
+      continue;
+    }
+    if (MLP_NAME.test(attr) || segs.some((s) => /^(mlp|ffn|feed_forward|ff|mlp_block)$/i.test(s))) {
+      setRole(L, 'mlp', [`named ${L.path}`]);
+      continue;
+    }
+    setRole(L, 'other', reasons.length ? [...reasons, 'not enough evidence for an lm-head'] : []);
+  }
+}
+
+function setRole(L: LayerRec['layer'], role: LayerRole, reasons: string[]): void {
+  L.role = role;
+  L.roleReasons = reasons;
+}
+
+export function isVocabText(t: string): boolean {
+  return VOCAB_NAME.test(t) || VOCAB_EXPR.test(t);
+}
+
+/** What the result of a call is stored in: an identifier name, `<return>`, or undefined. */
+function resultName(src: string, call: SyntaxNode): string | undefined {
+  let n: SyntaxNode = call;
+  for (let i = 0; i < 8; i++) {
+    const p = n.parent;
+    if (!p) return undefined;
+    if (p.type === 'assignment') {
+      const left = p.childForFieldName('left');
+      return left ? src.slice(left.startIndex, left.endIndex) : undefined;
+    }
+    if (p.type === 'return_statement') return '<return>';
+    if (p.type === 'expression_statement' || p.type === 'block') return undefined;
+    n = p;
+  }
+  return undefined;
+}

@@ -1,0 +1,200 @@
+/**
+ * Verdicts: can this layer move to a te.* module, and why (full sentences: fact, consequence, what to do).
+ */
+import type { Dim } from './ir';
+import type { EvalScope, Evaluator } from './dims';
+import type { LayerRec } from './layers';
+
+/** FP8 GEMM rule for a Linear weight [out, in]: in % 16 == 0 and out % 8 == 0 (FP8-FACTS.md). */
+export function shapeRule(inF?: Dim, outF?: Dim): { ok?: boolean; failing: string[] } {
+  const failing: string[] = [];
+  if (inF?.value !== undefined && inF.value % 16 !== 0) failing.push(`in_features ${inF.value} is not a multiple of 16`);
+  if (outF?.value !== undefined && outF.value % 8 !== 0) failing.push(`out_features ${outF.value} is not a multiple of 8`);
+  if (failing.length) return { ok: false, failing };
+  if (inF?.value !== undefined && outF?.value !== undefined) return { ok: true, failing };
+  return { ok: undefined, failing };
+}
+
+function dimWhy(d: Dim | undefined, label: string): string {
+  if (!d) return `${label} is not given`;
+  if (d.value !== undefined) return `${label} ${d.value}`;
+  return d.text;
+}
+
+function knownNote(d: Dim | undefined): string | undefined {
+  if (d?.value === undefined || !d.note) return undefined;
+  return `${d.text} = ${d.value} (${d.note})`;
+}
+
+/** Sets convertible, reasons, teEquivalent, teArgs and shapeOk. */
+export function decide(rec: LayerRec, ev: Evaluator): void {
+  const L = rec.layer;
+  const c = rec.ctor;
+  const reasons: string[] = [];
+  if (L.kind === 'linear' || L.kind === 'parallel-linear') {
+    const s = shapeRule(L.inFeatures, L.outFeatures);
+    L.shapeOk = s.ok;
+  }
+  if (L.isTe) {
+    L.convertible = false;
+    reasons.push(`${L.constructor} is already a Transformer Engine layer: it runs in FP8 inside an FP8 autocast region, so there is nothing to convert.`);
+    if (L.shapeOk === false) {
+      const s = shapeRule(L.inFeatures, L.outFeatures);
+      reasons.push(`Its shape breaks the FP8 GEMM rule (${s.failing.join('; ')}): under FP8 autocast TE raises an error for it; pad the dimension or keep this layer out of the FP8 region.`);
+    }
+    if (L.role === 'lm_head') reasons.push('It is the lm-head: run it outside FP8 autocast (or under te.autocast(enabled=False)) to keep the logits in BF16.');
+    L.reasons = reasons;
+    return;
+  }
+  switch (L.kind) {
+    case 'linear':
+    case 'parallel-linear':
+      L.teEquivalent = 'te.Linear';
+      L.teArgs = teArgsLinear(rec);
+      break;
+    case 'layernorm':
+      L.teEquivalent = 'te.LayerNorm';
+      L.teArgs = teArgsNorm(rec);
+      break;
+    case 'rmsnorm':
+      L.teEquivalent = 'te.RMSNorm';
+      L.teArgs = teArgsNorm(rec);
+      break;
+    default:
+      break;
+  }
+  if (L.role === 'lm_head') {
+    L.convertible = false;
+    L.reasons = [
+      `This layer is the lm-head (${L.roleReasons.join('; ')}). Keep it in BF16: the last layer is precision-sensitive, PLaMo-100B found that an FP8 lm-head raised the z-loss and hurt downstream scores, and Transformer Engine's examples and Megatron keep the output layer out of FP8.`,
+    ];
+    if (L.tied) L.reasons.push('Its weight is shared with the token embedding, so converting it would also quantize the embedding table.');
+    return;
+  }
+  if (L.role === 'embedding' || L.kind === 'embedding') {
+    L.convertible = false;
+    L.reasons = [
+      `${L.constructor} is an embedding table. Transformer Engine has no FP8 embedding module and the token table is precision-sensitive, so keep it in BF16.`,
+    ];
+    if (L.tied) L.reasons.push('Its weight is tied to the lm-head; keep both in BF16.');
+    return;
+  }
+  if (L.tied) {
+    L.convertible = false;
+    L.reasons = ['Its weight is tied to another layer (weight sharing with an embedding): converting it would put the shared weight in FP8 too, so keep it in BF16.'];
+    return;
+  }
+  if (L.role === 'classifier' || L.role === 'router') {
+    L.convertible = false;
+    const what = L.role === 'router' ? 'This is an MoE router (one output per expert)' : 'This is a small output layer (classifier)';
+    L.reasons = [`${what}: ${dimWhy(L.inFeatures, 'in')} -> ${dimWhy(L.outFeatures, 'out')} is too small to gain from FP8, and its output decides the result directly, so keep it in BF16.`];
+    return;
+  }
+  switch (L.kind) {
+    case 'linear':
+    case 'parallel-linear': {
+      const s = shapeRule(L.inFeatures, L.outFeatures);
+      const inV = L.inFeatures?.value;
+      const outV = L.outFeatures?.value;
+      if (s.ok === false) {
+        L.convertible = false;
+        reasons.push(`FP8 GEMMs need in_features % 16 == 0 and out_features % 8 == 0, but ${s.failing.join(' and ')}: te.Linear would fail under FP8 autocast. Keep this layer in BF16, or pad the dimension to a multiple of 16.`);
+      } else if (s.ok) {
+        L.convertible = true;
+        reasons.push(`${inV} -> ${outV} meets the FP8 rule (in_features % 16 == 0, out_features % 8 == 0), so ${L.constructor} can become te.Linear.`);
+        for (const d of [L.inFeatures, L.outFeatures]) {
+          const n = knownNote(d);
+          if (n) reasons.push(`Known statically: ${n}.`);
+        }
+      } else {
+        L.convertible = 'uncertain';
+        const unknown = [L.inFeatures, L.outFeatures].filter((d) => d?.value === undefined).map((d) => d?.text ?? 'an argument');
+        reasons.push(`Whether it meets the FP8 shape rule (in_features % 16 == 0, out_features % 8 == 0) depends on ${unknown.join(' and ')}, unknown statically. It can become te.Linear if those sizes are multiples of 16; check them for your configuration.`);
+      }
+      if (L.kind === 'parallel-linear' && L.teArgs?.parallel_mode) {
+        reasons.push(`${c.display} maps to te.Linear(parallel_mode="${L.teArgs.parallel_mode}") with the same tensor-parallel group.`);
+      }
+      if (L.localClass) reasons.push(`${L.localClass} is a local subclass of nn.Linear: te.Linear replaces it only if its extra behaviour is not needed (check its forward).`);
+      if (L.viaFactory) reasons.push(`Built by the helper ${L.viaFactory}(): converting it there changes every layer that helper builds.`);
+      break;
+    }
+    case 'layernorm': {
+      const ea = optionValue(rec, ev, 'elementwise_affine');
+      const bias = optionValue(rec, ev, 'bias');
+      const hasBiasParam = c.local ? c.local.hasBias !== false : true;
+      if (ea.value === false) {
+        L.convertible = false;
+        reasons.push(`elementwise_affine=${ea.text} means no weight or bias, but te.LayerNorm always has both: it is not an exact replacement. Keep nn.LayerNorm (or accept a learnable affine).`);
+      } else if (!hasBiasParam) {
+        L.convertible = false;
+        reasons.push(`${L.localClass ?? L.constructor} has no bias, but te.LayerNorm always has a weight and a bias: not an exact replacement (te.RMSNorm is not the same computation either).`);
+      } else if (bias.value === false) {
+        L.convertible = false;
+        reasons.push(`bias=${bias.text}${bias.note ? ` (${bias.note})` : ''} gives a LayerNorm without bias, but te.LayerNorm always has a weight and a bias: it is not exactly representable. Keep this norm, or accept a learnable bias${bias.note ? '; if the config sets bias=True the layer maps onto te.LayerNorm' : ''}.`);
+      } else if (bias.text !== undefined && bias.value === undefined) {
+        L.convertible = 'uncertain';
+        reasons.push(`bias=${bias.text} is decided at run time: with bias=False te.LayerNorm (always weight + bias) is not an exact replacement, with bias=True it is.`);
+      } else {
+        L.convertible = true;
+        reasons.push(`${L.localClass ?? L.constructor} can become te.LayerNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; norms run in high precision inside TE, and te.LayerNorm can later fuse with the following Linear (te.LayerNormLinear).`);
+        if (bias.note && bias.value === true) reasons.push(`bias is True through ${bias.note}.`);
+      }
+      break;
+    }
+    case 'rmsnorm': {
+      L.convertible = true;
+      const zc = c.local?.info.zeroCenteredGamma;
+      if (zc) {
+        L.zeroCenteredGamma = true;
+        reasons.push(`${L.localClass ?? L.constructor} scales by (1 + weight): it maps onto te.RMSNorm(zero_centered_gamma=True); copy the weight as is.`);
+      } else {
+        reasons.push(`${L.localClass ?? L.constructor} can become te.RMSNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; it can later fuse with the following Linear (te.LayerNormLinear(normalization="RMSNorm")).`);
+      }
+      if (c.local) reasons.push(`Recognised as ${c.local.info.layerKindReason ?? 'an RMSNorm'}.`);
+      break;
+    }
+    case 'conv':
+      L.convertible = false;
+      reasons.push(`${L.constructor} is a convolution: Transformer Engine has no FP8 convolution module, so it stays as it is.`);
+      break;
+    default:
+      L.convertible = false;
+      reasons.push(`${L.constructor} has no Transformer Engine equivalent to convert to.`);
+  }
+  L.reasons = reasons;
+}
+
+function optionValue(rec: LayerRec, ev: Evaluator, name: string): { text?: string; value?: boolean | number; note?: string } {
+  const node = rec.argNodes.get(name);
+  if (!node) {
+    if (rec.ctor.local?.init) {
+      // The class's own default for that parameter.
+      return {};
+    }
+    return {};
+  }
+  const text = rec.layer.options[name] ?? name;
+  const e = ev.eval(node, rec.scope as EvalScope, 0);
+  const note = e.notes.filter((n) => / default /.test(n)).join('; ') || undefined;
+  return { text, value: e.value, note };
+}
+
+function teArgsLinear(rec: LayerRec): Record<string, string> {
+  const o = rec.layer.options;
+  const a: Record<string, string> = {};
+  if (o.bias !== undefined) a.bias = o.bias;
+  if (o.dtype !== undefined) a.params_dtype = o.dtype;
+  if (o.device !== undefined) a.device = o.device;
+  if (rec.ctor.parallelMode) a.parallel_mode = `"${rec.ctor.parallelMode}"`;
+  return a;
+}
+
+function teArgsNorm(rec: LayerRec): Record<string, string> {
+  const o = rec.layer.options;
+  const a: Record<string, string> = {};
+  if (o.eps !== undefined) a.eps = o.eps;
+  if (o.dtype !== undefined) a.params_dtype = o.dtype;
+  if (o.device !== undefined) a.device = o.device;
+  if (rec.ctor.local?.info.zeroCenteredGamma) a.zero_centered_gamma = 'True';
+  return a;
+}

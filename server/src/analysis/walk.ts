@@ -1,0 +1,187 @@
+/**
+ * The one pass over the syntax tree. `descendantsOfType` walks the tree inside WASM (far cheaper than a JS-side cursor
+ * walk); a sweep over the returned nodes, which come in document order, rebuilds the nesting (class, function, try,
+ * with, loop) with a stack of end offsets, so every record knows its context without walking up the tree.
+ */
+import type { SyntaxNode, Tree } from '../parser';
+
+export interface ClassRec {
+  node: SyntaxNode;
+  name: string;
+  start: number;
+  end: number;
+  scope: Scope;
+  /** Methods and class-body assignments, filled by the sweep. */
+  methods: FuncRec[];
+  bodyAssigns: AssignRec[];
+  decorators: string[];
+}
+
+export interface FuncRec {
+  node: SyntaxNode;
+  name: string;
+  start: number;
+  end: number;
+  /** The class it is a method of (directly in the class body). */
+  cls?: ClassRec;
+  scope: Scope;
+  returns: SyntaxNode[];
+  assigns: AssignRec[];
+  calls: CallRec[];
+}
+
+export interface WithRec {
+  node: SyntaxNode;
+  id: number;
+  start: number;
+  end: number;
+}
+
+/** Where a node sits: innermost class and function, whether inside a try statement, enclosing with blocks and loops. */
+export interface Scope {
+  cls?: ClassRec;
+  fn?: FuncRec;
+  guarded: boolean;
+  withs: WithRec[];
+  loopDepth: number;
+}
+
+export interface CallRec {
+  node: SyntaxNode;
+  start: number;
+  scope: Scope;
+}
+
+export interface AssignRec {
+  node: SyntaxNode;
+  start: number;
+  scope: Scope;
+}
+
+export interface ImportRec {
+  node: SyntaxNode;
+  scope: Scope;
+}
+
+export interface WalkResult {
+  imports: ImportRec[];
+  classes: ClassRec[];
+  functions: FuncRec[];
+  calls: CallRec[];
+  assigns: AssignRec[];
+  withs: WithRec[];
+  /** Module-level assignments (`N_EMBD = 768`, `Linear = nn.Linear`). */
+  moduleAssigns: AssignRec[];
+}
+
+const TYPES = [
+  'import_statement', 'import_from_statement', 'class_definition', 'function_definition', 'try_statement',
+  'with_statement', 'for_statement', 'while_statement', 'call', 'assignment', 'return_statement',
+];
+
+interface Frame {
+  end: number;
+  kind: 'class' | 'fn' | 'try' | 'with' | 'loop';
+  rec?: ClassRec | FuncRec | WithRec;
+}
+
+/** Collects the records the analysis needs in one pass. */
+export function walkTree(tree: Tree, src: string): WalkResult {
+  const out: WalkResult = { imports: [], classes: [], functions: [], calls: [], assigns: [], withs: [], moduleAssigns: [] };
+  const nodes = tree.rootNode.descendantsOfType(TYPES);
+  const stack: Frame[] = [];
+  let scope: Scope = { guarded: false, withs: [], loopDepth: 0 };
+
+  const rebuild = (): void => {
+    let cls: ClassRec | undefined;
+    let fn: FuncRec | undefined;
+    let guarded = false;
+    const withs: WithRec[] = [];
+    let loopDepth = 0;
+    for (const f of stack) {
+      if (f.kind === 'class') { cls = f.rec as ClassRec; fn = undefined; loopDepth = 0; }
+      else if (f.kind === 'fn') { fn = f.rec as FuncRec; loopDepth = 0; }
+      else if (f.kind === 'try') guarded = true;
+      else if (f.kind === 'with') withs.push(f.rec as WithRec);
+      else if (f.kind === 'loop') loopDepth++;
+    }
+    // A class nested in a function keeps the function as context of its own body only through cls.
+    scope = { cls, fn, guarded, withs, loopDepth };
+  };
+
+  for (const node of nodes) {
+    const start = node.startIndex;
+    let popped = false;
+    while (stack.length && stack[stack.length - 1].end <= start) { stack.pop(); popped = true; }
+    if (popped) rebuild();
+    const type = node.type;
+    switch (type) {
+      case 'call': {
+        const rec: CallRec = { node, start, scope };
+        out.calls.push(rec);
+        if (scope.fn) scope.fn.calls.push(rec);
+        break;
+      }
+      case 'assignment': {
+        const rec: AssignRec = { node, start, scope };
+        out.assigns.push(rec);
+        if (scope.fn) scope.fn.assigns.push(rec);
+        else if (scope.cls) scope.cls.bodyAssigns.push(rec);
+        else out.moduleAssigns.push(rec);
+        break;
+      }
+      case 'return_statement':
+        if (scope.fn) scope.fn.returns.push(node);
+        break;
+      case 'import_statement':
+      case 'import_from_statement':
+        out.imports.push({ node, scope });
+        break;
+      case 'class_definition': {
+        const nameNode = node.childForFieldName('name');
+        const decorators: string[] = [];
+        const parent = node.parent;
+        if (parent && parent.type === 'decorated_definition') {
+          for (const c of parent.namedChildren) if (c && c.type === 'decorator') decorators.push(src.slice(c.startIndex + 1, c.endIndex).trim());
+        }
+        const rec: ClassRec = {
+          node, name: nameNode ? src.slice(nameNode.startIndex, nameNode.endIndex) : '', start, end: node.endIndex,
+          scope, methods: [], bodyAssigns: [], decorators,
+        };
+        out.classes.push(rec);
+        stack.push({ end: rec.end, kind: 'class', rec });
+        rebuild();
+        break;
+      }
+      case 'function_definition': {
+        const nameNode = node.childForFieldName('name');
+        const rec: FuncRec = {
+          node, name: nameNode ? src.slice(nameNode.startIndex, nameNode.endIndex) : '', start, end: node.endIndex,
+          cls: scope.fn ? undefined : scope.cls, scope, returns: [], assigns: [], calls: [],
+        };
+        if (rec.cls) rec.cls.methods.push(rec);
+        out.functions.push(rec);
+        stack.push({ end: rec.end, kind: 'fn', rec });
+        rebuild();
+        break;
+      }
+      case 'try_statement':
+        stack.push({ end: node.endIndex, kind: 'try' });
+        rebuild();
+        break;
+      case 'for_statement':
+      case 'while_statement':
+        stack.push({ end: node.endIndex, kind: 'loop' });
+        rebuild();
+        break;
+      case 'with_statement': {
+        const rec: WithRec = { node, id: out.withs.length, start, end: node.endIndex };
+        out.withs.push(rec);
+        stack.push({ end: rec.end, kind: 'with', rec });
+        rebuild();
+        break;
+      }
+    }
+  }
+  return out;
+}

@@ -1,0 +1,95 @@
+/**
+ * The CLI's two-pass analysis: parse every input once (one parser, trees deleted at once), build the facts only the
+ * whole set can tell (PL302 needs to know whether anything trains in FP8), then run the rules on each file's IR.
+ */
+import * as fs from 'node:fs';
+import type { PrecisionLensSettings } from '../../../common/settings';
+import { analyzeTree } from '../analysis';
+import type { ModelIR } from '../analysis/ir';
+import { skipReason, workspaceFactsOf } from '../engine';
+import type { Parser } from '../parser';
+import { runRules } from '../rules';
+import type { Finding, WorkspaceFacts } from '../rules/types';
+import type { InputFile } from './files';
+
+export interface AnalysedFile {
+  input: InputFile;
+  /** The text analysed (a leading BOM removed, as editors do, so columns match). */
+  text: string;
+  /** The file started with a byte order mark (written back by --fix). */
+  bom?: boolean;
+  ir?: ModelIR;
+  findings: Finding[];
+  /** Not analysed: too large or binary (a note, not an error). */
+  skipped?: string;
+  /** Could not be read or analysed (exit code 2). */
+  error?: string;
+}
+
+/** Reads one input; size is checked before reading so a huge file costs nothing. */
+export function readInput(input: InputFile, settings: PrecisionLensSettings): AnalysedFile {
+  const result: AnalysedFile = { input, text: '', findings: [] };
+  try {
+    const size = fs.statSync(input.absolute).size;
+    if (size > settings.maxFileSize) {
+      result.skipped = `file is ${(size / 1048576).toFixed(1)} MB, above the maximum file size (${(settings.maxFileSize / 1048576).toFixed(1)} MB): not analysed`;
+      return result;
+    }
+    let text = fs.readFileSync(input.absolute, 'utf8');
+    if (text.charCodeAt(0) === 0xfeff) {
+      text = text.slice(1);
+      result.bom = true;
+    }
+    result.skipped = skipReason(text, settings);
+    if (!result.skipped) result.text = text;
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    result.error = `cannot read file (${err.code ?? err.message})`;
+  }
+  return result;
+}
+
+/** Pass 1 for one file: parse and build the IR; the tree is deleted before returning. */
+export function buildIR(parser: Parser, file: AnalysedFile): void {
+  if (file.skipped || file.error) return;
+  const tree = parser.parse(file.text);
+  if (!tree) {
+    file.error = 'the parser gave no tree';
+    return;
+  }
+  try {
+    file.ir = analyzeTree(tree, file.text);
+  } catch (e) {
+    file.error = `analysis failed: ${(e as Error).message}`;
+  } finally {
+    tree.delete();
+  }
+}
+
+/** Pass 2 for one file: rules on the IR (what engine.analyzeParsed does, without parsing again). */
+export function runFileRules(file: AnalysedFile, settings: PrecisionLensSettings, workspace: WorkspaceFacts): void {
+  file.findings = [];
+  const ir = file.ir;
+  if (!ir || !(ir.importsTorch || ir.importsTe)) return;
+  try {
+    file.findings = runRules({ ir, text: file.text, settings, workspace });
+  } catch (e) {
+    file.error = `rules failed: ${(e as Error).message}`;
+  }
+}
+
+export function factsOf(files: readonly AnalysedFile[], base: WorkspaceFacts = {}): WorkspaceFacts {
+  return workspaceFactsOf(files.flatMap((f) => (f.ir ? [f.ir] : [])), base);
+}
+
+/** Both passes over every input. */
+export function analyseAll(parser: Parser, inputs: readonly InputFile[], settings: PrecisionLensSettings, base: WorkspaceFacts = {}): { files: AnalysedFile[]; workspace: WorkspaceFacts } {
+  const files = inputs.map((input) => {
+    const file = readInput(input, settings);
+    buildIR(parser, file);
+    return file;
+  });
+  const workspace = factsOf(files, base);
+  for (const file of files) runFileRules(file, settings, workspace);
+  return { files, workspace };
+}

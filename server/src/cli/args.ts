@@ -1,0 +1,126 @@
+/**
+ * Command-line parsing for `precision-lens`. No dependency: the contract is small and a parser library would cost
+ * startup time on every CI run.
+ */
+import { RULES, RULE_CODES, isRuleCode, type RuleCode, type Severity } from '../../../common/codes';
+import type { TargetGpu } from '../../../common/settings';
+
+export type OutputFormat = 'text' | 'json' | 'sarif';
+export type FailOn = Severity | 'none';
+
+export interface CliOptions {
+  command: 'check' | 'inspect';
+  paths: string[];
+  format: OutputFormat;
+  failOn: FailOn;
+  rules: Partial<Record<RuleCode, Severity | 'off'>>;
+  teApi?: 'legacy' | 'modern';
+  targetGpu?: TargetGpu;
+  maxFileSize?: number;
+  fix: boolean;
+  diff: boolean;
+}
+
+export type ParsedCommand =
+  | { kind: 'run'; options: CliOptions }
+  | { kind: 'help' }
+  | { kind: 'version' }
+  | { kind: 'bench'; args: string[] };
+
+/** A mistake in how the tool was called: reported on stderr with exit code 2. */
+export class UsageError extends Error {}
+
+export const USAGE = `Usage:
+  precision-lens check PATH... [--format text|json|sarif] [--fail-on error|warning|information|hint|none]
+                               [--rule PLnnn=off|error|warning|information|hint ...]
+                               [--te-api legacy|modern] [--target-gpu any|ada|hopper|blackwell]
+                               [--max-file-size BYTES] [--fix [--diff]]
+  precision-lens inspect PATH... [--format json]
+  precision-lens --help | --version
+
+PATH is a file or a directory; directories are searched for *.py files (skipping .git, node_modules, __pycache__
+and virtual environments). Lines and columns are 1-based; columns count UTF-16 code units, as editors and LSP do.
+Exit codes: 0 no findings at or above --fail-on (default: warning), 1 findings at or above it, 2 usage or I/O error.
+--fix applies the safe quick fixes in place; --fix --diff prints them as a unified diff instead (exit 1 if non-empty).`;
+
+const SEVERITIES: readonly Severity[] = ['error', 'warning', 'information', 'hint'];
+const FORMATS: readonly OutputFormat[] = ['text', 'json', 'sarif'];
+const GPUS: readonly TargetGpu[] = ['any', 'ada', 'hopper', 'blackwell'];
+
+function oneOf<T extends string>(flag: string, value: string, allowed: readonly T[]): T {
+  if (!(allowed as readonly string[]).includes(value)) {
+    throw new UsageError(`${flag}: expected one of ${allowed.join(', ')}, got '${value}'`);
+  }
+  return value as T;
+}
+
+/** `PL101=off`, `linear-to-te=hint`; several may be given at once, separated by commas. */
+function parseRuleOverrides(value: string, into: CliOptions['rules']): void {
+  for (const item of value.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const eq = item.indexOf('=');
+    if (eq <= 0) throw new UsageError(`--rule: expected PLnnn=off|severity, got '${item}'`);
+    const key = item.slice(0, eq).trim();
+    const level = item.slice(eq + 1).trim();
+    const code = isRuleCode(key.toUpperCase()) ? (key.toUpperCase() as RuleCode) : RULE_CODES.find((c) => RULES[c].rule === key);
+    if (!code) throw new UsageError(`--rule: unknown rule '${key}' (known: ${RULE_CODES.join(', ')})`);
+    into[code] = oneOf('--rule', level, [...SEVERITIES, 'off'] as const);
+  }
+}
+
+/** Parses argv (without `node` and the script). Throws UsageError on anything it does not understand. */
+export function parseArgs(argv: readonly string[]): ParsedCommand {
+  if (argv.length === 0) throw new UsageError('missing command (check or inspect)');
+  const [command, ...rest] = argv;
+  if (command === '--help' || command === '-h' || command === 'help') return { kind: 'help' };
+  if (command === '--version' || command === '-V') return { kind: 'version' };
+  if (command === '__bench') return { kind: 'bench', args: rest };
+  if (command !== 'check' && command !== 'inspect') throw new UsageError(`unknown command '${command}' (expected check or inspect)`);
+
+  const options: CliOptions = {
+    command, paths: [], format: command === 'inspect' ? 'json' : 'text', failOn: 'warning', rules: {}, fix: false, diff: false,
+  };
+  let onlyPaths = false;
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i];
+    if (onlyPaths || !arg.startsWith('-') || arg === '-') {
+      options.paths.push(arg);
+      continue;
+    }
+    if (arg === '--') { onlyPaths = true; continue; }
+    if (arg === '--help' || arg === '-h') return { kind: 'help' };
+    const eq = arg.indexOf('=');
+    const flag = eq > 0 && arg.startsWith('--') ? arg.slice(0, eq) : arg;
+    const inline = eq > 0 && arg.startsWith('--') ? arg.slice(eq + 1) : undefined;
+    const value = (): string => {
+      if (inline !== undefined) return inline;
+      const next = rest[i + 1];
+      if (next === undefined || (next.startsWith('--') && next.length > 2)) throw new UsageError(`${flag} needs a value`);
+      i++;
+      return next;
+    };
+    switch (flag) {
+      case '--format': case '-f': options.format = oneOf(flag, value(), FORMATS); break;
+      case '--fail-on': options.failOn = oneOf(flag, value(), [...SEVERITIES, 'none'] as const); break;
+      case '--rule': parseRuleOverrides(value(), options.rules); break;
+      case '--te-api': options.teApi = oneOf(flag, value(), ['legacy', 'modern'] as const); break;
+      case '--target-gpu': options.targetGpu = oneOf(flag, value(), GPUS); break;
+      case '--max-file-size': {
+        const v = value();
+        const n = Number(v);
+        if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--max-file-size: expected a positive number of bytes, got '${v}'`);
+        options.maxFileSize = n;
+        break;
+      }
+      case '--fix': if (inline !== undefined) throw new UsageError('--fix takes no value'); options.fix = true; break;
+      case '--diff': if (inline !== undefined) throw new UsageError('--diff takes no value'); options.diff = true; break;
+      default: throw new UsageError(`unknown option '${arg}'`);
+    }
+  }
+  if (options.paths.length === 0) throw new UsageError(`${command}: missing PATH`);
+  if (command === 'inspect') {
+    if (options.format !== 'json') throw new UsageError(`inspect: only --format json is supported`);
+    if (options.fix || options.diff) throw new UsageError('inspect: --fix and --diff apply to check only');
+  }
+  if (options.diff && !options.fix) throw new UsageError('--diff needs --fix (it prints the fixes instead of writing them)');
+  return { kind: 'run', options };
+}

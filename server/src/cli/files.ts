@@ -1,0 +1,106 @@
+/**
+ * Input discovery: explicit files as given, directories searched recursively for *.py. Vendored and generated trees
+ * (.git, node_modules, __pycache__, virtual environments) are skipped; symlinks are followed but every directory and
+ * file is visited once (by real path), so a symlink loop ends.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+/** Directory names never searched. */
+export const SKIPPED_DIRS: ReadonlySet<string> = new Set([
+  '.git', '.hg', '.svn', 'node_modules', '__pycache__', '.venv', 'venv', 'site-packages', '.tox', '.nox', '.mypy_cache', '.ruff_cache',
+]);
+
+export interface InputFile {
+  /** Absolute path as found (not resolved through symlinks: fixes write where the user pointed). */
+  absolute: string;
+  /** Path relative to the working directory with '/' separators: what the output shows. */
+  display: string;
+}
+
+export interface CollectResult {
+  files: InputFile[];
+  /** Paths that do not exist or cannot be read: exit code 2. */
+  errors: string[];
+}
+
+/** Relative to `cwd` with forward slashes; an absolute path when the file lies outside `cwd`. */
+export function displayPath(absolute: string, cwd: string): string {
+  const rel = path.relative(cwd, absolute);
+  if (rel === '' ) return path.basename(absolute);
+  if (rel.startsWith('..') || path.isAbsolute(rel)) return absolute.split(path.sep).join('/');
+  return rel.split(path.sep).join('/');
+}
+
+function isVirtualEnv(dir: string): boolean {
+  // A venv under any name is recognised by its marker file.
+  return fs.existsSync(path.join(dir, 'pyvenv.cfg'));
+}
+
+/** Finds the files to analyse, sorted by displayed path. */
+export function collectInputs(paths: readonly string[], cwd: string = process.cwd()): CollectResult {
+  const files: InputFile[] = [];
+  const errors: string[] = [];
+  const seenFiles = new Set<string>();
+  const seenDirs = new Set<string>();
+
+  const addFile = (absolute: string): void => {
+    let real: string;
+    try { real = fs.realpathSync(absolute); } catch { real = absolute; }
+    if (seenFiles.has(real)) return;
+    seenFiles.add(real);
+    files.push({ absolute, display: displayPath(absolute, cwd) });
+  };
+
+  const walk = (dir: string): void => {
+    let real: string;
+    try { real = fs.realpathSync(dir); } catch (e) { errors.push(`${displayPath(dir, cwd)}: ${(e as Error).message}`); return; }
+    if (seenDirs.has(real)) return;
+    seenDirs.add(real);
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true });
+    } catch (e) {
+      errors.push(`${displayPath(dir, cwd)}: cannot read directory (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+      return;
+    }
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const entry of entries) {
+      const full = path.join(dir, entry.name);
+      let isDir = entry.isDirectory();
+      let isFile = entry.isFile();
+      if (entry.isSymbolicLink()) {
+        try {
+          const st = fs.statSync(full);
+          isDir = st.isDirectory();
+          isFile = st.isFile();
+        } catch {
+          continue; // a dangling link is not an input
+        }
+      }
+      if (isDir) {
+        if (SKIPPED_DIRS.has(entry.name) || isVirtualEnv(full)) continue;
+        walk(full);
+      } else if (isFile && entry.name.endsWith('.py')) {
+        addFile(full);
+      }
+    }
+  };
+
+  for (const p of paths) {
+    const absolute = path.resolve(cwd, p);
+    let st: fs.Stats;
+    try {
+      st = fs.statSync(absolute);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      errors.push(`${p}: ${code === 'ENOENT' ? 'no such file or directory' : code ?? (e as Error).message}`);
+      continue;
+    }
+    if (st.isDirectory()) walk(absolute);
+    else addFile(absolute); // an explicit file is analysed whatever its extension
+  }
+  // One order whatever the order of the arguments: reports and SARIF diffs stay stable between CI runs.
+  files.sort((a, b) => (a.display < b.display ? -1 : a.display > b.display ? 1 : 0));
+  return { files, errors };
+}

@@ -1,0 +1,95 @@
+/**
+ * The JSON outputs of `check` and `inspect`, in the shapes the command line contract (DESIGN.md) fixes. Extra fields
+ * may be added; the contract's fields are never renamed or removed.
+ */
+import { RULES } from '../../../common/codes';
+import type { Dim, Layer } from '../analysis/ir';
+import type { Finding } from '../rules/types';
+import type { AnalysedFile } from './analyze';
+import { countBySeverity } from './format-text';
+import { oneBased } from './positions';
+
+export type FixTitles = (file: AnalysedFile, finding: Finding) => string[];
+
+export function checkJson(files: readonly AnalysedFile[], fixTitles: FixTitles): object {
+  const diagnostics = [];
+  for (const f of files) {
+    for (const d of f.findings) {
+      diagnostics.push({
+        file: f.input.display,
+        ...oneBased(d.span),
+        code: d.code,
+        rule: RULES[d.code].rule,
+        severity: d.severity,
+        message: d.message,
+        fixes: fixTitles(f, d),
+      });
+    }
+  }
+  return {
+    version: 1,
+    diagnostics,
+    summary: { files: files.length, analysed: files.filter((f) => f.ir).length, ...countBySeverity(files) },
+    notAnalysed: files.filter((f) => f.skipped || f.error).map((f) => ({ file: f.input.display, reason: (f.skipped ?? f.error)! })),
+  };
+}
+
+function dimValue(d: Dim | undefined): number | null {
+  return d?.value ?? null;
+}
+
+function layerJson(layer: Layer): object {
+  return {
+    ...oneBased(layer.span),
+    name: layer.name,
+    constructor: layer.constructor,
+    kind: layer.kind,
+    role: layer.role,
+    convertible: layer.convertible,
+    teEquivalent: layer.teEquivalent ?? null,
+    inFeatures: dimValue(layer.kind === 'layernorm' || layer.kind === 'rmsnorm' ? layer.inFeatures ?? layer.normalizedShape : layer.inFeatures),
+    outFeatures: dimValue(layer.outFeatures),
+    reasons: layer.reasons,
+    // Beyond the contract: what the numbers were written as, and why the role.
+    inFeaturesText: layer.inFeatures?.text ?? layer.normalizedShape?.text ?? null,
+    outFeaturesText: layer.outFeatures?.text ?? null,
+    resolved: layer.resolved,
+    isTe: layer.isTe,
+    roleReasons: layer.roleReasons,
+    tied: layer.tied,
+    shapeOk: layer.shapeOk ?? null,
+    teArgs: layer.teArgs ?? null,
+    ownerClass: layer.ownerClass ?? null,
+  };
+}
+
+export function inspectJson(files: readonly AnalysedFile[]): object {
+  return {
+    version: 1,
+    files: files.map((f) => {
+      const ir = f.ir;
+      const entry: Record<string, unknown> = {
+        file: f.input.display,
+        layers: ir ? ir.layers.map(layerJson) : [],
+        autocastRegions: ir
+          ? ir.autocastRegions.map((r) => ({
+            line: r.span.startLine + 1,
+            endLine: r.span.endLine + 1,
+            api: r.api,
+            backwardInside: r.backwardInside.map((c) => c.span.startLine + 1),
+            disabled: r.disabled,
+            args: r.args,
+          }))
+          : [],
+        weightTying: ir ? ir.weightTies.map((t) => ({ line: t.span.startLine + 1, text: t.text, left: t.left, right: t.right })) : [],
+      };
+      if (ir) {
+        entry.importsTorch = ir.importsTorch;
+        entry.importsTe = ir.importsTe;
+        entry.hasSyntaxErrors = ir.hasSyntaxErrors;
+      }
+      if (f.skipped || f.error) entry.notAnalysed = f.skipped ?? f.error;
+      return entry;
+    }),
+  };
+}

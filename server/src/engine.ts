@@ -1,0 +1,56 @@
+/**
+ * The analysis engine shared by the language server and the CLI: text -> tree -> model IR -> findings.
+ * No LSP or VS Code import here; the server adds caching, incremental parsing and debouncing around it.
+ */
+import type { PrecisionLensSettings } from '../../common/settings';
+import { analyzeTree } from './analysis';
+import type { ModelIR } from './analysis/ir';
+import type { Parser, Tree } from './parser';
+import { runRules } from './rules';
+import type { Finding, WorkspaceFacts } from './rules/types';
+
+export interface DocumentAnalysis {
+  ir: ModelIR;
+  findings: Finding[];
+}
+
+/** Byte-size and binary guards: a huge or binary file gets one clear message instead of a slow parse. */
+export function skipReason(text: string, settings: PrecisionLensSettings): string | undefined {
+  if (text.length > settings.maxFileSize) {
+    return `file is ${(text.length / 1048576).toFixed(1)} MB, above precisionLens.maxFileSize (${(settings.maxFileSize / 1048576).toFixed(1)} MB): not analysed`;
+  }
+  // A NUL in the first 8 KB means a binary file named .py (the same heuristic git uses).
+  if (text.slice(0, 8192).includes('\u0000')) return 'binary file: not analysed';
+  return undefined;
+}
+
+/** Analyses an already parsed tree. */
+export function analyzeParsed(tree: Tree, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts): DocumentAnalysis {
+  const ir = analyzeTree(tree, text);
+  return { ir, findings: ir.importsTorch || ir.importsTe ? runRules({ ir, text, settings, workspace }) : [] };
+}
+
+/** Parses and analyses one document from scratch. The caller owns (and must delete) the returned tree. */
+export function analyzeText(parser: Parser, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts): DocumentAnalysis & { tree: Tree | null } {
+  const tree = parser.parse(text);
+  if (!tree) return { tree: null, ir: emptyIR(), findings: [] };
+  return { tree, ...analyzeParsed(tree, text, settings, workspace) };
+}
+
+/** Facts that only the set of files as a whole can tell (PL302 needs to know whether anything trains in FP8). */
+export function workspaceFactsOf(irs: Iterable<ModelIR>, base: WorkspaceFacts = {}): WorkspaceFacts {
+  let anyAutocastRegion = false;
+  let anyCompile = false;
+  for (const ir of irs) {
+    if (ir.autocastRegions.some((r) => !r.disabled)) anyAutocastRegion = true;
+    if (ir.calls.some((c) => c.kind === 'compile')) anyCompile = true;
+  }
+  return { ...base, anyAutocastRegion, anyCompile };
+}
+
+export function emptyIR(): ModelIR {
+  return {
+    importsTorch: false, importsTe: false, teImportUnguarded: false, imports: [], classes: [], layers: [],
+    autocastRegions: [], weightTies: [], fp8Conversions: [], recipes: [], calls: [], vocabNames: [], hasSyntaxErrors: false,
+  };
+}

@@ -1,0 +1,124 @@
+/**
+ * Text edits, the one output format of every fix: the server turns them into an LSP WorkspaceEdit, the CLI applies
+ * them to the file with `applyEdits`.
+ */
+import type { CallArg, CallArgs } from './source';
+
+/** Replace text[startOffset, endOffset) by newText. Offsets are UTF-16 indices into the document text. */
+export interface TextEdit {
+  startOffset: number;
+  endOffset: number;
+  newText: string;
+}
+
+export function replace(startOffset: number, endOffset: number, newText: string): TextEdit {
+  return { startOffset, endOffset, newText };
+}
+
+export function insert(offset: number, newText: string): TextEdit {
+  return { startOffset: offset, endOffset: offset, newText };
+}
+
+/** Thrown by applyEdits when two edits touch the same text. */
+export class OverlappingEditsError extends Error {}
+
+/**
+ * Sorts, de-duplicates and merges edits: identical edits collapse into one (two findings' fixes may both add the
+ * same `import`), insertions at one offset are concatenated in the order given unless one already contains the other.
+ * Edits that replace overlapping ranges cannot both be right: that is a programming error and throws.
+ */
+export function normalizeEdits(edits: readonly TextEdit[]): TextEdit[] {
+  const out: TextEdit[] = [];
+  const sorted = edits
+    .map((e, order) => ({ e, order }))
+    .sort((a, b) => a.e.startOffset - b.e.startOffset || a.e.endOffset - b.e.endOffset || a.order - b.order)
+    .map((x) => x.e);
+  for (const e of sorted) {
+    const prev = out[out.length - 1];
+    if (prev && prev.startOffset === e.startOffset && prev.endOffset === e.endOffset) {
+      if (prev.newText === e.newText || (e.startOffset === e.endOffset && prev.newText.includes(e.newText))) continue;
+      if (e.startOffset === e.endOffset) {
+        out[out.length - 1] = { ...prev, newText: e.newText.includes(prev.newText) ? e.newText : prev.newText + e.newText };
+        continue;
+      }
+    }
+    if (prev && e.startOffset < prev.endOffset) {
+      throw new OverlappingEditsError(`edits overlap at offsets ${prev.startOffset}-${prev.endOffset} and ${e.startOffset}-${e.endOffset}`);
+    }
+    // An insertion at the start of a replaced range belongs before it; order is already right after sorting.
+    out.push({ ...e });
+  }
+  return out;
+}
+
+/** Applies edits (any order, non-overlapping) to the text. */
+export function applyEdits(text: string, edits: readonly TextEdit[]): string {
+  const sorted = normalizeEdits(edits);
+  let out = '';
+  let pos = 0;
+  for (const e of sorted) {
+    out += text.slice(pos, e.startOffset) + e.newText;
+    pos = e.endOffset;
+  }
+  return out + text.slice(pos);
+}
+
+/** Whether two edit lists can be applied together. */
+export function editsConflict(a: readonly TextEdit[], b: readonly TextEdit[]): boolean {
+  try {
+    normalizeEdits([...a, ...b]);
+    return false;
+  } catch (err) {
+    if (err instanceof OverlappingEditsError) return true;
+    throw err;
+  }
+}
+
+/** Renames a keyword argument, leaving its value and any comments untouched. */
+export function renameArg(arg: CallArg, newName: string): TextEdit {
+  return replace(arg.nameStart!, arg.nameEnd!, newName);
+}
+
+/**
+ * Removes arguments together with exactly the commas that separated them, so that `f(a, b=1)`, `f(b=1, a)`, runs
+ * of adjacent arguments and one-argument-per-line layouts (with a trailing comma) all stay well formed and keep
+ * their layout. Returns one edit per run of adjacent removed arguments.
+ */
+export function removeArgs(text: string, call: CallArgs, remove: readonly CallArg[]): TextEdit[] {
+  const edits: TextEdit[] = [];
+  const gone = new Set(remove);
+  const lineStartOf = (offset: number) => text.lastIndexOf('\n', offset - 1) + 1;
+  const ownLine = (offset: number) => /^[ \t]*$/.test(text.slice(lineStartOf(offset), offset));
+  for (let i = 0; i < call.args.length; i++) {
+    if (!gone.has(call.args[i])) continue;
+    let j = i;
+    while (j + 1 < call.args.length && gone.has(call.args[j + 1])) j++;
+    const first = call.args[i];
+    const last = call.args[j];
+    const next = call.args[j + 1];
+    const prev = call.args[i - 1];
+    if (next) {
+      // Up to the next kept argument; whole lines when both start their own line.
+      edits.push(ownLine(first.start) && ownLine(next.start) ? replace(lineStartOf(first.start), lineStartOf(next.start), '') : replace(first.start, next.start, ''));
+    } else if (call.trailingComma && ownLine(first.start) && ownLine(call.close)) {
+      edits.push(replace(lineStartOf(first.start), lineStartOf(call.close), ''));
+    } else if (prev) {
+      // The comma to drop is the one after the previous argument; a trailing comma (if any) stays valid.
+      edits.push(replace(prev.end, last.end, ''));
+    } else {
+      const m = /^\s*,/.exec(text.slice(last.end, call.close));
+      edits.push(replace(first.start, last.end + (m ? m[0].length : 0), ''));
+    }
+    i = j;
+  }
+  return edits;
+}
+
+/** Inserts keyword arguments at the end of an argument list, after the last argument (before a trailing comma). */
+export function appendArgs(text: string, call: CallArgs, newArgs: string[]): TextEdit | undefined {
+  if (!newArgs.length) return undefined;
+  const joined = newArgs.join(', ');
+  const last = call.args[call.args.length - 1];
+  if (!last) return insert(call.open + 1, joined);
+  return insert(last.end, `, ${joined}`);
+}

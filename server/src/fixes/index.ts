@@ -1,0 +1,211 @@
+/**
+ * Fixes: pure functions from (document text, model IR, finding, settings) to text edits, shared by the language
+ * server (code actions) and the CLI (`check --fix`, the `fixes` titles in its JSON). Nothing here parses, reads files
+ * or knows about LSP.
+ *
+ * - `fixesForFinding` / `fixOutcome`: the quick fixes for one finding, and (outcome) why an expected fix is not
+ *   offered, for the diagnostic message.
+ * - `sourceFixes`: file- and selection-level actions (convert all in a class or the file, insert the FP8 fallback
+ *   wrapper, wrap the training step in FP8 autocast).
+ * - `applyEdits` / `combineFixes`: apply one fix, or as many compatible fixes as possible, to the text.
+ */
+import type { PrecisionLensSettings } from '../../../common/settings';
+import type { ModelIR } from '../analysis/ir';
+import type { Finding } from '../rules/types';
+import { findTrainingSteps, fp8ContextHeader, moveBackwardOut, selectedStatements, wrapStatements } from './autocast';
+import { loadNonStrict } from './checkpoint';
+import { conversionFix, convertAllFix } from './convert';
+import { applyEdits, editsConflict, normalizeEdits, type TextEdit } from './edits';
+import { filterHeadFromConversion, keepLayerInBf16 } from './head';
+import { eol } from './indent';
+import { scanSource, type Statement } from './source';
+import { migrateDeprecated, repairRecipe, replaceDelayedScaling, resolveApi } from './te-api';
+import { outcome, refuse, type Fix, type FixContext, type FixEnv, type FixOutcome } from './types';
+import { hasWrapper, planWrapper } from './wrapper';
+
+export type { Fix, FixEnv, FixOutcome } from './types';
+export type { TextEdit } from './edits';
+export { applyEdits, editsConflict } from './edits';
+export { WRAPPER_MARKER } from './wrapper';
+
+/** Builds the shared context once per request. */
+export function fixContext(text: string, ir: ModelIR, settings: PrecisionLensSettings, env: FixEnv = {}): FixContext {
+  return { text, ir, settings, model: scanSource(text), api: resolveApi(settings, env), hasWrapper: hasWrapper(text) };
+}
+
+/** Generated text uses '\n'; a CRLF file gets CRLF. */
+function withFileEol(text: string, fixes: Fix[]): Fix[] {
+  if (eol(text) === '\n') return fixes;
+  return fixes.map((f) => ({ ...f, edits: f.edits.map((e) => ({ ...e, newText: e.newText.replace(/\r?\n/g, '\r\n') })) }));
+}
+
+/** The quick fixes for one finding, with the reasons for any fix the user might expect but does not get. */
+export function fixOutcome(text: string, ir: ModelIR, finding: Finding, settings: PrecisionLensSettings, env?: FixEnv): FixOutcome {
+  const ctx = fixContext(text, ir, settings, env);
+  const result = outcomeFor(ctx, finding);
+  return { fixes: withFileEol(text, result.fixes), refusals: result.refusals };
+}
+
+/** The quick fixes for one finding (see fixOutcome for the refusals). */
+export function fixesForFinding(text: string, ir: ModelIR, finding: Finding, settings: PrecisionLensSettings, env?: FixEnv): Fix[] {
+  return fixOutcome(text, ir, finding, settings, env).fixes;
+}
+
+/** Why no fix is offered for this finding (undefined when one is), for the diagnostic message or hover. */
+export function explainRefusal(text: string, ir: ModelIR, finding: Finding, settings: PrecisionLensSettings, env?: FixEnv): string | undefined {
+  const { fixes, refusals } = fixOutcome(text, ir, finding, settings, env);
+  return fixes.length || !refusals.length ? undefined : refusals.join(' ');
+}
+
+function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
+  const { ir } = ctx;
+  const layer = finding.layerIndex !== undefined ? ir.layers[finding.layerIndex] : undefined;
+  const recipe = finding.recipeIndex !== undefined ? ir.recipes[finding.recipeIndex] : undefined;
+  const region = finding.regionIndex !== undefined ? ir.autocastRegions[finding.regionIndex] : undefined;
+  const call = finding.callIndex !== undefined ? ir.calls[finding.callIndex] : undefined;
+  switch (finding.code) {
+    case 'PL101':
+    case 'PL102':
+    case 'PL103':
+    case 'PL106': {
+      if (!layer) return refuse('No automatic fix: the finding names no layer.');
+      const { fix, refusal } = conversionFix(ctx, layer, finding.code);
+      return fix ? outcome([fix]) : refuse(refusal!);
+    }
+    case 'PL201':
+    case 'PL202':
+      if (layer) return keepLayerInBf16(ctx, layer, finding.code);
+      if (finding.code === 'PL201' && finding.callIndex !== undefined && ir.fp8Conversions[finding.callIndex]) {
+        return filterHeadFromConversion(ctx, ir.fp8Conversions[finding.callIndex]);
+      }
+      return refuse('No automatic fix: remove the float8 cast of the embedding (or exclude it from the converter) by hand.');
+    case 'PL301':
+      return region ? moveBackwardOut(ctx, region) : refuse('No automatic fix: the autocast region is unknown.');
+    case 'PL303':
+      return migrateDeprecated(ctx, call?.span ?? finding.span);
+    case 'PL304':
+      return recipe ? repairRecipe(ctx, recipe, finding.span) : refuse('No automatic fix: the recipe call is unknown.');
+    case 'PL305':
+      return recipe ? replaceDelayedScaling(ctx, recipe) : refuse('No automatic fix: the recipe call is unknown.');
+    case 'PL401':
+      return wrapperOutcome(ctx, 'PL401');
+    case 'PL501':
+      return call ? loadNonStrict(ctx, call) : refuse('No automatic fix: the load_state_dict call is unknown.');
+    case 'PL502':
+      return refuse('No automatic fix: keep the parameters in FP32 (drop the .half()/.to(bfloat16) before the optimizer) and train under autocast; where the cast belongs depends on the script.');
+    case 'PL104':
+    case 'PL105':
+      return refuse('No automatic fix: fusing into te.LayerNormLinear / te.LayerNormMLP changes the module structure and the checkpoint keys; restructure by hand.');
+    default:
+      return outcome();
+  }
+}
+
+/**
+ * "Insert FP8 fallback wrapper" (and PL401's "Guard FP8 with a capability check", the same edit): inserts the wrapper
+ * once and routes the file's TE uses through it. With the wrapper already there and nothing left to route, nothing.
+ */
+function wrapperOutcome(ctx: FixContext, code?: 'PL401'): FixOutcome {
+  const plan = planWrapper(ctx);
+  if (!plan.edits.length) return refuse('The FP8 fallback wrapper is already in place and every TE use goes through it.');
+  const remaining = plan.remainingTeUses.length
+    ? ` (${plan.remainingTeUses.length} other te.* use${plan.remainingTeUses.length > 1 ? 's' : ''} still need${plan.remainingTeUses.length > 1 ? '' : 's'} TE: ${[...new Set(plan.remainingTeUses)].join(', ')})`
+    : '';
+  const title = plan.inserted
+    ? (code ? 'Guard FP8 with a capability check (insert the FP8 fallback wrapper)' : 'Insert FP8 fallback wrapper') + remaining
+    : `Route ${plan.rewired} te.* use${plan.rewired === 1 ? '' : 's'} through the FP8 fallback wrapper${remaining}`;
+  return outcome([{
+    id: plan.inserted ? 'insert-wrapper' : 'route-through-wrapper', title, kind: code ? 'quickfix' : 'source', codes: code ? [code] : ['PL401'],
+    safe: false, isPreferred: !!code, edits: plan.edits,
+  }]);
+}
+
+export interface SourceFixOptions {
+  /** Adds "Convert all eligible layers in class <name>". */
+  className?: string;
+  /** Wraps the selected statements (rather than the detected training step) in FP8 autocast; converts layers in it. */
+  selection?: { startOffset: number; endOffset: number };
+  /** The user's environment (TE version for apiVersion 'auto'). */
+  env?: FixEnv;
+}
+
+/**
+ * File- and selection-level actions: convert all eligible layers (in the class, the selection, the file), insert the
+ * FP8 fallback wrapper, wrap the training step (the selection, or each detected loop that calls backward() and steps
+ * an optimizer) in `with fp8_autocast_context():`, inserting the wrapper when it is missing.
+ */
+export function sourceFixes(text: string, ir: ModelIR, settings: PrecisionLensSettings, options: SourceFixOptions = {}): Fix[] {
+  return sourceFixOutcome(text, ir, settings, options).fixes;
+}
+
+/** sourceFixes with the reasons for the actions not offered. */
+export function sourceFixOutcome(text: string, ir: ModelIR, settings: PrecisionLensSettings, options: SourceFixOptions = {}): FixOutcome {
+  const ctx = fixContext(text, ir, settings, options.env);
+  const fixes: Fix[] = [];
+  const refusals: string[] = [];
+  const take = (r: { fix?: Fix; refusal?: string }) => { if (r.fix) fixes.push(r.fix); else if (r.refusal) refusals.push(r.refusal); };
+
+  if (options.className) {
+    take(convertAllFix(ctx, ir.layers.filter((l) => l.ownerClass === options.className), { id: `class:${options.className}`, where: `in class ${options.className}` }));
+  }
+  if (options.selection) {
+    const { startOffset, endOffset } = options.selection;
+    const inSel = ir.layers.filter((l) => l.span.startOffset >= startOffset && l.span.endOffset <= endOffset);
+    if (inSel.length) take(convertAllFix(ctx, inSel, { id: 'selection', where: 'in the selection' }));
+  }
+  take(convertAllFix(ctx, ir.layers, { id: 'file', where: 'in this file' }));
+
+  const wrapper = wrapperOutcome(ctx);
+  fixes.push(...wrapper.fixes);
+
+  if (options.selection && options.selection.endOffset > options.selection.startOffset) take(wrapTrainingStep(ctx, options.selection));
+  take(wrapTrainingStep(ctx));
+  return { fixes: withFileEol(text, fixes), refusals };
+}
+
+/** "Wrap the training step in FP8 autocast", using the wrapper's context factory (inserted with it when missing). */
+function wrapTrainingStep(ctx: FixContext, selection?: { startOffset: number; endOffset: number }): { fix?: Fix; refusal?: string } {
+  const targets: { first: Statement; last: Statement }[] = [];
+  if (selection) {
+    const sel = selectedStatements(ctx.model, selection);
+    if (typeof sel === 'string') return { refusal: `No FP8 autocast wrap: ${sel}` };
+    targets.push(sel);
+  } else {
+    targets.push(...findTrainingSteps(ctx.model));
+  }
+  if (!targets.length) return {};
+  const edits: TextEdit[] = targets.map((t) => wrapStatements(ctx.model, t.first, t.last, fp8ContextHeader()));
+  if (!ctx.hasWrapper) {
+    const plan = planWrapper(ctx);
+    // Routing an existing region through the wrapper would overlap the wrap only if the step is already in one.
+    edits.push(...plan.edits.filter((e) => !edits.some((w) => e.startOffset < w.endOffset && w.startOffset < e.endOffset)));
+  }
+  const what = selection ? 'the selected statements' : targets.length > 1 ? `${targets.length} training steps` : 'the training step';
+  return {
+    fix: {
+      id: selection ? 'wrap-selection' : 'wrap-training-step', title: `Wrap ${what} in FP8 autocast (backward() stays outside)`, kind: 'source',
+      codes: [], safe: false, edits,
+    },
+  };
+}
+
+/**
+ * Applies as many fixes as can go together, in order: a fix whose edits overlap an already accepted one is skipped.
+ * What `check --fix` and the property tests use.
+ */
+export function combineFixes(fixes: readonly Fix[]): { edits: TextEdit[]; applied: Fix[]; skipped: Fix[] } {
+  const applied: Fix[] = [];
+  const skipped: Fix[] = [];
+  let edits: TextEdit[] = [];
+  for (const fix of fixes) {
+    if (editsConflict(edits, fix.edits)) { skipped.push(fix); continue; }
+    edits = normalizeEdits([...edits, ...fix.edits]);
+    applied.push(fix);
+  }
+  return { edits, applied, skipped };
+}
+
+/** Applies one fix to the text. */
+export function applyFix(text: string, fix: Fix): string {
+  return applyEdits(text, fix.edits);
+}

@@ -1,0 +1,241 @@
+/**
+ * A small, purely textual view of Python source that the fixes need and the IR does not carry: logical lines and their
+ * block nesting (to re-indent a training step, move a statement out of a `with`), and the top-level arguments of a
+ * call (to rename or drop one keyword without touching comments or layout). Fixes stay synchronous functions of the
+ * text this way, and never re-parse with tree-sitter on the code-action path.
+ */
+
+/** One logical line: a simple statement or a block header, possibly spanning physical lines. */
+export interface Statement {
+  /** Offset of the first character of the physical line it starts on. */
+  lineStart: number;
+  /** Offset of its first non-blank character. */
+  start: number;
+  /** Offset just after its last significant character (before a trailing comment and the newline). */
+  end: number;
+  /** Offset after the newline that ends its last physical line (or text.length). */
+  lineEnd: number;
+  /** 0-based physical line numbers. */
+  firstLine: number;
+  lastLine: number;
+  indent: string;
+  /** Ends with a top-level ':' that opens an indented block. */
+  isHeader: boolean;
+  /** Statements of its block (for headers). */
+  children: Statement[];
+  parent?: Statement;
+}
+
+export interface SourceModel {
+  text: string;
+  /** Offset of the start of every physical line. */
+  lineStarts: number[];
+  /** Physical lines that begin inside a string literal: their leading whitespace is content, not indentation. */
+  linesInString: Set<number>;
+  /** Top-level statements. */
+  statements: Statement[];
+}
+
+/** Offset after the string literal whose opening quote is at `i`. */
+export function skipString(text: string, i: number): number {
+  const q = text[i];
+  const triple = text.startsWith(q.repeat(3), i);
+  let j = i + (triple ? 3 : 1);
+  while (j < text.length) {
+    const c = text[j];
+    if (c === '\\') { j += 2; continue; }
+    if (triple) {
+      if (text.startsWith(q.repeat(3), j)) return j + 3;
+    } else if (c === q) {
+      return j + 1;
+    } else if (c === '\n') {
+      return j; // unterminated: stop at the line end like the tokenizer's error recovery
+    }
+    j++;
+  }
+  return text.length;
+}
+
+/** The 0-based physical line containing `offset`. */
+export function lineOf(lineStarts: number[], offset: number): number {
+  let lo = 0;
+  let hi = lineStarts.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (lineStarts[mid] <= offset) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+/** Scans the whole text once into logical lines and nests them by indentation. */
+export function scanSource(text: string): SourceModel {
+  const lineStarts = [0];
+  for (let i = 0; i < text.length; i++) if (text[i] === '\n') lineStarts.push(i + 1);
+  const linesInString = new Set<number>();
+  const flat: Statement[] = [];
+
+  let i = 0;
+  while (i < text.length) {
+    // At the start of a physical line outside any statement.
+    const lineStart = i;
+    while (i < text.length && (text[i] === ' ' || text[i] === '\t' || text[i] === '\f')) i++;
+    if (i >= text.length) break;
+    if (text[i] === '\n' || text[i] === '\r' || text[i] === '#') {
+      while (i < text.length && text[i] !== '\n') i++;
+      i++;
+      continue;
+    }
+    const start = i;
+    let depth = 0;
+    let lastSig = i;
+    let lastSigChar = '';
+    let j = i;
+    for (;;) {
+      if (j >= text.length) break;
+      const c = text[j];
+      if (c === '"' || c === "'") {
+        const end = skipString(text, j);
+        const a = lineOf(lineStarts, j);
+        const b = lineOf(lineStarts, Math.max(j, end - 1));
+        for (let l = a + 1; l <= b; l++) linesInString.add(l);
+        j = end;
+        lastSig = j;
+        lastSigChar = c;
+        continue;
+      }
+      if (c === '#') {
+        while (j < text.length && text[j] !== '\n') j++;
+        continue;
+      }
+      if (c === '\\' && (text[j + 1] === '\n' || (text[j + 1] === '\r' && text[j + 2] === '\n'))) {
+        j += text[j + 1] === '\r' ? 3 : 2;
+        continue;
+      }
+      if (c === '\n') {
+        if (depth > 0) { j++; continue; }
+        break;
+      }
+      if (c === '(' || c === '[' || c === '{') depth++;
+      else if (c === ')' || c === ']' || c === '}') depth = Math.max(0, depth - 1);
+      if (c !== ' ' && c !== '\t' && c !== '\r') { lastSig = j + 1; lastSigChar = c; }
+      j++;
+    }
+    const lineEnd = j < text.length ? j + 1 : text.length;
+    flat.push({
+      lineStart, start, end: lastSig, lineEnd,
+      firstLine: lineOf(lineStarts, start), lastLine: lineOf(lineStarts, Math.max(start, lastSig - 1)),
+      indent: text.slice(lineStart, start), isHeader: lastSigChar === ':' && depth === 0, children: [],
+    });
+    i = lineEnd;
+  }
+
+  // Nest: a statement belongs to the nearest preceding header with a shorter indentation.
+  const statements: Statement[] = [];
+  const stack: Statement[] = [];
+  for (const s of flat) {
+    while (stack.length && stack[stack.length - 1].indent.length >= s.indent.length) stack.pop();
+    const parent = stack[stack.length - 1];
+    if (parent) { s.parent = parent; parent.children.push(s); } else statements.push(s);
+    if (s.isHeader) stack.push(s);
+  }
+  return { text, lineStarts, linesInString, statements };
+}
+
+/** Offset after a statement and its whole block. */
+export function blockEnd(s: Statement): number {
+  let last = s;
+  while (last.children.length) last = last.children[last.children.length - 1];
+  return last.lineEnd;
+}
+
+/** Every statement, depth first in source order. */
+export function allStatements(model: SourceModel): Statement[] {
+  const out: Statement[] = [];
+  const walk = (list: Statement[]) => { for (const s of list) { out.push(s); walk(s.children); } };
+  walk(model.statements);
+  return out;
+}
+
+/** The innermost statement whose own logical line contains `offset`. */
+export function statementAt(model: SourceModel, offset: number): Statement | undefined {
+  let list = model.statements;
+  let found: Statement | undefined;
+  for (;;) {
+    const s = list.find((x) => x.lineStart <= offset && offset < blockEnd(x));
+    if (!s) return found;
+    if (offset < s.lineEnd || !s.children.length) return s;
+    found = s;
+    list = s.children;
+  }
+}
+
+/** The sibling list a statement lives in. */
+export function siblingsOf(model: SourceModel, s: Statement): Statement[] {
+  return s.parent ? s.parent.children : model.statements;
+}
+
+/** The source text of a statement's own logical line (no block). */
+export function statementText(model: SourceModel, s: Statement): string {
+  return model.text.slice(s.start, s.end);
+}
+
+/** One top-level argument of a call. */
+export interface CallArg {
+  start: number;
+  end: number;
+  /** Keyword name, if `name=value`. */
+  name?: string;
+  nameStart?: number;
+  nameEnd?: number;
+  valueStart: number;
+  value: string;
+}
+
+export interface CallArgs {
+  open: number;
+  close: number;
+  args: CallArg[];
+  /** A comma follows the last argument. */
+  trailingComma: boolean;
+}
+
+/** Splits the argument list that opens with the '(' at `open`. */
+export function splitCallArgs(text: string, open: number): CallArgs | undefined {
+  if (text[open] !== '(') return undefined;
+  const args: CallArg[] = [];
+  let depth = 0;
+  let argStart = -1;
+  let lastSig = -1;
+  let trailingComma = false;
+  const finish = () => {
+    if (argStart < 0) return;
+    const raw = text.slice(argStart, lastSig);
+    const kw = /^([A-Za-z_]\w*)\s*=(?!=)\s*/.exec(raw);
+    args.push(kw
+      ? { start: argStart, end: lastSig, name: kw[1], nameStart: argStart, nameEnd: argStart + kw[1].length, valueStart: argStart + kw[0].length, value: raw.slice(kw[0].length) }
+      : { start: argStart, end: lastSig, valueStart: argStart, value: raw });
+    argStart = -1;
+  };
+  for (let j = open + 1; j < text.length;) {
+    const c = text[j];
+    if (c === '"' || c === "'") {
+      if (argStart < 0) argStart = j;
+      j = skipString(text, j);
+      lastSig = j;
+      trailingComma = false;
+      continue;
+    }
+    if (c === '#') { while (j < text.length && text[j] !== '\n') j++; continue; }
+    if (depth === 0 && c === ')') { finish(); return { open, close: j, args, trailingComma }; }
+    if (depth === 0 && c === ',') { finish(); trailingComma = true; j++; continue; }
+    if (c === '(' || c === '[' || c === '{') depth++;
+    else if (c === ')' || c === ']' || c === '}') depth--;
+    if (!/\s/.test(c) && !(c === '\\' && text[j + 1] === '\n')) {
+      if (argStart < 0) argStart = j;
+      lastSig = j + 1;
+      trailingComma = false;
+    }
+    j++;
+  }
+  return undefined;
+}

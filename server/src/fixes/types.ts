@@ -1,0 +1,53 @@
+/** Types shared by the fix modules. */
+import type { RuleCode } from '../../../common/codes';
+import type { PrecisionLensSettings } from '../../../common/settings';
+import type { ModelIR } from '../analysis/ir';
+import type { TextEdit } from './edits';
+import type { SourceModel } from './source';
+
+/** One offered fix: a code action in the editor, an entry of `fixes` in the CLI's JSON, an edit set for `--fix`. */
+export interface Fix {
+  /** Stable across unrelated edits of the file (no offsets): tests and the idempotence check compare ids. */
+  id: string;
+  title: string;
+  /** `quickfix` answers one diagnostic; `source` acts on the file or a selection (convert all, insert wrapper...). */
+  kind: 'quickfix' | 'source';
+  codes: RuleCode[];
+  /** `precision-lens check --fix` may apply it unattended: the result is equivalent and needs no review. */
+  safe: boolean;
+  isPreferred?: boolean;
+  edits: TextEdit[];
+}
+
+/** Facts about the user's environment that generated code depends on. */
+export interface FixEnv {
+  /** transformer_engine.__version__ of the selected interpreter ("2.10.0"), when known. */
+  teVersion?: string;
+}
+
+/** Fixes for one finding, and why the ones that might be expected are not offered. */
+export interface FixOutcome {
+  fixes: Fix[];
+  /** Full sentences, e.g. "No automatic fix: backward() is followed by `x = y` inside the block (line 12)". */
+  refusals: string[];
+}
+
+/** Everything a fix function reads; built once per request. */
+export interface FixContext {
+  text: string;
+  ir: ModelIR;
+  settings: PrecisionLensSettings;
+  model: SourceModel;
+  /** The TE API generated code uses. */
+  api: 'modern' | 'legacy';
+  /** The file already defines the FP8 fallback wrapper. */
+  hasWrapper: boolean;
+}
+
+export function outcome(fixes: Fix[] = [], refusals: string[] = []): FixOutcome {
+  return { fixes, refusals };
+}
+
+export function refuse(reason: string): FixOutcome {
+  return { fixes: [], refusals: [reason] };
+}

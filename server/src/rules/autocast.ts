@@ -1,0 +1,101 @@
+/**
+ * FP8 autocast and recipe rules: PL301 backward inside the region, PL302 TE layers that never see autocast, PL303
+ * deprecated TE API, PL304 invalid recipes, PL305 DelayedScaling under torch.compile.
+ */
+import type { RecipeCall } from '../analysis/ir';
+import type { TargetGpu } from '../../../common/settings';
+import type { Finding, RuleContext, RuleModule } from './types';
+
+/** Minimum compute capability per recipe, and the GPU families that have it (FP8-FACTS.md, "Recipes and GPUs"). */
+const RECIPE_GPUS: Record<string, { families: TargetGpu[]; needs: string }> = {
+  DelayedScaling: { families: ['ada', 'hopper', 'blackwell'], needs: 'SM >= 8.9' },
+  Float8CurrentScaling: { families: ['ada', 'hopper', 'blackwell'], needs: 'SM >= 8.9' },
+  Float8BlockScaling: { families: ['hopper', 'blackwell'], needs: 'SM >= 9.0 and CUDA >= 12.9' },
+  MXFP8BlockScaling: { families: ['blackwell'], needs: 'SM 10.x (Blackwell)' },
+  NVFP4BlockScaling: { families: ['blackwell'], needs: 'SM >= 10.0 (Blackwell)' },
+};
+
+const GPU_NAMES: Record<TargetGpu, string> = { any: 'any GPU', ada: 'Ada (RTX 4090, L40S)', hopper: 'Hopper (H100, H200)', blackwell: 'Blackwell (B200)' };
+
+/** TE version "2.10.1" at or above major.minor. */
+export function teAtLeast(version: string | undefined, major: number, minor: number): boolean | undefined {
+  const m = version ? /^(\d+)\.(\d+)/.exec(version) : null;
+  if (!m) return undefined;
+  const [maj, min] = [Number(m[1]), Number(m[2])];
+  return maj > major || (maj === major && min >= minor);
+}
+
+function recipeFindings(recipe: RecipeCall, recipeIndex: number, ctx: RuleContext, compiled: boolean): Finding[] {
+  const out: Finding[] = [];
+  const fmt = recipe.args.fp8_format;
+  if (fmt && /\bE5M2\s*$/.test(fmt)) {
+    out.push({
+      code: 'PL304', span: recipe.argSpans.fp8_format ?? recipe.span, severity: 'error', recipeIndex,
+      message: `${recipe.recipe}(fp8_format=${fmt}): pure E5M2 training is not supported, TE raises "Pure E5M2 training is not supported." E5M2 keeps range but only 2 mantissa bits, too coarse for activations and weights. Use Format.HYBRID (E4M3 forward, E5M2 gradients).`,
+    });
+  }
+  if ('interval' in recipe.args) {
+    out.push({
+      code: 'PL304', span: recipe.argSpans.interval ?? recipe.span, severity: 'error', recipeIndex,
+      message: `${recipe.recipe}(interval=...) was removed in Transformer Engine 2.2: the constructor raises TypeError. Scaling factors are now updated every step; drop the argument.`,
+    });
+  }
+  const gpus = RECIPE_GPUS[recipe.recipe];
+  const target = ctx.settings.targetGpu;
+  if (gpus && target !== 'any' && !gpus.families.includes(target)) {
+    out.push({
+      code: 'PL304', span: recipe.span, severity: 'error', recipeIndex,
+      message: `${recipe.recipe} needs ${gpus.needs}, which ${GPU_NAMES[target]} (precisionLens.targetGpu) lacks: TE refuses the recipe at the first autocast. Use DelayedScaling or Float8CurrentScaling there.`,
+    });
+  }
+  if (recipe.recipe === 'DelayedScaling' && compiled) {
+    out.push({
+      code: 'PL305', span: recipe.span, severity: 'warning', recipeIndex,
+      message: 'DelayedScaling keeps an amax history that torch.compile cannot trace: since TE 2.16 it raises "DelayedScaling is not supported under torch.compile". Use Float8CurrentScaling (same formats, scales from the current tensor).',
+    });
+  }
+  return out;
+}
+
+export const autocastRules: RuleModule = {
+  codes: ['PL301', 'PL302', 'PL303', 'PL304', 'PL305'],
+  check(ctx: RuleContext): Finding[] {
+    const { ir, workspace, settings } = ctx;
+    const findings: Finding[] = [];
+
+    ir.autocastRegions.forEach((region, regionIndex) => {
+      if (region.disabled) return;
+      for (const call of region.backwardInside) {
+        findings.push({
+          code: 'PL301', span: call.span, severity: 'warning', regionIndex,
+          message: `${call.text} runs inside the FP8 autocast block (line ${region.span.startLine + 1}). TE's docs run only the forward pass (and the loss) under autocast: backward uses the recipe state the forward recorded, and inside the region it can reuse stale scaling and amax reductions. Move backward() after the with block.`,
+        });
+      }
+    });
+
+    const teLayers = ir.layers.filter((l) => l.isTe);
+    if (teLayers.length && workspace.anyAutocastRegion === false && !ir.autocastRegions.length) {
+      const first = teLayers[0];
+      findings.push({
+        code: 'PL302', span: first.span, severity: 'information', layerIndex: ir.layers.indexOf(first),
+        message: `${teLayers.length} te.* layer${teLayers.length > 1 ? 's are' : ' is'} defined, but no FP8 autocast region (te.autocast / te.fp8_autocast) exists in the analysed files: TE modules then compute in BF16/FP32 and FP8 buys nothing. Wrap the forward pass of the training step in FP8 autocast.`,
+      });
+    }
+
+    // Deprecated API: only once TE >= 2.9 is (or may be) in use; a user pinned to legacy keeps fp8_autocast.
+    const legacy = settings.te.apiVersion === 'legacy' || teAtLeast(workspace.teVersion, 2, 9) === false;
+    if (!legacy) {
+      ir.calls.forEach((call, callIndex) => {
+        if (call.kind !== 'te_deprecated') return;
+        findings.push({
+          code: 'PL303', span: call.span, severity: 'hint', callIndex,
+          message: `${call.callee} is deprecated since Transformer Engine 2.9 (DeprecationWarning; it will be removed). Use the new API: te.autocast(recipe=...) for fp8_autocast(fp8_recipe=...), amax_reduction_group= for fp8_group=, te.quantized_model_init for fp8_model_init, transformer_engine.pytorch / transformer_engine.common.recipe for transformer_engine.pytorch.fp8.`,
+        });
+      });
+    }
+
+    const compiled = ir.calls.some((c) => c.kind === 'compile') || workspace.anyCompile === true;
+    ir.recipes.forEach((recipe, recipeIndex) => findings.push(...recipeFindings(recipe, recipeIndex, ctx, compiled)));
+    return findings;
+  },
+};

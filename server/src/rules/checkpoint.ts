@@ -1,0 +1,33 @@
+/**
+ * PL501: loading a checkpoint with strict=True across TE and plain modules (TE writes `<prefix>._extra_state` for its
+ * FP8 metadata, plain checkpoints lack those keys and vice versa). PL502: the whole model cast to FP16/BF16 before
+ * the optimizer is built, so the optimizer's master weights are low precision and small updates round away.
+ */
+import type { Finding, RuleContext, RuleModule } from './types';
+
+export const checkpointRules: RuleModule = {
+  codes: ['PL501', 'PL502'],
+  check({ ir }: RuleContext): Finding[] {
+    const findings: Finding[] = [];
+    const usesTe = ir.importsTe || ir.layers.some((l) => l.isTe);
+    ir.calls.forEach((call, callIndex) => {
+      if (call.kind === 'load_state_dict' && usesTe && (call.args.strict ?? 'True').trim() !== 'False') {
+        findings.push({
+          code: 'PL501', span: call.span, severity: 'information', callIndex,
+          message: 'This file uses Transformer Engine modules, which save FP8 metadata under "<prefix>._extra_state" keys. Loading a checkpoint from a plain torch.nn model (or into one) with strict=True then fails with missing or unexpected "_extra_state" keys. Pass strict=False (TE\'s own Hugging Face loader does) or filter those keys, and check the returned missing keys.',
+        });
+      }
+    });
+    const optimizers = ir.calls.filter((c) => c.kind === 'optimizer_ctor');
+    ir.calls.forEach((call, callIndex) => {
+      if (call.kind !== 'cast_low_precision') return;
+      const laterOptimizer = optimizers.find((o) => o.ownerFunction === call.ownerFunction && o.span.startOffset > call.span.endOffset);
+      if (!laterOptimizer) return;
+      findings.push({
+        code: 'PL502', span: call.span, severity: 'warning', callIndex,
+        message: `${call.text.slice(0, 60)} casts the whole model to 16-bit before the optimizer (${laterOptimizer.callee}) is created, so the optimizer updates 16-bit master weights: updates smaller than the BF16 step (about 0.4 % of a weight) round away and training stalls. Keep parameters in FP32 and use autocast (TE autocast computes FP8 from FP32/BF16 masters).`,
+      });
+    });
+    return findings;
+  },
+};

@@ -1,0 +1,63 @@
+/**
+ * PL101 / PL102 / PL103 / PL106: a torch.nn layer that can become its te.* twin; PL110: known dims break the FP8
+ * GEMM shape rule. Layers whose role forbids FP8 (lm-head, embedding, tied) are PL201/PL202's business and get no
+ * conversion diagnostic here.
+ */
+import type { RuleCode } from '../../../common/codes';
+import type { Layer } from '../analysis/ir';
+import { joinReasons, layerLabel, shapeText } from './format';
+import type { Finding, RuleContext, RuleModule } from './types';
+
+const CODE_BY_KIND: Partial<Record<Layer['kind'], RuleCode>> = {
+  linear: 'PL101',
+  layernorm: 'PL102',
+  rmsnorm: 'PL103',
+  'parallel-linear': 'PL106',
+};
+
+/** Roles whose layers must stay in high precision: no conversion is ever suggested for them. */
+const PROTECTED_ROLES = new Set<Layer['role']>(['lm_head', 'embedding']);
+
+function conversionMessage(layer: Layer): string {
+  const te = layer.teEquivalent ?? 'te.*';
+  const label = layerLabel(layer);
+  const why = joinReasons(layer.reasons);
+  if (layer.convertible === true) {
+    const extra = layer.kind === 'parallel-linear' && layer.teArgs?.parallel_mode
+      ? ` with parallel_mode=${layer.teArgs.parallel_mode}` : layer.zeroCenteredGamma ? ' with zero_centered_gamma=True' : '';
+    return `${label} (${layer.constructor}, ${shapeText(layer)}) can become ${te}${extra}: it then runs in FP8 inside TE autocast on Hopper/Blackwell. ${why}`.trim();
+  }
+  if (layer.convertible === 'uncertain') {
+    return `${label} (${layer.constructor}) may become ${te}, uncertain: ${why} Check that the runtime sizes meet the FP8 rule (in % 16 == 0, out % 8 == 0) before converting.`;
+  }
+  return `${label} (${layer.constructor}) cannot become ${te} exactly: ${why}`;
+}
+
+export const conversionRules: RuleModule = {
+  codes: ['PL101', 'PL102', 'PL103', 'PL106', 'PL110'],
+  check({ ir }: RuleContext): Finding[] {
+    const findings: Finding[] = [];
+    ir.layers.forEach((layer, layerIndex) => {
+      if (layer.shapeOk === false && (layer.kind === 'linear' || layer.kind === 'parallel-linear')) {
+        findings.push({
+          code: 'PL110',
+          span: layer.span,
+          severity: layer.isTe ? 'warning' : 'information',
+          layerIndex,
+          message: layer.isTe
+            ? `${layerLabel(layer)} is a te.* layer with ${shapeText(layer)}: FP8 GEMMs need in_features % 16 == 0 and out_features % 8 == 0, so TE raises "FP8 execution requires ..." under FP8 autocast. Pad the dimension or keep this layer as torch.nn.Linear.`
+            : `${layerLabel(layer)} (${shapeText(layer)}) breaks the FP8 shape rule (in_features % 16 == 0, out_features % 8 == 0): as te.Linear it would fail under FP8 autocast. ${joinReasons(layer.reasons)} Keep it in BF16 or pad the dimension.`,
+        });
+        return;
+      }
+      if (layer.isTe || PROTECTED_ROLES.has(layer.role) || layer.tied) return;
+      const code = CODE_BY_KIND[layer.kind];
+      if (!code) return;
+      // A tiny classifier or router gains nothing from FP8 and the reason says so; only explain the non-obvious
+      // refusals (norms TE cannot represent exactly) as diagnostics, so the editor is not covered in "no" notes.
+      if (layer.convertible === false && layer.kind !== 'layernorm' && layer.kind !== 'rmsnorm') return;
+      findings.push({ code, span: layer.span, severity: 'information', layerIndex, message: conversionMessage(layer) });
+    });
+    return findings;
+  },
+};

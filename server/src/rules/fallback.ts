@@ -1,0 +1,51 @@
+/**
+ * PL401: FP8 turned on without a fallback: an unguarded `import transformer_engine` raises ImportError wherever TE is
+ * absent, and FP8 autocast without a capability check raises on GPUs below SM 8.9 (A100, V100, RTX 3090).
+ * PL402: the choice between FP8 and BF16 is made but never logged, so a run silently trains in the other precision.
+ */
+import type { ModelIR } from '../analysis/ir';
+import type { Finding, RuleContext, RuleModule } from './types';
+
+/** An autocast whose `enabled=` is an expression (a flag, a check) is already conditional. */
+function regionIsConditional(args: Record<string, string>): boolean {
+  const enabled = args.enabled;
+  return enabled !== undefined && enabled.trim() !== 'True';
+}
+
+function fp8Used(ir: ModelIR): boolean {
+  return ir.layers.some((l) => l.isTe) || ir.autocastRegions.some((r) => !r.disabled);
+}
+
+export const fallbackRules: RuleModule = {
+  codes: ['PL401', 'PL402'],
+  check({ ir }: RuleContext): Finding[] {
+    const findings: Finding[] = [];
+    if (!ir.importsTe || !fp8Used(ir)) return findings;
+    const hasCheck = ir.calls.some((c) => c.kind === 'fp8_check');
+    const enabledRegions = ir.autocastRegions.filter((r) => !r.disabled);
+    const unconditional = enabledRegions.filter((r) => !regionIsConditional(r.args));
+    const teImport = ir.imports.find((i) => i.target.startsWith('transformer_engine') && !i.guarded);
+
+    if (ir.teImportUnguarded && teImport) {
+      findings.push({
+        code: 'PL401', span: teImport.span, severity: 'warning',
+        message: 'Transformer Engine is imported unconditionally: on a machine without TE (a laptop, CI, an A100 box without the package) this file fails with ImportError before training starts. Import it inside try/except ImportError and fall back to torch.nn layers and BF16 autocast (the "Insert FP8 fallback wrapper" fix does this).',
+      });
+    } else if (!hasCheck && unconditional.length) {
+      const region = unconditional[0];
+      findings.push({
+        code: 'PL401', span: region.callSpan, severity: 'warning', regionIndex: ir.autocastRegions.indexOf(region),
+        message: 'FP8 autocast is always enabled, with no capability check: on GPUs below compute capability 8.9 (A100, V100, RTX 3090) TE raises "Device compute capability 8.9 or higher required for FP8 execution." Check te.is_fp8_available() (TE >= 2.9) or check_fp8_support() and pass the result as enabled=, falling back to BF16.',
+      });
+    }
+
+    if (hasCheck && !ir.calls.some((c) => c.kind === 'log_precision')) {
+      const check = ir.calls.find((c) => c.kind === 'fp8_check')!;
+      findings.push({
+        code: 'PL402', span: check.span, severity: 'hint', callIndex: ir.calls.indexOf(check),
+        message: 'The code chooses between FP8 and BF16 at run time but never logs which one it picked: a job that silently fell back to BF16 (missing TE, older GPU) looks like a slow FP8 run. Log the active mode once at start ("Running in FP8 mode on ..." / "Running in BF16 fallback: <reason>").',
+      });
+    }
+    return findings;
+  },
+};

@@ -1,0 +1,29 @@
+/**
+ * All rule families, and the one place where user settings (rule off, severity override) are applied.
+ */
+import type { RuleCode } from '../../../common/codes';
+import { autocastRules } from './autocast';
+import { checkpointRules } from './checkpoint';
+import { conversionRules } from './conversion';
+import { fallbackRules } from './fallback';
+import { precisionRules } from './precision';
+import type { Finding, RuleContext, RuleModule } from './types';
+
+export const RULE_MODULES: readonly RuleModule[] = [conversionRules, precisionRules, autocastRules, fallbackRules, checkpointRules];
+
+/** Runs every enabled rule; findings come back ordered by position with the configured severities. */
+export function runRules(ctx: RuleContext): Finding[] {
+  const overrides = ctx.settings.rules;
+  const findings: Finding[] = [];
+  for (const module of RULE_MODULES) {
+    if (module.codes.every((c: RuleCode) => overrides[c] === 'off')) continue;
+    for (const f of module.check(ctx)) {
+      const override = overrides[f.code];
+      if (override === 'off') continue;
+      findings.push(override ? { ...f, severity: override } : f);
+    }
+  }
+  return findings.sort((a, b) => a.span.startOffset - b.span.startOffset || a.code.localeCompare(b.code));
+}
+
+export type { Finding, RuleContext, WorkspaceFacts } from './types';

@@ -1,0 +1,85 @@
+/**
+ * PL201 (FP8 lm-head) and PL202 (FP8 embedding). The last layer is the most precision-sensitive: PLaMo-100B saw an FP8
+ * lm-head raise the z-loss and hurt downstream scores, Megatron keeps its output layer non-TE and TE's own Mixtral
+ * example runs the head under autocast(enabled=False). TE has no FP8 embedding at all, so an embedding only ends up in
+ * FP8 through a cast, a filterless converter, or a head tied to it.
+ */
+import type { Fp8ConversionCall, Layer, ModelIR } from '../analysis/ir';
+import { layerLabel } from './format';
+import type { Finding, RuleContext, RuleModule } from './types';
+
+const HEAD_WHY = 'The lm-head is the most precision-sensitive layer: in PLaMo-100B an FP8 lm-head raised the z-loss and hurt downstream scores, and Megatron-LM keeps its output layer out of FP8.';
+
+/** Whether FP8 autocast can reach this file's TE modules: a region here, or (in the workspace) anywhere. */
+function fp8IsOn(ir: ModelIR, anyAutocastElsewhere: boolean | undefined): boolean {
+  return ir.autocastRegions.some((r) => !r.disabled) || anyAutocastElsewhere !== false;
+}
+
+/** The head's call runs inside a disabled region (`autocast(enabled=False)`): it is protected. */
+function headCallProtected(ir: ModelIR, head: Layer): boolean {
+  const attr = head.name.replace(/^self\./, '');
+  if (!attr) return false;
+  return ir.autocastRegions.some((r) => r.disabled && r.calls.some((c) => c.callee === `self.${attr}` || c.callee.endsWith(`.${attr}`)));
+}
+
+function conversionCoversHead(conv: Fp8ConversionCall): boolean {
+  return !conv.hasFilter || !conv.filterExcludesHead;
+}
+
+export const precisionRules: RuleModule = {
+  codes: ['PL201', 'PL202'],
+  check({ ir, workspace }: RuleContext): Finding[] {
+    const findings: Finding[] = [];
+    const heads = ir.layers.map((l, i) => [l, i] as const).filter(([l]) => l.role === 'lm_head');
+    const embeddings = ir.layers.map((l, i) => [l, i] as const).filter(([l]) => l.role === 'embedding');
+    const on = fp8IsOn(ir, workspace.anyAutocastRegion);
+
+    for (const [head, layerIndex] of heads) {
+      if (!head.isTe || !on || headCallProtected(ir, head)) continue;
+      findings.push({
+        code: 'PL201', span: head.span, severity: 'warning', layerIndex,
+        message: `${layerLabel(head)} is the lm-head (${head.roleReasons.join('; ') || 'final projection'}) and is a ${head.constructor}, so FP8 autocast runs it in FP8. ${HEAD_WHY} Keep it as torch.nn.Linear, or call it under autocast(enabled=False).`,
+      });
+      if (head.tied) {
+        findings.push({
+          code: 'PL202', span: head.span, severity: 'warning', layerIndex,
+          message: `${layerLabel(head)} shares its weight with the token embedding, so running the head in FP8 quantizes the embedding table too. Transformer Engine has no FP8 embedding; keep the tied head in BF16.`,
+        });
+      }
+    }
+
+    ir.fp8Conversions.forEach((conv, callIndex) => {
+      if (!conversionCoversHead(conv)) return;
+      const filter = conv.hasFilter ? `its filter (${conv.filterText ?? 'module_filter_fn'}) does not visibly exclude the lm-head` : 'it has no filter';
+      findings.push({
+        code: 'PL201', span: conv.span, severity: 'warning', callIndex,
+        message: `${conv.callee} converts every eligible nn.Linear to FP8 and ${filter}, so the lm-head${heads.length ? ` (${layerLabel(heads[0][0])})` : ''} will run in FP8. ${HEAD_WHY} Pass a module_filter_fn (torchao) or filter_fqns (torchtitan) that skips it.`,
+      });
+      if (heads.some(([h]) => h.tied)) {
+        findings.push({
+          code: 'PL202', span: conv.span, severity: 'warning', callIndex,
+          message: `${conv.callee} would convert the lm-head, which is tied to the token embedding: the embedding table would then be quantized to FP8 as well. Exclude the tied head from the conversion.`,
+        });
+      }
+    });
+
+    for (const [emb, layerIndex] of embeddings) {
+      if (emb.isTe) {
+        findings.push({
+          code: 'PL202', span: emb.span, severity: 'warning', layerIndex,
+          message: `${layerLabel(emb)} is an embedding but is built as ${emb.constructor}. Transformer Engine has no FP8 embedding, and a TE GEMM standing in for a lookup quantizes the table to FP8. Use torch.nn.Embedding.`,
+        });
+      }
+    }
+    ir.calls.forEach((call, callIndex) => {
+      if (call.kind !== 'float8_cast') return;
+      const hit = embeddings.find(([e]) => e.name && call.text.includes(e.name.replace(/^self\./, '')));
+      if (!hit && !/embed|wte|tok_emb/i.test(call.text)) return;
+      findings.push({
+        code: 'PL202', span: call.span, severity: 'warning', callIndex,
+        message: `This casts embedding weights to a float8 dtype (${call.text.slice(0, 80)}). Transformer Engine keeps embeddings in high precision: a 3- or 2-bit mantissa destroys the distinctions between token vectors. Keep the embedding in BF16/FP32.`,
+      });
+    });
+    return findings;
+  },
+};

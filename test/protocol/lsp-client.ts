@@ -1,0 +1,96 @@
+/**
+ * A minimal LSP client for protocol tests: starts the BUILT server (out/server.js) as a real process and speaks
+ * JSON-RPC over its stdio, so the tests exercise exactly what VS Code talks to.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
+
+export const ROOT = join(__dirname, '..', '..');
+
+export interface PublishedDiagnostics {
+  uri: string;
+  version?: number;
+  diagnostics: Array<{ range: { start: { line: number; character: number }; end: { line: number; character: number } }; code: string; message: string; severity: number; source: string; codeDescription?: { href: string }; data?: unknown }>;
+}
+
+export class TestClient {
+  readonly connection: MessageConnection;
+  private readonly child: ChildProcess;
+  private readonly latest = new Map<string, PublishedDiagnostics>();
+  private waiters: Array<() => void> = [];
+  readonly notifications: Array<{ method: string; params: unknown }> = [];
+  stderr = '';
+
+  constructor(configuration: Record<string, unknown> = {}) {
+    this.child = spawn(process.execPath, [join(ROOT, 'out', 'server.js'), '--stdio'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child.stderr!.on('data', (d) => (this.stderr += String(d)));
+    this.connection = createMessageConnection(new StreamMessageReader(this.child.stdout!), new StreamMessageWriter(this.child.stdin!));
+    this.connection.onNotification('textDocument/publishDiagnostics', (p: PublishedDiagnostics) => {
+      this.latest.set(p.uri, p);
+      this.wake();
+    });
+    this.connection.onNotification((method: string, params: unknown) => {
+      this.notifications.push({ method, params });
+      this.wake();
+    });
+    this.connection.onRequest('workspace/configuration', (p: { items: unknown[] }) => p.items.map(() => configuration));
+    this.connection.onRequest('client/registerCapability', () => null);
+    this.connection.onRequest('window/workDoneProgress/create', () => null);
+    this.connection.listen();
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    waiters.forEach((w) => w());
+  }
+
+  async initialize(rootDir?: string): Promise<unknown> {
+    const folders = rootDir ? [{ uri: `file://${rootDir}`, name: 'ws' }] : null;
+    const result = await this.connection.sendRequest('initialize', {
+      processId: process.pid, rootUri: folders?.[0].uri ?? null, workspaceFolders: folders,
+      capabilities: { workspace: { configuration: true }, textDocument: { publishDiagnostics: { versionSupport: true } } },
+    });
+    await this.connection.sendNotification('initialized', {});
+    return result;
+  }
+
+  open(uri: string, text: string, version = 1): Promise<void> {
+    return this.connection.sendNotification('textDocument/didOpen', { textDocument: { uri, languageId: 'python', version, text } });
+  }
+
+  change(uri: string, version: number, contentChanges: unknown[]): Promise<void> {
+    return this.connection.sendNotification('textDocument/didChange', { textDocument: { uri, version }, contentChanges });
+  }
+
+  close(uri: string): Promise<void> {
+    return this.connection.sendNotification('textDocument/didClose', { textDocument: { uri } });
+  }
+
+  /** Waits until diagnostics for `uri` satisfy `predicate`, or fails after `timeoutMs` with what was last seen. */
+  async diagnostics(uri: string, predicate: (p: PublishedDiagnostics) => boolean, timeoutMs = 10000): Promise<PublishedDiagnostics> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const current = this.latest.get(uri);
+      if (current && predicate(current)) return current;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out waiting for diagnostics on ${uri}; last: ${JSON.stringify(current)}; server stderr: ${this.stderr}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.waiters.push(() => { clearTimeout(timer); resolve(); });
+      });
+    }
+  }
+
+  async stop(): Promise<void> {
+    try {
+      await this.connection.sendRequest('shutdown');
+      await this.connection.sendNotification('exit');
+    } catch {
+      // already gone
+    }
+    this.connection.dispose();
+    this.child.kill();
+  }
+}

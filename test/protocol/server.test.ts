@@ -1,0 +1,126 @@
+import * as assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT, TestClient } from './lsp-client';
+
+const MODEL = `import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c_attn = nn.Linear(768, 2304)
+        self.c_proj = nn.Linear(768, 768)
+
+    def forward(self, x):
+        return self.c_proj(self.c_attn(x)[..., :768])
+`;
+
+function lineOf(text: string, needle: string): { line: number; character: number } {
+  const lines = text.split('\n');
+  const line = lines.findIndex((l) => l.includes(needle));
+  return { line, character: lines[line].indexOf(needle) };
+}
+
+describe('language server over JSON-RPC (out/server.js)', function () {
+  this.timeout(30000);
+  let client: TestClient;
+
+  before(() => {
+    if (!existsSync(join(ROOT, 'out', 'server.js'))) execFileSync(process.execPath, [join(ROOT, 'scripts', 'build.mjs')], { stdio: 'inherit' });
+  });
+  beforeEach(async () => {
+    client = new TestClient();
+    await client.initialize();
+  });
+  afterEach(() => client.stop());
+
+  it('announces incremental sync and code actions', async () => {
+    const c = new TestClient();
+    const result = (await c.initialize()) as { capabilities: { textDocumentSync: { change: number }; codeActionProvider: unknown } };
+    assert.equal(result.capabilities.textDocumentSync.change, 2);
+    assert.ok(result.capabilities.codeActionProvider);
+    await c.stop();
+  });
+
+  it('publishes PL101 on open with the range of the constructor call', async () => {
+    const uri = 'file:///ws/model.py';
+    await client.open(uri, MODEL);
+    const published = await client.diagnostics(uri, (p) => p.diagnostics.some((d) => d.code === 'PL101'));
+    const at = lineOf(MODEL, 'nn.Linear(768, 2304)');
+    const d = published.diagnostics.find((x) => x.code === 'PL101' && x.range.start.line === at.line)!;
+    assert.ok(d, JSON.stringify(published.diagnostics));
+    assert.deepEqual(d.range.start, at);
+    assert.deepEqual(d.range.end, { line: at.line, character: at.character + 'nn.Linear(768, 2304)'.length });
+    assert.equal(d.source, 'precision-lens');
+    assert.match(d.codeDescription!.href, /docs\/rules\/PL101\.md$/);
+  });
+
+  it('follows incremental edits with UTF-16 positions after non-ASCII text', async () => {
+    const uri = 'file:///ws/edit.py';
+    await client.open(uri, MODEL);
+    await client.diagnostics(uri, (p) => p.diagnostics.length > 0);
+    const at = lineOf(MODEL, 'self.c_proj');
+    // Insert a string with an accented letter and an astral emoji (2 UTF-16 units) before the layer on its line.
+    const prefix = 's = "héllo😀"; ';
+    await client.change(uri, 2, [{ range: { start: at, end: at }, text: prefix }]);
+    const published = await client.diagnostics(uri, (p) => p.version === 2);
+    const expectedChar = at.character + prefix.length + 'self.c_proj = '.length;
+    const onLine = published.diagnostics.filter((d) => d.code === 'PL101' && d.range.start.line === at.line);
+    assert.equal(onLine.length, 1, JSON.stringify(published.diagnostics));
+    assert.equal(onLine[0].range.start.character, expectedChar);
+
+    // Now break the shape rule in place: 768 -> 100 is not a multiple of 8 on the output side.
+    const c = lineOf(MODEL, 'nn.Linear(768, 768)');
+    const col = c.character + prefix.length + 'nn.Linear(768, '.length;
+    await client.change(uri, 3, [{ range: { start: { line: c.line, character: col }, end: { line: c.line, character: col + 3 } }, text: '100' }]);
+    const after = await client.diagnostics(uri, (p) => p.version === 3);
+    const codes = after.diagnostics.filter((d) => d.range.start.line === c.line).map((d) => d.code);
+    assert.deepEqual(codes, ['PL110'], JSON.stringify(after.diagnostics));
+  });
+
+  it('offers the conversion quick fix for a PL101 diagnostic', async () => {
+    const uri = 'file:///ws/fix.py';
+    await client.open(uri, MODEL);
+    const published = await client.diagnostics(uri, (p) => p.diagnostics.some((d) => d.code === 'PL101'));
+    const d = published.diagnostics.find((x) => x.code === 'PL101')!;
+    const actions = (await client.connection.sendRequest('textDocument/codeAction', {
+      textDocument: { uri }, range: d.range, context: { diagnostics: [d], only: ['quickfix'] },
+    })) as Array<{ title: string; kind: string; edit: { changes: Record<string, Array<{ newText: string }>> } }>;
+    const convert = actions.find((a) => /te\.Linear/.test(a.title));
+    assert.ok(convert, JSON.stringify(actions.map((a) => a.title)));
+    assert.equal(convert.kind, 'quickfix');
+    assert.ok(convert.edit.changes[uri].some((e) => e.newText.includes('te.Linear') || e.newText.includes('transformer_engine')));
+  });
+
+  it('clears diagnostics when the document closes', async () => {
+    const uri = 'file:///ws/close.py';
+    await client.open(uri, MODEL);
+    await client.diagnostics(uri, (p) => p.diagnostics.length > 0);
+    await client.close(uri);
+    await client.diagnostics(uri, (p) => p.diagnostics.length === 0);
+  });
+
+  it('turns a rule off through workspace/configuration', async () => {
+    const c = new TestClient({ rules: { PL101: 'off' } });
+    await c.initialize();
+    const uri = 'file:///ws/off.py';
+    await c.open(uri, MODEL);
+    const published = await c.diagnostics(uri, (p) => p.version === 1);
+    assert.ok(!published.diagnostics.some((d) => d.code === 'PL101'), JSON.stringify(published.diagnostics));
+    await c.stop();
+  });
+
+  it('survives broken Python and a binary file without crashing', async () => {
+    const broken = 'import torch.nn as nn\nclass A(nn.Module):\n    def __init__(self):\n        self.x = nn.Linear(64, 64\n        s = "unterminated\n\tself.y = nn.Linear(32, 32)\n';
+    await client.open('file:///ws/broken.py', broken);
+    await client.diagnostics('file:///ws/broken.py', () => true);
+    await client.open('file:///ws/bin.py', 'import torch\u0000\u0001\u0002'.repeat(100));
+    await client.diagnostics('file:///ws/bin.py', (p) => p.diagnostics.length === 0);
+    // Still alive and analysing:
+    await client.open('file:///ws/after.py', MODEL);
+    await client.diagnostics('file:///ws/after.py', (p) => p.diagnostics.length > 0);
+  });
+});

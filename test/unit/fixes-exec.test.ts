@@ -1,0 +1,41 @@
+/**
+ * Execution test (SCENARIOS.md journey 2): a GPT-style model file converted by the real fixes ("convert all", the
+ * fallback wrapper, the training step under FP8 autocast) must still train where Transformer Engine is absent:
+ * Debian's torch 1.13 on CPU, BF16 fallback. Skipped when /usr/bin/python3 cannot import torch.
+ */
+import * as assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { settingsWith } from './fixes-support';
+import { convertExample, EXAMPLE_INPUT } from '../python/convert-example';
+
+const PYTHON = '/usr/bin/python3';
+const hasTorch = spawnSync(PYTHON, ['-c', 'import torch'], { timeout: 60_000 }).status === 0;
+
+describe('fixes: the converted example trains without Transformer Engine', function () {
+  this.timeout(180_000);
+  for (const apiVersion of ['modern', 'legacy'] as const) {
+    it(`${apiVersion} TE API: converts, runs 3 steps on CPU and logs the BF16 fallback`, async function () {
+      if (!hasTorch) this.skip();
+      const { text, applied } = await convertExample(readFileSync(EXAMPLE_INPUT, 'utf8'), settingsWith({ apiVersion }));
+      assert.equal(applied.length, 3, `applied: ${applied.join('; ')}`);
+      assert.match(applied[0], /^Convert 7 layers in this file to te\.\* \(skipped 3: 2 embedding, lm-head\)$/);
+      assert.match(text, apiVersion === 'modern' ? /te\.autocast\(enabled=enabled, recipe=/ : /te\.fp8_autocast\(enabled=enabled, fp8_recipe=/);
+      // The lm-head and the embeddings are untouched; backward() stays outside the autocast block.
+      assert.match(text, /self\.lm_head = nn\.Linear\(n_embd, vocab_size, bias=False\)/);
+      assert.match(text, /self\.wte = nn\.Embedding\(/);
+      assert.match(text, /\n {8}with fp8_autocast_context\(\):\n {12}logits, loss = model\(idx, targets\)\n {8}loss\.backward\(\)/);
+      const dir = mkdtempSync(join(tmpdir(), 'pl-exec-'));
+      const file = join(dir, 'converted.py');
+      writeFileSync(file, text);
+      const run = spawnSync(PYTHON, [file], { encoding: 'utf8', timeout: 150_000, cwd: dir });
+      const output = `${run.stdout}${run.stderr}`;
+      assert.equal(run.status, 0, output);
+      assert.match(run.stdout, /^Running in BF16 fallback: Transformer Engine not installed/m);
+      assert.equal(run.stdout.match(/Running in /g)?.length, 1, 'the mode is logged once');
+      assert.equal(run.stdout.match(/^step \d: loss \d+\.\d+$/gm)?.length, 3, output);
+    });
+  }
+});

@@ -1,0 +1,60 @@
+/**
+ * What fixes refuse, and say why (the rule messages and hovers include these sentences), and which fixes are safe
+ * for `precision-lens check --fix`.
+ */
+import * as assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DEFAULT_SETTINGS } from '../../common/settings';
+import { explainRefusal, fixOutcome, sourceFixes } from '../../server/src/fixes';
+import { analyse, FIXTURES } from './fixes-support';
+
+async function load(name: string) {
+  const text = readFileSync(join(FIXTURES, name), 'utf8');
+  return { text, ...(await analyse(text)) };
+}
+
+describe('fixes: refusals and safety', () => {
+  it('offers no conversion for a LayerNorm TE cannot represent, and says why', async () => {
+    const { text, ir, findings } = await load('convert_norms.py');
+    const byName = (n: string) => findings.find((f) => f.layerIndex !== undefined && ir.layers[f.layerIndex].name === n)!;
+    assert.match(explainRefusal(text, ir, byName('self.ln_nobias'), DEFAULT_SETTINGS) ?? '', /always has a weight and a bias/);
+    assert.match(explainRefusal(text, ir, byName('self.ln_noaffine'), DEFAULT_SETTINGS) ?? '', /elementwise_affine=False/);
+    assert.equal(explainRefusal(text, ir, byName('self.ln'), DEFAULT_SETTINGS), undefined);
+  });
+
+  it('refuses to move backward() past a statement that follows it in the block', async () => {
+    const { text, ir, findings } = await load('backward_inside.py');
+    const bad = findings.filter((f) => f.code === 'PL301')[1];
+    const out = fixOutcome(text, ir, bad, DEFAULT_SETTINGS);
+    assert.equal(out.fixes.length, 0);
+    assert.match(out.refusals[0], /`stats = out\.detach\(\)\.mean\(\)` \(line 23\) follows backward\(\)/);
+  });
+
+  it('convert all skips protected and failing layers and reports them', async () => {
+    const { text, ir } = await load('gpt_convert_all.py');
+    const all = sourceFixes(text, ir, DEFAULT_SETTINGS).find((f) => f.id === 'convert-all:file')!;
+    assert.equal(all.title, 'Convert 5 layers in this file to te.* (skipped 3: shape, embedding, lm-head)');
+    assert.equal(all.safe, true);
+  });
+
+  it('marks renames and checkpoint loading safe, structural rewrites not', async () => {
+    const safety = async (name: string) => {
+      const { text, ir, findings } = await load(name);
+      return findings.flatMap((f) => fixOutcome(text, ir, f, DEFAULT_SETTINGS).fixes).map((f) => `${f.codes.join()}:${f.safe}`);
+    };
+    const deprecated = await safety('deprecated_api.py');
+    assert.ok(deprecated.includes('PL303:true') && deprecated.includes('PL304:true') && deprecated.includes('PL401:false'));
+    assert.deepEqual([...new Set(await safety('checkpoint_load.py'))].sort(), ['PL401:false', 'PL501:true']);
+    assert.ok((await safety('compile_recipe.py')).includes('PL305:false'));
+    assert.ok((await safety('te_head.py')).includes('PL201:false'));
+  });
+
+  it('PL502 has no automatic fix and says what to do', async () => {
+    const text = 'import torch\nmodel = torch.nn.Linear(16, 16).half()\nopt = torch.optim.AdamW(model.parameters())\n';
+    const { ir, findings } = await analyse(text);
+    const f = findings.find((x) => x.code === 'PL502');
+    assert.ok(f, 'PL502 fires on a model cast to FP16 before its optimizer');
+    assert.match(explainRefusal(text, ir, f, DEFAULT_SETTINGS) ?? '', /FP32/);
+  });
+});
