@@ -225,7 +225,7 @@ def _main(session, argv):
     else:
         def builder():
             return workloads.build_preset(spec, batch=args.batch, seq=args.seq, layers=args.layers,
-                                          device=device, seed=args.seed)
+                                          device=device, seed=args.seed, n_batches=args.warmup + args.steps)
 
     from . import runner
     info = envprobe.load_te() if "te" in runnable else {}
@@ -319,6 +319,9 @@ def make_summary(results, errors, roof, args, elapsed):
         if fl is not None and bl is not None:
             ratio["final_loss_diff"] = fl - bl
             ratio["final_loss_rel_diff"] = (fl - bl) / bl if bl else None
+        fa, ba = r.get("final_loss_avg5"), base.get("final_loss_avg5")
+        if fa is not None and ba:
+            ratio["final_loss_avg5_rel_diff"] = (fa - ba) / ba
         la, lb = r.get("losses") or [], base.get("losses") or []
         m = min(len(la), len(lb))
         start = min(r.get("loss_measured_from", 0), m)

@@ -309,6 +309,7 @@ def _run_backend(rc, backend):
     result.update({
         "tokens_per_s": wl.tokens_per_step * n / (span_ms / 1000.0),
         "step_ms": stats,
+        "step_times_ms": step_ms,
         "step_time_median_ms": stats["median"],
         "step_time_p90_ms": stats["p90"],
         "step_spread_p90_over_median": stats["p90_over_median"],
@@ -333,7 +334,7 @@ def _run_backend(rc, backend):
     if args.measure_overhead and rc.state.get("overhead_done") is not True:
         rc.state["phase"] = "overhead"
         rc.state["overhead_done"] = True
-        result["overhead"] = measure_overhead(rc, backend, step, args.warmup + n, n, span_ms, clock)
+        result["overhead"] = measure_overhead(rc, backend, step, args.warmup + n, min(n, 20), span_ms, clock)
     log("[%s] %.0f tokens/s, step median %.2f ms, p90 %.2f ms, peak %s, final loss %.4f" % (
         backend, result["tokens_per_s"], stats["median"], stats["p90"],
         ("%.1f GiB" % result["peak_memory_gib"]) if result["peak_memory_gib"] is not None else "n/a",
@@ -341,42 +342,52 @@ def _run_backend(rc, backend):
     return result
 
 
-def measure_overhead(rc, backend, step, start, n, harness_span_ms, clock):
-    """The same steps in a bare loop: one event pair around the loop, nothing per step. Then the harness loop
-    again, so drift between the two loops shows up. overhead = harness / bare - 1."""
+def measure_overhead(rc, backend, step, start, n, harness_span_ms, clock, rounds=3):
+    """Harness overhead: the same training steps timed two ways, alternating `rounds` times so drift cancels:
+    a bare loop (one event pair around n steps; nothing per step) and the harness loop (events around every
+    step, the loss kept on the device, progress events). overhead = median over rounds of harness / bare - 1."""
+    pairs = []
+    k = start
     gc.collect()
     gc.disable()
     try:
-        clock.sync()
-        a = clock.mark()
-        for j in range(n):
-            step(start + j)
-        b = clock.mark()
-        clock.sync()
-        bare_ms = clock.ms(a, b)
-        marks, dev_losses = [], []
-        for j in range(n):
-            x = clock.mark()
-            loss = step(start + n + j)
-            dev_losses.append(loss.detach())
-            y = clock.mark()
-            marks.append((x, y))
-            if (j + 1) % max(1, n // 20) == 0:
-                rc.emitter.emit("progress", phase="overhead", step=j + 1, total=n, backend=backend)
-        clock.sync()
-        harness2_ms = clock.ms(marks[0][0], marks[-1][1])
+        for r in range(rounds):
+            clock.sync()
+            a = clock.mark()
+            for j in range(n):
+                step(k)
+                k += 1
+            b = clock.mark()
+            clock.sync()
+            bare = clock.ms(a, b)
+            marks, dev_losses = [], []
+            for j in range(n):
+                x = clock.mark()
+                loss = step(k)
+                k += 1
+                dev_losses.append(loss.detach())
+                y = clock.mark()
+                marks.append((x, y))
+                if (j + 1) % max(1, n // 20) == 0 or j == 0:
+                    rc.emitter.emit("progress", phase="overhead", step=r * n + j + 1, total=rounds * n,
+                                    backend=backend)
+            clock.sync()
+            pairs.append((bare, clock.ms(marks[0][0], marks[-1][1])))
     finally:
         gc.enable()
+    pcts = [(h / b - 1.0) * 100.0 for b, h in pairs]
     ov = {
-        "bare_loop_ms": bare_ms, "harness_loop_ms": harness_span_ms, "harness_loop_repeat_ms": harness2_ms,
-        "steps": n,
-        "overhead_pct": (harness_span_ms / bare_ms - 1.0) * 100.0,
-        "overhead_repeat_pct": (harness2_ms / bare_ms - 1.0) * 100.0,
+        "rounds": [{"bare_loop_ms": b, "harness_loop_ms": h, "overhead_pct": p} for (b, h), p in zip(pairs, pcts)],
+        "steps_per_loop": n,
+        "overhead_pct": percentile(pcts, 50),
+        "bare_loop_ms": percentile([b for b, _ in pairs], 50),
+        "harness_loop_ms": percentile([h for _, h in pairs], 50),
         "method": "bare loop (one CUDA event pair around N steps, no per-step events, no loss kept, no progress "
-                  "events) vs the harness loop over the same N steps of the same model",
+                  "events) and the harness loop over N further steps of the same model, alternated %d times; "
+                  "median of harness/bare - 1" % rounds,
     }
-    log("[%s] harness overhead vs bare loop: %+.2f %% (repeat %+.2f %%)" % (
-        backend, ov["overhead_pct"], ov["overhead_repeat_pct"]))
+    log("[%s] harness overhead vs bare loop: %+.2f %% (rounds: %s)" % (
+        backend, ov["overhead_pct"], ", ".join("%+.2f" % p for p in pcts)))
     return ov
 
 

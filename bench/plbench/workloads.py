@@ -228,12 +228,14 @@ def default_loss(model, batch):
 
 
 def build_preset(name, batch=None, seq=None, layers=None, device="cpu", seed=1234, n_batches=8):
+    """n_batches: distinct batches, cycled. Give at least warm-up + measured steps: a batch seen twice is partly
+    memorized, and the loss curve then measures memorization rather than learning."""
     p = PRESETS[name]
     batch = batch or p.batch
     seq = seq or p.seq
     torch.manual_seed(seed)
     model = TransformerLM(p, layers=layers, seq=seq, device=device)
-    batches = synthetic_batches(p.vocab, batch, seq, n_batches, seed + 1, device) if device != "meta" else []
+    batches = synthetic_batches(p.vocab, batch, seq, max(1, n_batches), seed + 1, device) if device != "meta" else []
     n = len(model.blocks)
     regions = ["blocks.%d" % i for i in range(n)] + ["head"]
     info = p.describe()

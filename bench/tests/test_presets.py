@@ -36,7 +36,7 @@ def test_published_sizes():
 
 @pytest.mark.parametrize("name,hidden,ffn,layers", [
     ("gpt-125m", 768, 3072, 12), ("gpt-1.3b", 2048, 8192, 24),
-    ("llama-7b-slice", 4096, 14336, 12), ("llama-70b-slice", 8192, 28672, 4)])
+    ("llama-7b-slice", 4096, 14336, 12), ("llama-70b-slice", 8192, 28672, 5)])
 def test_shapes(name, hidden, ffn, layers):
     wl = workloads.build_preset(name, device="meta")
     m = wl.model
@@ -102,3 +102,9 @@ def test_llama_tiny_variant_runs_gqa_on_cpu():
     loss = m(x, x)
     loss.backward()
     assert m.blocks[0].attn.qkv.weight.shape == (64 + 2 * 2 * 16, 64)
+
+
+def test_batches_do_not_repeat_within_the_run():
+    wl = workloads.build_preset("tiny", n_batches=12)
+    seen = {tuple(wl.batch_fn(i)[0].flatten().tolist()) for i in range(12)}
+    assert len(seen) == 12

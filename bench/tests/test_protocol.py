@@ -89,7 +89,7 @@ def test_measure_overhead_reports_both_loops():
     assert r.rc == 0, r.stderr
     ov = r.of("summary")[0]["overhead"]
     assert ov["backend"] == "bf16" and ov["bare_loop_ms"] > 0 and ov["harness_loop_ms"] > 0
-    assert "overhead_pct" in ov
+    assert "overhead_pct" in ov and len(ov["rounds"]) == 3 and ov["steps_per_loop"] == 4
     assert "overhead" in {p["phase"] for p in r.of("progress")}
 
 

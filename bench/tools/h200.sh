@@ -23,7 +23,7 @@ case "${1:-}" in
       extra=""
       case $w in gpt-125m|gpt-1.3b) extra="--measure-overhead" ;; esac
       echo "== $w $(date +%T)" | tee -a "$OUT/log.txt"
-      $B --workload $w --backends bf16,te,torch-fp8 --compile --steps ${STEPS:-30} --warmup ${WARMUP:-10} $extra \
+      $B --workload $w --backends bf16,te,torch-fp8 --compile --steps ${STEPS:-50} --warmup ${WARMUP:-10} $extra \
         --json-out "$OUT/$w.json" 2>>"$OUT/log.txt" | grep -v '"progress"' | cut -c1-200
     done
     ;;

@@ -9,7 +9,7 @@ import { LanguageClient, State, TransportKind, type LanguageClientOptions, type 
 import { EnvironmentNotification, SERVER_NAME, StatusNotification, type EnvironmentParams, type StatusParams } from '../../common/protocol';
 import { SETTINGS_SECTION } from '../../common/settings';
 import { registerBenchmark } from './benchmark';
-import { resolveInterpreter } from './benchmark/interpreter';
+import { onPythonSelectionChanged, resolveInterpreter } from './benchmark/interpreter';
 
 let client: LanguageClient | undefined;
 
@@ -71,7 +71,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const sendEnvironment = async (): Promise<void> => {
     if (!client || !vscode.workspace.isTrusted) return;
     const folder = vscode.workspace.workspaceFolders?.[0];
-    const interpreter = await resolveInterpreter(folder?.uri);
+    const interpreter = await resolveInterpreter(folder?.uri, log);
     const teVersion = await detectTeVersion(interpreter.path, folder?.uri.fsPath, log);
     const params: EnvironmentParams = { teVersion, pythonPath: interpreter.path };
     await client.sendNotification(EnvironmentNotification, params);
@@ -89,6 +89,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (e.affectsConfiguration(`${SETTINGS_SECTION}.pythonPath`)) void sendEnvironment();
     }),
     vscode.workspace.onDidGrantWorkspaceTrust(() => void sendEnvironment()),
+    onPythonSelectionChanged(() => void sendEnvironment()),
   );
   // Untrusted workspaces never run the interpreter: generated code then targets the modern TE API.
   void sendEnvironment().catch((e) => log.warn(`environment detection failed: ${String(e)}`));

@@ -22,6 +22,8 @@ export interface CtorInfo {
   parallelMode?: 'column' | 'row';
   local?: ClassModel;
   display: string;
+  /** An imported factory function that returns a layer (`lora_or_linear`). */
+  factory?: string;
 }
 
 interface Placement {
@@ -102,6 +104,11 @@ function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; c
   const k = knownCtor(resolved);
   if (k) return { resolved, ctor: { ...k } };
   const last = resolved.split('.').pop() ?? '';
+  // Imported layer factories (`lora_or_linear(dim, out, bias=...)`, `make_linear(...)`): a function named *linear.
+  if (/^[a-z_]\w*linear$/i.test(last) && /^[a-z_]/.test(last) && !/^(torch|math|numpy|np)\./.test(resolved) && !ctx.classes.has(last)
+    && !ctx.walk.functions.some((f) => f.name === last)) {
+    return { resolved, ctor: { kind: 'linear', isTe: false, params: ['in_features', 'out_features', 'bias'], te: 'te.Linear', display: last, factory: last } };
+  }
   if (WEIGHTLESS.test(last) && /^[A-Z]/.test(last) && /Embedding|Encoding|Emb$/.test(last)) {
     return { resolved, ctor: { kind: 'other', isTe: false, params: [], display: last } };
   }
@@ -167,9 +174,10 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
           ...place,
           segs: [...place.segs, ...t.place.segs],
           multi: place.multi || t.place.multi,
-          container: place.container ?? t.place.container ?? 'helper',
+          container: place.container ?? t.place.container,
         };
         applyPlacement(inst, merged, call);
+        inst.layer.container ??= 'helper';
         out.push(inst);
       }
     }
@@ -249,6 +257,7 @@ function makeLayer(
     reasons: [],
   };
   if (ctor.local) layer.localClass = ctor.local.info.name;
+  if (ctor.factory) layer.viaFactory = ctor.factory;
   const rec: LayerRec = { layer, call, ctor, scope, argNodes, outVia: [] };
   fillDims(ctx, rec);
   return rec;
@@ -345,9 +354,9 @@ function placement(ctx: LayerContext, call: SyntaxNode, rec: CallRec): Placement
         if (CONTAINER_LIST.test(r) || CONTAINER_LIST.test(ft)) {
           pl.segs.unshift('[*]');
           pl.multi = false;
-          pl.container ??= /Sequential/.test(last) ? 'Sequential' : 'ModuleList';
+          if (pl.container === undefined || pl.container === 'comprehension') pl.container = /Sequential/.test(last) ? 'Sequential' : 'ModuleList';
         } else if (CONTAINER_DICT.test(r) || CONTAINER_DICT.test(ft)) {
-          pl.container ??= 'ModuleDict';
+          if (pl.container === undefined || pl.container === 'comprehension') pl.container = 'ModuleDict';
         } else if (DICT_FN.test(ft)) {
           // transparent: dict(wte=...) / OrderedDict([...])
         } else if (f.type === 'attribute' && /^(append|extend|insert|add|appendleft)$/.test(last)) {

@@ -163,16 +163,16 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       setRole(L, 'classifier', [outVal !== undefined && outVal <= 16 ? `small output (${outVal} features)` : `output size is a class count (${outText})`]);
       continue;
     }
-    if (ATTN_CLASS.test(owner) && !MLP_CLASS.test(owner)) { setRole(L, 'attention', [`inside ${owner}`]); continue; }
-    if (MLP_CLASS.test(owner)) { setRole(L, 'mlp', [`inside ${owner}`]); continue; }
-    if (ATTN_NAME.test(attr) || segs.some((s) => /^(attn|attention|self_attn|cross_attn|self_attention|mha)$/i.test(s))) {
-      setRole(L, 'attention', [`named ${L.path}`]);
-      continue;
-    }
-    if (MLP_NAME.test(attr) || segs.some((s) => /^(mlp|ffn|feed_forward|ff|mlp_block)$/i.test(s))) {
-      setRole(L, 'mlp', [`named ${L.path}`]);
-      continue;
-    }
+    // The container the layer sits in names it best (`mlp[*]` inside a ResidualAttentionBlock), then its class,
+    // then its own name.
+    const outerSegs = segs.slice(0, -1).concat(segs.length > 1 || L.container ? [segs[segs.length - 1]] : []);
+    if (outerSegs.some((s) => /^(mlp|ffn|feed_forward|ff|mlp_block|feedforward|dense_relu_dense|intermediate)$/i.test(s))) { setRole(L, 'mlp', [`inside ${L.path}`]); continue; }
+    if (outerSegs.some((s) => /^(attn|attention|self_attn|cross_attn|self_attention|mha|encdec_attn)$/i.test(s))) { setRole(L, 'attention', [`inside ${L.path}`]); continue; }
+    const blockish = /Block|Layer$|Residual|Decoder|Encoder/.test(owner);
+    if (MLP_CLASS.test(owner) && !(blockish && ATTN_NAME.test(attr))) { setRole(L, 'mlp', [`inside ${owner}`]); continue; }
+    if (ATTN_CLASS.test(owner) && !(blockish && MLP_NAME.test(attr))) { setRole(L, 'attention', [`inside ${owner}`]); continue; }
+    if (ATTN_NAME.test(attr)) { setRole(L, 'attention', [`named ${attr}`]); continue; }
+    if (MLP_NAME.test(attr)) { setRole(L, 'mlp', [`named ${attr}`]); continue; }
     setRole(L, 'other', reasons.length ? [...reasons, 'not enough evidence for an lm-head'] : []);
   }
 }

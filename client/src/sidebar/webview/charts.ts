@@ -47,7 +47,7 @@ export function barChart(bars: Bar[], options: { width: number; label: string })
   bars.forEach((bar, i) => {
     const y = gap + i * (rowHeight + gap);
     const group = svg('g', { class: bar.cls });
-    group.append(svg('title', {}, bar.title ?? `${bar.label}: ${bar.text}`));
+    group.append(svg('title', {}, `${bar.title ?? bar.label}: ${bar.text}`));
     group.append(svg('text', { x: labelWidth - 6, y: y + rowHeight / 2, class: 'label', 'text-anchor': 'end', 'dominant-baseline': 'middle' }, truncate(bar.label, Math.floor(labelWidth / 6.5))));
     group.append(svg('rect', { x: labelWidth, y, width: plotWidth, height: rowHeight, class: 'track', rx: 2 }));
     const w = bar.value !== undefined && max > 0 ? Math.max(1, (bar.value / max) * plotWidth) : 0;
