@@ -83,6 +83,7 @@ export function linkExtension(extensionsDir) {
  *   extensionsDir  where installed extensions live (default: an empty folder in the temp dir).
  *   onLog       called with each line code-server prints (default: kept quiet, last lines shown on failure).
  *   readyTimeoutMs  how long to wait for the "listening" line.
+ *   env         extra environment variables (the extension host and the language server inherit them).
  */
 export async function startCodeServer(opts = {}) {
   const entry = ensureCodeServer();
@@ -110,6 +111,7 @@ export async function startCodeServer(opts = {}) {
     EXTENSIONS_GALLERY: '{}',
     // An inherited ELECTRON_RUN_AS_NODE or NODE_OPTIONS (from a debugger, tsx...) must not leak into the extension host.
     NODE_OPTIONS: '',
+    ...(opts.env ?? {}),
   };
   const child = spawn(process.execPath, args, { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   const recent = [];

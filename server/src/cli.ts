@@ -113,7 +113,15 @@ export async function main(argv: readonly string[], io: Io = {
   }
 }
 
-if (require.main === module) {
+/** The process entry (node out/cli.js, bin/precision-lens.js): runs main and sets the exit code. */
+export function runFromProcess(argv: readonly string[] = process.argv.slice(2)): void {
+  // `precision-lens check . | head`: a closed pipe ends the run quietly instead of with a stack trace.
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw e;
+  });
   // exitCode, not exit(): a large report piped to another process must be flushed first.
-  void main(process.argv.slice(2)).then((code) => { process.exitCode = code; });
+  void main(argv).then((code) => { process.exitCode = code; });
 }
+
+if (require.main === module) runFromProcess();

@@ -91,6 +91,8 @@ async function main() {
 
   server = await startCodeServer({
     tmp: join(tmp, 'cs'),
+    // mocha's reporter runs in the extension host, whose stdout is no terminal: no colour codes in CI logs
+    env: { NO_COLOR: '1', FORCE_COLOR: '0' },
     onLog: verbose ? (l) => console.log(`[code-server] ${l}`) : undefined,
   });
   console.log(`e2e: code-server listening on 127.0.0.1:${server.port} (${elapsed()})`);

@@ -25,7 +25,11 @@ function conversionMessage(layer: Layer): string {
   if (layer.convertible === true) {
     const extra = layer.kind === 'parallel-linear' && layer.teArgs?.parallel_mode
       ? ` with parallel_mode=${layer.teArgs.parallel_mode}` : layer.zeroCenteredGamma ? ' with zero_centered_gamma=True' : '';
-    return `${label} (${layer.constructor}, ${shapeText(layer)}) can become ${te}${extra}: it then runs in FP8 inside TE autocast on Hopper/Blackwell. ${why}`.trim();
+    // TE keeps norms in high precision; what converting them buys is an FP8-ready output and later fusion.
+    const gain = layer.kind === 'layernorm' || layer.kind === 'rmsnorm'
+      ? 'TE computes the norm in high precision and can emit FP8 for the next layer (or fuse with it as te.LayerNormLinear).'
+      : 'its GEMMs then run in FP8 inside TE autocast on Hopper/Blackwell.';
+    return `${label} (${layer.constructor}, ${shapeText(layer)}) can become ${te}${extra}: ${gain} ${why}`.trim();
   }
   if (layer.convertible === 'uncertain') {
     return `${label} (${layer.constructor}) may become ${te}, uncertain: ${why} Check that the runtime sizes meet the FP8 rule (in % 16 == 0, out % 8 == 0) before converting.`;
