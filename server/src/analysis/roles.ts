@@ -7,7 +7,7 @@ import type { LayerRole, WeightTie } from './ir';
 import type { ClassModel } from './classes';
 import type { LayerRec } from './layers';
 import { CLASSIFIER_NAME, EXPERTS_NAME, VOCAB_EXPR, VOCAB_NAME } from './known';
-import type { CallRec } from './walk';
+import type { CallRec, FuncRec } from './walk';
 
 export interface RoleContext {
   src: string;
@@ -33,7 +33,6 @@ const ROUTER_NAME = /^(gate|router|gating|wg|w_gate|switch|gate_proj_router|rout
 /** Sets role, roleReasons and tied on every layer. */
 export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
   const { src } = ctx;
-  const text = (n: SyntaxNode): string => src.slice(n.startIndex, n.endIndex).replace(/\s+/g, '');
 
   // Vocabulary sizes known from embeddings.
   const vocabValues = new Set<number>();
@@ -77,11 +76,17 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     }
   }
 
-  // Forward usage: the last projection of each class's forward and what its result is called.
+  // Forward usage: the projection that produces the logits. Position alone is weak evidence, so it only counts for
+  // the outermost call whose value is returned (directly or through a local) or stored under a logits-like name, in
+  // a class that is a whole language model (it owns an embedding, or nothing else builds it and the output size is
+  // unknown or vocabulary-like), and never for a hidden->hidden projection.
   const lastInForward = new Map<LayerRec, string>();
   const byOwner = new Map<string, LayerRec[]>();
+  const ownsEmbedding = new Set<string>();
   for (const r of recs) {
-    if (!r.layer.ownerClass || (r.layer.kind !== 'linear' && r.layer.kind !== 'parallel-linear')) continue;
+    if (!r.layer.ownerClass) continue;
+    if (r.layer.kind === 'embedding') ownsEmbedding.add(r.layer.ownerClass);
+    if (r.layer.kind !== 'linear' && r.layer.kind !== 'parallel-linear') continue;
     const list = byOwner.get(r.layer.ownerClass) ?? [];
     list.push(r);
     byOwner.set(r.layer.ownerClass, list);
@@ -92,21 +97,30 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     const own = byOwner.get(cm.info.name);
     if (!own) continue;
     let lastRec: LayerRec | undefined;
-    let lastCall: CallRec | undefined;
+    let lastUsage: string | undefined;
     for (const c of fwd.calls) {
-      const f = c.node.childForFieldName('function');
-      if (!f || f.type !== 'attribute') continue;
-      const ft = text(f);
-      if (!ft.startsWith('self.')) continue;
-      const path = ft.slice(5);
+      // Callee text from the source: `self.<path>(`.
+      const m = SELF_CALL.exec(src.slice(c.start, c.start + 200));
+      if (!m) continue;
+      const path = m[1].replace(/\s+/g, '');
       const hit = own.find((r) => r.layer.path === path);
-      if (hit) { lastRec = hit; lastCall = c; }
+      if (!hit) continue;
+      const usage = resultName(src, c.node, fwd);
+      if (usage === '<return>' || (usage && LOGITS_NAME.test(usage))) { lastRec = hit; lastUsage = usage; }
     }
-    if (!lastRec || !lastCall) continue;
-    const usage = resultName(src, lastCall.node);
+    if (!lastRec || !lastUsage) continue;
+    const L = lastRec.layer;
+    const inV = L.inFeatures?.value;
+    const outV = L.outFeatures?.value;
+    if (inV !== undefined && inV === outV) continue; // hidden -> hidden
+    const sameText = !!L.inFeatures && !!L.outFeatures && L.inFeatures.text.replace(/\s+/g, '') === L.outFeatures.text.replace(/\s+/g, '');
+    const outText = (L.outFeatures?.text ?? '').replace(/\s+/g, '');
+    const vocabLike = outV === undefined || (outV >= 10000 && outV % 1024 !== 0) || isVocabText(outText) || vocabValues.has(outV);
     const topLevel = ctx.ctorSites(cm.info.name).length === 0;
-    if (usage && /logit|scores|lm_output|prediction/i.test(usage)) lastInForward.set(lastRec, `its output is named ${usage} in ${cm.info.name}.forward`);
-    else if (usage === '<return>' && topLevel) lastInForward.set(lastRec, `it is the last projection ${cm.info.name}.forward returns`);
+    if (!ownsEmbedding.has(cm.info.name) && !(topLevel && vocabLike)) continue;
+    if (lastUsage === '<return>') {
+      if (!sameText) lastInForward.set(lastRec, `it is the last projection ${cm.info.name}.forward returns`);
+    } else lastInForward.set(lastRec, `its output is named ${lastUsage} in ${cm.info.name}.forward`);
   }
 
   for (const r of recs) {
@@ -186,18 +200,57 @@ export function isVocabText(t: string): boolean {
   return VOCAB_NAME.test(t) || VOCAB_EXPR.test(t);
 }
 
-/** What the result of a call is stored in: an identifier name, `<return>`, or undefined. */
-function resultName(src: string, call: SyntaxNode): string | undefined {
+const SELF_CALL = /^self\s*\.\s*([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\(/;
+const LOGITS_NAME = /logit|scores|lm_output|prediction/i;
+const PASS_METHOD = /^(float|to|type|contiguous|view|reshape|half|bfloat16|squeeze|unsqueeze|transpose|permute|flatten)$/;
+
+/**
+ * What the value of a call becomes when the call is the outermost expression of its statement: an identifier name,
+ * `<return>` (also when the name it is assigned to is then returned as is), or undefined when it feeds another call
+ * or expression. Casts and reshapes of the value (`.float()`, `[:, -1]`) and conditional branches are transparent.
+ */
+function resultName(src: string, call: SyntaxNode, fn?: FuncRec): string | undefined {
   let n: SyntaxNode = call;
   for (let i = 0; i < 8; i++) {
     const p = n.parent;
     if (!p) return undefined;
-    if (p.type === 'assignment') {
-      const left = p.childForFieldName('left');
-      return left ? src.slice(left.startIndex, left.endIndex) : undefined;
+    switch (p.type) {
+      case 'assignment': {
+        const right = p.childForFieldName('right');
+        if (!right || right.startIndex !== n.startIndex || right.endIndex !== n.endIndex) return undefined;
+        const left = p.childForFieldName('left');
+        if (!left) return undefined;
+        const name = src.slice(left.startIndex, left.endIndex);
+        if (fn && left.type === 'identifier') {
+          for (const r of fn.returns) {
+            if (r.startIndex <= p.startIndex) continue;
+            const v = r.namedChild(0);
+            if (v && src.slice(v.startIndex, v.endIndex) === name) return '<return>';
+          }
+        }
+        return name;
+      }
+      case 'return_statement':
+        return '<return>';
+      case 'parenthesized_expression':
+        break;
+      case 'conditional_expression':
+        // A branch (`self.out(h) if self.out else h`), not the condition.
+        if (p.namedChild(1)?.startIndex === n.startIndex) return undefined;
+        break;
+      case 'subscript':
+        if (p.childForFieldName('value')?.startIndex !== n.startIndex) return undefined;
+        break;
+      case 'attribute': {
+        const outer = p.parent;
+        const attr = p.childForFieldName('attribute');
+        if (!outer || outer.type !== 'call' || !attr || !PASS_METHOD.test(src.slice(attr.startIndex, attr.endIndex))) return undefined;
+        n = outer;
+        continue;
+      }
+      default:
+        return undefined;
     }
-    if (p.type === 'return_statement') return '<return>';
-    if (p.type === 'expression_statement' || p.type === 'block') return undefined;
     n = p;
   }
   return undefined;

@@ -17,6 +17,7 @@ const CODE_BY_KIND: Partial<Record<Layer['kind'], RuleCode>> = {
 
 /** Roles whose layers must stay in high precision: no conversion is ever suggested for them. */
 const PROTECTED_ROLES = new Set<Layer['role']>(['lm_head', 'embedding']);
+const NEVER_CANDIDATES = new Set<Layer['role']>(['lm_head', 'embedding', 'classifier', 'router']);
 
 function conversionMessage(layer: Layer): string {
   const te = layer.teEquivalent ?? 'te.*';
@@ -42,7 +43,9 @@ export const conversionRules: RuleModule = {
   check({ ir }: RuleContext): Finding[] {
     const findings: Finding[] = [];
     ir.layers.forEach((layer, layerIndex) => {
-      if (layer.shapeOk === false && (layer.kind === 'linear' || layer.kind === 'parallel-linear')) {
+      // A tiny classifier or router was never a candidate: its odd shape is only news when it already is a te.* layer.
+      const candidate = layer.isTe || !NEVER_CANDIDATES.has(layer.role);
+      if (layer.shapeOk === false && candidate && (layer.kind === 'linear' || layer.kind === 'parallel-linear')) {
         findings.push({
           code: 'PL110',
           span: layer.span,
