@@ -1,6 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT, TestClient } from './lsp-client';
 
@@ -122,5 +123,45 @@ describe('language server over JSON-RPC (out/server.js)', function () {
     // Still alive and analysing:
     await client.open('file:///ws/after.py', MODEL);
     await client.diagnostics('file:///ws/after.py', (p) => p.diagnostics.length > 0);
+  });
+
+  describe('PL302 looks at the whole workspace, not one file', () => {
+    const TE_MODEL = 'import torch\nimport transformer_engine.pytorch as te\n\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = te.Linear(1024, 1024)\n';
+    const TRAIN = 'import torch\nimport transformer_engine.pytorch as te\nfrom model import Net\n\nmodel = Net()\nwith te.autocast():\n    out = model(torch.randn(16, 1024, device="cuda"))\nout.sum().backward()\n';
+    let dir: string;
+    beforeEach(() => {
+      dir = mkdtempSync(join(tmpdir(), 'pl-ws-'));
+      writeFileSync(join(dir, 'model.py'), TE_MODEL);
+    });
+    afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+    it('raises PL302 once the scan proves no file has FP8 autocast', async () => {
+      const c = new TestClient();
+      await c.initialize(dir);
+      const uri = `file://${join(dir, 'model.py')}`;
+      await c.open(uri, TE_MODEL);
+      await c.diagnostics(uri, (p) => p.diagnostics.some((d) => d.code === 'PL302'));
+      await c.stop();
+    });
+
+    it('stays quiet when a training script elsewhere in the workspace runs the model under autocast', async () => {
+      writeFileSync(join(dir, 'train.py'), TRAIN);
+      const c = new TestClient();
+      await c.initialize(dir);
+      const uri = `file://${join(dir, 'model.py')}`;
+      await c.open(uri, TE_MODEL);
+      // Wait for an analysis that ran after the workspace scan (the scan logs its result), then check.
+      const deadline = Date.now() + 10000;
+      while (!c.notifications.some((n) => n.method === 'window/logMessage' && /workspace scan/.test(JSON.stringify(n.params)))) {
+        if (Date.now() > deadline) throw new Error('no workspace scan');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      // An edit after the scan forces an analysis that certainly sees the scan's facts.
+      await c.change(uri, 2, [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, text: '# edited\n' }]);
+      const published = await c.diagnostics(uri, (p) => p.version === 2);
+      assert.ok(published.diagnostics.some((d) => d.code === 'PL401'), 'analysed');
+      assert.ok(!published.diagnostics.some((d) => d.code === 'PL302'), JSON.stringify(published.diagnostics.map((d) => d.code)));
+      await c.stop();
+    });
   });
 });

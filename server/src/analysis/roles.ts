@@ -221,7 +221,7 @@ function resultName(src: string, call: SyntaxNode, fn?: FuncRec): string | undef
         const left = p.childForFieldName('left');
         if (!left) return undefined;
         const name = src.slice(left.startIndex, left.endIndex);
-        if (fn && left.type === 'identifier') {
+        if (fn && left.type === 'identifier' && !LOGITS_NAME.test(name)) {
           for (const r of fn.returns) {
             if (r.startIndex <= p.startIndex) continue;
             const v = r.namedChild(0);

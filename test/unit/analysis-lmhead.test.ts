@@ -1,0 +1,57 @@
+import { strict as assert } from 'node:assert';
+import { analyze, fixture, initParser, layer } from './analysis-helpers';
+import type { ModelIR } from '../../server/src/analysis/ir';
+
+function owned(ir: ModelIR, owner: string, name: string) {
+  const hits = ir.layers.filter((l) => l.ownerClass === owner && l.name === name);
+  assert.equal(hits.length, 1, `${owner}.${name}: ${ir.layers.map((l) => `${l.ownerClass}.${l.name}`).join(', ')}`);
+  return hits[0];
+}
+
+describe('analysis: lm-head evidence', () => {
+  before(initParser);
+
+  it('never calls an ordinary block projection the lm-head because of its position', () => {
+    const ir = analyze(fixture('lm_head_negatives.py'));
+    for (const l of ir.layers) assert.notEqual(l.role, 'lm_head', `${l.ownerClass}.${l.name}: ${l.roleReasons.join('; ')}`);
+    // c_attn is not even the outermost call of Block.forward.
+    assert.equal(owned(ir, 'Block', 'self.c_attn').role, 'attention');
+    assert.equal(owned(ir, 'Net', 'self.fc1').role, 'mlp');
+    assert.equal(owned(ir, 'Projector', 'self.proj').role, 'other');
+    assert.equal(owned(ir, 'Adapter', 'self.proj').role, 'other');
+    assert.equal(owned(ir, 'Encoder', 'self.out').convertible, true);
+  });
+
+  it('finds heads named output, decoder, output_projection, proj_out, lm_head and head by what they do', () => {
+    const ir = analyze(fixture('lm_head_positives.py'));
+    const out = owned(ir, 'Transformer', 'self.output');
+    assert.equal(out.role, 'lm_head');
+    assert.ok(out.roleReasons.some((r) => /vocabulary-sized/.test(r)));
+    assert.ok(out.roleReasons.some((r) => /returns/.test(r)), out.roleReasons.join('; '));
+    assert.equal(owned(ir, 'RNNModel', 'self.decoder').role, 'lm_head');
+    assert.equal(owned(ir, 'FairseqDecoder', 'self.output_projection').role, 'lm_head');
+    const po = owned(ir, 'TextDecoder', 'self.proj_out');
+    assert.equal(po.role, 'lm_head', po.roleReasons.join('; '));
+    assert.ok(po.roleReasons.some((r) => /returns/.test(r)));
+    assert.equal(owned(ir, 'CausalLM', 'self.lm_head').role, 'lm_head');
+    assert.equal(owned(ir, 'GPT', 'self.head').role, 'lm_head');
+    const vit = owned(ir, 'VisionTransformer', 'self.head');
+    assert.equal(vit.role, 'classifier');
+    for (const l of ir.layers.filter((x) => x.role === 'lm_head')) assert.equal(l.convertible, false, l.name);
+  });
+
+  it('keeps the logits evidence for a top-level scorer whose size is unknown', () => {
+    const ir = analyze([
+      'import torch.nn as nn',
+      'class Scorer(nn.Module):',
+      '    def __init__(self, d):',
+      '        super().__init__()',
+      '        self.proj_out = nn.Linear(d, d)',
+      '    def forward(self, x):',
+      '        logits = self.proj_out(x)',
+      '        return logits',
+      '',
+    ].join('\n'));
+    assert.equal(layer(ir, 'self.proj_out').role, 'lm_head');
+  });
+});
