@@ -23,7 +23,7 @@ if (!existsSync(cli)) {
 }
 const argv = process.argv.slice(2);
 const runsIdx = argv.indexOf('--runs');
-const RUNS = runsIdx >= 0 ? Number(argv[runsIdx + 1]) : 7;
+const RUNS = runsIdx >= 0 ? Number(argv[runsIdx + 1]) : 5;
 const paths = argv.filter((a, i) => !a.startsWith('--') && (runsIdx < 0 || i !== runsIdx + 1));
 
 const quantile = (xs, q) => {
