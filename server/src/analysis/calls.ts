@@ -53,6 +53,35 @@ function kwRecord(args: Arg[]): { args: Record<string, string>; spans: Record<st
   return { args: r, spans: s };
 }
 
+/**
+ * The offset just after the `)` matching the `(` at `open`, skipping strings (with prefixes, triple quotes and
+ * escapes), comments and nested brackets; the text length when unbalanced.
+ */
+export function closeParen(src: string, open: number): number {
+  let depth = 0;
+  const n = src.length;
+  for (let i = open; i < n; i++) {
+    const c = src.charCodeAt(i);
+    if (c === 40 || c === 91 || c === 123) depth++;
+    else if (c === 41 || c === 93 || c === 125) { if (--depth === 0) return i + 1; }
+    else if (c === 35) { const e = src.indexOf('\n', i); if (e < 0) return n; i = e; }
+    else if (c === 34 || c === 39) {
+      const triple = src.charCodeAt(i + 1) === c && src.charCodeAt(i + 2) === c;
+      if (triple) {
+        const q = src.slice(i, i + 3);
+        let j = i + 3;
+        for (; j < n; j++) { if (src.charCodeAt(j) === 92) { j++; continue; } if (src.startsWith(q, j)) break; }
+        i = j + 2;
+      } else {
+        let j = i + 1;
+        for (; j < n; j++) { const d = src.charCodeAt(j); if (d === 92) { j++; continue; } if (d === c || d === 10) break; }
+        i = j;
+      }
+    }
+  }
+  return n;
+}
+
 /** Classifies every call once. */
 export function collectCalls(
   src: string, imports: ImportTable, calls: CallRec[], functions: FuncRec[], callees: (string | undefined)[],
@@ -107,15 +136,17 @@ export function collectCalls(
         break;
     }
     if (last === 'to' || last === 'type' || last === 'view' || last === 'copy_') {
-      const t = src.slice(node.startIndex, node.endIndex);
-      const argText = t.slice(t.indexOf('(', callee.length));
+      // The argument text, scanned from the source without touching the tree.
+      const open = src.indexOf('(', rec.start + callee.length);
+      const argText = open < 0 ? '' : src.slice(open, closeParen(src, open));
       if (FLOAT8.test(argText)) push('float8_cast');
       else if ((last === 'to' || last === 'type') && LOW.test(argText) && /torch\.|dtype|['"]/.test(argText)) push('cast_low_precision');
       continue;
     }
     if (FP8_CHECK.test(last)) { push('fp8_check'); continue; }
     if (LOG_CALLEE.test(callee)) {
-      const t = src.slice(node.startIndex, node.endIndex);
+      const open = src.indexOf('(', rec.start + callee.length);
+      const t = open < 0 ? '' : src.slice(rec.start, closeParen(src, open));
       if (LOG_TEXT.test(t)) push('log_precision');
       continue;
     }

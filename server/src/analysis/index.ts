@@ -13,6 +13,7 @@ import { calleeText, collectLayers } from './layers';
 import { assignRoles } from './roles';
 import { decide } from './verdict';
 import { walkTree, type CallRec } from './walk';
+import { useText } from './spans';
 
 export type * from './ir';
 
@@ -39,6 +40,7 @@ export function analyzeTree(tree: Tree, text: string): ModelIR {
 }
 
 function analyze(tree: Tree, src: string, hasSyntaxErrors: boolean): ModelIR {
+  useText(src);
   const walk = walkTree(tree, src);
   const imports = collectImports(src, walk.imports);
   collectAliases(src, imports, walk.moduleAssigns);
@@ -48,11 +50,13 @@ function analyze(tree: Tree, src: string, hasSyntaxErrors: boolean): ModelIR {
   const callees: (string | undefined)[] = new Array(walk.calls.length);
   const byCallee = new Map<string, CallRec[]>();
   const calls = walk.calls;
-  const simpleCallee = /^[A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*(?=[ \t]*\()/y;
+  const simpleCallee = /[A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*(?=[ \t]*\()/y;
   for (let i = 0; i < calls.length; i++) {
     const start = calls[i].start;
     // A call whose callee holds another call starting at the same offset (`f(x).g(y)`) has no simple callee: in
-    // document order that inner call comes next. Otherwise the callee is read from the text, without touching the tree.
+    // document order that inner call comes next. Otherwise the callee is read from the text with a sticky regex (no
+    // `^`: with the y flag it would pin the match to offset 0 and send every call through the tree), without
+    // touching the tree.
     let text: string | undefined;
     if (i + 1 < calls.length && calls[i + 1].start === start) {
       text = calleeText(src, calls[i].node)?.text;

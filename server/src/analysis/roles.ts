@@ -98,15 +98,18 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     if (!own) continue;
     let lastRec: LayerRec | undefined;
     let lastUsage: string | undefined;
-    for (const c of fwd.calls) {
+    // The last qualifying call in document order: scan backwards and stop at the first.
+    for (let i = fwd.calls.length - 1; i >= 0; i--) {
+      const c = fwd.calls[i];
       // Callee text from the source: `self.<path>(`.
+      if (src.charCodeAt(c.start) !== 115 /* s */ || !src.startsWith('self', c.start)) continue;
       const m = SELF_CALL.exec(src.slice(c.start, c.start + 200));
       if (!m) continue;
       const path = m[1].replace(/\s+/g, '');
       const hit = own.find((r) => r.layer.path === path);
       if (!hit) continue;
       const usage = resultName(src, c.node, fwd);
-      if (usage === '<return>' || (usage && LOGITS_NAME.test(usage))) { lastRec = hit; lastUsage = usage; }
+      if (usage === '<return>' || (usage && LOGITS_NAME.test(usage))) { lastRec = hit; lastUsage = usage; break; }
     }
     if (!lastRec || !lastUsage) continue;
     const L = lastRec.layer;

@@ -2,18 +2,49 @@
 import type { SyntaxNode } from '../parser';
 import type { Span } from './ir';
 
-/** The span of a node. */
+/**
+ * Line starts of the text being analysed, set once per analysis (`useText`): positions are computed from offsets in
+ * JS, which is far cheaper than asking WASM for `endPosition` (each query marshals the node).
+ */
+let lineText: string | undefined;
+let lineStarts: number[] = [0];
+
+export function useText(src: string): void {
+  if (lineText === src) return;
+  lineText = src;
+  const starts = [0];
+  for (let i = src.indexOf('\n'); i !== -1; i = src.indexOf('\n', i + 1)) starts.push(i + 1);
+  lineStarts = starts;
+}
+
+function lineOf(offset: number): number {
+  let lo = 0;
+  let hi = lineStarts.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (lineStarts[mid] <= offset) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+/** The span between two offsets of the current text. */
+export function spanAt(start: number, end: number): Span {
+  const sl = lineOf(start);
+  const el = lineOf(end);
+  return { startLine: sl, startColumn: start - lineStarts[sl], endLine: el, endColumn: end - lineStarts[el], startOffset: start, endOffset: end };
+}
+
+/** The span of a node (startIndex and startPosition are plain fields; the end comes from the line table). */
 export function spanOf(n: SyntaxNode): Span {
+  if (lineText === undefined) {
+    const s = n.startPosition;
+    const e = n.endPosition;
+    return { startLine: s.row, startColumn: s.column, endLine: e.row, endColumn: e.column, startOffset: n.startIndex, endOffset: n.endIndex };
+  }
   const s = n.startPosition;
-  const e = n.endPosition;
-  return {
-    startLine: s.row,
-    startColumn: s.column,
-    endLine: e.row,
-    endColumn: e.column,
-    startOffset: n.startIndex,
-    endOffset: n.endIndex,
-  };
+  const end = n.endIndex;
+  const el = lineOf(end);
+  return { startLine: s.row, startColumn: s.column, endLine: el, endColumn: end - lineStarts[el], startOffset: n.startIndex, endOffset: end };
 }
 
 /** Text of a node, sliced from the document (cheaper than crossing into WASM for it). */
