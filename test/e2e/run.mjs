@@ -2,7 +2,7 @@
 // End-to-end tests in a real VS Code: code-server 4.100.3 (the VS Code 1.100 server and web workbench) driven by
 // headless Debian Chromium. Mocha runs INSIDE the real extension host (test/e2e/suite/index.ts, bundled to
 // out/test/e2e/index.js by scripts/build.mjs), with the real language client and server, on a temp copy of
-// test/e2e/workspace. The exit code is mocha's verdict; the last line is `N passed, N failed`.
+// examples/gpt plus test/e2e/workspace. The exit code is mocha's verdict; the last line is `N passed, N failed`.
 //
 // Environment:
 //   E2E_TIMEOUT_MS   overall deadline (default 300000): past it everything is killed and the run fails.
@@ -86,7 +86,10 @@ async function main() {
 
   ensureCodeServer();
   tmp = makeTempDir('precision-lens-e2e-');
-  const workspace = copyWorkspace(join(repoRoot, 'test', 'e2e', 'workspace'), join(tmp, 'workspace'));
+  // The demo workspace (examples/gpt) is what the tests open, so the README's demo and the tests cannot drift apart;
+  // test/e2e/workspace adds the files only the tests need.
+  const workspace = copyWorkspace(join(repoRoot, 'examples', 'gpt'), join(tmp, 'workspace'));
+  copyWorkspace(join(repoRoot, 'test', 'e2e', 'workspace'), workspace);
   mkdirSync(join(tmp, 'cs'), { recursive: true });
 
   server = await startCodeServer({
