@@ -91,6 +91,19 @@ export interface WireErrorEvent {
   fatal?: boolean;
 }
 
+/** SIGTERM or SIGINT reached the benchmark: it prints this, then exits at once with status 130. */
+export interface WireCancelledEvent {
+  event: 'cancelled';
+  code?: string;
+  /** "SIGTERM" or "SIGINT". */
+  signal?: string;
+  /** The phase and backend the run was in. */
+  phase?: string | null;
+  backend?: string | null;
+  exit_code?: number;
+  message?: string;
+}
+
 export interface WireWorkloadsEvent {
   event: 'workloads';
   workloads?: unknown;
@@ -207,13 +220,23 @@ export interface WorkloadsEvent {
   workloads: WorkloadInfo[];
 }
 
+export interface CancelledEvent {
+  event: 'cancelled';
+  code: string;
+  signal?: string;
+  /** Where the run was when it was stopped. */
+  phase?: string;
+  backend?: string;
+  message: string;
+}
+
 export interface UnknownEvent {
   event: 'unknown';
   name: string;
   raw: Record<string, unknown>;
 }
 
-export type BenchEvent = EnvEvent | ProgressEvent | ResultEvent | SummaryEvent | ErrorEvent | WorkloadsEvent | UnknownEvent;
+export type BenchEvent = EnvEvent | ProgressEvent | ResultEvent | SummaryEvent | ErrorEvent | WorkloadsEvent | CancelledEvent | UnknownEvent;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Normalization helpers
@@ -394,8 +417,33 @@ export function normalizeBenchEvent(value: unknown): BenchEvent | undefined {
     }
     case 'workloads':
       return { event: 'workloads', workloads: normalizeWorkloads(value.workloads) };
+    case 'cancelled': {
+      const signal = str(value.signal);
+      return {
+        event: 'cancelled',
+        code: str(value.code) ?? 'cancelled',
+        signal,
+        phase: str(value.phase),
+        backend: str(value.backend),
+        message: str(value.message) ?? `The benchmark was cancelled${signal ? ` (${signal})` : ''}.`,
+      };
+    }
     default:
       return { event: 'unknown', name: value.event, raw: value };
+  }
+}
+
+/**
+ * One line of the benchmark's stdout as an event. Blank (or whitespace-only) lines are skipped, as the protocol
+ * asks, and so is a line that is not a JSON event object: both give undefined.
+ */
+export function parseBenchEventLine(line: string): BenchEvent | undefined {
+  const trimmed = line.trim();
+  if (trimmed === '' || trimmed[0] !== '{') return undefined;
+  try {
+    return normalizeBenchEvent(JSON.parse(trimmed));
+  } catch {
+    return undefined;
   }
 }
 

@@ -12,6 +12,7 @@ import {
 } from '../../../common/webview-messages';
 import { formatBytes, formatMs, formatNumber, formatRatio } from './format';
 import { HistoryStore } from './historyStore';
+import { ImportError, jsonOutToHistoryEntry, parseJsonOutText } from './importResults';
 import { onPythonSelectionChanged, resolveInterpreter } from './interpreter';
 import { compareRunsToMarkdown, runToMarkdown } from './markdown';
 import {
@@ -270,6 +271,10 @@ export class BenchmarkController implements vscode.Disposable {
         this.deps.benchLog.appendLine(`error ${event.code}${event.backend ? ` (${backendLabel(event.backend)})` : ''}: ${event.message}${event.hint ? ` -- ${event.hint}` : ''}`);
         this.update({ run });
         return;
+      case 'cancelled':
+        this.deps.benchLog.appendLine(`cancelled${event.signal ? ` by ${event.signal}` : ''}${event.phase ? ` during ${event.phase}` : ''}${event.backend ? ` (${event.backend})` : ''}`);
+        this.update({ run });
+        return;
       default:
         if (run !== this.state.run) this.update({ run });
     }
@@ -320,6 +325,36 @@ export class BenchmarkController implements vscode.Disposable {
         this.update({ historyMessage: `This run could not be saved to the history: ${(e as Error).message}` });
       }
     }
+  }
+
+  /**
+   * Adds `bench/benchmark.py --json-out` files to the history as finished runs (an existing entry for the same file
+   * content is replaced). Files that are not usable are reported, the others still imported. Returns the entries
+   * added, in the order of `files`.
+   */
+  async importResults(files: readonly string[]): Promise<HistoryEntry[]> {
+    const imported: HistoryEntry[] = [];
+    const problems: string[] = [];
+    for (const file of files) {
+      try {
+        const [text, stat] = await Promise.all([fs.promises.readFile(file, 'utf8'), fs.promises.stat(file)]);
+        const { entry } = jsonOutToHistoryEntry(parseJsonOutText(text, file), { path: file, finishedAt: stat.mtimeMs });
+        await this.deps.history.add(entry);
+        imported.push(entry);
+        const speed = entry.ratios.map((r) => `${r.backend} ${formatRatio(r.speedup)}`).join(', ');
+        this.deps.log.info(`benchmark: imported ${file} (${entry.options.workload}${entry.gpu ? ` on ${entry.gpu}` : ''}${speed ? `, ${speed} vs BF16` : ''})`);
+      } catch (e) {
+        const why = e instanceof ImportError ? e.message : `${file}: ${(e as Error).message}`;
+        this.deps.log.warn(`benchmark: import failed: ${why}`);
+        problems.push(why);
+      }
+    }
+    if (imported.length > 0) this.update({ history: this.deps.history.entries });
+    if (problems.length > 0) void vscode.window.showErrorMessage(`Benchmark results not imported: ${problems.join(' ')}`);
+    else if (imported.length > 0) {
+      vscode.window.setStatusBarMessage(`Imported ${imported.length} benchmark run${imported.length === 1 ? '' : 's'} into the history`, 5000);
+    }
+    return imported;
   }
 
   /** Kills the running benchmark's process tree. */

@@ -17,11 +17,23 @@ export const COMMANDS = {
   /** Internal (not in the command palette): the host-side state, for the e2e tests. */
   getState: 'precisionLens.benchmark.getState',
   refresh: 'precisionLens.benchmark.refreshEnvironment',
+  importResults: 'precisionLens.benchmark.importResults',
 } as const;
+
+/** The files the import command was given: a path, a Uri, or a list of them (scripts, tests, the explorer menu). */
+function importArgument(arg: unknown, more: unknown): string[] | undefined {
+  const one = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : v instanceof vscode.Uri && v.scheme === 'file' ? v.fsPath : undefined);
+  // The explorer context menu passes (clicked Uri, selected Uris).
+  const list = Array.isArray(more) && more.length > 0 ? more : Array.isArray(arg) ? arg : arg !== undefined ? [arg] : [];
+  const files = list.map(one).filter((f): f is string => f !== undefined);
+  return files.length > 0 ? files : undefined;
+}
 
 /**
  * Registers the benchmark sidebar (`precisionLens.benchmark`), the commands `precisionLens.benchmark.run` (optional
- * argument: partial RunOptions), `precisionLens.benchmark.cancel` and the internal `precisionLens.benchmark.getState`,
+ * argument: partial RunOptions), `precisionLens.benchmark.cancel`, `precisionLens.benchmark.importResults` (argument:
+ * a --json-out path or Uri, or a list; none: a file picker; returns the imported history ids) and the internal
+ * `precisionLens.benchmark.getState`,
  * and starts the environment probe. Disposing it cancels a running benchmark.
  */
 export function registerBenchmark(context: vscode.ExtensionContext, log: vscode.LogOutputChannel): vscode.Disposable {
@@ -42,6 +54,24 @@ export function registerBenchmark(context: vscode.ExtensionContext, log: vscode.
       return controller.run(options);
     }),
     vscode.commands.registerCommand(COMMANDS.cancel, () => controller.cancel()),
+    vscode.commands.registerCommand(COMMANDS.importResults, async (arg?: unknown, more?: unknown): Promise<string[]> => {
+      await ready;
+      let files = importArgument(arg, more);
+      if (!files) {
+        const picked = await vscode.window.showOpenDialog({
+          title: 'Import benchmark results (bench/benchmark.py --json-out)',
+          openLabel: 'Import',
+          canSelectMany: true,
+          defaultUri: vscode.workspace.workspaceFolders?.[0]?.uri,
+          filters: { 'Benchmark results (JSON)': ['json'] },
+        });
+        files = picked?.map((u) => u.fsPath);
+      }
+      if (!files || files.length === 0) return [];
+      const entries = await controller.importResults(files);
+      if (entries.length > 0 && !provider.visible) void vscode.commands.executeCommand(`${BENCHMARK_VIEW_ID}.focus`);
+      return entries.map((e) => e.id);
+    }),
     vscode.commands.registerCommand(COMMANDS.getState, (): BenchmarkViewState => controller.getState()),
     vscode.commands.registerCommand(COMMANDS.refresh, async () => {
       await ready;

@@ -74,15 +74,25 @@ export function applyRunEvent(run: RunState, event: BenchEvent): RunState {
         return { ...run, warnings: [...run.warnings, `${event.backend ?? 'benchmark'}: ${event.message}${event.hint ? ` (${event.hint})` : ''}`] };
       }
       return { ...run, error: run.error ?? toUserError(event.code, event.message, event.hint) };
+    case 'cancelled':
+      // SIGTERM/SIGINT reached the benchmark (from the Cancel button or from outside): it exits right after this.
+      return {
+        ...run,
+        status: 'cancelled',
+        progress: { ...progressOf('cancelled', run.progress?.step, run.progress?.total, event.backend ?? run.progress?.backend, event.message), fraction: run.progress?.fraction },
+      };
     default:
       return run;
   }
 }
 
-/** Final state after the process ended. `error` wins over everything; a cancelled run keeps its partial results. */
+/**
+ * Final state after the process ended. A cancelled run (cancelled by the user, or the benchmark reported a `cancelled`
+ * event) keeps its partial results; otherwise `error` wins over everything.
+ */
 export function finishRun(run: RunState, outcome: { cancelled: boolean; error?: UserError }, now: number): RunState {
   const progress = run.progress ? { ...run.progress } : undefined;
-  if (outcome.cancelled) return { ...run, status: 'cancelled', finishedAt: now, progress: { ...(progress ?? { phase: '' }), phase: 'cancelled' } };
+  if (outcome.cancelled || run.status === 'cancelled') return { ...run, status: 'cancelled', finishedAt: now, progress: { ...(progress ?? { phase: '' }), phase: 'cancelled' } };
   const error = run.error ?? outcome.error;
   if (error) return { ...run, status: 'failed', finishedAt: now, error };
   if (run.results.filter((r) => !r.skippedReason).length === 0) {
