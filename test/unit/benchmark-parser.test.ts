@@ -108,7 +108,8 @@ describe('benchmark event normalization', () => {
     assert.equal(normalizeBenchEvent({ no: 'event' }), undefined);
     assert.equal(normalizeBenchEvent([1, 2]), undefined);
     assert.equal(normalizeBenchEvent(null), undefined);
-    assert.deepEqual(normalizeBenchEvent({ event: 'cancelled', signal: 'SIGTERM' }), { event: 'unknown', name: 'cancelled', raw: { event: 'cancelled', signal: 'SIGTERM' } });
+    assert.deepEqual(normalizeBenchEvent({ event: 'brand_new', signal: 'SIGTERM' }), { event: 'unknown', name: 'brand_new', raw: { event: 'brand_new', signal: 'SIGTERM' } });
+    assert.equal(normalizeBenchEvent({ event: 'cancelled', signal: 'SIGTERM' })?.event, 'cancelled', 'see benchmark-cancelled.test.ts');
   });
 
   it('normalizes results (step_ms or step_time_ms, NaN losses, skipped backends)', () => {

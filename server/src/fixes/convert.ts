@@ -3,7 +3,7 @@
  * the file has the wrapper), and "convert all eligible layers" in a class or the file. Only the callee and the
  * specific arguments that differ are edited; comments and layout stay.
  */
-import type { Layer } from '../analysis/ir';
+import type { Layer, ModelIR } from '../analysis/ir';
 import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
 import { addImport, teAccess } from './imports';
 import { splitCallArgs, type CallArg } from './source';
@@ -202,10 +202,23 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
 }
 
 /** Stable id part for a layer: owner and attribute path, or its constructor text, plus its ordinal among equals. */
+const layerKeys = new WeakMap<ModelIR, Map<Layer, string>>();
+
 export function layerKey(ctx: FixContext, layer: Layer): string {
-  const key = (l: Layer) => `${l.ownerClass ?? ''}.${l.name || l.constructor}`;
-  const same = ctx.ir.layers.filter((l) => key(l) === key(layer));
-  return `${key(layer)}#${same.indexOf(layer)}`;
+  let keys = layerKeys.get(ctx.ir);
+  if (!keys) {
+    // Numbered per owner and name, in document order, computed once per IR (a file has thousands of layers).
+    keys = new Map();
+    const seen = new Map<string, number>();
+    for (const l of ctx.ir.layers) {
+      const base = `${l.ownerClass ?? ''}.${l.name || l.constructor}`;
+      const n = seen.get(base) ?? 0;
+      seen.set(base, n + 1);
+      keys.set(l, `${base}#${n}`);
+    }
+    layerKeys.set(ctx.ir, keys);
+  }
+  return keys.get(layer) ?? `${layer.ownerClass ?? ''}.${layer.name || layer.constructor}#?`;
 }
 
 /** The quick fix for one layer's PL101/102/103/106 finding. */

@@ -28,9 +28,19 @@ export type { TextEdit } from './edits';
 export { applyEdits, editsConflict } from './edits';
 export { WRAPPER_MARKER } from './wrapper';
 
-/** Builds the shared context once per request. */
+/** The last context built: the CLI and a code-action request ask for the fixes of many findings of one analysis. */
+let lastContext: { ctx: FixContext; teVersion?: string } | undefined;
+
+/**
+ * Builds the shared context (the statement scan of the whole file is its costly part); reused while the text, the IR
+ * and the settings are the same objects, so asking for the fixes of every finding stays linear in the file size.
+ */
 export function fixContext(text: string, ir: ModelIR, settings: PrecisionLensSettings, env: FixEnv = {}): FixContext {
-  return { text, ir, settings, model: scanSource(text), api: resolveApi(settings, env), hasWrapper: hasWrapper(text) };
+  const last = lastContext;
+  if (last && last.ctx.text === text && last.ctx.ir === ir && last.ctx.settings === settings && last.teVersion === env.teVersion) return last.ctx;
+  const ctx: FixContext = { text, ir, settings, model: scanSource(text), api: resolveApi(settings, env), hasWrapper: hasWrapper(text) };
+  lastContext = { ctx, teVersion: env.teVersion };
+  return ctx;
 }
 
 /** Generated text uses '\n'; a CRLF file gets CRLF. */

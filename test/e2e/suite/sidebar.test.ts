@@ -6,6 +6,7 @@
  */
 import * as assert from 'assert';
 import * as fs from 'fs';
+import * as path from 'path';
 import * as vscode from 'vscode';
 import type { BenchmarkViewState } from '../../../common/webview-messages';
 import { waitFor } from './helpers';
@@ -112,5 +113,37 @@ describe('benchmark sidebar (no GPU)', function () {
     await vscode.commands.executeCommand('precisionLens.benchmark.cancel');
     const s = await getState();
     assert.ok(!['starting', 'running', 'cancelling'].includes(s.run.status));
+  });
+
+  it('imports the H200 --json-out results into the history (Import Benchmark Results)', async () => {
+    const ext = vscode.extensions.getExtension('precision-lens.precision-lens');
+    assert.ok(ext, 'the extension under test');
+    const file = path.join(ext.extensionPath, 'bench', 'results', 'h200', 'llama-7b-slice.json');
+    const commands = await vscode.commands.getCommands(true);
+    assert.ok(commands.includes('precisionLens.benchmark.importResults'));
+    const ids = await vscode.commands.executeCommand<string[]>('precisionLens.benchmark.importResults', file);
+    assert.equal(ids.length, 1);
+    const s = await getState();
+    const entry = s.history.find((h) => h.id === ids[0]);
+    assert.ok(entry, 'the imported run is in the host state');
+    assert.equal(entry.options.workload, 'llama-7b-slice');
+    assert.equal(entry.gpu, 'NVIDIA H200');
+    assert.equal(entry.jsonOut, file);
+    const ran = entry.results.filter((r) => !r.skippedReason).map((r) => r.backend);
+    assert.deepEqual(ran, ['bf16', 'torch-fp8']);
+    const speedup = entry.ratios.find((r) => r.backend === 'torch-fp8')?.speedup;
+    assert.ok(speedup !== undefined && speedup > 1.3, `torch-fp8 tokens/s ratio ${speedup}`);
+    const bf16 = entry.results.find((r) => r.backend === 'bf16')!;
+    const fp8 = entry.results.find((r) => r.backend === 'torch-fp8')!;
+    assert.ok(fp8.tokensPerS! / bf16.tokensPerS! > 1.3);
+
+    // The same file again replaces the entry; a file that is not --json-out output adds nothing.
+    const again = await vscode.commands.executeCommand<string[]>('precisionLens.benchmark.importResults', vscode.Uri.file(file));
+    assert.deepEqual(again, ids);
+    const notResults = await vscode.commands.executeCommand<string[]>('precisionLens.benchmark.importResults', path.join(ext.extensionPath, 'package.json'));
+    assert.deepEqual(notResults, []);
+    const after = await getState();
+    assert.equal(after.history.filter((h) => h.id === ids[0]).length, 1);
+    assert.equal(after.history.length, s.history.length);
   });
 });

@@ -1,0 +1,116 @@
+/**
+ * Importing `bench/benchmark.py --json-out` files into the history, against the real H200 results in
+ * bench/results/h200/: the entry is what a live run of the same events would have stored (ratios equal the
+ * benchmark's own summary), re-importing is idempotent, and unusable documents are refused with a reason.
+ */
+import * as assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ImportError, jsonOutToHistoryEntry, optionsFromDocument, parseJsonOutText } from '../../client/src/benchmark/importResults';
+import { normalizeBenchEvent, BenchEvent } from '../../common/bench-events';
+
+const dir = join(__dirname, '..', '..', 'bench', 'results', 'h200');
+const FINISHED = Date.UTC(2026, 10, 30, 0, 37, 3);
+
+function load(name: string): Record<string, unknown> {
+  return parseJsonOutText(readFileSync(join(dir, name), 'utf8'), name) as Record<string, unknown>;
+}
+
+describe('benchmark results import (--json-out)', () => {
+  it('llama-7b-slice.json: bf16 and torch-fp8 on the H200, the ratios of the benchmark summary', () => {
+    const doc = load('llama-7b-slice.json');
+    const { entry, warnings } = jsonOutToHistoryEntry(doc, { path: '/r/llama-7b-slice.json', finishedAt: FINISHED });
+    assert.deepEqual(entry.results.map((r) => r.backend), ['bf16', 'torch-fp8']);
+    assert.ok(entry.results.every((r) => !r.skippedReason && !r.emulated));
+    assert.deepEqual(entry.options, { workload: 'llama-7b-slice', backends: ['bf16', 'te', 'torch-fp8'], steps: 50, warmup: 10, batch: 4, seq: 4096, compile: true });
+    assert.equal(entry.gpu, 'NVIDIA H200');
+    assert.equal(entry.capability, '9.0');
+    assert.equal(entry.torchVersion, '2.11.0+cu130');
+    assert.equal(entry.teVersion, undefined, 'TE was not installed on that machine');
+    assert.equal(entry.interpreter, '/opt/torch/.venv/bin/python3');
+    assert.equal(entry.hostname, 'vm');
+    assert.equal(entry.jsonOut, '/r/llama-7b-slice.json');
+    assert.equal(entry.finishedAt, FINISHED);
+    assert.equal(entry.startedAt, Math.round(FINISHED - 91.60767316818237 * 1000), 'started elapsed_s before the file was written');
+    assert.deepEqual(warnings, ['te: Transformer Engine not installed (pip install transformer_engine[pytorch] (needs CUDA 12+ and an FP8 GPU); the other backends still run)']);
+
+    const summary = doc.summary as { ratios: Record<string, { tokens_per_s: number; peak_memory: number; step_time_median: number; final_loss_diff: number }> };
+    const expected = summary.ratios['torch-fp8'];
+    assert.equal(entry.ratios.length, 1);
+    const ratio = entry.ratios[0];
+    assert.equal(ratio.backend, 'torch-fp8');
+    assert.ok(Math.abs(ratio.speedup! - expected.tokens_per_s) < 1e-9, `${ratio.speedup} vs ${expected.tokens_per_s}`);
+    assert.ok(ratio.speedup! > 1.3);
+    assert.ok(Math.abs(ratio.memory! - expected.peak_memory) < 1e-9);
+    assert.ok(Math.abs(ratio.stepTime! - expected.step_time_median) < 1e-9);
+    assert.ok(Math.abs(ratio.finalLossDelta! - expected.final_loss_diff) < 1e-9);
+
+    const bf16 = entry.results[0];
+    assert.equal(Math.round(bf16.tokensPerS!), 31476);
+    assert.equal(bf16.peakMemoryBytes, 74085886976);
+    assert.equal(bf16.losses.length, 60);
+    assert.equal(bf16.lossMeasuredFrom, 10);
+    assert.equal(bf16.extra?.params, 2879492096);
+    assert.equal(bf16.extra?.conversion, undefined, 'large extras stay in the --json-out file');
+  });
+
+  it('llama-70b-slice.json: torch-fp8 over 1.4x with less memory', () => {
+    const { entry } = jsonOutToHistoryEntry(load('llama-70b-slice.json'), { finishedAt: FINISHED });
+    assert.equal(entry.options.workload, 'llama-70b-slice');
+    assert.equal(entry.options.batch, 2);
+    assert.ok(entry.ratios[0].speedup! > 1.4, String(entry.ratios[0].speedup));
+    assert.ok(entry.ratios[0].memory! < 1);
+  });
+
+  it('every H200 result file imports, with an id stable across imports and distinct between files', () => {
+    const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+    assert.ok(files.length >= 6, files.join(', '));
+    const ids = new Set<string>();
+    for (const f of files) {
+      const doc = load(f);
+      const a = jsonOutToHistoryEntry(doc, { finishedAt: FINISHED }).entry;
+      const b = jsonOutToHistoryEntry(load(f), { finishedAt: FINISHED + 5 }).entry;
+      assert.equal(a.id, b.id, `${f}: re-importing replaces the entry`);
+      assert.match(a.id, /^import-[A-Za-z0-9_.-]+-[0-9a-f]{12}$/);
+      ids.add(a.id);
+      assert.deepEqual(a.results.map((r) => r.backend), ['bf16', 'torch-fp8'], f);
+      const summary = doc.summary as { ratios: Record<string, { tokens_per_s: number }> };
+      assert.ok(Math.abs(a.ratios[0].speedup! - summary.ratios['torch-fp8'].tokens_per_s) < 1e-9, f);
+    }
+    assert.equal(ids.size, files.length);
+  });
+
+  it('options: the results first, then the recorded command line (my-model workload with --batch/--seq)', () => {
+    const doc = load('my-model-examples-gpt.json');
+    const events = (doc.events as unknown[]).map(normalizeBenchEvent).filter((e): e is BenchEvent => !!e);
+    const options = optionsFromDocument(doc, events);
+    assert.equal(options.workload, 'bench_model:gpt');
+    assert.deepEqual([options.steps, options.warmup, options.batch, options.seq, options.compile], [30, 10, 16, 1024, true]);
+    // Without results' fields, the command line decides.
+    const bare = optionsFromDocument({ command: ['b.py', '--workload', 'gpt-1.3b', '--backends', 'bf16', '--steps=7', '--no-compile'] }, []);
+    assert.deepEqual(bare, { workload: 'gpt-1.3b', backends: ['bf16'], steps: 7, warmup: 10, batch: 16, seq: 1024, compile: false });
+  });
+
+  it('a document without "events" is rebuilt from env / errors / results / summary', () => {
+    const { events: _events, ...rest } = load('gpt-125m.json');
+    void _events;
+    const { entry } = jsonOutToHistoryEntry(rest, { finishedAt: FINISHED });
+    assert.equal(entry.gpu, 'NVIDIA H200');
+    assert.deepEqual(entry.results.map((r) => r.backend), ['bf16', 'torch-fp8']);
+  });
+
+  it('refuses what is not a finished run, with a reason', () => {
+    const refuse = (doc: unknown, pattern: RegExp) => assert.throws(() => jsonOutToHistoryEntry(doc, { path: 'x.json', finishedAt: 0 }),
+      (e: unknown) => e instanceof ImportError && pattern.test(e.message));
+    refuse([1, 2], /expected a JSON object/);
+    refuse({ foo: 1 }, /neither "events" nor "results"/);
+    refuse({ protocol: 2, events: [] }, /newer benchmark/);
+    refuse({ protocol: 1, events: [{ event: 'env', gpus: [] }, { event: 'error', code: 'no_cuda', message: 'no CUDA device', fatal: true }] }, /no benchmark result/);
+    const bf16 = { event: 'result', backend: 'bf16', tokens_per_s: 10, losses: [1] };
+    refuse({ events: [bf16, { event: 'error', code: 'internal', message: 'internal error: boom', fatal: true }] }, /failed: The benchmark failed \(internal error\): internal error: boom/);
+    refuse({ events: [bf16, { event: 'cancelled', code: 'cancelled', signal: 'SIGTERM' }] }, /cancelled run/);
+    refuse({ events: [{ event: 'result', backend: 'te', skipped: true, reason: 'TE missing' }] }, /failed: No results/);
+    assert.throws(() => parseJsonOutText('not json', 'x.json'), /x\.json is not JSON/);
+    assert.deepEqual(parseJsonOutText('{"a": NaN}\n'), { a: null }, "Python's NaN reads as null");
+  });
+});
