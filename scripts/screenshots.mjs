@@ -5,7 +5,10 @@
 //   docs/screenshots/hover.png        the hover of a PL101 diagnostic
 //   docs/screenshots/quickfix.png     the quick fix menu (Control+.) on c_attn
 //   docs/screenshots/sidebar.png      the Precision Lens benchmark view
-// Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,...]
+//   docs/screenshots/results-h200.png the view with the H200 llama-7b-slice run (bench/results/h200/*.json, imported
+//                                     with "Precision Lens: Import Benchmark Results (JSON)…"): charts and table
+//   docs/screenshots/compare-h200.png the 7B and 70B slice runs selected together: the comparison
+// Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,...,results-h200,compare-h200]
 // Each step that fails is reported and the script goes on; the exit code is 1 when any step failed.
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -17,6 +20,9 @@ const outDir = resolve(opt('--out') ?? join(repoRoot, 'docs', 'screenshots'));
 const only = opt('--only')?.split(',');
 const want = (name) => !only || only.includes(name);
 const TIMEOUT = 45_000;
+/** The H200 runs the results pictures show (bench/results/h200/, written by benchmark.py --json-out). */
+const H200_RUNS = ['llama-7b-slice.json', 'llama-70b-slice.json'];
+const VIEW_SELECTOR = '.activitybar .action-item a[aria-label^="Precision Lens"], .activitybar .action-item [aria-label^="Precision Lens"]';
 
 if (!findChromium()) {
   console.error(CHROMIUM_HELP);
@@ -85,7 +91,7 @@ try {
   }, page);
 
   await step('sidebar', async () => {
-    await page.click('.activitybar .action-item a[aria-label^="Precision Lens"], .activitybar .action-item [aria-label^="Precision Lens"]', { timeout: TIMEOUT });
+    await page.click(VIEW_SELECTOR, { timeout: TIMEOUT });
     // The view is a webview: wait for its document to render some text.
     const deadline = Date.now() + TIMEOUT;
     for (;;) {
@@ -96,6 +102,41 @@ try {
       await page.waitForTimeout(250);
     }
     await shot(page, 'sidebar');
+  }, page);
+
+  // The H200 results: the real --json-out files of bench/results/h200, imported through the command palette and
+  // the file dialog, as a user would; then the runs are picked in the view's history.
+  let imported;
+  const importH200 = () => (imported ??= (async () => {
+    await openBenchmarkView(page);
+    for (const [i, name] of H200_RUNS.entries()) {
+      await runCommand(page, 'Precision Lens: Import Benchmark Results (JSON)');
+      await pickFile(page, join(repoRoot, 'bench', 'results', 'h200', name));
+      await waitForView(page, (text, n) => text.includes(`History (${n})`), i + 1, `the history to list ${i + 1} run(s)`);
+    }
+    // A tall window and a wide sidebar: the history, the charts and the table in one picture.
+    await page.keyboard.press('Escape');
+    await runCommand(page, 'View: Hide Panel').catch(() => {});
+    await page.setViewportSize({ width: 1440, height: 1400 });
+    await resizeSidebar(page, 760);
+  })());
+
+  await step('results-h200', async () => {
+    await importH200();
+    const view = await benchmarkFrame(page);
+    await selectRuns(view, ['llama-7b-slice']);
+    await waitForView(page, (text) => /Run of .*: llama-7b-slice/.test(text) && text.includes('Throughput'), undefined, 'the 7B run details');
+    await scrollView(view, 'section.history');
+    await shot(page, 'results-h200');
+  }, page);
+
+  await step('compare-h200', async () => {
+    await importH200();
+    const view = await benchmarkFrame(page);
+    await selectRuns(view, ['llama-7b-slice', 'llama-70b-slice']);
+    await waitForView(page, (text) => text.includes('Comparison'), undefined, 'the comparison');
+    await scrollView(view, 'section.details');
+    await shot(page, 'compare-h200');
   }, page);
 } catch (err) {
   failures.push(`setup: ${err.message}`);
@@ -117,12 +158,14 @@ async function step(name, fn, page) {
     await fn();
   } catch (err) {
     failures.push(`${name}: ${err.message.split('\n')[0]}`);
+    // What the window showed when the step failed (SCREENSHOTS_DEBUG=dir), for diagnosis; never in docs/.
+    if (process.env.SCREENSHOTS_DEBUG) await page?.screenshot({ path: join(process.env.SCREENSHOTS_DEBUG, `failed-${name}.png`) }).catch(() => {});
   }
 }
 
 async function shot(page, name) {
   const file = join(outDir, `${name}.png`);
-  if (name === 'sidebar') await page.mouse.move(900, 600); // no activity bar tooltip in the picture
+  if (name === 'sidebar' || name.endsWith('-h200')) await page.mouse.move(1200, 600); // no tooltip in the picture
   await page.screenshot({ path: file });
   console.log(`wrote ${file}`);
 }
@@ -152,4 +195,102 @@ async function goToLine(page, line, column) {
   await input.waitFor({ timeout: TIMEOUT });
   await input.fill(`:${line}${column ? `:${column}` : ''}`);
   await page.keyboard.press('Enter');
+}
+
+
+async function openBenchmarkView(page) {
+  if (await benchmarkFrame(page, 1000).catch(() => undefined)) return;
+  await page.click(VIEW_SELECTOR, { timeout: TIMEOUT });
+  await benchmarkFrame(page);
+}
+
+/** The frame of the benchmark webview (the inner one, with the view's `#app`). */
+async function benchmarkFrame(page, timeoutMs = TIMEOUT) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    for (const f of page.frames()) {
+      const found = await f.evaluate(() => !!document.querySelector('#app section.history')).catch(() => false);
+      if (found) return f;
+    }
+    if (Date.now() > deadline) throw new Error('no benchmark webview frame');
+    await page.waitForTimeout(200);
+  }
+}
+
+/** Waits until the benchmark view's text satisfies `test(text, arg)`. */
+async function waitForView(page, test, arg, what) {
+  const deadline = Date.now() + TIMEOUT;
+  for (;;) {
+    const view = await benchmarkFrame(page).catch(() => undefined);
+    const text = view ? await view.evaluate(() => document.body.innerText).catch(() => '') : '';
+    if (test(text, arg)) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await page.waitForTimeout(200);
+  }
+}
+
+/** Runs a command by its palette title (F1, type, Enter). */
+async function runCommand(page, title) {
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ timeout: TIMEOUT });
+  await input.fill(`>${title}`);
+  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: title }).first();
+  await row.waitFor({ timeout: TIMEOUT });
+  await page.keyboard.press('Enter');
+}
+
+/** Answers code-server's file dialog (a quick input holding a path) with `file`. */
+async function pickFile(page, file) {
+  const input = page.locator('.quick-input-widget input');
+  await page.waitForFunction(() => {
+    const el = document.querySelector('.quick-input-widget input');
+    return !!el && el.offsetParent !== null && el.value.startsWith('/');
+  }, undefined, { timeout: TIMEOUT });
+  // The dialog fills in its start folder after it opens, and completes as it goes: type the path until it holds
+  // exactly that (and has had time to validate it), then accept it.
+  const deadline = Date.now() + TIMEOUT;
+  for (let settled = 0; settled < 3;) {
+    if (Date.now() > deadline) throw new Error(`the file dialog did not take ${file}`);
+    if ((await input.inputValue()) === file) settled++;
+    else {
+      settled = 0;
+      await input.fill(file);
+    }
+    await page.waitForTimeout(250);
+  }
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => {
+    const w = document.querySelector('.quick-input-widget');
+    return !w || w.style.display === 'none' || w.offsetParent === null;
+  }, undefined, { timeout: TIMEOUT });
+}
+
+/** Drags the sash right of the side bar so that it is `width` pixels wide. */
+async function resizeSidebar(page, width) {
+  const bar = await page.locator('.part.sidebar').boundingBox();
+  if (!bar) return;
+  const y = bar.y + bar.height / 2;
+  await page.mouse.move(bar.x + bar.width + 1, y);
+  await page.mouse.down();
+  await page.mouse.move(bar.x + width, y, { steps: 8 });
+  await page.mouse.up();
+}
+
+/** Checks exactly the history rows whose text contains each of `workloads` (the view keeps the last two). */
+async function selectRuns(view, workloads) {
+  const rows = view.locator('.history-list li');
+  const n = await rows.count();
+  for (let i = 0; i < n; i++) {
+    const row = rows.nth(i);
+    const text = await row.innerText();
+    const want = workloads.some((w) => new RegExp(`\\b${w}\\b`).test(text));
+    const box = row.locator('input[type=checkbox]');
+    if ((await box.isChecked()) !== want) await box.click();
+  }
+}
+
+async function scrollView(view, selector) {
+  await view.evaluate((sel) => document.querySelector(sel)?.scrollIntoView({ block: 'start' }), selector);
+  await view.page().waitForTimeout(300);
 }

@@ -2,7 +2,7 @@
  * FP8 autocast regions of both TE APIs (`te.fp8_autocast(...)`, `te.autocast(...)`), the calls inside them and the
  * `.backward()` calls among those.
  */
-import type { SyntaxNode } from '../parser';
+import type { SyntaxNode } from './node';
 import type { AutocastApi, AutocastRegion, CallSite } from './ir';
 import { resolveName, type ImportTable } from './imports';
 import { shortText, spanOf } from './spans';

@@ -3,7 +3,7 @@
  * backward, capability checks, deprecated TE API, float8 casts, precision logging; TE recipes; torchao / accelerate
  * FP8 conversions; weight-tying statements.
  */
-import type { SyntaxNode } from '../parser';
+import type { SyntaxNode } from './node';
 import type { Fp8ConversionCall, NotableCall, RecipeCall, Span, WeightTie } from './ir';
 import { teAutocastApi } from './autocast';
 import { resolveName, type ImportTable } from './imports';

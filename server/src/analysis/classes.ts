@@ -2,7 +2,7 @@
  * Classes defined in the file: bases, config-style field defaults, and what they behave as when they are layers
  * (local subclasses of nn.Linear/LayerNorm, custom RMSNorm and LayerNorm classes by name and by structure).
  */
-import type { SyntaxNode } from '../parser';
+import type { SyntaxNode } from './node';
 import type { ClassInfo, LayerKind } from './ir';
 import { knownCtor } from './known';
 import { resolveName, type ImportTable } from './imports';

@@ -3,7 +3,7 @@
  * `self.x` set in __init__, and config dataclass / class-attribute defaults (`config.n_embd` -> GPTConfig.n_embd).
  * Values known only as defaults that callers may override still count as known; the notes say so.
  */
-import type { SyntaxNode } from '../parser';
+import type { SyntaxNode } from './node';
 import type { Dim } from './ir';
 import { ctorParams, paramsOf, type ClassModel } from './classes';
 import type { AssignRec, CallRec, FuncRec } from './walk';

@@ -2,7 +2,7 @@
  * Import bindings and name resolution: `nn.Linear` -> `torch.nn.Linear`, `te.pytorch.Linear` ->
  * `transformer_engine.pytorch.Linear`, `L` -> `torch.nn.Linear`.
  */
-import type { SyntaxNode } from '../parser';
+import type { SyntaxNode } from './node';
 import type { ImportBinding } from './ir';
 import { spanOf } from './spans';
 import type { AssignRec, ImportRec } from './walk';

@@ -12,10 +12,12 @@ import { collectAliases, collectImports } from './imports';
 import { calleeText, collectLayers } from './layers';
 import { assignRoles } from './roles';
 import { decide } from './verdict';
-import { walkTree, type CallRec } from './walk';
+import { walkNodes, type CallRec } from './walk';
+import { AnalysisCache, mirrorWalkNodes, WALK_TYPES, type SyntaxNode } from './node';
 import { useText } from './spans';
 
 export type * from './ir';
+export { AnalysisCache } from './node';
 
 /** An empty IR (what a file with nothing to analyse gives). */
 export function emptyIR(hasSyntaxErrors = false): ModelIR {
@@ -25,13 +27,23 @@ export function emptyIR(hasSyntaxErrors = false): ModelIR {
   };
 }
 
-/** Analyses one parsed Python file. `text` must be the text the tree was parsed from. */
-export function analyzeTree(tree: Tree, text: string): ModelIR {
+/**
+ * Analyses one parsed Python file. `text` must be the text the tree was parsed from. With a `cache` (one per document,
+ * kept across edits), the tree is copied statement by statement into JS and only statements whose text changed since
+ * the last call are copied again; the IR is the same as without.
+ */
+export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache): ModelIR {
   let hasErrors = false;
   try {
     hasErrors = tree.rootNode.hasError;
-    return analyze(tree, text, hasErrors);
+    let nodes: SyntaxNode[];
+    if (cache) {
+      useText(text);
+      nodes = mirrorWalkNodes(tree, text, cache, hasErrors);
+    } else nodes = tree.rootNode.descendantsOfType(WALK_TYPES);
+    return analyze(nodes, text, hasErrors);
   } catch (err) {
+    cache?.clear();
     // Best effort: an internal failure on odd input must not take the server down.
     const ir = emptyIR(true);
     ir.analysisError = err instanceof Error ? err.message : String(err);
@@ -39,9 +51,9 @@ export function analyzeTree(tree: Tree, text: string): ModelIR {
   }
 }
 
-function analyze(tree: Tree, src: string, hasSyntaxErrors: boolean): ModelIR {
+function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boolean): ModelIR {
   useText(src);
-  const walk = walkTree(tree, src);
+  const walk = walkNodes(nodes, src);
   const imports = collectImports(src, walk.imports);
   collectAliases(src, imports, walk.moduleAssigns);
   const classes = analyzeClasses(src, walk.classes, imports);

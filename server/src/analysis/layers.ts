@@ -3,7 +3,7 @@
  * `transformer.wte`, `layers[*]`), their arguments and dimensions. Factories (local functions returning a layer) are
  * expanded at each call site.
  */
-import type { SyntaxNode } from '../parser';
+import type { SyntaxNode } from './node';
 import type { Layer, LayerArg, LayerKind } from './ir';
 import { ctorParams, type ClassModel } from './classes';
 import { argFor, type EvalScope, type Evaluator } from './dims';

@@ -2,7 +2,7 @@
  * Roles: what each layer does in the model. The lm-head is found by what it does (vocabulary-sized output, weights
  * tied to an embedding, the projection that produces the logits in forward); its name is weaker evidence.
  */
-import type { SyntaxNode } from '../parser';
+import type { SyntaxNode } from './node';
 import type { LayerRole, WeightTie } from './ir';
 import type { ClassModel } from './classes';
 import type { LayerRec } from './layers';

@@ -1,5 +1,5 @@
 /** Span and text helpers over web-tree-sitter nodes (positions are UTF-16 code units, as LSP wants). */
-import type { SyntaxNode } from '../parser';
+import type { SyntaxNode } from './node';
 import type { Span } from './ir';
 
 /**
@@ -25,6 +25,12 @@ function lineOf(offset: number): number {
     if (lineStarts[mid] <= offset) lo = mid; else hi = mid - 1;
   }
   return lo;
+}
+
+/** Row and column of an offset of the current text (what tree-sitter reports for it). */
+export function positionAt(offset: number): { row: number; column: number } {
+  const row = lineOf(offset);
+  return { row, column: offset - lineStarts[row] };
 }
 
 /** The span between two offsets of the current text. */

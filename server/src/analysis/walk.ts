@@ -3,7 +3,7 @@
  * walk); a sweep over the returned nodes, which come in document order, rebuilds the nesting (class, function, try,
  * with, loop) with a stack of end offsets, so every record knows its context without walking up the tree.
  */
-import type { SyntaxNode, Tree } from '../parser';
+import type { SyntaxNode } from './node';
 
 export interface ClassRec {
   node: SyntaxNode;
@@ -74,21 +74,15 @@ export interface WalkResult {
   moduleAssigns: AssignRec[];
 }
 
-const TYPES = [
-  'import_statement', 'import_from_statement', 'class_definition', 'function_definition', 'try_statement',
-  'with_statement', 'for_statement', 'while_statement', 'call', 'assignment', 'return_statement',
-];
-
 interface Frame {
   end: number;
   kind: 'class' | 'fn' | 'try' | 'with' | 'loop';
   rec?: ClassRec | FuncRec | WithRec;
 }
 
-/** Collects the records the analysis needs in one pass. */
-export function walkTree(tree: Tree, src: string): WalkResult {
+/** Collects the records the analysis needs in one pass over the WALK_TYPES nodes of the file, in document order. */
+export function walkNodes(nodes: readonly SyntaxNode[], src: string): WalkResult {
   const out: WalkResult = { imports: [], classes: [], functions: [], calls: [], assigns: [], withs: [], moduleAssigns: [] };
-  const nodes = tree.rootNode.descendantsOfType(TYPES);
   const stack: Frame[] = [];
   let scope: Scope = { guarded: false, withs: [], loopDepth: 0 };
 

@@ -1,0 +1,208 @@
+/**
+ * The node interface the analysis reads, and a plain-JS mirror of the syntax tree, memoised per top-level statement.
+ *
+ * The analysis only ever reads a handful of node properties (type, offsets, parent, children, fields). A web-tree-sitter
+ * `Node` satisfies this interface directly (the CLI path: one pass per file, no mirror, no cache). The language server
+ * instead keeps an `AnalysisCache` per document: phase 1 copies each top-level statement's subtree once into JS objects
+ * (offsets relative to the statement start, so the copy survives edits elsewhere in the file), phase 2 runs the
+ * analysis on those copies without crossing into WASM. After an edit only statements whose text changed are copied
+ * again; unchanged ones are reused with their start offset moved (positions come from the current line table).
+ */
+import type { Tree } from '../parser';
+import { positionAt } from './spans';
+
+export interface Position { row: number; column: number }
+
+/** What the analysis reads from a syntax node (a subset of web-tree-sitter's `Node`). */
+export interface SyntaxNode {
+  readonly type: string;
+  readonly startIndex: number;
+  readonly endIndex: number;
+  readonly startPosition: Position;
+  readonly endPosition: Position;
+  readonly parent: SyntaxNode | null;
+  readonly namedChildren: (SyntaxNode | null)[];
+  namedChild(index: number): SyntaxNode | null;
+  child(index: number): SyntaxNode | null;
+  childForFieldName(name: string): SyntaxNode | null;
+}
+
+/** Node types the analysis sweeps over (walk.ts), in document order. */
+export const WALK_TYPES = [
+  'import_statement', 'import_from_statement', 'class_definition', 'function_definition', 'try_statement',
+  'with_statement', 'for_statement', 'while_statement', 'call', 'assignment', 'return_statement',
+];
+const WALK_SET = new Set(WALK_TYPES);
+
+/** One copied top-level statement: its nodes and the current absolute offset of its start. */
+class Stmt {
+  base = 0;
+  root!: MNode;
+  /** Nodes of WALK_TYPES in pre-order (what `descendantsOfType(WALK_TYPES)` gives for this subtree). */
+  readonly walkNodes: MNode[] = [];
+}
+
+const NO_NODES: MNode[] = [];
+
+/** A copied node. Offsets are relative to its statement; the getters add the statement's current start. */
+class MNode implements SyntaxNode {
+  parent: MNode | null = null;
+  children: MNode[] = NO_NODES;
+  named: MNode[] = NO_NODES;
+  /** Field name of each child (parallel to children), or undefined when none has one. */
+  fields: (string | null)[] | undefined;
+
+  constructor(readonly stmt: Stmt, readonly type: string, readonly rs: number, readonly re: number) {}
+
+  get startIndex(): number { return this.rs + this.stmt.base; }
+  get endIndex(): number { return this.re + this.stmt.base; }
+  get startPosition(): Position { return positionAt(this.rs + this.stmt.base); }
+  get endPosition(): Position { return positionAt(this.re + this.stmt.base); }
+  get namedChildren(): MNode[] { return this.named; }
+  namedChild(i: number): MNode | null { return this.named[i] ?? null; }
+  child(i: number): MNode | null { return this.children[i] ?? null; }
+  childForFieldName(name: string): MNode | null {
+    const f = this.fields;
+    if (!f) return null;
+    for (let i = 0; i < f.length; i++) if (f[i] === name) return this.children[i];
+    return null;
+  }
+}
+
+interface CacheEntry { stmt: Stmt; clean: boolean }
+
+/**
+ * Per-document memo of copied statements, keyed by the statement's start column and text. Holds only the statements
+ * of the last analysed text (older ones are dropped at each analysis).
+ */
+export class AnalysisCache {
+  /** key -> copies (several when the same statement text occurs more than once). */
+  entries = new Map<string, CacheEntry[]>();
+  /** Statistics of the last analysis: statements copied, statements reused. */
+  copied = 0;
+  reused = 0;
+
+  clear(): void {
+    this.entries.clear();
+  }
+}
+
+/**
+ * The WALK_TYPES nodes of the whole tree in document order, from copies: statements whose text is unchanged since the
+ * last call come from the cache.
+ */
+export function mirrorWalkNodes(tree: Tree, src: string, cache: AnalysisCache, hasError: boolean): SyntaxNode[] {
+  const language = tree.language;
+  const types = language.types;
+  const fieldNames = language.fields;
+  const next = new Map<string, CacheEntry[]>();
+  const old = cache.entries;
+  const out: SyntaxNode[] = [];
+  let copied = 0;
+  let reused = 0;
+  const cursor = tree.walk();
+  try {
+    if (cursor.gotoFirstChild()) {
+      do {
+        const start = cursor.startIndex;
+        const end = cursor.endIndex;
+        let col = 0;
+        while (start - col > 0 && src.charCodeAt(start - col - 1) !== 10) col++;
+        const key = `${col}\u0000${src.slice(start, end)}`;
+        let entry: CacheEntry | undefined;
+        const list = old.get(key);
+        if (list && list.length) {
+          const cand = list.pop() as CacheEntry;
+          // An unchanged statement parses the same at the top level; when the tree has errors, reuse only copies of
+          // statements without any (their recovery could depend on what surrounds them).
+          if (cand.clean && !(hasError && cursor.currentNode.hasError)) entry = cand;
+        }
+        if (entry) reused++;
+        else {
+          entry = copyStatement(cursor, start, types, fieldNames);
+          copied++;
+        }
+        entry.stmt.base = start;
+        const nl = next.get(key);
+        if (nl) nl.push(entry); else next.set(key, [entry]);
+        const wn = entry.stmt.walkNodes;
+        for (let i = 0; i < wn.length; i++) out.push(wn[i]);
+      } while (cursor.gotoNextSibling());
+    }
+  } finally {
+    cursor.delete();
+  }
+  cache.entries = next;
+  cache.copied = copied;
+  cache.reused = reused;
+  return out;
+}
+
+type Cursor = ReturnType<Tree['walk']>;
+
+/** Copies the subtree under the cursor (left where it was found). */
+function copyStatement(cursor: Cursor, base: number, types: string[], fieldNames: (string | null)[]): CacheEntry {
+  const stmt = new Stmt();
+  let clean = true;
+  const make = (parent: MNode | null): MNode => {
+    const typeId = cursor.nodeTypeId;
+    const type = types[typeId] || 'ERROR';
+    const rs = cursor.startIndex - base;
+    const re = cursor.endIndex - base;
+    const n = new MNode(stmt, type, rs, re);
+    n.parent = parent;
+    if (type === 'ERROR' || rs === re) clean = false;
+    if (WALK_SET.has(type)) stmt.walkNodes.push(n);
+    return n;
+  };
+  const root = make(null);
+  stmt.root = root;
+  // Iterative pre-order copy: `stack` holds the copies of the cursor's ancestors.
+  const stack: MNode[] = [root];
+  let depth = 0;
+  const named = namedOf(types);
+  if (cursor.gotoFirstChild()) {
+    depth = 1;
+    for (;;) {
+      const parent = stack[depth - 1];
+      const fid = cursor.currentFieldId;
+      const n = make(parent);
+      if (parent.children === NO_NODES) parent.children = [];
+      const idx = parent.children.length;
+      parent.children.push(n);
+      if (fid) {
+        if (!parent.fields) parent.fields = [];
+        parent.fields[idx] = fieldNames[fid];
+      }
+      if (named(cursor.nodeTypeId, cursor)) {
+        if (parent.named === NO_NODES) parent.named = [];
+        parent.named.push(n);
+      }
+      if (cursor.gotoFirstChild()) {
+        stack[depth] = n;
+        depth++;
+        continue;
+      }
+      while (!cursor.gotoNextSibling()) {
+        cursor.gotoParent();
+        depth--;
+        if (depth === 0) break;
+      }
+      if (depth === 0) break;
+    }
+  }
+  return { stmt, clean };
+}
+
+/** Whether a node type id is named, read from WASM once per id. */
+const namedCache = new WeakMap<string[], Map<number, boolean>>();
+function namedOf(types: string[]): (id: number, cursor: Cursor) => boolean {
+  let m = namedCache.get(types);
+  if (!m) { m = new Map(); namedCache.set(types, m); }
+  const map = m;
+  return (id, cursor) => {
+    let v = map.get(id);
+    if (v === undefined) { v = cursor.nodeIsNamed; map.set(id, v); }
+    return v;
+  };
+}

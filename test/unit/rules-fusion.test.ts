@@ -1,0 +1,45 @@
+import * as assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { resolveSettings } from '../../common/settings';
+import { analyzeText } from '../../server/src/engine';
+import { createPythonParser } from '../../server/src/parser';
+
+describe('rules: PL104 / PL105 fusion hints from the data flow in forward', () => {
+  let byClass: Map<string, string[]>;
+  let messages: string[];
+
+  before(async () => {
+    const parser = await createPythonParser();
+    const text = readFileSync(join(__dirname, '..', 'fixtures', 'rules', 'fusion.py'), 'utf8');
+    const { tree, ir, findings } = analyzeText(parser, text, resolveSettings({}), {});
+    tree?.delete();
+    byClass = new Map();
+    messages = [];
+    for (const f of findings.filter((x) => x.code === 'PL104' || x.code === 'PL105')) {
+      const owner = ir.layers[f.layerIndex!].ownerClass!;
+      byClass.set(owner, [...(byClass.get(owner) ?? []), f.code]);
+      messages.push(f.message);
+    }
+  });
+
+  it('a norm nested directly in a Linear call: PL104 with the te.LayerNormLinear shape', () => {
+    assert.deepEqual(byClass.get('Direct'), ['PL104']);
+    assert.ok(messages.some((m) => m.includes('te.LayerNormLinear(1024, 3072, normalization="LayerNorm")')), messages.join('\n'));
+  });
+
+  it('norm -> fc1 -> activation module -> fc2 through one reused variable: PL105 (RMSNorm, gelu)', () => {
+    assert.deepEqual(byClass.get('ThroughVariable'), ['PL105']);
+    assert.ok(messages.some((m) => m.includes('hidden_size=2048, ffn_hidden_size=8192, normalization="RMSNorm", activation="gelu"')), messages.join('\n'));
+  });
+
+  it('functional activation nested in calls: PL105', () => {
+    assert.deepEqual(byClass.get('Mlp'), ['PL105']);
+  });
+
+  it('no hint when the norm output has another use, feeds a submodule, or the Linear is called twice', () => {
+    assert.equal(byClass.get('UsedTwice'), undefined);
+    assert.equal(byClass.get('IntoSubmodule'), undefined);
+    assert.equal(byClass.get('SharedLinear'), undefined);
+  });
+});
