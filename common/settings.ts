@@ -33,7 +33,8 @@ export const DEFAULT_SETTINGS: PrecisionLensSettings = {
   rules: {},
   te: { apiVersion: 'auto', recipe: 'DelayedScaling', fp8Format: 'HYBRID' },
   targetGpu: 'any',
-  maxFileSize: 8 * 1024 * 1024,
+  // ~50k lines of Python: larger files are generated or vendored, and analysing them would stall the editor.
+  maxFileSize: 2 * 1024 * 1024,
   pythonPath: '',
 };
 

@@ -108,6 +108,7 @@ try {
   // the file dialog, as a user would; then the runs are picked in the view's history.
   let imported;
   const importH200 = () => (imported ??= (async () => {
+    await modelWithSquiggles(); // the editor beside the view shows model.py, as in the other pictures
     await openBenchmarkView(page);
     for (const [i, name] of H200_RUNS.entries()) {
       await runCommand(page, 'Precision Lens: Import Benchmark Results (JSON)');
@@ -118,7 +119,7 @@ try {
     await page.keyboard.press('Escape');
     await runCommand(page, 'View: Hide Panel').catch(() => {});
     await page.setViewportSize({ width: 1440, height: 1400 });
-    await resizeSidebar(page, 760);
+    await resizeSidebar(page, 900);
   })());
 
   await step('results-h200', async () => {

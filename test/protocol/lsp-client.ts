@@ -83,6 +83,19 @@ export class TestClient {
     }
   }
 
+  /** Waits for a notification (other than diagnostics) that satisfies `predicate`. */
+  async notification(predicate: (n: { method: string; params: unknown }) => boolean, timeoutMs = 10000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.notifications.some(predicate)) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out waiting for a notification; got: ${JSON.stringify(this.notifications.map((n) => n.method))}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.waiters.push(() => { clearTimeout(timer); resolve(); });
+      });
+    }
+  }
+
   async stop(): Promise<void> {
     try {
       await this.connection.sendRequest('shutdown');
