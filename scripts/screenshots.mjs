@@ -119,7 +119,7 @@ try {
     await page.keyboard.press('Escape');
     await runCommand(page, 'View: Hide Panel').catch(() => {});
     await page.setViewportSize({ width: 1440, height: 1400 });
-    await resizeSidebar(page, 900);
+    await resizeSidebar(page, 1000);
   })());
 
   await step('results-h200', async () => {
@@ -179,7 +179,9 @@ function lineOf(needle) {
 }
 
 async function openFromExplorer(page, name) {
-  const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: name }).first();
+  // The exact name: `hasText: 'model.py'` alone also matches bench_model.py, which sorts first.
+  const exact = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
+  const row = page.locator('.explorer-folders-view .monaco-list-row').filter({ has: page.locator('.label-name', { hasText: exact }) }).first();
   await row.waitFor({ timeout: TIMEOUT });
   await row.click();
   await page.waitForSelector(`.tabs-container .tab[aria-label^="${name}"]`, { timeout: TIMEOUT });

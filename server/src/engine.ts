@@ -3,7 +3,7 @@
  * No LSP or VS Code import here; the server adds caching, incremental parsing and debouncing around it.
  */
 import type { PrecisionLensSettings } from '../../common/settings';
-import { analyzeTree } from './analysis';
+import { analyzeTree, type AnalysisCache } from './analysis';
 import type { ModelIR } from './analysis/ir';
 import type { Parser, Tree } from './parser';
 import { runRules } from './rules';
@@ -24,9 +24,11 @@ export function skipReason(text: string, settings: PrecisionLensSettings): strin
   return undefined;
 }
 
-/** Analyses an already parsed tree. */
-export function analyzeParsed(tree: Tree, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts): DocumentAnalysis {
-  const ir = analyzeTree(tree, text);
+/** Analyses an already parsed tree; `cache` (one per document) makes re-analysis after an edit redo only what changed. */
+export function analyzeParsed(
+  tree: Tree, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts, cache?: AnalysisCache,
+): DocumentAnalysis {
+  const ir = analyzeTree(tree, text, cache);
   return { ir, findings: ir.importsTorch || ir.importsTe ? runRules({ ir, text, settings, workspace }) : [] };
 }
 

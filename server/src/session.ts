@@ -3,6 +3,7 @@
  * and the last analysis. Knows nothing about the LSP connection, so it is tested directly.
  */
 import type { PrecisionLensSettings } from '../../common/settings';
+import { AnalysisCache } from './analysis';
 import { analyzeParsed, emptyIR, skipReason, type DocumentAnalysis } from './engine';
 import { editTree, lineStartsOf, reparse, type TextChange } from './incremental';
 import type { Parser, Tree } from './parser';
@@ -16,6 +17,8 @@ export interface DocumentState {
   /** The tree for `text`, possibly edited since its last parse (then `stale`). */
   tree: Tree | null;
   stale: boolean;
+  /** Per-statement memo of the analysis, so re-analysis after an edit redoes only the edited statements. */
+  cache: AnalysisCache;
   analysis?: DocumentAnalysis & { version: number; skipped?: string; ms: number };
 }
 
@@ -38,7 +41,7 @@ export class AnalysisSession {
 
   open(uri: string, text: string, version: number): DocumentState {
     this.close(uri);
-    const state: DocumentState = { uri, version, text, lineStarts: lineStartsOf(text), tree: null, stale: true };
+    const state: DocumentState = { uri, version, text, lineStarts: lineStartsOf(text), tree: null, stale: true, cache: new AnalysisCache() };
     this.docs.set(uri, state);
     return state;
   }
@@ -75,6 +78,7 @@ export class AnalysisSession {
   close(uri: string): void {
     const state = this.docs.get(uri);
     state?.tree?.delete();
+    state?.cache.clear();
     this.docs.delete(uri);
   }
 
@@ -86,6 +90,7 @@ export class AnalysisSession {
     const started = performance.now();
     const skipped = skipReason(state.text, settings);
     if (skipped) {
+      state.cache.clear();
       state.tree?.delete();
       state.tree = null;
       state.stale = false;
@@ -97,7 +102,7 @@ export class AnalysisSession {
       state.stale = false;
     }
     const tree = state.tree;
-    const result = tree ? analyzeParsed(tree, state.text, settings, workspace) : { ir: emptyIR(), findings: [] };
+    const result = tree ? analyzeParsed(tree, state.text, settings, workspace, state.cache) : { ir: emptyIR(), findings: [] };
     state.analysis = { ...result, version: state.version, ms: performance.now() - started };
     return state.analysis;
   }

@@ -96,6 +96,26 @@ describe('language server over JSON-RPC (out/server.js)', function () {
     assert.ok(convert.edit.changes[uri].some((e) => e.newText.includes('te.Linear') || e.newText.includes('transformer_engine')));
   });
 
+  it('generates the TE API of the interpreter\'s TE version (precisionLens/environment)', async () => {
+    const uri = 'file:///ws/api.py';
+    const actionsFor = async (teVersion: string | undefined) => {
+      await client.connection.sendNotification('precisionLens/environment', { teVersion, pythonPath: '/usr/bin/python3' });
+      const actions = (await client.connection.sendRequest('textDocument/codeAction', {
+        textDocument: { uri }, range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, context: { diagnostics: [] },
+      })) as Array<{ title: string; edit: { changes: Record<string, Array<{ newText: string }>> } }>;
+      const wrapper = actions.find((a) => /fallback wrapper/i.test(a.title));
+      assert.ok(wrapper, JSON.stringify(actions.map((a) => a.title)));
+      return wrapper.edit.changes[uri].map((e) => e.newText).join('');
+    };
+    await client.open(uri, MODEL);
+    await client.diagnostics(uri, (p) => p.diagnostics.length > 0);
+    const legacy = await actionsFor('2.5.0');
+    assert.match(legacy, /te\.fp8_autocast\(enabled=enabled, fp8_recipe=/);
+    const modern = await actionsFor('2.10.0');
+    assert.match(modern, /te\.autocast\(enabled=enabled, recipe=/);
+    assert.doesNotMatch(modern, /fp8_autocast\(/);
+  });
+
   it('clears diagnostics when the document closes', async () => {
     const uri = 'file:///ws/close.py';
     await client.open(uri, MODEL);

@@ -3,7 +3,9 @@
  * the same text: deep-equal IR.
  */
 import { strict as assert } from 'node:assert';
-import { analyzeTree } from '../../server/src/analysis';
+import { AnalysisCache, analyzeTree } from '../../server/src/analysis';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { closeParen } from '../../server/src/analysis/calls';
 import { editTree, lineStartsOf, reparse } from '../../server/src/incremental';
 import { createPythonParser, type Parser } from '../../server/src/parser';
@@ -45,6 +47,75 @@ describe('analysis: incremental re-analysis', () => {
       }
     });
   }
+});
+
+describe('analysis: per-statement cache (AnalysisCache)', () => {
+  let parser: Parser;
+  before(async () => { parser = await createPythonParser(); });
+
+  const corpus = (name: string): string => readFileSync(join(__dirname, '..', '..', 'corpus', name), 'utf8');
+  const inputs: [string, () => string][] = [
+    ['gpt_small.py', () => fixture('gpt_small.py')],
+    ['lm_head_positives.py', () => fixture('lm_head_positives.py')],
+    ['lm_head_negatives.py', () => fixture('lm_head_negatives.py')],
+    ['corpus/nanogpt_model.py', () => corpus('nanogpt_model.py')],
+    ['corpus/hf_qwen2_modeling.py', () => corpus('hf_qwen2_modeling.py')],
+  ];
+  for (const [name, load] of inputs) {
+    it(`through the cache equals a fresh cache-less analysis after seeded random edits (${name})`, () => {
+      const rand = rng(name.length * 104729 + 17);
+      let text = load();
+      let tree = parser.parse(text)!;
+      const cache = new AnalysisCache();
+      const chars = 'a_1 (),.=:\n#"\'[]';
+      try {
+        assert.deepEqual(analyzeTree(tree, text, cache), analyzeTree(tree, text), 'cold cache');
+        for (let i = 0; i < 40; i++) {
+          const off = Math.floor(rand() * text.length);
+          const change = rand() < 0.3
+            ? { startOffset: off, endOffset: Math.min(text.length, off + 1), text: '' }
+            : { startOffset: off, endOffset: off, text: chars[Math.floor(rand() * chars.length)] };
+          text = editTree(tree, text, lineStartsOf(text), change);
+          tree = reparse(parser, text, tree)!;
+          const cached = analyzeTree(tree, text, cache);
+          const fresh = parser.parse(text)!;
+          try {
+            assert.deepEqual(cached, analyzeTree(fresh, text), `edit ${i} at ${off}`);
+          } finally {
+            fresh.delete();
+          }
+        }
+      } finally {
+        tree.delete();
+      }
+    });
+  }
+
+  it('copies only the edited statement again', () => {
+    let text = corpus('nanogpt_model.py');
+    let tree = parser.parse(text)!;
+    const cache = new AnalysisCache();
+    try {
+      analyzeTree(tree, text, cache);
+      const total = cache.copied;
+      assert.ok(total > 10, `${total} statements`);
+      analyzeTree(tree, text, cache);
+      assert.equal(cache.copied, 0);
+      assert.equal(cache.reused, total);
+      // One character inside a method of a class in the middle of the file.
+      const at = text.indexOf('def forward') + 4;
+      text = editTree(tree, text, lineStartsOf(text), { startOffset: at, endOffset: at, text: 'x' });
+      tree = reparse(parser, text, tree)!;
+      const ir = analyzeTree(tree, text, cache);
+      assert.equal(cache.copied, 1);
+      assert.equal(cache.reused, total - 1);
+      const fresh = parser.parse(text)!;
+      assert.deepEqual(ir, analyzeTree(fresh, text));
+      fresh.delete();
+    } finally {
+      tree.delete();
+    }
+  });
 });
 
 describe('analysis: closeParen (text scanner for argument lists)', () => {

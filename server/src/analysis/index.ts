@@ -75,7 +75,10 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
     } else {
       simpleCallee.lastIndex = start;
       const m = simpleCallee.exec(src);
-      text = m ? m[0].replace(/[ \t]+/g, '') : calleeText(src, calls[i].node)?.text;
+      if (m) {
+        const t = m[0];
+        text = t.indexOf(' ') < 0 && t.indexOf('\t') < 0 ? t : t.replace(/[ \t]+/g, '');
+      } else text = calleeText(src, calls[i].node)?.text;
     }
     callees[i] = text;
     if (text && classes.has(text)) {

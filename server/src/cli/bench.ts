@@ -4,13 +4,14 @@
  *
  *   __bench full FILE [--runs N] [--warmup N]          parse + analyzeTree + rules, from scratch, N times
  *   __bench incremental FILE [--edits N] [--seed S]    one-character edits at seeded random places through
- *                                                      editTree + reparse + analyzeParsed; full re-parses as baseline
+ *                                                      editTree + reparse + analyzeParsed with the document's
+ *                                                      AnalysisCache (as the server does); full re-parses as baseline
  * Prints one JSON object with the raw samples in milliseconds.
  */
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { DEFAULT_SETTINGS } from '../../../common/settings';
-import { analyzeTree } from '../analysis';
+import { AnalysisCache, analyzeTree } from '../analysis';
 import { analyzeParsed, workspaceFactsOf } from '../engine';
 import { editTree, lineStartsOf, reparse } from '../incremental';
 import { createPythonParser } from '../parser';
@@ -85,8 +86,10 @@ export async function runBench(args: readonly string[], write: (s: string) => vo
   const workspace = workspaceFactsOf([analyzeTree(tree, current)]);
   const incrementalMs: number[] = [];
   const reparseOnlyMs: number[] = [];
+  // The per-document memo the language server keeps (session.ts).
+  const cache = new AnalysisCache();
   // Warm-up: the first parses fill the WASM heap and JIT the analysis.
-  for (let i = 0; i < 5; i++) analyzeParsed(tree, current, settings, workspace);
+  for (let i = 0; i < 5; i++) analyzeParsed(tree, current, settings, workspace, cache);
   for (let i = 0; i < edits; i++) {
     // Type one character, then delete it again: every sample is a one-character edit and the file stays realistic.
     const at = Math.floor(random() * current.length);
@@ -98,7 +101,7 @@ export async function runBench(args: readonly string[], write: (s: string) => vo
       const b = performance.now();
       const reparsed = reparse(parser, next, tree)!;
       const c = performance.now();
-      analyzeParsed(reparsed, next, settings, workspace);
+      analyzeParsed(reparsed, next, settings, workspace, cache);
       const d = performance.now();
       incrementalMs.push(d - a);
       reparseOnlyMs.push(c - b);
