@@ -10,6 +10,7 @@
 //   docs/screenshots/compare-h200.png the 7B and 70B slice runs selected together: the comparison
 // Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,...,results-h200,compare-h200]
 // Each step that fails is reported and the script goes on; the exit code is 1 when any step failed.
+// SCREENSHOTS_DEBUG=DIR saves the window of a failed step as DIR/failed-<step>.png.
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build, CHROMIUM_HELP, findChromium, launchChromium, onShutdown, repoRoot, startWithExtension, waitForWorkbench } from './lib/code-server.mjs';
