@@ -1,5 +1,6 @@
 """Command line and orchestration. See bench/README.md for the protocol and exit codes."""
 import argparse
+import datetime
 import json
 import os
 import signal
@@ -92,7 +93,9 @@ class Session(object):
     def write_json(self, extra=None):
         if not self.json_out:
             return
-        doc = {"protocol": PROTOCOL_VERSION, "command": self.argv, "events": self.emitter.events}
+        doc = {"protocol": PROTOCOL_VERSION, "command": self.argv, "events": self.emitter.events,
+               # When the run ended (UTC): an imported file keeps its real date, not the checkout's mtime.
+               "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
         for ev in self.emitter.events:
             if ev["event"] == "env":
                 doc["env"] = ev

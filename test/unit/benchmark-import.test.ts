@@ -113,4 +113,11 @@ describe('benchmark results import (--json-out)', () => {
     assert.throws(() => parseJsonOutText('not json', 'x.json'), /x\.json is not JSON/);
     assert.deepEqual(parseJsonOutText('{"a": NaN}\n'), { a: null }, "Python's NaN reads as null");
   });
+
+  it('takes the date the benchmark recorded (finished_at) over the file time', () => {
+    const doc = { ...load('llama-7b-slice.json'), finished_at: '2026-11-29T21:15:00+00:00' };
+    const { entry } = jsonOutToHistoryEntry(doc, { path: '/r/x.json', finishedAt: FINISHED });
+    assert.equal(entry.finishedAt, Date.UTC(2026, 10, 29, 21, 15, 0));
+    assert.ok(entry.startedAt < entry.finishedAt);
+  });
 });

@@ -108,7 +108,10 @@ export function jsonOutToHistoryEntry(doc: unknown, source: ImportSource): Impor
   const options = optionsFromDocument(doc, events);
   const summary = isRecord(doc.summary) ? doc.summary : {};
   const elapsedMs = typeof summary.elapsed_s === 'number' && Number.isFinite(summary.elapsed_s) && summary.elapsed_s >= 0 ? summary.elapsed_s * 1000 : 0;
-  const startedAt = Math.round(source.finishedAt - elapsedMs);
+  // Files written since the benchmark records `finished_at` carry their own date; older ones fall back to the file's.
+  const recorded = typeof doc.finished_at === 'string' ? Date.parse(doc.finished_at) : NaN;
+  const finishedAt = Number.isFinite(recorded) ? recorded : source.finishedAt;
+  const startedAt = Math.round(finishedAt - elapsedMs);
 
   let env: EnvInfo | undefined;
   let cancelled = false;
@@ -118,7 +121,7 @@ export function jsonOutToHistoryEntry(doc: unknown, source: ImportSource): Impor
     if (event.event === 'cancelled') cancelled = true;
     run = applyRunEvent(run, event);
   }
-  const finished = finishRun(run, { cancelled }, source.finishedAt);
+  const finished = finishRun(run, { cancelled }, finishedAt);
   if (finished.status === 'cancelled') throw new ImportError(`${where} records a cancelled run: only finished runs are kept in the history.`);
   if (finished.status !== 'done') {
     const error = finished.error;
