@@ -24,6 +24,15 @@ export interface AnalysedFile {
   skipped?: string;
   /** Could not be read or analysed (exit code 2). */
   error?: string;
+  /** Analysed by a worker thread, whose IR stayed there (see parallel.ts); `ir` tells otherwise. */
+  analysed?: boolean;
+  /** Fix titles per finding (same order), computed by the worker thread that holds the IR. */
+  titles?: string[][];
+}
+
+/** Whether the file was parsed and analysed (an IR was built), here or in a worker. */
+export function isAnalysed(file: AnalysedFile): boolean {
+  return file.ir !== undefined || file.analysed === true;
 }
 
 /** Reads one input; size is checked before reading so a huge file costs nothing. */

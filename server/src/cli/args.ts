@@ -19,6 +19,8 @@ export interface CliOptions {
   maxFileSize?: number;
   fix: boolean;
   diff: boolean;
+  /** Threads to analyse on (--jobs); undefined: PRECISION_LENS_JOBS, else one per core when the input is large enough. */
+  jobs?: number;
 }
 
 export type ParsedCommand =
@@ -34,14 +36,16 @@ export const USAGE = `Usage:
   precision-lens check PATH... [--format text|json|sarif] [--fail-on error|warning|information|hint|none]
                                [--rule PLnnn=off|error|warning|information|hint ...]
                                [--te-api legacy|modern] [--target-gpu any|ada|hopper|blackwell]
-                               [--max-file-size BYTES] [--fix [--diff]]
-  precision-lens inspect PATH... [--format json]
+                               [--max-file-size BYTES] [--fix [--diff]] [--jobs N]
+  precision-lens inspect PATH... [--format json] [--jobs N]
   precision-lens --help | --version
 
 PATH is a file or a directory; directories are searched for *.py files (skipping .git, node_modules, __pycache__
 and virtual environments). Lines and columns are 1-based; columns count UTF-16 code units, as editors and LSP do.
 Exit codes: 0 no findings at or above --fail-on (default: warning), 1 findings at or above it, 2 usage or I/O error.
---fix applies the safe quick fixes in place; --fix --diff prints them as a unified diff instead (exit 1 if non-empty).`;
+--fix applies the safe quick fixes in place; --fix --diff prints them as a unified diff instead (exit 1 if non-empty).
+--jobs N analyses on N threads (default: the PRECISION_LENS_JOBS environment variable, else one per CPU core when the
+inputs are large enough to repay starting the threads); --jobs 1 analyses in-process. The output is the same either way.`;
 
 const SEVERITIES: readonly Severity[] = ['error', 'warning', 'information', 'hint'];
 const FORMATS: readonly OutputFormat[] = ['text', 'json', 'sarif'];
@@ -109,6 +113,13 @@ export function parseArgs(argv: readonly string[]): ParsedCommand {
         const n = Number(v);
         if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--max-file-size: expected a positive number of bytes, got '${v}'`);
         options.maxFileSize = n;
+        break;
+      }
+      case '--jobs': case '-j': {
+        const v = value();
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1) throw new UsageError(`--jobs: expected a whole number of threads (1 or more), got '${v}'`);
+        options.jobs = n;
         break;
       }
       case '--fix': if (inline !== undefined) throw new UsageError('--fix takes no value'); options.fix = true; break;

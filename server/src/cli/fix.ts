@@ -13,8 +13,17 @@ import { buildIR, factsOf, runFileRules, type AnalysedFile } from './analyze';
 
 const MAX_ROUNDS = 3;
 
+const precomputed = new WeakMap<AnalysedFile, Map<Finding, string[]>>();
+
 /** Titles of the quick fixes offered for one finding (what the editor's light bulb shows). */
 export function fixTitlesFor(file: AnalysedFile, finding: Finding, settings: PrecisionLensSettings): string[] {
+  if (file.titles) {
+    // Computed by the worker thread that analysed the file (its IR stayed there).
+    let byFinding = precomputed.get(file);
+    if (!byFinding) precomputed.set(file, byFinding = new Map(file.findings.map((f, i) => [f, file.titles![i] ?? []])));
+    const titles = byFinding.get(finding);
+    if (titles) return titles;
+  }
   if (!file.ir) return [];
   try {
     return fixesForFinding(file.text, file.ir, finding, settings, {}).map((f) => f.title);

@@ -5,7 +5,7 @@
 import { RULES } from '../../../common/codes';
 import type { Dim, Layer } from '../analysis/ir';
 import type { Finding } from '../rules/types';
-import type { AnalysedFile } from './analyze';
+import { isAnalysed, type AnalysedFile } from './analyze';
 import { countBySeverity } from './format-text';
 import { oneBased } from './positions';
 
@@ -29,7 +29,7 @@ export function checkJson(files: readonly AnalysedFile[], fixTitles: FixTitles):
   return {
     version: 1,
     diagnostics,
-    summary: { files: files.length, analysed: files.filter((f) => f.ir).length, ...countBySeverity(files) },
+    summary: { files: files.length, analysed: files.filter(isAnalysed).length, ...countBySeverity(files) },
     notAnalysed: files.filter((f) => f.skipped || f.error).map((f) => ({ file: f.input.display, reason: (f.skipped ?? f.error)! })),
   };
 }

@@ -1,6 +1,6 @@
 /** `path:line:col: severity PLnnn message [rule]` lines and one summary line, as compilers and linters print. */
 import { RULES, type Severity } from '../../../common/codes';
-import type { AnalysedFile } from './analyze';
+import { isAnalysed, type AnalysedFile } from './analyze';
 
 const ORDER: readonly Severity[] = ['error', 'warning', 'information', 'hint'];
 
@@ -13,7 +13,7 @@ export function countBySeverity(files: readonly AnalysedFile[]): Record<Severity
 export function summaryLine(files: readonly AnalysedFile[]): string {
   const counts = countBySeverity(files);
   const total = ORDER.reduce((n, s) => n + counts[s], 0);
-  const analysed = files.filter((f) => f.ir).length;
+  const analysed = files.filter(isAnalysed).length;
   const skipped = files.length - analysed;
   const tail = `${analysed} file${analysed === 1 ? '' : 's'} analysed${skipped ? `, ${skipped} not analysed` : ''}`;
   if (total === 0) return `No problems found (${tail}).`;

@@ -50,6 +50,10 @@ export function lineStartOffset(model: SourceModel, l: number): number {
 }
 
 /** The newline style of the file. */
+let lastEol: { text: string; eol: string } | undefined;
+
 export function eol(text: string): string {
-  return text.includes('\r\n') ? '\r\n' : '\n';
+  // Asked once per finding of the same text: remember the answer instead of rescanning a large file each time.
+  if (lastEol?.text !== text) lastEol = { text, eol: text.includes('\r\n') ? '\r\n' : '\n' };
+  return lastEol.eol;
 }
