@@ -2,7 +2,7 @@
  * `precision-lens`: the editor's analysis as a command line tool for CI.
  *
  *   precision-lens check PATH... [--format text|json|sarif] [--fail-on SEVERITY|none] [--rule PLnnn=off|SEVERITY]
- *                                [--te-api legacy|modern] [--target-gpu any|ada|hopper|blackwell] [--fix [--diff]]
+ *                                [--te-api legacy|modern] [--target-gpu any|ada|hopper|blackwell] [--fix [--diff]] [--jobs N]
  *   precision-lens inspect PATH... --format json
  *
  * Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 usage or I/O error (message on stderr).
@@ -20,6 +20,7 @@ import { checkJson, inspectJson, type FixTitles } from './cli/format-json';
 import { sarif } from './cli/format-sarif';
 import { fixFiles, fixTitlesFor } from './cli/fix';
 import { runBench } from './cli/bench';
+import { analyseParallel, canUseWorkers, startWorkerIfAny, threadCount } from './cli/parallel';
 
 const RANK: Record<Severity, number> = { error: 4, warning: 3, information: 2, hint: 1 };
 
@@ -51,9 +52,15 @@ async function run(options: CliOptions, io: Io): Promise<number> {
   for (const e of errors) io.stderr(`precision-lens: ${e}\n`);
   if (errors.length && inputs.length === 0) return 2;
 
+  const threads = options.fix || !canUseWorkers() ? 1 : threadCount(options.jobs, inputs);
   const parser = await createPythonParser();
   try {
-    let { files } = analyseAll(parser, inputs, settings);
+    let files = threads > 1
+      ? await analyseParallel(parser, inputs, settings, {
+        threads, wantIR: options.command === 'inspect', wantTitles: options.command === 'check' && options.format !== 'text',
+      })
+      : undefined;
+    files ??= analyseAll(parser, inputs, settings).files;
     let fixOutcome: Awaited<ReturnType<typeof fixFiles>> | undefined;
     if (options.fix) {
       fixOutcome = fixFiles(parser, files, settings, { write: !options.diff });
@@ -124,4 +131,5 @@ export function runFromProcess(argv: readonly string[] = process.argv.slice(2)):
   void main(argv).then((code) => { process.exitCode = code; });
 }
 
-if (require.main === module) runFromProcess();
+// The same bundle runs the worker threads of a parallel check (cli/parallel.ts); workerData tells them apart.
+if (!startWorkerIfAny() && require.main === module) runFromProcess();
