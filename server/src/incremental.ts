@@ -2,26 +2,10 @@
  * Incremental parsing support: turns a text change (UTF-16 offsets, what LSP's incremental sync and
  * TextDocument give) into a tree-sitter edit, so a one-character edit re-parses only what changed.
  */
+import { lineStartsOf, pointAt, type Point } from './lines';
 import { Edit, type Parser, type Tree } from './parser';
 
-export interface Point { row: number; column: number }
-
-/** Row/column (UTF-16 units) of an offset, counting from a known line-start table. */
-export function pointAt(lineStarts: readonly number[], offset: number): Point {
-  let lo = 0;
-  let hi = lineStarts.length - 1;
-  while (lo < hi) {
-    const mid = (lo + hi + 1) >> 1;
-    if (lineStarts[mid] <= offset) lo = mid; else hi = mid - 1;
-  }
-  return { row: lo, column: offset - lineStarts[lo] };
-}
-
-export function lineStartsOf(text: string): number[] {
-  const starts = [0];
-  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) starts.push(i + 1);
-  return starts;
-}
+export { lineStartsOf, pointAt };
 
 /** Position after inserting `inserted` at `start`. */
 function endPointOf(start: Point, inserted: string): Point {

@@ -4,6 +4,7 @@
  * call (to rename or drop one keyword without touching comments or layout). Fixes stay synchronous functions of the
  * text this way, and never re-parse with tree-sitter on the code-action path.
  */
+import { lineAt, lineStartsOf } from '../lines';
 
 /** One logical line: a simple statement or a block header, possibly spanning physical lines. */
 export interface Statement {
@@ -57,20 +58,11 @@ export function skipString(text: string, i: number): number {
 }
 
 /** The 0-based physical line containing `offset`. */
-export function lineOf(lineStarts: number[], offset: number): number {
-  let lo = 0;
-  let hi = lineStarts.length - 1;
-  while (lo < hi) {
-    const mid = (lo + hi + 1) >> 1;
-    if (lineStarts[mid] <= offset) lo = mid; else hi = mid - 1;
-  }
-  return lo;
-}
+export const lineOf = lineAt;
 
 /** Scans the whole text once into logical lines and nests them by indentation. */
 export function scanSource(text: string): SourceModel {
-  const lineStarts = [0];
-  for (let i = 0; i < text.length; i++) if (text[i] === '\n') lineStarts.push(i + 1);
+  const lineStarts = lineStartsOf(text);
   const linesInString = new Set<number>();
   const flat: Statement[] = [];
 

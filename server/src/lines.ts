@@ -1,0 +1,30 @@
+/**
+ * Line tables over a text: the one place that maps UTF-16 offsets to 0-based rows and columns (analysis spans, the
+ * fixes' statement scanner and incremental parsing all use it).
+ */
+
+/** Offsets at which each line starts. */
+export function lineStartsOf(text: string): number[] {
+  const starts = [0];
+  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) starts.push(i + 1);
+  return starts;
+}
+
+/** The 0-based line containing `offset` (binary search over a line table). */
+export function lineAt(lineStarts: readonly number[], offset: number): number {
+  let lo = 0;
+  let hi = lineStarts.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (lineStarts[mid] <= offset) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+export interface Point { row: number; column: number }
+
+/** Row and UTF-16 column of an offset. */
+export function pointAt(lineStarts: readonly number[], offset: number): Point {
+  const row = lineAt(lineStarts, offset);
+  return { row, column: offset - lineStarts[row] };
+}
