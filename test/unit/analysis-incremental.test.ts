@@ -118,6 +118,205 @@ describe('analysis: per-statement cache (AnalysisCache)', () => {
   });
 });
 
+/** A small model file in which layers of one statement depend on many others (imports, constants, config defaults,
+ * constructor call sites, local bases, factories). */
+const CROSS = `import torch
+import torch.nn as nn
+from torch.nn import Linear as Dense
+from dataclasses import dataclass
+try:
+    import transformer_engine.pytorch as te
+except ImportError:
+    te = None
+
+N_HEAD = 4
+HIDDEN = 64 * N_HEAD
+Proj = nn.Linear
+
+@dataclass
+class GPTConfig:
+    n_embd: int = 768
+    vocab_size: int = 50257
+    n_layer: int = 2
+    bias: bool = True
+
+def make_proj(d_in, d_out=HIDDEN):
+    return nn.Linear(d_in, d_out)
+
+class Base(nn.Module):
+    def __init__(self, width=128):
+        super().__init__()
+        self.width = width
+
+class MyLinear(nn.Linear):
+    pass
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+class MLP(Base):
+    def __init__(self, config, mult=4):
+        super().__init__(config.n_embd)
+        self.c_fc = nn.Linear(config.n_embd, mult * config.n_embd, bias=config.bias)
+        self.c_proj = Dense(mult * config.n_embd, config.n_embd)
+        self.extra = Proj(self.width, HIDDEN)
+        self.norm = RMSNorm(config.n_embd)
+
+class Attn(nn.Module):
+    def __init__(self, n_embd, n_head=N_HEAD):
+        super().__init__()
+        self.qkv = MyLinear(n_embd, 3 * n_embd)
+        self.out = make_proj(n_embd)
+        self.heads = nn.Linear(n_embd, n_head * 16)
+
+class Block(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        width = config.n_embd * 2
+        self.ln = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = Attn(width // 2, n_head=N_HEAD)
+        self.mlp = MLP(config, mult=4)
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.wte.weight = self.lm_head.weight
+    def forward(self, idx):
+        x = self.wte(idx)
+        for b in self.h:
+            x = b(x)
+        return self.lm_head(x)
+
+def train(steps=10):
+    model = GPT(GPTConfig(n_embd=512))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    with te.fp8_autocast(enabled=True):
+        loss = model(torch.zeros(1)).sum()
+    loss.backward()
+    opt.step()
+`;
+
+describe('analysis: memoised layer records stay exact (edits to what other statements read)', () => {
+  let parser: Parser;
+  before(async () => { parser = await createPythonParser(); });
+
+  it('rebuilds only the layers whose statement or dependencies changed', () => {
+    let text = CROSS;
+    let tree = parser.parse(text)!;
+    const cache = new AnalysisCache();
+    const edit = (at: number, ins: string, del = 0): void => {
+      text = editTree(tree, text, lineStartsOf(text), { startOffset: at, endOffset: at + del, text: ins });
+      tree = reparse(parser, text, tree)!;
+    };
+    try {
+      const first = analyzeTree(tree, text, cache);
+      const total = cache.layersBuilt;
+      assert.ok(total >= 10, `${total} layers`);
+      analyzeTree(tree, text, cache);
+      assert.equal(cache.layersReused, total - 1, 'all but the factory template');
+      // A comment line at the top moves every statement: records are reused with their spans moved.
+      edit(0, '# header\n');
+      const moved = analyzeTree(tree, text, cache);
+      assert.equal(cache.layersReused, total - 1);
+      assert.equal(moved.layers[0].span.startLine, first.layers[0].span.startLine + 1);
+      // A config default: the layers that read that field are rebuilt (values change), the IR stays exact.
+      const at = text.indexOf('vocab_size: int = 50257') + 'vocab_size: int = '.length;
+      edit(at, '3', 1);
+      const ir = analyzeTree(tree, text, cache);
+      assert.ok(cache.layersBuilt > 1 && cache.layersBuilt < total, `${cache.layersBuilt} rebuilt`);
+      const fresh = parser.parse(text)!;
+      assert.deepEqual(ir, analyzeTree(fresh, text));
+      fresh.delete();
+    } finally {
+      tree.delete();
+    }
+  });
+
+  const corpus = (name: string): string => readFileSync(join(__dirname, '..', '..', 'corpus', name), 'utf8');
+  // Places whose text other statements' layers depend on.
+  const HOT = [
+    /^(?:from|import) [^\n]*/gm, // imports
+    /^\s*\w+\s*(?::\s*\w+\s*)?=\s*[^\n]+/gm, // config defaults, module constants, locals
+    /\b[A-Z]\w*\([^()\n]*\)/g, // constructor call sites
+    /^class [^\n]*/gm, // class headers
+    /^\s*def [^\n]*/gm, // function and __init__ signatures
+    /\d+/g, // numbers (dims)
+    /\b[a-z_]\w*\b/g, // names
+  ];
+  const inputs: [string, () => string][] = [
+    ['cross-statement model', () => CROSS],
+    ['gpt_small.py', () => fixture('gpt_small.py')],
+    ['lm_head_positives.py', () => fixture('lm_head_positives.py')],
+    ['corpus/nanogpt_model.py', () => corpus('nanogpt_model.py')],
+    ['corpus/mingpt_model.py', () => corpus('mingpt_model.py')],
+    ['corpus/whisper_model.py', () => corpus('whisper_model.py')],
+    ['corpus/torchtitan_llama3_model.py', () => corpus('torchtitan_llama3_model.py')],
+  ];
+  for (const [name, load] of inputs) {
+    it(`equals a fresh cache-less analysis after targeted single-character edits (${name})`, () => {
+      const rand = rng(name.length * 7727 + 3);
+      let text = load();
+      let tree = parser.parse(text)!;
+      const cache = new AnalysisCache();
+      const edits = name.startsWith('cross') ? 300 : 80;
+      let reused = 0;
+      try {
+        analyzeTree(tree, text, cache);
+        for (let i = 0; i < edits; i++) {
+          const re = HOT[Math.floor(rand() * HOT.length)];
+          const matches = [...text.matchAll(re)];
+          let off: number;
+          if (matches.length) {
+            const m = matches[Math.floor(rand() * matches.length)];
+            off = (m.index ?? 0) + Math.floor(rand() * (m[0].length + 1));
+          } else off = Math.floor(rand() * text.length);
+          off = Math.min(off, text.length);
+          const r = rand();
+          let change: { startOffset: number; endOffset: number; text: string };
+          if (/\d/.test(text[off] ?? '') && r < 0.5) change = { startOffset: off, endOffset: off + 1, text: String(Math.floor(rand() * 10)) };
+          else if (r < 0.35) change = { startOffset: off, endOffset: Math.min(text.length, off + 1), text: '' };
+          else change = { startOffset: off, endOffset: off, text: 'aZ_19 (),.=:*\n'[Math.floor(rand() * 14)] };
+          text = editTree(tree, text, lineStartsOf(text), change);
+          tree = reparse(parser, text, tree)!;
+          const cached = analyzeTree(tree, text, cache);
+          reused += cache.layersReused;
+          const fresh = parser.parse(text)!;
+          try {
+            assert.deepEqual(cached, analyzeTree(fresh, text), `edit ${i} at ${off}: ${JSON.stringify(change)}`);
+          } finally {
+            fresh.delete();
+          }
+          // Undo half of the edits now and then, so that the file keeps parsing and statements come back.
+          if (rand() < 0.5) {
+            const undo = { startOffset: change.startOffset, endOffset: change.startOffset + change.text.length, text: '' };
+            if (change.text.length && change.endOffset === change.startOffset) {
+              text = editTree(tree, text, lineStartsOf(text), undo);
+              tree = reparse(parser, text, tree)!;
+              const again = analyzeTree(tree, text, cache);
+              const fresh2 = parser.parse(text)!;
+              try {
+                assert.deepEqual(again, analyzeTree(fresh2, text), `undo of edit ${i}`);
+              } finally {
+                fresh2.delete();
+              }
+            }
+          }
+        }
+        assert.ok(reused > 0, 'layer records were reused');
+      } finally {
+        tree.delete();
+      }
+    });
+  }
+});
+
 describe('analysis: closeParen (text scanner for argument lists)', () => {
   it('skips strings, triple quotes, escapes, comments and nested brackets', () => {
     const cases = [

@@ -82,6 +82,26 @@ export function closeParen(src: string, open: number): number {
   return n;
 }
 
+const CALL_LAST = /^(backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_)$/;
+const CONVERSION = /^(convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/;
+const CONTEXT_LAST = /autocast$|fp8_model_init$|quantized_model_init$/;
+/** Callee text -> whether collectCalls may record the call at all (a pure function of the text). */
+const mayMatterCache = new Map<string, boolean>();
+
+/** The tests of collectCalls that read the callee text only, before anything else: most calls stop here. */
+function mayMatter(callee: string): boolean {
+  let v = mayMatterCache.get(callee);
+  if (v === undefined) {
+    const dot = callee.lastIndexOf('.');
+    const last = dot < 0 ? callee : callee.slice(dot + 1);
+    v = CALL_LAST.test(last) || FP8_CHECK.test(last) || LOG_CALLEE.test(callee) || RECIPES.test(last)
+      || (/^[A-Z]/.test(last) && OPTIMIZERS.test(last)) || CONTEXT_LAST.test(last) || CONVERSION.test(last);
+    if (mayMatterCache.size > 50000) mayMatterCache.clear();
+    mayMatterCache.set(callee, v);
+  }
+  return v;
+}
+
 /** Classifies every call once. */
 export function collectCalls(
   src: string, imports: ImportTable, calls: CallRec[], functions: FuncRec[], callees: (string | undefined)[],
@@ -92,7 +112,7 @@ export function collectCalls(
   for (const f of functions) if (!fnByName.has(f.name)) fnByName.set(f.name, f);
   for (let i = 0; i < calls.length; i++) {
     const callee = callees[i];
-    if (!callee) continue;
+    if (!callee || !mayMatter(callee)) continue;
     const rec = calls[i];
     const node = rec.node;
     const dot = callee.lastIndexOf('.');
@@ -167,7 +187,7 @@ export function collectCalls(
       }
       continue;
     }
-    if (/autocast$|fp8_model_init$|quantized_model_init$/.test(last)) {
+    if (CONTEXT_LAST.test(last)) {
       const r = resolveName(imports, callee);
       if (/^transformer_engine\./.test(r)) {
         const args = argsOf(src, node);
@@ -177,7 +197,7 @@ export function collectCalls(
       }
       continue;
     }
-    if (/^(convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/.test(last)) {
+    if (CONVERSION.test(last)) {
       const conv = conversion(src, imports, node, last, callee, fnByName);
       if (conv) facts.conversions.push(conv);
       continue;

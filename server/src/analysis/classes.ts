@@ -35,11 +35,12 @@ export interface ClassModel {
   isModule: boolean;
 }
 
-const paramCache = new WeakMap<FuncRec, ParamInfo[]>();
+/** Keyed by the function's node: a statement copy kept across edits (node.ts) keeps its parameters too. */
+const paramCache = new WeakMap<SyntaxNode, ParamInfo[]>();
 
-/** Parameters of a function (cached per record). */
+/** Parameters of a function (cached per node; callers do not modify the list). */
 export function paramsOf(src: string, fn: FuncRec): ParamInfo[] {
-  const hit = paramCache.get(fn);
+  const hit = paramCache.get(fn.node);
   if (hit) return hit;
   const out: ParamInfo[] = [];
   const ps = fn.node.childForFieldName('parameters');
@@ -62,7 +63,7 @@ export function paramsOf(src: string, fn: FuncRec): ParamInfo[] {
       else if (t === 'dictionary_splat_pattern') out.push({ name: src.slice(p.startIndex + 2, p.endIndex), kind: 'kwstar' });
     }
   }
-  paramCache.set(fn, out);
+  paramCache.set(fn.node, out);
   return out;
 }
 
@@ -166,8 +167,44 @@ export function analyzeClasses(src: string, recs: ClassRec[], imports: ImportTab
   return byName;
 }
 
-/** Recognises custom RMSNorm and LayerNorm classes by name and by what their forward computes. */
+interface StructuralResult {
+  layerKind?: LayerKind;
+  layerKindReason?: string;
+  zeroCenteredGamma?: boolean;
+  teEquivalent?: string;
+  hasBias?: boolean;
+}
+
+/**
+ * What `structuralUncached` finds depends on the class's own text only: memoised per class node (a statement copy
+ * kept across edits, node.ts, keeps it).
+ */
+const structuralCache = new WeakMap<SyntaxNode, StructuralResult>();
+
 function structural(src: string, m: ClassModel): void {
+  let r = structuralCache.get(m.rec.node);
+  if (!r) {
+    const info = m.info;
+    const before = { layerKind: info.layerKind, layerKindReason: info.layerKindReason, zeroCenteredGamma: info.zeroCenteredGamma, teEquivalent: m.teEquivalent, hasBias: m.hasBias };
+    structuralUncached(src, m);
+    r = {};
+    if (info.layerKind !== before.layerKind) r.layerKind = info.layerKind;
+    if (info.layerKindReason !== before.layerKindReason) r.layerKindReason = info.layerKindReason;
+    if (info.zeroCenteredGamma !== before.zeroCenteredGamma) r.zeroCenteredGamma = info.zeroCenteredGamma;
+    if (m.teEquivalent !== before.teEquivalent) r.teEquivalent = m.teEquivalent;
+    if (m.hasBias !== before.hasBias) r.hasBias = m.hasBias;
+    structuralCache.set(m.rec.node, r);
+    return;
+  }
+  if (r.layerKind !== undefined) m.info.layerKind = r.layerKind;
+  if (r.layerKindReason !== undefined) m.info.layerKindReason = r.layerKindReason;
+  if (r.zeroCenteredGamma !== undefined) m.info.zeroCenteredGamma = r.zeroCenteredGamma;
+  if (r.teEquivalent !== undefined) m.teEquivalent = r.teEquivalent;
+  if (r.hasBias !== undefined) m.hasBias = r.hasBias;
+}
+
+/** Recognises custom RMSNorm and LayerNorm classes by name and by what their forward computes. */
+function structuralUncached(src: string, m: ClassModel): void {
   const classText = src.slice(m.rec.start, m.rec.end);
   const fwd = m.forward ? src.slice(m.forward.start, m.forward.end) : '';
   const hasParam = /\bParameter\s*\(/.test(classText);

@@ -9,11 +9,11 @@ import { collectCalls, collectTies, tiedKeys } from './calls';
 import { analyzeClasses } from './classes';
 import { Evaluator, type EvalScope } from './dims';
 import { collectAliases, collectImports } from './imports';
-import { calleeText, collectLayers } from './layers';
+import { calleeText, collectLayers, ctorFor, type LayerContext } from './layers';
 import { assignRoles } from './roles';
 import { decide } from './verdict';
 import { walkNodes, type CallRec } from './walk';
-import { AnalysisCache, mirrorWalkNodes, WALK_TYPES, type SyntaxNode } from './node';
+import { AnalysisCache, copyOf, mirrorWalkNodes, stmtOf, WALK_TYPES, type Stmt, type SyntaxNode } from './node';
 import { useText } from './spans';
 
 export type * from './ir';
@@ -41,7 +41,7 @@ export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache): Mo
       useText(text);
       nodes = mirrorWalkNodes(tree, text, cache, hasErrors);
     } else nodes = tree.rootNode.descendantsOfType(WALK_TYPES);
-    return analyze(nodes, text, hasErrors);
+    return analyze(nodes, text, hasErrors, cache);
   } catch (err) {
     cache?.clear();
     // Best effort: an internal failure on odd input must not take the server down.
@@ -51,7 +51,7 @@ export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache): Mo
   }
 }
 
-function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boolean): ModelIR {
+function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boolean, cache?: AnalysisCache): ModelIR {
   useText(src);
   const walk = walkNodes(nodes, src);
   const imports = collectImports(src, walk.imports);
@@ -70,7 +70,9 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
     // `^`: with the y flag it would pin the match to offset 0 and send every call through the tree), without
     // touching the tree.
     let text: string | undefined;
-    if (i + 1 < calls.length && calls[i + 1].start === start) {
+    const copy = cache ? copyOf(calls[i].node) : undefined;
+    if (copy && copy.callee !== undefined) text = copy.callee ?? undefined;
+    else if (i + 1 < calls.length && calls[i + 1].start === start) {
       text = calleeText(src, calls[i].node)?.text;
     } else {
       simpleCallee.lastIndex = start;
@@ -80,6 +82,7 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
         text = t.indexOf(' ') < 0 && t.indexOf('\t') < 0 ? t : t.replace(/[ \t]+/g, '');
       } else text = calleeText(src, calls[i].node)?.text;
     }
+    if (copy) copy.callee = text ?? null;
     callees[i] = text;
     if (text && classes.has(text)) {
       const list = byCallee.get(text) ?? [];
@@ -93,7 +96,12 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
   const ctorSites = (cls: string): CallRec[] => byCallee.get(cls) ?? [];
   const evaluator = new Evaluator(src, classes, walk.moduleAssigns, (cls) => ctorSites(cls).map((call) => ({ call, scope: scopeOf(call) })));
 
-  const recs = collectLayers({ src, imports, classes, walk, evaluator, callees });
+  const layerCtx: LayerContext = { src, imports, classes, walk, evaluator, callees, stats: cache };
+  if (cache) {
+    layerCtx.memoKey = memoKeys(layerCtx, byCallee, cache);
+    if (layerCtx.memoKey) layerCtx.ctorMemo = cache.ctorMemo as LayerContext['ctorMemo'];
+  }
+  const recs = collectLayers(layerCtx);
   const ties = collectTies(src, walk.assigns, walk.calls, callees);
   const vocabNames = new Set<string>();
   assignRoles({ src, classes, ties, tiedKeys: tiedKeys(src, walk.classes), ctorSites, vocabNames }, recs);
@@ -117,5 +125,204 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
     calls: facts.calls,
     vocabNames: [...vocabNames],
     hasSyntaxErrors,
+  };
+}
+
+/**
+ * Dependency signatures of copied statements, for the per-statement memo of layer records (layers.ts): a statement's
+ * records are reused while its copy and its signature are unchanged. The signature names what evaluating its layers
+ * may read from outside the statement:
+ *  - file-wide (versioned in AnalysisCache.memoHead): the import table, `*linear` function and class names (imported
+ *    factory detection), local classes named by annotations (`config: GPTConfig`), the config-style classes, and the
+ *    statements holding module-level assignments (`N = 768`) or config classes whose defaults read `self`, with their
+ *    closure (below);
+ *  - per statement: the closure of the statements it may evaluate in: those holding construction sites of the
+ *    classes it defines (a parameter's value as passed where the class is built), those of their local base classes
+ *    (`self.x` set in a base) and the other definitions of the same class names, transitively;
+ *  - what each local class it constructs builds (`ctorFor`: kind, parameters, TE equivalent);
+ *  - the defaults of the config fields whose names occur in the text of that closure and of the global statements
+ *    (`config.n_embd`, `getattr(cfg, "n_embd")`), and of the fields those defaults name in turn.
+ * Statements are named by their copy's id (a reused copy has the same text) and the number of module-level
+ * assignments before them (which of several `N = ...` a use sees).
+ */
+const WORD = /[A-Za-z_]\w*/g;
+const ANNOTATED = /:\s*["']?\s*(?:Optional\s*\[\s*["']?\s*)?([A-Za-z_]\w*)/g;
+
+function memoKeys(ctx: LayerContext, byCallee: Map<string, CallRec[]>, cache: AnalysisCache): ((stmt: Stmt) => string) | undefined {
+  const { src, walk, imports, classes } = ctx;
+  // Module-level assignments by name (what the evaluator reads: identifier targets), in document order.
+  const modByName = new Map<string, { start: number; stmt: Stmt }[]>();
+  for (const a of walk.moduleAssigns) {
+    const left = a.node.childForFieldName('left');
+    const st = stmtOf(a.node);
+    if (!st) return undefined;
+    if (!left || left.type !== 'identifier') continue;
+    const name = src.slice(left.startIndex, left.endIndex);
+    const l = modByName.get(name);
+    if (l) l.push({ start: a.start, stmt: st }); else modByName.set(name, [{ start: a.start, stmt: st }]);
+  }
+  /** How many assignments to `name` come before an offset (which one a use there sees). */
+  const assignsBefore = (name: string, offset: number): number => {
+    let n = 0;
+    for (const a of modByName.get(name) ?? []) if (a.start < offset) n++;
+    return n;
+  };
+  const classStmts = new Map<string, Stmt[]>();
+  const classesIn = new Map<Stmt, string[]>();
+  for (const c of walk.classes) {
+    const st = stmtOf(c.node);
+    if (!st) return undefined;
+    const l = classStmts.get(c.name);
+    if (l) l.push(st); else classStmts.set(c.name, [st]);
+    const n = classesIn.get(st);
+    if (n) n.push(c.name); else classesIn.set(st, [c.name]);
+  }
+  const depsCache = new Map<Stmt, Stmt[]>();
+  const directDeps = (st: Stmt): Stmt[] => {
+    let d = depsCache.get(st);
+    if (d) return d;
+    d = [];
+    for (const name of classesIn.get(st) ?? []) {
+      for (const s of classStmts.get(name) ?? []) d.push(s);
+      for (const call of byCallee.get(name) ?? []) { const s = stmtOf(call.node); if (s) d.push(s); }
+      const m = classes.get(name);
+      for (const rb of m?.info.resolvedBases ?? []) {
+        if (rb.startsWith('local:')) for (const s of classStmts.get(rb.slice(6)) ?? []) d.push(s);
+      }
+    }
+    depsCache.set(st, d);
+    return d;
+  };
+  const close = (roots: Iterable<Stmt>, into: Set<Stmt>, skip?: Set<Stmt>): void => {
+    const stack = [...roots];
+    while (stack.length) {
+      const st = stack.pop() as Stmt;
+      if (into.has(st) || skip?.has(st)) continue;
+      into.add(st);
+      for (const d of directDeps(st)) stack.push(d);
+    }
+  };
+  // Ids in document order: also tells, for each module-level name read, which of its assignments precede which statement.
+  const sig = (set: Set<Stmt>): string => [...set].sort((a, b) => a.base - b.base).map((s) => s.id).join(',');
+
+  // File-wide part.
+  const globalRoots: Stmt[] = [];
+  // Config-style classes (what `config.x` reads), field by field: a statement depends on a field's defaults when the
+  // field's name occurs in the text it may evaluate (its closure and the global statements), and on the fields those
+  // defaults name in turn. A config class whose defaults read `self` is global as a whole. What a constructor call of
+  // a local class builds is part of the key of the statements that call it (below).
+  const parts: string[] = [];
+  const fieldSigs = new Map<string, string[]>();
+  const defaultWords = new Map<string, string[]>();
+  for (const m of classes.values()) {
+    if (m.fieldNodes.size === 0) continue;
+    parts.push(`${m.info.name}:${m.isConfig}`);
+    const st = stmtOf(m.rec.node);
+    if (!st) return undefined;
+    const texts: string[] = [];
+    for (const n of m.fieldNodes.values()) texts.push(src.slice(n.startIndex, n.endIndex));
+    if (texts.some((t) => /\bself\b/.test(t))) { globalRoots.push(st); continue; }
+    let i = 0;
+    for (const f of m.fieldNodes.keys()) {
+      const t = texts[i++];
+      const w = t.match(WORD) ?? [];
+      // A default evaluates where the class starts: which assignment of a module-level name it sees.
+      const before = w.filter((x) => modByName.has(x)).map((x) => `${x}@${assignsBefore(x, m.rec.start)}`).join(',');
+      const e = `${m.info.name}:${before}:${t}`;
+      const l = fieldSigs.get(f);
+      if (l) l.push(e); else fieldSigs.set(f, [e]);
+      const dw = defaultWords.get(f);
+      if (dw) dw.push(...w); else defaultWords.set(f, w);
+    }
+  }
+  const wordsOf = (st: Stmt): Set<string> => (st.words ??= new Set(src.slice(st.base, st.base + st.root.re).match(WORD) ?? []));
+  const fieldSigStr = new Map<string, string>();
+  const fieldSigOf = (f: string): string => {
+    let t = fieldSigStr.get(f);
+    if (t === undefined) { t = `${f}=${(fieldSigs.get(f) as string[]).join('|')}`; fieldSigStr.set(f, t); }
+    return t;
+  };
+  const hitsCache = new Map<Stmt, string[]>();
+  const hitsOf = (st: Stmt): string[] => {
+    let h = hitsCache.get(st);
+    if (!h) {
+      h = [];
+      for (const w of wordsOf(st)) if (fieldSigs.has(w) || modByName.has(w)) h.push(w);
+      hitsCache.set(st, h);
+    }
+    return h;
+  };
+  /**
+   * What evaluation in `stmts` may read by name, to a fixpoint: config fields (and the names their defaults use) and
+   * module-level names (the statements assigning them join the set). Returns the config part of the key; `stmts` grows.
+   */
+  const readByName = (stmts: Set<Stmt>): string => {
+    const fields = new Set<string>();
+    const names = new Set<string>();
+    const queue: string[] = [];
+    const visit = (w: string): void => {
+      if (fieldSigs.has(w) && !fields.has(w)) { fields.add(w); queue.push(w); }
+      if (!names.has(w) && modByName.has(w)) {
+        names.add(w);
+        for (const a of modByName.get(w) as { stmt: Stmt }[]) {
+          if (!stmts.has(a.stmt)) { stmts.add(a.stmt); for (const x of hitsOf(a.stmt)) visit(x); }
+        }
+      }
+    };
+    for (const st of [...stmts]) for (const w of hitsOf(st)) visit(w);
+    while (queue.length) for (const w of defaultWords.get(queue.pop() as string) ?? []) visit(w);
+    return [...fields].sort().map(fieldSigOf).join('\u0001');
+  };
+  const ctorFacts = new Map<string, string>();
+  const factsOf = (name: string): string => {
+    let f = ctorFacts.get(name);
+    if (f === undefined) {
+      const c = ctorFor(ctx, name);
+      f = c ? [c.resolved, c.ctor.kind, c.ctor.isTe, c.ctor.params.join('+'), c.ctor.te, c.ctor.parallelMode, c.ctor.local?.info.name, c.ctor.display, c.ctor.factory].join('\u0001') : '-';
+      ctorFacts.set(name, f);
+    }
+    return f;
+  };
+  // Local classes called in each statement.
+  const calledIn = new Map<Stmt, Set<string>>();
+  for (const [name, calls] of byCallee) {
+    for (const call of calls) {
+      const st = stmtOf(call.node);
+      if (!st) continue;
+      const set = calledIn.get(st);
+      if (set) set.add(name); else calledIn.set(st, new Set([name]));
+    }
+  }
+  // Class names whose mere existence other statements read: `X(...)` calls are keyed per statement (calledIn) and
+  // local bases through the statements closure; what is left: an imported `*linear` factory is one only when no local
+  // class has its name, and a parameter annotation names a local class (`config: GPTConfig`). Annotation texts are
+  // over-approximated by a scan of the text: any name after a `:` (optionally quoted or in Optional[...]).
+  const annotated = new Set<string>();
+  for (const m of ctx.src.matchAll(ANNOTATED)) annotated.add(m[1]);
+  const namesRead = walk.classes.map((c) => c.name).filter((n) => annotated.has(n) || /linear$/i.test(n));
+  const globalSet = new Set<Stmt>();
+  close(globalRoots, globalSet);
+  const head = [
+    [...imports.map].map(([k, v]) => `${k}=${v}`).join(';'), imports.starModules.join(';'),
+    walk.functions.filter((f) => /linear$/i.test(f.name)).map((f) => f.name).join(';'), namesRead.join(';'),
+    parts.join(';'), sig(globalSet),
+  ].join('\u0003');
+  // Keys carry a version of the file-wide part rather than the part itself (short keys, cheap to compare).
+  if (head !== cache.memoHead) { cache.memoHead = head; cache.memoVersion++; }
+  const version = cache.memoVersion;
+  if (cache.ctorMemoVersion !== version) { cache.ctorMemo = new Map(); cache.ctorMemoVersion = version; }
+  const keys = new Map<Stmt, string>();
+  return (stmt) => {
+    let k = keys.get(stmt);
+    if (k === undefined) {
+      const set = new Set<Stmt>();
+      close([stmt], set, globalSet);
+      for (const g of globalSet) set.add(g);
+      const fields = readByName(set);
+      const called = calledIn.get(stmt);
+      k = `${version}\u0004${sig(set)}\u0004${called ? [...called].map(factsOf).join('\u0002') : ''}\u0004${fields}`;
+      keys.set(stmt, k);
+    }
+    return k;
   };
 }

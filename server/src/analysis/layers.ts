@@ -3,13 +3,13 @@
  * `transformer.wte`, `layers[*]`), their arguments and dimensions. Factories (local functions returning a layer) are
  * expanded at each call site.
  */
-import type { SyntaxNode } from './node';
-import type { Layer, LayerArg, LayerKind } from './ir';
+import { stmtOf, type Stmt, type SyntaxNode } from './node';
+import type { Layer, LayerArg, LayerKind, Span } from './ir';
 import { ctorParams, type ClassModel } from './classes';
 import { argFor, type EvalScope, type Evaluator } from './dims';
 import { resolveName, type ImportTable } from './imports';
 import { IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
-import { spanOf, stringValue } from './spans';
+import { positionAt, spanOf, stringValue } from './spans';
 import type { CallRec, FuncRec, WalkResult } from './walk';
 
 /** What a callee builds. */
@@ -54,6 +54,54 @@ export interface LayerContext {
   evaluator: Evaluator;
   /** Callee text of walk.calls[i] (identifier or dotted attribute), precomputed. */
   callees: (string | undefined)[];
+  /**
+   * With the per-statement cache: the dependency signature of a copied statement (what evaluation of its layers may
+   * read from outside it). Layer records of a statement are reused while its copy and signature are unchanged.
+   */
+  memoKey?: (stmt: Stmt) => string;
+  /**
+   * With the per-statement cache: what callees that are not local classes build, kept across analyses while the
+   * file-wide facts it reads (import table, `*linear` function and class names) are unchanged (index.ts memoKeys).
+   */
+  ctorMemo?: Map<string, { resolved: string; ctor: CtorInfo } | null>;
+  /** Counts of layer records reused from memos and built afresh (AnalysisCache statistics). */
+  stats?: { layersReused: number; layersBuilt: number };
+}
+
+/** A memoised direct layer record: the Layer as built (before roles and verdicts), relative to `Stmt.memoBase`. */
+interface LayerSnap {
+  layer: Layer;
+  argNodes: Map<string, SyntaxNode>;
+  outVia: string[];
+}
+
+function shiftSpan(sp: Span, dOff: number, dLine: number): Span {
+  return {
+    startLine: sp.startLine + dLine, startColumn: sp.startColumn, endLine: sp.endLine + dLine, endColumn: sp.endColumn,
+    startOffset: sp.startOffset + dOff, endOffset: sp.endOffset + dOff,
+  };
+}
+
+/**
+ * A copy of a layer as collectLayers builds it (before roles and verdicts, which set fields of the copy), spans moved
+ * by dOff / dLine (a statement moved as a whole keeps its columns). Own keys are kept exactly (deep-equal IR). Parts
+ * nothing writes after collectLayers (options, dims, and args and spans when not moved) are shared: the IR is
+ * read-only once built.
+ */
+function copyLayer(l: Layer, dOff: number, dLine: number): Layer {
+  const c: Layer = { ...l };
+  if (dOff !== 0 || dLine !== 0) {
+    c.span = shiftSpan(l.span, dOff, dLine);
+    c.calleeSpan = shiftSpan(l.calleeSpan, dOff, dLine);
+    c.argsSpan = shiftSpan(l.argsSpan, dOff, dLine);
+    const args = new Array<LayerArg>(l.args.length);
+    for (let i = 0; i < args.length; i++) { const a = l.args[i]; args[i] = { ...a, span: shiftSpan(a.span, dOff, dLine) }; }
+    c.args = args;
+    if (l.constructionSpan) c.constructionSpan = shiftSpan(l.constructionSpan, dOff, dLine);
+  }
+  c.roleReasons = l.roleReasons.slice();
+  c.reasons = l.reasons.slice();
+  return c;
 }
 
 const CONTAINER_LIST = /(^|\.)(ModuleList|Sequential|ParameterList)$/;
@@ -75,7 +123,18 @@ export function ctorFor(ctx: LayerContext, text: string): { resolved: string; ct
   if (!cache) { cache = new Map(); ctorCache.set(ctx, cache); }
   const hit = cache.get(text);
   if (hit !== undefined) return hit ?? undefined;
-  const r = ctorForUncached(ctx, text);
+  let r: { resolved: string; ctor: CtorInfo } | undefined;
+  const memo = ctx.ctorMemo;
+  if (memo && !ctx.classes.has(text)) {
+    // Not a local class: what it builds depends only on file-wide facts (imports, `*linear` names), see ctorMemo.
+    const m = memo.get(text);
+    if (m !== undefined) r = m ?? undefined;
+    else {
+      r = ctorForUncached(ctx, text);
+      if (memo.size > 20000) memo.clear();
+      memo.set(text, r ?? null);
+    }
+  } else r = ctorForUncached(ctx, text);
   cache.set(text, r ?? null);
   return r;
 }
@@ -121,6 +180,13 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
   const out: LayerRec[] = [];
   const templates = new Map<FuncRec, { rec: LayerRec; place: Placement }[]>();
   const pending: { call: CallRec; callee: string }[] = [];
+  const memoKey = ctx.memoKey;
+  let lastStmt: Stmt | undefined;
+  let memo: Map<SyntaxNode, unknown> | undefined;
+  let dOff = 0;
+  let dLine = 0;
+  let reused = 0;
+  let built = 0;
   for (let i = 0; i < walk.calls.length; i++) {
     const text = ctx.callees[i];
     if (!text) continue;
@@ -130,8 +196,38 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
       pending.push({ call, callee: text });
       continue;
     }
+    if (memoKey) {
+      const stmt = stmtOf(call.node);
+      if (stmt !== lastStmt) {
+        lastStmt = stmt;
+        memo = undefined;
+        if (stmt) {
+          const key = memoKey(stmt);
+          const line = positionAt(stmt.base).row;
+          if (stmt.memoKey !== key || !stmt.memo) {
+            stmt.memoKey = key;
+            stmt.memo = new Map();
+            stmt.memoBase = stmt.base;
+            stmt.memoLine = line;
+          }
+          memo = stmt.memo;
+          dOff = stmt.base - stmt.memoBase;
+          dLine = line - stmt.memoLine;
+        }
+      }
+      const snap = memo?.get(call.node) as LayerSnap | undefined;
+      if (snap) {
+        out.push({
+          layer: copyLayer(snap.layer, dOff, dLine), call, ctor: found.ctor, scope: scopeOf(ctx, call),
+          argNodes: snap.argNodes, outVia: snap.outVia.slice(),
+        });
+        reused++;
+        continue;
+      }
+    }
     const calleeNode = call.node.childForFieldName('function') as SyntaxNode;
     const rec = makeLayer(ctx, call, calleeNode, text, found.resolved, found.ctor, scopeOf(ctx, call));
+    built++;
     const place = placement(ctx, call.node, call);
     if (place.returned && call.scope.fn) {
       const list = templates.get(call.scope.fn) ?? [];
@@ -140,8 +236,10 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
       continue;
     }
     applyPlacement(rec, place, call);
+    if (memo) memo.set(call.node, { layer: copyLayer(rec.layer, -dOff, -dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice() } satisfies LayerSnap);
     out.push(rec);
   }
+  if (ctx.stats) { ctx.stats.layersReused = reused; ctx.stats.layersBuilt = built; }
   // Factories: `def make_linear(i, o): return nn.Linear(i, o)`; `self.x = make_linear(...)`.
   if (templates.size) {
     const byName = new Map<string, FuncRec>();

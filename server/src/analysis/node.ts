@@ -34,12 +34,36 @@ export const WALK_TYPES = [
 ];
 const WALK_SET = new Set(WALK_TYPES);
 
+let nextStmtId = 1;
+
 /** One copied top-level statement: its nodes and the current absolute offset of its start. */
-class Stmt {
+export class Stmt {
+  /** Unique per copy: a reused statement keeps its id, so the same id means the same text (and start column). */
+  readonly id = nextStmtId++;
   base = 0;
   root!: MNode;
   /** Nodes of WALK_TYPES in pre-order (what `descendantsOfType(WALK_TYPES)` gives for this subtree). */
   readonly walkNodes: MNode[] = [];
+  /**
+   * Phase-2 results memoised on this copy (layers.ts): valid while `memoKey` (the statement's dependency signature,
+   * built by index.ts) is unchanged. `memoBase`/`memoLine`: where the statement started when they were recorded.
+   */
+  memoKey: string | undefined;
+  memo: Map<SyntaxNode, unknown> | undefined;
+  memoBase = 0;
+  memoLine = 0;
+  /** The names in its text (index.ts: which config fields it may read), computed once. */
+  words: Set<string> | undefined;
+}
+
+/** The copied statement a node belongs to (undefined for web-tree-sitter nodes: the cache-less path). */
+export function stmtOf(n: SyntaxNode): Stmt | undefined {
+  return n instanceof MNode ? n.stmt : undefined;
+}
+
+/** The node as a persistent copy (undefined for web-tree-sitter nodes). */
+export function copyOf(n: SyntaxNode): { callee?: string | null } | undefined {
+  return n instanceof MNode ? n : undefined;
 }
 
 const NO_NODES: MNode[] = [];
@@ -51,6 +75,8 @@ class MNode implements SyntaxNode {
   named: MNode[] = NO_NODES;
   /** Field name of each child (parallel to children), or undefined when none has one. */
   fields: (string | null)[] | undefined;
+  /** For a call: its callee text as index.ts reads it (null: none), once computed (it depends on the statement only). */
+  callee?: string | null;
 
   constructor(readonly stmt: Stmt, readonly type: string, readonly rs: number, readonly re: number) {}
 
@@ -81,9 +107,20 @@ export class AnalysisCache {
   /** Statistics of the last analysis: statements copied, statements reused. */
   copied = 0;
   reused = 0;
+  /** Layer records of the last analysis taken from statements' memos, and built afresh. */
+  layersReused = 0;
+  layersBuilt = 0;
+  /** The file-wide part of the memo keys (index.ts) and a counter bumped whenever it changes. */
+  memoHead: string | undefined;
+  memoVersion = 0;
+  /** layers.ts ctorFor results of non-local callees, valid for `ctorMemoVersion` of the file-wide part. */
+  ctorMemo = new Map<string, unknown>();
+  ctorMemoVersion = -1;
 
   clear(): void {
     this.entries.clear();
+    this.memoHead = undefined;
+    this.memoVersion++;
   }
 }
 
