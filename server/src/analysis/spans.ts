@@ -1,6 +1,7 @@
 /** Span and text helpers over web-tree-sitter nodes (positions are UTF-16 code units, as LSP wants). */
 import type { SyntaxNode } from './node';
 import type { Span } from './ir';
+import { lineAt, lineStartsOf, pointAt } from '../lines';
 
 /**
  * Line starts of the text being analysed, set once per analysis (`useText`): positions are computed from offsets in
@@ -12,31 +13,18 @@ let lineStarts: number[] = [0];
 export function useText(src: string): void {
   if (lineText === src) return;
   lineText = src;
-  const starts = [0];
-  for (let i = src.indexOf('\n'); i !== -1; i = src.indexOf('\n', i + 1)) starts.push(i + 1);
-  lineStarts = starts;
-}
-
-function lineOf(offset: number): number {
-  let lo = 0;
-  let hi = lineStarts.length - 1;
-  while (lo < hi) {
-    const mid = (lo + hi + 1) >> 1;
-    if (lineStarts[mid] <= offset) lo = mid; else hi = mid - 1;
-  }
-  return lo;
+  lineStarts = lineStartsOf(src);
 }
 
 /** Row and column of an offset of the current text (what tree-sitter reports for it). */
 export function positionAt(offset: number): { row: number; column: number } {
-  const row = lineOf(offset);
-  return { row, column: offset - lineStarts[row] };
+  return pointAt(lineStarts, offset);
 }
 
 /** The span between two offsets of the current text. */
 export function spanAt(start: number, end: number): Span {
-  const sl = lineOf(start);
-  const el = lineOf(end);
+  const sl = lineAt(lineStarts, start);
+  const el = lineAt(lineStarts, end);
   return { startLine: sl, startColumn: start - lineStarts[sl], endLine: el, endColumn: end - lineStarts[el], startOffset: start, endOffset: end };
 }
 
@@ -49,7 +37,7 @@ export function spanOf(n: SyntaxNode): Span {
   }
   const s = n.startPosition;
   const end = n.endIndex;
-  const el = lineOf(end);
+  const el = lineAt(lineStarts, end);
   return { startLine: s.row, startColumn: s.column, endLine: el, endColumn: end - lineStarts[el], startOffset: n.startIndex, endOffset: end };
 }
 
