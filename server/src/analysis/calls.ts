@@ -302,12 +302,25 @@ export function collectTies(src: string, assigns: AssignRec[], calls: CallRec[],
 
 /** `_tied_weights_keys = ["lm_head.weight"]` (list) or `{"lm_head.weight": "model.embed_tokens.weight"}` (dict). */
 export function tiedKeys(src: string, classes: ClassRec[]): Map<string, string[]> {
+  return classStringList(src, classes, '_tied_weights_keys');
+}
+
+/**
+ * `_keep_in_fp32_modules = ["wo"]`: module names Hugging Face keeps in float32 whatever the model's dtype (matched
+ * against the components of each module's dotted name), per class that lists them.
+ */
+export function keepFp32Modules(src: string, classes: ClassRec[]): Map<string, string[]> {
+  return classStringList(src, classes, '_keep_in_fp32_modules');
+}
+
+/** String entries (list/tuple/set items or dict keys) of a class-body attribute, per class. */
+function classStringList(src: string, classes: ClassRec[], attr: string): Map<string, string[]> {
   const out = new Map<string, string[]>();
   for (const c of classes) {
     for (const a of c.bodyAssigns) {
       const left = a.node.childForFieldName('left');
       const right = a.node.childForFieldName('right');
-      if (!left || !right || src.slice(left.startIndex, left.endIndex) !== '_tied_weights_keys') continue;
+      if (!left || !right || src.slice(left.startIndex, left.endIndex) !== attr) continue;
       const keys: string[] = [];
       for (const k of right.namedChildren) {
         if (!k) continue;

@@ -5,13 +5,13 @@
 import type { Tree } from '../parser';
 import type { ModelIR } from './ir';
 import { collectAutocast } from './autocast';
-import { collectCalls, collectTies, tiedKeys } from './calls';
+import { collectCalls, collectTies, keepFp32Modules, tiedKeys } from './calls';
 import { analyzeClasses } from './classes';
 import { Evaluator, type EvalScope } from './dims';
 import { collectAliases, collectImports } from './imports';
 import { calleeText, collectLayers, ctorFor, type LayerContext } from './layers';
 import { assignRoles } from './roles';
-import { decide } from './verdict';
+import { decide, keepInFp32 } from './verdict';
 import { walkNodes, type CallRec } from './walk';
 import { AnalysisCache, copyOf, mirrorWalkNodes, stmtOf, WALK_TYPES, type Stmt, type SyntaxNode } from './node';
 import { useText } from './spans';
@@ -106,6 +106,7 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
   const vocabNames = new Set<string>();
   assignRoles({ src, classes, ties, tiedKeys: tiedKeys(src, walk.classes), ctorSites, vocabNames }, recs);
   for (const r of recs) decide(r, evaluator);
+  keepInFp32(recs, keepFp32Modules(src, walk.classes));
 
   const facts = collectCalls(src, imports, walk.calls, walk.functions, callees);
   const autocastRegions = collectAutocast(src, imports, walk.withs, walk.calls);

@@ -86,6 +86,8 @@ export interface Layer {
   roleReasons: string[];
   /** Tied to an embedding through weight sharing. */
   tied: boolean;
+  /** The tie is only declared (`_tied_weights_keys`), so it holds when the config ties word embeddings. */
+  tiedByConfig?: boolean;
   convertible: Convertible;
   /** Human reasons for the verdict: each a full sentence. */
   reasons: string[];

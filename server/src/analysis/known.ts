@@ -56,6 +56,9 @@ export function knownCtor(resolved: string): KnownCtor | undefined {
   const parts = resolved.split('.');
   const last = parts[parts.length - 1];
   if (!/^[A-Z]/.test(last)) return undefined;
+  // `self.LayerNorm(x)` / `cls.Norm(...)` calls a submodule or a stored class held by the instance; it never
+  // constructs a library layer, whatever the attribute is called (BERT names its norm attribute `LayerNorm`).
+  if (parts[0] === 'self' || parts[0] === 'cls') return undefined;
   if (resolved.startsWith('transformer_engine.')) {
     if (!/^transformer_engine\.(pytorch\.)?[A-Z]\w*$/.test(resolved) && !resolved.startsWith('transformer_engine.pytorch.')) return undefined;
     if (/Recipe|Scaling|Format|Config$|Calibration/.test(last)) return undefined;
@@ -63,7 +66,8 @@ export function knownCtor(resolved: string): KnownCtor | undefined {
     return { kind: t ? t[0] : 'other', params: t ? t[1] : [], isTe: true, display: `te.${last}` };
   }
   if (/^torch\.nn\.(modules\.(\w+\.)?)?[A-Z]\w*$/.test(resolved)) {
-    if (TORCH_NN_NOT_LAYERS.has(last)) return undefined;
+    // Losses (`loss_fct = CrossEntropyLoss()` inside forward) hold no weights and are not model layers.
+    if (TORCH_NN_NOT_LAYERS.has(last) || /Loss$/.test(last)) return undefined;
     const t = TORCH_NN[last];
     const kind = t ? t[0] : 'other';
     const te = kind === 'linear' ? 'te.Linear' : kind === 'layernorm' ? 'te.LayerNorm' : kind === 'rmsnorm' ? 'te.RMSNorm' : undefined;

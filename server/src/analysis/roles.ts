@@ -27,7 +27,10 @@ const ATTN_NAME = /^(q|k|v|qkv|query|key|value|wq|wk|wv|wo|wqkv|c_attn|o_proj|q_
 const ATTN_CLASS = /Attention|Attn|SelfAttention|MHA|MultiHead/i;
 const MLP_NAME = /^(fc1|fc2|fc3|c_fc|gate_proj|up_proj|down_proj|w1|w2|w3|wi|wi_0|wi_1|dense_h_to_4h|dense_4h_to_h|intermediate|ffn|mlp|ff|feed_forward|fc_in|fc_out_mlp|linear1|linear2|gate_up_proj|linear_fc1|linear_fc2|up|down|gate_up|experts|w12|ffn_up|ffn_down|ffn_gate|c_fc2|mlp_fc|proj_in)$/i;
 const MLP_CLASS = /MLP|Mlp|FeedForward|FFN|Ffn|DenseActDense|DenseGatedActDense|Expert|SwiGLU|GLU|Intermediate|PositionwiseFeed/;
-const MOE_CLASS = /MoE|Moe|Mixture|Sparse|Router|Switch|Expert|Gate|Routing/;
+// `Gate` but not `Gated`: a gated MLP (GatedFF, DenseGatedActDense) has a `gate` projection that is no router.
+const MOE_CLASS = /MoE|Moe|Mixture|Sparse|Router|Switch|Expert|Gate(?!d)|Routing/;
+/** Output sizes that name a hidden or feed-forward width: a projection with such an output is no router. */
+const WIDTH_NAME = /(intermediate|ffn|d_ff|ff_dim|inner|hidden|d_model|model_dim|embed_dim|n_embd|width|mlp_dim)/i;
 const ROUTER_NAME = /^(gate|router|gating|wg|w_gate|switch|gate_proj_router|router_proj|classifier_router|expert_gate)$/i;
 
 /** Sets role, roleReasons and tied on every layer. */
@@ -65,6 +68,50 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       if (!hit.length) hit = recs.filter((r) => r.layer.attr === last);
     }
     return hit;
+  };
+  // `_tied_weights_keys` entries are dotted paths from the class that lists them (`cls.predictions.decoder.weight`
+  // in a masked-LM wrapper): follow each segment through the local classes the attributes are built from.
+  const childClass = new Map<string, string>();
+  for (const r of recs) {
+    if (r.layer.ownerClass && r.layer.attr && r.layer.localClass) childClass.set(`${r.layer.ownerClass}.${r.layer.attr}`, r.layer.localClass);
+  }
+  const keyTied = new Map<string, string>(); // `${class}.${attr}` -> class that lists the key
+  for (const [cls, keys] of ctx.tiedKeys) {
+    for (const k of keys) {
+      if (!/\.weight$/.test(k)) continue;
+      const segs = k.replace(/\.weight$/, '').split('.').filter((x) => x && !/^\d+$/.test(x));
+      if (!segs.length) continue;
+      let at: string | undefined = cls;
+      for (const seg of segs.slice(0, -1)) {
+        at = at === undefined ? undefined : childClass.get(`${at}.${seg}`);
+        if (at === undefined) break;
+      }
+      if (at !== undefined) keyTied.set(`${at}.${segs[segs.length - 1]}`, cls);
+    }
+  }
+  // Where each local class is built (`self.output = SelfOutput(config)` inside an Attention class): a helper class
+  // with no role evidence of its own takes the role of the modules that hold it.
+  const heldBy = new Map<string, { owner: string; attr: string }[]>();
+  for (const r of recs) {
+    const { localClass, ownerClass, attr } = r.layer;
+    if (!localClass || !ownerClass || localClass === ownerClass) continue;
+    const list = heldBy.get(localClass) ?? [];
+    list.push({ owner: ownerClass, attr: attr ?? '' });
+    heldBy.set(localClass, list);
+  }
+  const roleFromHolders = (cls: string): 'attention' | 'mlp' | undefined => {
+    const holders = heldBy.get(cls);
+    if (!holders?.length) return undefined;
+    const roleOf = (h: { owner: string; attr: string }): 'attention' | 'mlp' | undefined => {
+      if (/^(attn|attention|self_attn|cross_attn|self_attention|crossattention|mha)$/i.test(h.attr)) return 'attention';
+      if (/^(mlp|ffn|feed_forward|ff|intermediate|feedforward)$/i.test(h.attr)) return 'mlp';
+      if (ATTN_CLASS.test(h.owner) && !MLP_CLASS.test(h.owner) && !/Block|Layer$|Decoder|Encoder/.test(h.owner)) return 'attention';
+      if (MLP_CLASS.test(h.owner) && !ATTN_CLASS.test(h.owner) && !/Block|Layer$|Decoder|Encoder/.test(h.owner)) return 'mlp';
+      return undefined;
+    };
+    const roles = new Set(holders.map(roleOf));
+    if (roles.size !== 1) return undefined;
+    return [...roles][0];
   };
   const tiedTo = new Map<LayerRec, string>();
   for (const t of ctx.ties) {
@@ -135,8 +182,12 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     const outText = (L.outFeatures?.text ?? '').replace(/\s+/g, '');
     const outVia = [outText, ...r.outVia.map((v) => v.replace(/\s+/g, ''))];
     const tie = tiedTo.get(r);
-    const keyTie = (ctx.tiedKeys.get(owner) ?? []).some((k) => k.replace(/\.weight$/, '').split('.').pop() === attr);
+    const keyOwner = keyTied.get(`${owner}.${attr}`)
+      ?? ((ctx.tiedKeys.get(owner) ?? []).some((k) => k.replace(/\.weight$/, '').split('.').pop() === attr) ? owner : undefined);
+    const keyTie = keyOwner !== undefined;
     if (tie || keyTie) L.tied = true;
+    // Hugging Face ties the keys it lists only when the config says so (tie_word_embeddings).
+    if (!tie && keyTie) L.tiedByConfig = true;
 
     if (L.kind === 'embedding') {
       setRole(L, 'embedding', [tie ? `embedding table, weights tied to ${tie}` : `${r.ctor.display} is a lookup table (embedding)`]);
@@ -158,7 +209,7 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       score += 3; reasons.push(`output size ${L.outFeatures.value} equals the embedding's vocabulary size`);
     }
     if (tie) { score += 3; reasons.push(`weights tied to the embedding ${tie}`); }
-    else if (keyTie) { score += 3; reasons.push(`listed in ${owner}._tied_weights_keys: tied to the input embedding`); }
+    else if (keyTie) { score += 3; reasons.push(`listed in ${keyOwner}._tied_weights_keys: tied to the input embedding when the config ties word embeddings`); }
     const fwd = lastInForward.get(r);
     if (fwd) { score += 2; reasons.push(`produces the logits: ${fwd}`); }
     if (STRONG_HEAD_NAME.test(attr)) { score += 2; reasons.push(`named ${attr}`); }
@@ -172,7 +223,8 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       continue;
     }
     // router (MoE gate)
-    if (outVia.some((t) => EXPERTS_NAME.test(t)) || (ROUTER_NAME.test(attr) && MOE_CLASS.test(owner))) {
+    const widthOut = (outVal !== undefined && outVal > 512) || outVia.some((t) => WIDTH_NAME.test(t));
+    if (outVia.some((t) => EXPERTS_NAME.test(t)) || (ROUTER_NAME.test(attr) && MOE_CLASS.test(owner) && !widthOut)) {
       setRole(L, 'router', [outVia.some((t) => EXPERTS_NAME.test(t)) ? `one output per expert (${outText})` : `named ${attr} in ${owner}: the MoE router`]);
       continue;
     }
@@ -190,6 +242,12 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     if (ATTN_CLASS.test(owner) && !(blockish && MLP_NAME.test(attr))) { setRole(L, 'attention', [`inside ${owner}`]); continue; }
     if (ATTN_NAME.test(attr)) { setRole(L, 'attention', [`named ${attr}`]); continue; }
     if (MLP_NAME.test(attr)) { setRole(L, 'mlp', [`named ${attr}`]); continue; }
+    const held = owner && !reasons.length ? roleFromHolders(owner) : undefined;
+    if (held) {
+      const by = (heldBy.get(owner) ?? []).map((h) => `${h.owner}.${h.attr}`).join(', ');
+      setRole(L, held, [`inside ${owner}, held by ${by}`]);
+      continue;
+    }
     setRole(L, 'other', reasons.length ? [...reasons, 'not enough evidence for an lm-head'] : []);
   }
 }

@@ -4,6 +4,7 @@
 import type { Dim } from './ir';
 import type { EvalScope, Evaluator } from './dims';
 import type { LayerRec } from './layers';
+import { isVocabText } from './roles';
 
 /** FP8 GEMM rule for a Linear weight [out, in]: in % 16 == 0 and out % 8 == 0 (FP8-FACTS.md). */
 export function shapeRule(inF?: Dim, outF?: Dim): { ok?: boolean; failing: string[] } {
@@ -68,13 +69,19 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
     L.reasons = [
       `This layer is the lm-head (${L.roleReasons.join('; ')}). Keep it in BF16: the last layer is precision-sensitive, PLaMo-100B found that an FP8 lm-head raised the z-loss and hurt downstream scores, and Transformer Engine's examples and Megatron keep the output layer out of FP8.`,
     ];
-    if (L.tied) L.reasons.push('Its weight is shared with the token embedding, so converting it would also quantize the embedding table.');
+    if (L.tied) {
+      L.reasons.push(L.tiedByConfig
+        ? 'Its weight is declared tied to the token embedding (used when the config sets tie_word_embeddings); when tied, converting it would also quantize the embedding table.'
+        : 'Its weight is shared with the token embedding, so converting it would also quantize the embedding table.');
+    }
     return;
   }
   if (L.role === 'embedding' || L.kind === 'embedding') {
     L.convertible = false;
     L.reasons = [
-      `${L.constructor} is an embedding table. Transformer Engine has no FP8 embedding module and the token table is precision-sensitive, so keep it in BF16.`,
+      L.roleReasons.some((r) => /tied/.test(r)) || isVocabDim(L.inFeatures)
+        ? `${L.constructor} is an embedding table. Transformer Engine has no FP8 embedding module and the token table is precision-sensitive, so keep it in BF16.`
+        : `${L.constructor} is an embedding table (a lookup, not a GEMM). Transformer Engine has no FP8 embedding module, so keep it in BF16.`,
     ];
     if (L.tied) L.reasons.push('Its weight is tied to the lm-head; keep both in BF16.');
     return;
@@ -108,8 +115,12 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
         }
       } else {
         L.convertible = 'uncertain';
-        const unknown = [L.inFeatures, L.outFeatures].filter((d) => d?.value === undefined).map((d) => d?.text ?? 'an argument');
-        reasons.push(`Whether it meets the FP8 shape rule (in_features % 16 == 0, out_features % 8 == 0) depends on ${unknown.join(' and ')}, unknown statically. It can become te.Linear if those sizes are multiples of 16; check them for your configuration.`);
+        const unknown = [...new Set([L.inFeatures, L.outFeatures].filter((d) => d?.value === undefined).map((d) => d?.text ?? 'an argument'))];
+        // Each unknown side has its own condition: in_features a multiple of 16, out_features a multiple of 8.
+        const conds: string[] = [];
+        if (inV === undefined) conds.push(`in_features${L.inFeatures ? ` (${L.inFeatures.text})` : ''} is a multiple of 16`);
+        if (outV === undefined) conds.push(`out_features${L.outFeatures ? ` (${L.outFeatures.text})` : ''} is a multiple of 8`);
+        reasons.push(`Whether it meets the FP8 shape rule (in_features % 16 == 0, out_features % 8 == 0) depends on ${unknown.join(' and ')}, unknown statically. It can become te.Linear if ${conds.join(' and ')}; check them for your configuration.`);
       }
       if (L.kind === 'parallel-linear' && L.teArgs?.parallel_mode) {
         reasons.push(`${c.display} maps to te.Linear(parallel_mode="${L.teArgs.parallel_mode}") with the same tensor-parallel group.`);
@@ -197,4 +208,31 @@ function teArgsNorm(rec: LayerRec): Record<string, string> {
   if (o.device !== undefined) a.device = o.device;
   if (rec.ctor.local?.info.zeroCenteredGamma) a.zero_centered_gamma = 'True';
   return a;
+}
+
+/**
+ * Hugging Face's `_keep_in_fp32_modules`: the model author keeps these modules in float32 even when the rest of the
+ * model runs in half precision (T5 keeps its `wo` projections there because their activations overflow FP16), so
+ * moving them to FP8 goes against the model's own precision contract. Applies to the Linear layers of the file whose
+ * attribute or any component of the module path is listed, as Hugging Face matches names.
+ */
+export function keepInFp32(recs: LayerRec[], lists: Map<string, string[]>): void {
+  if (!lists.size) return;
+  const byName = new Map<string, string>();
+  for (const [cls, names] of lists) for (const n of names) if (!byName.has(n)) byName.set(n, cls);
+  for (const r of recs) {
+    const L = r.layer;
+    if (L.isTe || (L.kind !== 'linear' && L.kind !== 'parallel-linear') || L.convertible === false) continue;
+    const segs = [L.attr ?? '', ...(L.path ?? '').split(/[.[\]*]+/)].filter(Boolean);
+    const hit = segs.find((s) => byName.has(s));
+    if (hit === undefined) continue;
+    L.convertible = false;
+    L.reasons = [
+      `${byName.get(hit)}._keep_in_fp32_modules lists "${hit}": the model keeps this layer in float32 even when the rest runs in half precision (typically because its activations overflow in lower precision), so keep it out of FP8 and in high precision.`,
+    ];
+  }
+}
+
+function isVocabDim(d: Dim | undefined): boolean {
+  return !!d && isVocabText(d.text.replace(/\s+/g, ''));
 }

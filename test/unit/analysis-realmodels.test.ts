@@ -1,0 +1,141 @@
+/**
+ * Regressions found by running the analysis on real model files (Hugging Face BERT, GPT-NeoX, T5, Mixtral).
+ * The fixtures are small files written in the same spirit, not copies.
+ */
+import { strict as assert } from 'node:assert';
+import { analyze, fixture, initParser } from './analysis-helpers';
+
+describe('analysis: patterns from real model files', () => {
+  before(initParser);
+
+  it('does not take a call of a submodule attribute named like a class (self.LayerNorm(x)) for a constructor', () => {
+    const ir = analyze(fixture('capitalised_submodules.py'));
+    const names = ir.layers.map((l) => `${l.name}@${l.span.startLine}`);
+    // one entry per construction in __init__, none for the calls in forward
+    assert.deepEqual(ir.layers.filter((l) => l.name === 'self.LayerNorm').map((l) => l.constructor), ['nn.LayerNorm', 'nn.LayerNorm'], names.join(', '));
+    assert.deepEqual(ir.layers.filter((l) => l.name === 'self.RMSNorm').map((l) => l.constructor), ['nn.RMSNorm']);
+    assert.deepEqual(ir.layers.filter((l) => l.name === 'self.Linear').map((l) => l.constructor), ['nn.Linear']);
+    for (const l of ir.layers) assert.ok(!l.constructor.startsWith('self.'), `call site listed as a layer: ${l.name} (${l.constructor})`);
+  });
+});
+
+describe('analysis: _tied_weights_keys paths', () => {
+  before(initParser);
+
+  it('follows a dotted _tied_weights_keys path through the submodule classes to the tied projection', () => {
+    const ir = analyze(fixture('nested_mlm_head.py'));
+    const proj = ir.layers.find((l) => l.ownerClass === 'TokenPredictor' && l.name === 'self.proj');
+    assert.ok(proj);
+    assert.equal(proj.role, 'lm_head');
+    assert.equal(proj.tied, true);
+    assert.ok(proj.roleReasons.some((r) => /ForMaskedModelling\._tied_weights_keys/.test(r)), proj.roleReasons.join('; '));
+    assert.equal(proj.convertible, false);
+    // the transform's hidden->hidden dense is not tied and not a head
+    const dense = ir.layers.find((l) => l.ownerClass === 'HeadTransform' && l.name === 'self.dense');
+    assert.ok(dense);
+    assert.equal(dense.tied, false);
+    assert.notEqual(dense.role, 'lm_head');
+  });
+
+  it('says a tie declared only in _tied_weights_keys depends on the config', () => {
+    const ir = analyze(fixture('nested_mlm_head.py'));
+    const un = ir.layers.find((l) => l.ownerClass === 'ForNextTokens' && l.name === 'self.unembed');
+    assert.ok(un);
+    assert.equal(un.role, 'lm_head');
+    assert.equal(un.tied, true);
+    assert.equal(un.tiedByConfig, true);
+    assert.match(un.reasons.join(' '), /tie_word_embeddings/);
+    assert.doesNotMatch(un.reasons.join(' '), /Its weight is shared with the token embedding, so/);
+  });
+});
+
+describe('analysis: _keep_in_fp32_modules', () => {
+  before(initParser);
+
+  it('keeps the Linear layers a model lists in _keep_in_fp32_modules out of FP8', () => {
+    const ir = analyze(fixture('keep_fp32_modules.py'));
+    const get = (owner: string, name: string) => {
+      const l = ir.layers.find((x) => x.ownerClass === owner && x.name === name);
+      assert.ok(l, `${owner}.${name}`);
+      return l;
+    };
+    for (const [owner, name] of [['GatedFF', 'self.out'], ['Mixer', 'self.proj']]) {
+      const l = get(owner, name);
+      assert.equal(l.convertible, false, `${owner}.${name}`);
+      assert.match(l.reasons.join(' '), /BasePretrained\._keep_in_fp32_modules/);
+    }
+    // the others keep their ordinary verdict (sizes are literal multiples of 16 here)
+    assert.equal(get('GatedFF', 'self.up').convertible, true);
+    assert.equal(get('GatedFF', 'self.gate').convertible, true);
+  });
+});
+
+describe('analysis: gate projections', () => {
+  before(initParser);
+
+  it('calls `gate` a router in a MoE gate/sparse block but not in a gated feed-forward', () => {
+    const ir = analyze(fixture('gate_router_vs_gated_mlp.py'));
+    const get = (owner: string, name: string) => {
+      const l = ir.layers.find((x) => x.ownerClass === owner && x.name === name);
+      assert.ok(l, `${owner}.${name}`);
+      return l;
+    };
+    assert.equal(get('GatedFeedForward', 'self.gate').role, 'mlp');
+    assert.notEqual(get('GatedUnit', 'self.gate').role, 'router');
+    assert.notEqual(get('GatedUnit', 'self.gate').convertible, false);
+    assert.equal(get('TopKGate', 'self.gate').role, 'router');
+    assert.equal(get('SparseBlock', 'self.router').role, 'router');
+  });
+});
+
+describe('analysis: embedding verdict wording', () => {
+  before(initParser);
+
+  it('calls only the vocabulary table a token table', () => {
+    const ir = analyze(fixture('embedding_tables.py'));
+    const why = (name: string) => ir.layers.find((l) => l.name === name)?.reasons.join(' ') ?? '';
+    assert.match(why('self.word'), /token table/);
+    for (const n of ['self.pos', 'self.segment', 'self.rel_bias']) {
+      assert.doesNotMatch(why(n), /token table/, n);
+      assert.match(why(n), /keep it in BF16/, n);
+      assert.equal(ir.layers.find((l) => l.name === n)?.convertible, false);
+    }
+  });
+});
+
+describe('analysis: losses are not layers', () => {
+  before(initParser);
+
+  it('does not list loss modules (built in __init__ or forward) as layers', () => {
+    const ir = analyze(fixture('loss_in_forward.py'));
+    assert.deepEqual(ir.layers.map((l) => l.name).sort(), ['self.proj', 'self.score']);
+  });
+});
+
+describe('analysis: roles of helper submodules', () => {
+  before(initParser);
+
+  it('gives a helper class without evidence of its own the role of the module that holds it', () => {
+    const ir = analyze(fixture('helper_submodules.py'));
+    const role = (owner: string) => ir.layers.find((l) => l.ownerClass === owner && l.name === 'self.dense')?.role;
+    assert.equal(role('ProjectBack'), 'attention');
+    assert.equal(role('Expand'), 'mlp');
+    // held as `output` by a whole layer: nothing says which sublayer it belongs to
+    assert.equal(role('Shrink'), 'other');
+    assert.equal(role('Pooler'), 'other');
+  });
+});
+
+describe('analysis: uncertain-shape wording', () => {
+  before(initParser);
+
+  it('names each unknown size once, with its own FP8 condition', () => {
+    const ir = analyze(fixture('unknown_sizes.py'));
+    const why = (name: string) => ir.layers.find((l) => l.name === name)?.reasons[0] ?? '';
+    assert.match(why('self.square'), /depends on config\.hidden_size, unknown statically/);
+    assert.match(why('self.square'), /in_features \(config\.hidden_size\) is a multiple of 16 and out_features \(config\.hidden_size\) is a multiple of 8/);
+    assert.match(why('self.wide'), /if out_features \(config\.intermediate_size\) is a multiple of 8;/);
+    assert.match(why('self.narrow'), /if in_features \(config\.intermediate_size\) is a multiple of 16;/);
+    assert.doesNotMatch(why('self.wide'), /multiples of 16/);
+  });
+});
