@@ -11,6 +11,8 @@ in an fp32 emulation (values rounded to the FP8 grids) for testing.
 import torch
 import torch.nn as nn
 
+from .te_convert import parent_module
+
 E4M3_MAX = 448.0
 E5M2_MAX = 57344.0
 # (mantissa bits, smallest normal exponent, largest finite value)
@@ -135,16 +137,8 @@ def convert_to_torch_fp8(model, plan, out_dtype=torch.bfloat16, emulate=False):
     for item in plan:
         if item["action"] != "convert" or item["kind"] != "linear":
             continue
-        parent, attr = _parent(model, item["name"])
+        parent, attr = parent_module(model, item["name"])
         old = getattr(parent, attr)
         setattr(parent, attr, Fp8Linear(old, out_dtype=out_dtype, emulate=emulate))
         converted.append(item["name"])
     return converted
-
-
-def _parent(model, name):
-    parts = name.split(".")
-    mod = model
-    for p in parts[:-1]:
-        mod = getattr(mod, p)
-    return mod, parts[-1]

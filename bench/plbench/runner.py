@@ -102,7 +102,7 @@ def compile_model(model, regions, scope):
     if scope == "model" or not regions:
         return torch.compile(model), "model"
     for name in regions:
-        parent, attr = te_convert._parent(model, name)
+        parent, attr = te_convert.parent_module(model, name)
         mod = getattr(parent, attr)
         if hasattr(mod, "compile") and callable(getattr(mod, "compile")):
             mod.compile()

@@ -174,7 +174,7 @@ def convert_to_te(model, te, plan=None, high_precision=None):
             if item["kind"] == "rmsnorm" and not hasattr(te, "RMSNorm"):
                 skipped.append(dict(item, action="skip", reason="this Transformer Engine has no te.RMSNorm"))
                 continue
-            parent, attr = _parent(model, item["name"])
+            parent, attr = parent_module(model, item["name"])
             old = getattr(parent, attr)
             setattr(parent, attr, make_te_module(te, old, item["kind"]))
             converted.append(item)
@@ -195,7 +195,8 @@ def report(converted, skipped, kept):
     }
 
 
-def _parent(model, name):
+def parent_module(model, name):
+    """The module that holds the submodule at dotted `name`, and the attribute name there."""
     parts = name.split(".")
     mod = model
     for p in parts[:-1]:

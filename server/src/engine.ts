@@ -3,7 +3,9 @@
  * No LSP or VS Code import here; the server adds caching, incremental parsing and debouncing around it.
  */
 import type { PrecisionLensSettings } from '../../common/settings';
-import { analyzeTree, type AnalysisCache } from './analysis';
+import { analyzeTree, emptyIR, type AnalysisCache } from './analysis';
+
+export { emptyIR };
 import type { ModelIR } from './analysis/ir';
 import type { Parser, Tree } from './parser';
 import { runRules } from './rules';
@@ -48,11 +50,4 @@ export function workspaceFactsOf(irs: Iterable<ModelIR>, base: WorkspaceFacts = 
     if (ir.calls.some((c) => c.kind === 'compile')) anyCompile = true;
   }
   return { ...base, anyAutocastRegion, anyCompile };
-}
-
-export function emptyIR(): ModelIR {
-  return {
-    importsTorch: false, importsTe: false, teImportUnguarded: false, imports: [], classes: [], layers: [],
-    autocastRegions: [], weightTies: [], fp8Conversions: [], recipes: [], calls: [], vocabNames: [], hasSyntaxErrors: false,
-  };
 }
