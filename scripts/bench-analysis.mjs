@@ -71,6 +71,8 @@ const fullP50 = median(inc.fullAnalysisMs);
 row(`(b) 1-char edit, ${inc.lines} lines, editTree + reparse + analyzeParsed, p50 (${inc.edits} edits)`, ms(incP50), '');
 row('    same, p95', ms(quantile(inc.incrementalMs, 0.95)), '< 10 ms');
 row('      of which incremental reparse, p50', ms(median(inc.reparseOnlyMs)), '');
+row('    floor: re-analysis of the unchanged text (every statement reused), p50', ms(median(inc.sameTextMs)), '');
+row('    same, p95', ms(quantile(inc.sameTextMs, 0.95)), '');
 row('    baseline: full parse + analyzeParsed of the same file, p50', ms(fullP50), '');
 row('      of which full parse, p50', ms(median(inc.fullParseMs)), '');
 row('    incremental / full (p50)', `${(incP50 / fullP50).toFixed(2)}x`, '');
@@ -116,6 +118,24 @@ for (const format of ['json', 'text']) {
   row(`    --format ${format}${format === 'json' ? ' (with fix titles)' : ''}: ${diagnostics} diagnostics, wall clock, median of ${RUNS}`, ms(check.median), '');
   row(`    lines/s, whole process (startup included)`, `${Math.round(lines / (check.median / 1000)).toLocaleString('en-US')}`, '> 50,000');
 }
+// Floors of the whole process: node + bundle + WASM start on an empty file, and the parse alone of every input in
+// one fresh process (cold WASM, as check sees it).
+const pyFiles = [];
+const emptyPy = join(genDir, 'empty.py');
+writeFileSync(emptyPy, '');
+for (const p of inputs) (function list(q) {
+  const st = statSync(q);
+  if (st.isDirectory()) {
+    if (existsSync(join(q, 'pyvenv.cfg'))) return;
+    for (const e of readdirSync(q, { withFileTypes: true })) if (!(e.isDirectory() && SKIP.has(e.name))) list(join(q, e.name));
+  } else if (q.endsWith('.py')) pyFiles.push(q);
+})(p);
+const empty = wall(process.execPath, [cli, 'check', emptyPy, '--fail-on', 'none']);
+row('    floor: the process on an empty file (node + bundle + WASM start)', ms(empty.median), '');
+const parses = [];
+for (let i = 0; i < RUNS; i++) parses.push(bench(['parse', ...pyFiles]));
+const parseOnly = median(parses.map((p) => p.parseMs));
+row(`    floor: parse alone of the ${pyFiles.length} files in one fresh process, lines/s`, `${Math.round(lines / (parseOnly / 1000)).toLocaleString('en-US')}`, '');
 const startup = wall(process.execPath, [cli, 'check', medium, '--format', 'json', '--fail-on', 'none']);
 row('    one 2k-line file, whole process (startup + WASM load dominate)', ms(startup.median), '');
 

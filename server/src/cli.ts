@@ -60,7 +60,7 @@ async function run(options: CliOptions, io: Io): Promise<number> {
         threads, wantIR: options.command === 'inspect', wantTitles: options.command === 'check' && options.format !== 'text',
       })
       : undefined;
-    files ??= analyseAll(parser, inputs, settings).files;
+    files ??= analyseAll(parser, inputs, settings, {}, options.command !== 'inspect').files;
     let fixOutcome: Awaited<ReturnType<typeof fixFiles>> | undefined;
     if (options.fix) {
       fixOutcome = fixFiles(parser, files, settings, { write: !options.diff });

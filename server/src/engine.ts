@@ -26,6 +26,15 @@ export function skipReason(text: string, settings: PrecisionLensSettings): strin
   return undefined;
 }
 
+/**
+ * Whether a file can have findings at all: the rules only run on files that import torch or Transformer Engine, and
+ * every such import names `torch` or `transformer_engine` in its text. A file without either word (data loaders,
+ * configs, utilities) needs no parse for `check`.
+ */
+export function mayHaveFindings(text: string): boolean {
+  return text.includes('torch') || text.includes('transformer_engine');
+}
+
 /** Analyses an already parsed tree; `cache` (one per document) makes re-analysis after an edit redo only what changed. */
 export function analyzeParsed(
   tree: Tree, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts, cache?: AnalysisCache,

@@ -204,7 +204,20 @@ function memoKeys(ctx: LayerContext, byCallee: Map<string, CallRec[]>, cache: An
     }
   };
   // Ids in document order: also tells, for each module-level name read, which of its assignments precede which statement.
-  const sig = (set: Set<Stmt>): string => [...set].sort((a, b) => a.base - b.base).map((s) => s.id).join(',');
+  // With `skip` (the global statements, named in the head), each statement left carries how many of the skipped ones
+  // precede it, so the key still tells its position among them.
+  const sig = (set: Set<Stmt>, skip?: Set<Stmt>): string => {
+    const list: Stmt[] = [];
+    for (const s of set) if (!skip?.has(s)) list.push(s);
+    list.sort((a, b) => a.base - b.base);
+    if (!skip?.size) return list.map((s) => s.id).join(',');
+    const bases = [...skip].map((s) => s.base).sort((a, b) => a - b);
+    return list.map((s) => {
+      let n = 0;
+      while (n < bases.length && bases[n] < s.base) n++;
+      return `${s.id}.${n}`;
+    }).join(',');
+  };
 
   // File-wide part.
   const globalRoots: Stmt[] = [];
@@ -240,7 +253,7 @@ function memoKeys(ctx: LayerContext, byCallee: Map<string, CallRec[]>, cache: An
   const fieldSigStr = new Map<string, string>();
   const fieldSigOf = (f: string): string => {
     let t = fieldSigStr.get(f);
-    if (t === undefined) { t = `${f}=${(fieldSigs.get(f) as string[]).join('|')}`; fieldSigStr.set(f, t); }
+    if (t === undefined) { t = cache.intern(`${f}=${(fieldSigs.get(f) as string[]).join('|')}`); fieldSigStr.set(f, t); }
     return t;
   };
   const hitsCache = new Map<Stmt, string[]>();
@@ -272,14 +285,14 @@ function memoKeys(ctx: LayerContext, byCallee: Map<string, CallRec[]>, cache: An
     };
     for (const st of [...stmts]) for (const w of hitsOf(st)) visit(w);
     while (queue.length) for (const w of defaultWords.get(queue.pop() as string) ?? []) visit(w);
-    return [...fields].sort().map(fieldSigOf).join('\u0001');
+    return [...fields].sort().map(fieldSigOf).join(',');
   };
   const ctorFacts = new Map<string, string>();
   const factsOf = (name: string): string => {
     let f = ctorFacts.get(name);
     if (f === undefined) {
       const c = ctorFor(ctx, name);
-      f = c ? [c.resolved, c.ctor.kind, c.ctor.isTe, c.ctor.params.join('+'), c.ctor.te, c.ctor.parallelMode, c.ctor.local?.info.name, c.ctor.display, c.ctor.factory].join('\u0001') : '-';
+      f = c ? cache.intern([c.resolved, c.ctor.kind, c.ctor.isTe, c.ctor.params.join('+'), c.ctor.te, c.ctor.parallelMode, c.ctor.local?.info.name, c.ctor.display, c.ctor.factory].join('\u0001')) : '-';
       ctorFacts.set(name, f);
     }
     return f;
@@ -321,7 +334,8 @@ function memoKeys(ctx: LayerContext, byCallee: Map<string, CallRec[]>, cache: An
       for (const g of globalSet) set.add(g);
       const fields = readByName(set);
       const called = calledIn.get(stmt);
-      k = `${version}\u0004${sig(set)}\u0004${called ? [...called].map(factsOf).join('\u0002') : ''}\u0004${fields}`;
+      // The global statements are in the head (its version): only the statement's own closure is spelled out.
+      k = `${version}\u0004${sig(set, globalSet)}\u0004${called ? [...called].map(factsOf).join(',') : ''}\u0004${fields}`;
       keys.set(stmt, k);
     }
     return k;

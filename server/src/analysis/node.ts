@@ -95,14 +95,14 @@ class MNode implements SyntaxNode {
   }
 }
 
-interface CacheEntry { stmt: Stmt; clean: boolean }
+interface CacheEntry { stmt: Stmt; clean: boolean; col: number }
 
 /**
- * Per-document memo of copied statements, keyed by the statement's start column and text. Holds only the statements
+ * Per-document memo of copied statements, keyed by the statement's text (and matched on its start column). Holds only the statements
  * of the last analysed text (older ones are dropped at each analysis).
  */
 export class AnalysisCache {
-  /** key -> copies (several when the same statement text occurs more than once). */
+  /** text -> copies (several when the same statement text occurs more than once, maybe at other columns). */
   entries = new Map<string, CacheEntry[]>();
   /** Statistics of the last analysis: statements copied, statements reused. */
   copied = 0;
@@ -116,6 +116,20 @@ export class AnalysisCache {
   /** layers.ts ctorFor results of non-local callees, valid for `ctorMemoVersion` of the file-wide part. */
   ctorMemo = new Map<string, unknown>();
   ctorMemoVersion = -1;
+  /** Long strings that go into memo keys (config field signatures, what a local class builds), as short ids. */
+  private readonly interned = new Map<string, string>();
+
+  /** A short stand-in for `s`: equal strings get the same id for the life of the cache. */
+  intern(s: string): string {
+    let id = this.interned.get(s);
+    if (id === undefined) {
+      if (this.interned.size > 100_000) this.interned.clear(); // bounded; clearing only costs re-memoisation
+      id = `#${(this.internId++).toString(36)}`;
+      this.interned.set(s, id);
+    }
+    return id;
+  }
+  private internId = 0;
 
   clear(): void {
     this.entries.clear();
@@ -145,18 +159,25 @@ export function mirrorWalkNodes(tree: Tree, src: string, cache: AnalysisCache, h
         const end = cursor.endIndex;
         let col = 0;
         while (start - col > 0 && src.charCodeAt(start - col - 1) !== 10) col++;
-        const key = `${col}\u0000${src.slice(start, end)}`;
+        // Keyed by the text alone (a slice shares the document's characters; a `${col}...` concatenation would copy
+        // the whole file at every analysis); the start column must match too.
+        const key = src.slice(start, end);
         let entry: CacheEntry | undefined;
         const list = old.get(key);
-        if (list && list.length) {
-          const cand = list.pop() as CacheEntry;
-          // An unchanged statement parses the same at the top level; when the tree has errors, reuse only copies of
-          // statements without any (their recovery could depend on what surrounds them).
-          if (cand.clean && !(hasError && cursor.currentNode.hasError)) entry = cand;
+        if (list) {
+          for (let i = list.length - 1; i >= 0; i--) {
+            const cand = list[i];
+            if (cand.col !== col) continue;
+            list.splice(i, 1);
+            // An unchanged statement parses the same at the top level; when the tree has errors, reuse only copies of
+            // statements without any (their recovery could depend on what surrounds them).
+            if (cand.clean && !(hasError && cursor.currentNode.hasError)) entry = cand;
+            break;
+          }
         }
         if (entry) reused++;
         else {
-          entry = copyStatement(cursor, start, types, fieldNames);
+          entry = copyStatement(cursor, start, col, types, fieldNames);
           copied++;
         }
         entry.stmt.base = start;
@@ -178,7 +199,7 @@ export function mirrorWalkNodes(tree: Tree, src: string, cache: AnalysisCache, h
 type Cursor = ReturnType<Tree['walk']>;
 
 /** Copies the subtree under the cursor (left where it was found). */
-function copyStatement(cursor: Cursor, base: number, types: string[], fieldNames: (string | null)[]): CacheEntry {
+function copyStatement(cursor: Cursor, base: number, col: number, types: string[], fieldNames: (string | null)[]): CacheEntry {
   const stmt = new Stmt();
   let clean = true;
   const make = (parent: MNode | null): MNode => {
@@ -228,7 +249,7 @@ function copyStatement(cursor: Cursor, base: number, types: string[], fieldNames
       if (depth === 0) break;
     }
   }
-  return { stmt, clean };
+  return { stmt, clean, col };
 }
 
 /** Whether a node type id is named, read from WASM once per id. */

@@ -4,9 +4,9 @@
  */
 import * as fs from 'node:fs';
 import type { PrecisionLensSettings } from '../../../common/settings';
-import { analyzeTree } from '../analysis';
+import { analyzeTree, emptyIR } from '../analysis';
 import type { ModelIR } from '../analysis/ir';
-import { skipReason, workspaceFactsOf } from '../engine';
+import { mayHaveFindings, skipReason, workspaceFactsOf } from '../engine';
 import type { Parser } from '../parser';
 import { runRules } from '../rules';
 import type { Finding, WorkspaceFacts } from '../rules/types';
@@ -58,9 +58,16 @@ export function readInput(input: InputFile, settings: PrecisionLensSettings): An
   return result;
 }
 
-/** Pass 1 for one file: parse and build the IR; the tree is deleted before returning. */
-export function buildIR(parser: Parser, file: AnalysedFile): void {
+/**
+ * Pass 1 for one file: parse and build the IR; the tree is deleted before returning. With `findingsOnly` (check,
+ * --fix: only findings are wanted), a file that cannot have any gets an empty IR without being parsed.
+ */
+export function buildIR(parser: Parser, file: AnalysedFile, findingsOnly = false): void {
   if (file.skipped || file.error) return;
+  if (findingsOnly && !mayHaveFindings(file.text)) {
+    file.ir = emptyIR();
+    return;
+  }
   const tree = parser.parse(file.text);
   if (!tree) {
     file.error = 'the parser gave no tree';
@@ -92,10 +99,10 @@ export function factsOf(files: readonly AnalysedFile[], base: WorkspaceFacts = {
 }
 
 /** Both passes over every input. */
-export function analyseAll(parser: Parser, inputs: readonly InputFile[], settings: PrecisionLensSettings, base: WorkspaceFacts = {}): { files: AnalysedFile[]; workspace: WorkspaceFacts } {
+export function analyseAll(parser: Parser, inputs: readonly InputFile[], settings: PrecisionLensSettings, base: WorkspaceFacts = {}, findingsOnly = false): { files: AnalysedFile[]; workspace: WorkspaceFacts } {
   const files = inputs.map((input) => {
     const file = readInput(input, settings);
-    buildIR(parser, file);
+    buildIR(parser, file, findingsOnly);
     return file;
   });
   const workspace = factsOf(files, base);

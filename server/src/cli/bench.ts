@@ -6,6 +6,8 @@
  *   __bench incremental FILE [--edits N] [--seed S]    one-character edits at seeded random places through
  *                                                      editTree + reparse + analyzeParsed with the document's
  *                                                      AnalysisCache (as the server does); full re-parses as baseline
+ *   __bench parse FILE...                              each file parsed once in this fresh process, as `check`
+ *                                                      does (cold WASM included): the parse-only floor of `check`
  * Prints one JSON object with the raw samples in milliseconds.
  */
 import { readFileSync } from 'node:fs';
@@ -40,7 +42,23 @@ function flag(args: readonly string[], name: string, fallback: number): number {
 
 export async function runBench(args: readonly string[], write: (s: string) => void): Promise<number> {
   const [mode, file] = args;
-  if (!mode || !file || (mode !== 'full' && mode !== 'incremental')) throw new UsageError('__bench full|incremental FILE [...]');
+  if (!mode || !file || (mode !== 'full' && mode !== 'incremental' && mode !== 'parse')) throw new UsageError('__bench full|incremental|parse FILE [...]');
+  if (mode === 'parse') {
+    const t0 = performance.now();
+    const parser = await createPythonParser();
+    const initMs = performance.now() - t0;
+    let parseMs = 0;
+    let lines = 0;
+    for (const f of args.slice(1)) {
+      const text = readFileSync(f, 'utf8');
+      lines += lineStartsOf(text).length;
+      const a = performance.now();
+      parser.parse(text)?.delete();
+      parseMs += performance.now() - a;
+    }
+    write(JSON.stringify({ mode, files: args.length - 1, lines, initMs, parseMs }) + '\n');
+    return 0;
+  }
   const text = readFileSync(file, 'utf8');
   const t0 = performance.now();
   const parser = await createPythonParser();
@@ -110,6 +128,13 @@ export async function runBench(args: readonly string[], write: (s: string) => vo
       lineStarts = nextStarts;
     }
   }
+  // The floor of the whole-file passes: re-analysis of the unchanged text, every statement reused.
+  const sameTextMs: number[] = [];
+  for (let i = 0; i < Math.max(20, Math.min(200, edits)); i++) {
+    const a = performance.now();
+    analyzeParsed(tree, current, settings, workspace, cache);
+    sameTextMs.push(performance.now() - a);
+  }
   const fullParseMs: number[] = [];
   const fullAnalysisMs: number[] = [];
   for (let i = 0; i < Math.max(10, Math.min(50, edits / 4)); i++) {
@@ -123,6 +148,6 @@ export async function runBench(args: readonly string[], write: (s: string) => vo
     fullAnalysisMs.push(c - a);
   }
   tree.delete();
-  write(JSON.stringify({ mode, file, lines, initMs, edits: incrementalMs.length, seed, incrementalMs, reparseOnlyMs, fullParseMs, fullAnalysisMs }) + '\n');
+  write(JSON.stringify({ mode, file, lines, initMs, edits: incrementalMs.length, seed, incrementalMs, reparseOnlyMs, sameTextMs, fullParseMs, fullAnalysisMs }) + '\n');
   return 0;
 }

@@ -99,7 +99,7 @@ export function fixFiles(parser: Parser, files: AnalysedFile[], settings: Precis
       if (next === file.text) break;
       outcome.appliedFixes += applied.length;
       file.text = next;
-      buildIR(parser, file);
+      buildIR(parser, file, true);
       if (file.error) break;
       workspace = factsOf(files);
       runFileRules(file, settings, workspace);

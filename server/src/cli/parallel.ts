@@ -90,14 +90,14 @@ export function canUseWorkers(): boolean {
 }
 
 /** Pass 1 over the shared queue: the files this thread took, analysed, in the order taken. */
-function takeAndAnalyse(parser: Parser, init: Pick<WorkerInit, 'inputs' | 'order' | 'settings'>, counter: Int32Array): { index: number; file: AnalysedFile }[] {
+function takeAndAnalyse(parser: Parser, init: Pick<WorkerInit, 'inputs' | 'order' | 'settings' | 'wantIR'>, counter: Int32Array): { index: number; file: AnalysedFile }[] {
   const mine: { index: number; file: AnalysedFile }[] = [];
   for (;;) {
     const pos = Atomics.add(counter, 0, 1);
     if (pos >= init.order.length) return mine;
     const index = init.order[pos];
     const file = readInput(init.inputs[index], init.settings);
-    buildIR(parser, file);
+    buildIR(parser, file, !init.wantIR);
     mine.push({ index, file });
   }
 }
