@@ -124,6 +124,16 @@ describe('analysis: roles of helper submodules', () => {
     assert.equal(role('Shrink'), 'other');
     assert.equal(role('Pooler'), 'other');
   });
+
+  it('puts a projection from or to the feed-forward width in the MLP, whatever holds it', () => {
+    const ir = analyze(fixture('helper_submodules.py'));
+    const find = (owner: string, name: string) => ir.layers.find((l) => l.ownerClass === owner && l.name === name);
+    assert.equal(find('BertStyleOutput', 'self.dense')?.role, 'mlp');
+    assert.match(find('BertStyleOutput', 'self.dense')?.roleReasons.join(' ') ?? '', /feed-forward width \(config\.intermediate_size\)/);
+    assert.equal(find('BertStyleLayer', 'self.gate')?.role, 'mlp');
+    // `inner` alone names attention widths too: no evidence
+    assert.equal(find('BertStyleLayer', 'self.attn_inner')?.role, 'other');
+  });
 });
 
 describe('analysis: uncertain-shape wording', () => {

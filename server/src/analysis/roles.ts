@@ -31,6 +31,10 @@ const MLP_CLASS = /MLP|Mlp|FeedForward|FFN|Ffn|DenseActDense|DenseGatedActDense|
 const MOE_CLASS = /MoE|Moe|Mixture|Sparse|Router|Switch|Expert|Gate(?!d)|Routing/;
 /** Output sizes that name a hidden or feed-forward width: a projection with such an output is no router. */
 const WIDTH_NAME = /(intermediate|ffn|d_ff|ff_dim|inner|hidden|d_model|model_dim|embed_dim|n_embd|width|mlp_dim)/i;
+/** Sizes that name the feed-forward width (`config.intermediate_size`, `d_ff`, `4 * n_embd`): a projection from or to it is
+ *  part of the MLP whatever its class is called (`BertOutput.dense`). `inner` and `hidden` alone are not: attention
+ *  code uses them too. */
+const FFN_WIDTH = /(intermediate|ffn|\bd_ff\b|dim_ff|ff_dim|ff_size|n_inner|mlp_dim|mlp_hidden|mlp_ratio|^4\*|\*4$)/i;
 const ROUTER_NAME = /^(gate|router|gating|wg|w_gate|switch|gate_proj_router|router_proj|classifier_router|expert_gate)$/i;
 
 /** Sets role, roleReasons and tied on every layer. */
@@ -242,6 +246,13 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     if (ATTN_CLASS.test(owner) && !(blockish && MLP_NAME.test(attr))) { setRole(L, 'attention', [`inside ${owner}`]); continue; }
     if (ATTN_NAME.test(attr)) { setRole(L, 'attention', [`named ${attr}`]); continue; }
     if (MLP_NAME.test(attr)) { setRole(L, 'mlp', [`named ${attr}`]); continue; }
+    const inText = (L.inFeatures?.text ?? '').replace(/\s+/g, '');
+    const ffnIn = inText && FFN_WIDTH.test(inText);
+    const ffnOut = outVia.find((t) => t && FFN_WIDTH.test(t));
+    if (ffnIn || ffnOut) {
+      setRole(L, 'mlp', [ffnIn ? `its input is the feed-forward width (${inText})` : `its output is the feed-forward width (${ffnOut})`]);
+      continue;
+    }
     const held = owner && !reasons.length ? roleFromHolders(owner) : undefined;
     if (held) {
       const by = (heldBy.get(owner) ?? []).map((h) => `${h.owner}.${h.attr}`).join(', ');
