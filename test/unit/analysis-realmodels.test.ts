@@ -149,3 +149,50 @@ describe('analysis: uncertain-shape wording', () => {
     assert.doesNotMatch(why('self.wide'), /multiples of 16/);
   });
 });
+
+describe('analysis: conversions that would change the numerics or gain nothing', () => {
+  before(initParser);
+  const ir = () => analyze(fixture('conversion_traps.py'));
+
+  it('a (1 + weight) norm under a condition is uncertain, an unconditional one needs zero_centered_gamma', () => {
+    const layers = ir().layers;
+    const get = (name: string) => layers.find((l) => l.name === name);
+    for (const n of ['self.norm_a', 'self.norm_b']) {
+      assert.equal(get(n)?.convertible, 'uncertain', n);
+      assert.equal(get(n)?.zeroCenteredGamma, undefined, n);
+      assert.match(get(n)?.reasons.join(' ') ?? '', /only when self\.add_unit_offset/, n);
+    }
+    assert.equal(get('self.norm_c')?.convertible, true);
+    assert.equal(get('self.norm_c')?.zeroCenteredGamma, true);
+  });
+
+  it('nn.RMSNorm without eps (the dtype epsilon) is uncertain; with an explicit eps it converts', () => {
+    const layers = ir().layers;
+    const d = layers.find((l) => l.name === 'self.norm_d');
+    assert.equal(d?.convertible, 'uncertain');
+    assert.match(d?.reasons.join(' ') ?? '', /machine epsilon.*eps=1e-5/);
+    assert.equal(layers.find((l) => l.name === 'self.norm_e')?.convertible, true);
+  });
+
+  it('a Linear only read through .weight/.bias (a functional op) is not offered', () => {
+    const layers = ir().layers.filter((l) => l.ownerClass === 'AttentionPool');
+    assert.equal(layers.length, 4);
+    for (const l of layers) {
+      assert.equal(l.convertible, false, l.name);
+      assert.match(l.reasons.join(' '), /never calls self\.\w+; it only reads its weight\/bias/, l.name);
+    }
+    // called layers elsewhere keep their verdict
+    assert.equal(ir().layers.find((l) => l.name === 'self.c_q')?.convertible, true);
+  });
+
+  it('a small projection inside an attention class is no classifier, and says each known size once', () => {
+    const layers = ir().layers;
+    const gate = layers.find((l) => l.name === 'self.ve_gate');
+    assert.equal(gate?.role, 'attention');
+    assert.equal(gate?.convertible, false); // 6 outputs: not a multiple of 8
+    const cq = layers.find((l) => l.name === 'self.c_q');
+    const known = (cq?.reasons ?? []).filter((r) => r.startsWith('Known statically'));
+    assert.equal(known.length, new Set(known).size);
+    assert.equal(known.length, 1);
+  });
+});

@@ -141,6 +141,7 @@ export function analyzeClasses(src: string, recs: ClassRec[], imports: ImportTab
           m.info.layerKind = base.info.layerKind;
           m.info.layerKindReason = `subclass of local ${base.info.name} (${base.info.layerKindReason ?? base.info.layerKind})`;
           m.info.zeroCenteredGamma = base.info.zeroCenteredGamma;
+          m.info.zeroCenteredConditional = base.info.zeroCenteredConditional;
           m.isTe = base.isTe;
           m.teEquivalent = base.teEquivalent;
           m.hasBias = base.hasBias;
@@ -171,6 +172,7 @@ interface StructuralResult {
   layerKind?: LayerKind;
   layerKindReason?: string;
   zeroCenteredGamma?: boolean;
+  zeroCenteredConditional?: string;
   teEquivalent?: string;
   hasBias?: boolean;
 }
@@ -185,12 +187,13 @@ function structural(src: string, m: ClassModel): void {
   let r = structuralCache.get(m.rec.node);
   if (!r) {
     const info = m.info;
-    const before = { layerKind: info.layerKind, layerKindReason: info.layerKindReason, zeroCenteredGamma: info.zeroCenteredGamma, teEquivalent: m.teEquivalent, hasBias: m.hasBias };
+    const before = { layerKind: info.layerKind, layerKindReason: info.layerKindReason, zeroCenteredGamma: info.zeroCenteredGamma, zeroCenteredConditional: info.zeroCenteredConditional, teEquivalent: m.teEquivalent, hasBias: m.hasBias };
     structuralUncached(src, m);
     r = {};
     if (info.layerKind !== before.layerKind) r.layerKind = info.layerKind;
     if (info.layerKindReason !== before.layerKindReason) r.layerKindReason = info.layerKindReason;
     if (info.zeroCenteredGamma !== before.zeroCenteredGamma) r.zeroCenteredGamma = info.zeroCenteredGamma;
+    if (info.zeroCenteredConditional !== before.zeroCenteredConditional) r.zeroCenteredConditional = info.zeroCenteredConditional;
     if (m.teEquivalent !== before.teEquivalent) r.teEquivalent = m.teEquivalent;
     if (m.hasBias !== before.hasBias) r.hasBias = m.hasBias;
     structuralCache.set(m.rec.node, r);
@@ -199,6 +202,7 @@ function structural(src: string, m: ClassModel): void {
   if (r.layerKind !== undefined) m.info.layerKind = r.layerKind;
   if (r.layerKindReason !== undefined) m.info.layerKindReason = r.layerKindReason;
   if (r.zeroCenteredGamma !== undefined) m.info.zeroCenteredGamma = r.zeroCenteredGamma;
+  if (r.zeroCenteredConditional !== undefined) m.info.zeroCenteredConditional = r.zeroCenteredConditional;
   if (r.teEquivalent !== undefined) m.teEquivalent = r.teEquivalent;
   if (r.hasBias !== undefined) m.hasBias = r.hasBias;
 }
@@ -220,24 +224,37 @@ function structuralUncached(src: string, m: ClassModel): void {
   const name = m.info.name;
   if (lnFn && hasParam && !buildsLinear) {
     m.info.layerKind = 'layernorm';
-    m.info.layerKindReason = `custom LayerNorm: ${name} holds weight parameters and calls layer_norm in forward`;
+    m.info.layerKindReason = `a custom LayerNorm: ${name} holds weight parameters and calls layer_norm in forward`;
   } else if (rmsStruct || (RMS_NAME.test(name) && !buildsLinear)) {
     m.info.layerKind = 'rmsnorm';
     m.info.layerKindReason = rmsStruct
-      ? `custom RMSNorm: ${name} holds a weight parameter and normalises by the root mean square in forward`
-      : `custom RMSNorm recognised by its name ${name}`;
+      ? `a custom RMSNorm: ${name} holds a weight parameter and normalises by the root mean square in forward`
+      : `a custom RMSNorm, by its name (${name})`;
   } else if (lnStruct || (LN_NAME.test(name) && !buildsLinear)) {
     m.info.layerKind = 'layernorm';
     m.info.layerKindReason = lnStruct
-      ? `custom LayerNorm: ${name} holds weight parameters and normalises by mean and variance in forward`
-      : `custom LayerNorm recognised by its name ${name}`;
+      ? `a custom LayerNorm: ${name} holds weight parameters and normalises by mean and variance in forward`
+      : `a custom LayerNorm, by its name (${name})`;
   }
   if (m.info.layerKind === 'rmsnorm') {
     m.teEquivalent = 'te.RMSNorm';
     const zc = /\(\s*1(\.0*)?\s*\+\s*(self\.)?\w*(weight|scale|gamma|gain|g|w)\b|(self\.)?\w*(weight|scale|gamma|gain)\w*(\.\w+\(\))?\s*\+\s*1(\.0*)?\b|\b1(\.0*)?\s*\+\s*self\.\w+/;
-    if (zc.test(fwd)) {
-      m.info.zeroCenteredGamma = true;
-      m.info.layerKindReason += '; it scales by (1 + weight), so te.RMSNorm needs zero_centered_gamma=True';
+    const hit = zc.exec(fwd);
+    if (hit) {
+      // `(1 + self.weight) if self.add_unit_offset else self.weight`, or the offset under an `if`: which computation
+      // a layer runs depends on how it is built, so no single te.RMSNorm setting is right for the class.
+      const lineStart = fwd.lastIndexOf('\n', hit.index) + 1;
+      const lineEnd = fwd.indexOf('\n', hit.index);
+      const line = fwd.slice(lineStart, lineEnd < 0 ? fwd.length : lineEnd);
+      const ifLine = /^\s*(if|elif|else)\b/m.test(fwd.slice(0, hit.index)) ? fwd.slice(0, hit.index).match(/^\s*(?:if|elif)\b([^\n:]*)/m) : null;
+      const cond = /\bif\b(.*?)\belse\b/.exec(line)?.[1]?.trim() ?? (ifLine ? ifLine[1].trim() || 'a condition' : undefined);
+      if (cond !== undefined) {
+        m.info.zeroCenteredConditional = cond;
+        m.info.layerKindReason += `; it scales by (1 + weight) only when ${cond}`;
+      } else {
+        m.info.zeroCenteredGamma = true;
+        m.info.layerKindReason += '; it scales by (1 + weight), so te.RMSNorm needs zero_centered_gamma=True';
+      }
     }
   } else if (m.info.layerKind === 'layernorm') {
     m.teEquivalent = 'te.LayerNorm';

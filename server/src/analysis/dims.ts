@@ -79,6 +79,11 @@ export class Evaluator {
     return this.src.slice(n.startIndex, n.endIndex);
   }
 
+  /** The source the evaluator reads. */
+  source(): string {
+    return this.src;
+  }
+
   /** Evaluates an argument into a Dim (integer values only). */
   dim(node: SyntaxNode, scope: EvalScope): Dim {
     return this.dimAndEval(node, scope).dim;

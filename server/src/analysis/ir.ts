@@ -118,6 +118,9 @@ export interface ClassInfo {
   layerKindReason?: string;
   /** (1+w) RMSNorm / zero-centred gamma. */
   zeroCenteredGamma?: boolean;
+  /** forward scales by (1 + weight) only under this condition (`self.add_unit_offset`): te.RMSNorm's
+   *  zero_centered_gamma depends on how each layer is built. */
+  zeroCenteredConditional?: string;
   /** `forward` method span, if any. */
   forwardSpan?: Span;
   /** Methods defined. */

@@ -219,9 +219,11 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     if (STRONG_HEAD_NAME.test(attr)) { score += 2; reasons.push(`named ${attr}`); }
     else if (WEAK_HEAD_NAME.test(attr)) { score += 1; reasons.push(`named ${attr} (a common lm-head name, weak evidence alone)`); }
     const outVal = L.outFeatures?.value;
-    const classifierLike = outVia.some((t) => CLASSIFIER_NAME.test(t)) || (outVal !== undefined && outVal <= 16);
-    const strong = vocabHit !== undefined || tie !== undefined || keyTie || reasons.some((x) => x.startsWith('output size'));
     const inAttnOrMlp = ATTN_CLASS.test(owner) || MLP_CLASS.test(owner);
+    // A small output inside an attention or MLP class is an internal gate (a value-embedding gate, a per-head
+    // scale), not a classifier: its role comes from the class below.
+    const classifierLike = outVia.some((t) => CLASSIFIER_NAME.test(t)) || (outVal !== undefined && outVal <= 16 && !inAttnOrMlp);
+    const strong = vocabHit !== undefined || tie !== undefined || keyTie || reasons.some((x) => x.startsWith('output size'));
     if (strong || (score >= 2 && !classifierLike && !inAttnOrMlp)) {
       setRole(L, 'lm_head', reasons);
       continue;

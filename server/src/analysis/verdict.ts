@@ -27,6 +27,28 @@ function knownNote(d: Dim | undefined): string | undefined {
   return `${d.text} = ${d.value} (${d.note})`;
 }
 
+/**
+ * A layer whose owner never calls it but reads its `.weight` (`F.multi_head_attention_forward(q_proj_weight=
+ * self.q_proj.weight, ...)`) would gain nothing from te.Linear, whose FP8 GEMM runs in its own forward.
+ */
+function weightOnlyUse(rec: LayerRec, ev: Evaluator): string | undefined {
+  const L = rec.layer;
+  const cls = rec.scope.cls;
+  if (!cls || L.container || !L.attr || !/^[A-Za-z_]\w*$/.test(L.attr) || L.name !== `self.${L.attr}`) return undefined;
+  const text = ev.source().slice(cls.rec.start, cls.rec.end);
+  const attr = L.attr;
+  const uses = text.match(new RegExp(`self\\s*\\.\\s*${attr}\\b(\\s*\\.\\s*\\w+|\\s*\\(|\\s*=(?!=)|)`, 'g')) ?? [];
+  let params = 0;
+  for (const u of uses) {
+    const rest = u.replace(/^self\s*\.\s*\w+/, '').replace(/\s+/g, '');
+    if (rest === '=') continue; // the assignment that builds it
+    if (rest === '.weight' || rest === '.bias') { params++; continue; }
+    return undefined; // called, passed on, or used some other way
+  }
+  if (!params) return undefined;
+  return `${cls.info.name} never calls self.${attr}; it only reads its weight/bias (for a functional op): te.Linear runs FP8 only in its own forward, so converting it gains nothing and can break that op (FP8 weights under fp8_model_init). Keep it.`;
+}
+
 /** Sets convertible, reasons, teEquivalent, teArgs and shapeOk. */
 export function decide(rec: LayerRec, ev: Evaluator): void {
   const L = rec.layer;
@@ -109,9 +131,16 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
       } else if (s.ok) {
         L.convertible = true;
         reasons.push(`${inV} -> ${outV} meets the FP8 rule (in_features % 16 == 0, out_features % 8 == 0), so ${L.constructor} can become te.Linear.`);
+        const notes = new Set<string>();
         for (const d of [L.inFeatures, L.outFeatures]) {
           const n = knownNote(d);
-          if (n) reasons.push(`Known statically: ${n}.`);
+          if (n) notes.add(n);
+        }
+        for (const n of notes) reasons.push(`Known statically: ${n}.`);
+        const weightOnly = weightOnlyUse(rec, ev);
+        if (weightOnly) {
+          L.convertible = false;
+          reasons.push(weightOnly);
         }
       } else {
         L.convertible = 'uncertain';
@@ -123,7 +152,7 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
         reasons.push(`Whether it meets the FP8 shape rule (in_features % 16 == 0, out_features % 8 == 0) depends on ${unknown.join(' and ')}, unknown statically. It can become te.Linear if ${conds.join(' and ')}; check them for your configuration.`);
       }
       if (L.kind === 'parallel-linear' && L.teArgs?.parallel_mode) {
-        reasons.push(`${c.display} maps to te.Linear(parallel_mode="${L.teArgs.parallel_mode}") with the same tensor-parallel group.`);
+        reasons.push(`${c.display} maps to te.Linear(parallel_mode=${L.teArgs.parallel_mode}) with the same tensor-parallel group.`);
       }
       if (L.localClass) reasons.push(`${L.localClass} is a local subclass of nn.Linear: te.Linear replaces it only if its extra behaviour is not needed (check its forward).`);
       if (L.viaFactory) reasons.push(`Built by the helper ${L.viaFactory}(): converting it there changes every layer that helper builds.`);
@@ -147,7 +176,7 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
         reasons.push(`bias=${bias.text} is decided at run time: with bias=False te.LayerNorm (always weight + bias) is not an exact replacement, with bias=True it is.`);
       } else {
         L.convertible = true;
-        reasons.push(`${L.localClass ?? L.constructor} can become te.LayerNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; norms run in high precision inside TE, and te.LayerNorm can later fuse with the following Linear (te.LayerNormLinear).`);
+        reasons.push(`${L.localClass ?? L.constructor} can become te.LayerNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; norms run in high precision inside TE, and where a Linear consumes its output it can later fuse with it (te.LayerNormLinear).`);
         if (bias.note && bias.value === true) reasons.push(`bias is True through ${bias.note}.`);
       }
       break;
@@ -155,11 +184,20 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
     case 'rmsnorm': {
       L.convertible = true;
       const zc = c.local?.info.zeroCenteredGamma;
-      if (zc) {
+      const zcIf = c.local?.info.zeroCenteredConditional;
+      const eps = L.options.eps;
+      if (zcIf !== undefined) {
+        L.convertible = 'uncertain';
+        reasons.push(`${L.localClass ?? L.constructor} scales by (1 + weight) only when ${zcIf}: te.RMSNorm needs zero_centered_gamma=True for the layers built that way and not for the others. Convert by hand with the setting that matches how this layer is built.`);
+      } else if (!c.local && /(^|\.)RMSNorm$/.test(L.resolved) && !L.isTe && (eps === undefined || /^None$/.test(eps))) {
+        // torch.nn.RMSNorm(eps=None) normalises with torch.finfo(x.dtype).eps; te.RMSNorm has a fixed eps (1e-5).
+        L.convertible = 'uncertain';
+        reasons.push(`${L.constructor} without eps uses the input dtype's machine epsilon (torch.finfo(dtype).eps: 0.0078125 in BF16, 1.2e-7 in FP32), while te.RMSNorm defaults to eps=1e-5: converting it as is changes the numerics. Pass the eps your model trains with explicitly, then convert.`);
+      } else if (zc) {
         L.zeroCenteredGamma = true;
         reasons.push(`${L.localClass ?? L.constructor} scales by (1 + weight): it maps onto te.RMSNorm(zero_centered_gamma=True); copy the weight as is.`);
       } else {
-        reasons.push(`${L.localClass ?? L.constructor} can become te.RMSNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; it can later fuse with the following Linear (te.LayerNormLinear(normalization="RMSNorm")).`);
+        reasons.push(`${L.localClass ?? L.constructor} can become te.RMSNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; where a Linear consumes its output it can later fuse with it (te.LayerNormLinear(normalization="RMSNorm")).`);
       }
       if (c.local) reasons.push(`Recognised as ${c.local.info.layerKindReason ?? 'an RMSNorm'}.`);
       break;
