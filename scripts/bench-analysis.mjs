@@ -121,7 +121,7 @@ for (const format of ['json', 'text']) {
 // Floors of the whole process: node + bundle + WASM start on an empty file, and the parse alone of every input in
 // one fresh process (cold WASM, as check sees it).
 const pyFiles = [];
-const emptyPy = join(genDir, 'empty.py');
+const emptyPy = join(root, '.bench', 'empty.py');
 writeFileSync(emptyPy, '');
 for (const p of inputs) (function list(q) {
   const st = statSync(q);
