@@ -196,3 +196,27 @@ describe('analysis: conversions that would change the numerics or gain nothing',
     assert.equal(known.length, 1);
   });
 });
+
+describe('analysis: Linear and Embedding classes implemented from scratch', () => {
+  before(initParser);
+
+  it('recognises them by structure, finds the lm-head and the router among them, and never auto-converts them', () => {
+    const ir = analyze(fixture('own_linear_classes.py'));
+    const get = (name: string) => {
+      const l = ir.layers.find((x) => x.name === name);
+      assert.ok(l, `${name} missing; have ${ir.layers.map((x) => x.name).join(', ')}`);
+      return l;
+    };
+    assert.equal(get('self.head').kind, 'linear');
+    assert.equal(get('self.head').role, 'lm_head');
+    assert.equal(get('self.head').convertible, false);
+    assert.equal(get('self.embed').role, 'embedding');
+    assert.equal(get('self.gate').role, 'router');
+    assert.equal(get('self.gate').inFeatures, undefined); // Gate(args): no size arguments
+    const wq = get('self.wq');
+    assert.equal(wq.kind, 'linear');
+    assert.equal(wq.convertible, 'uncertain');
+    assert.match(wq.reasons.join(' '), /implements its own Linear.*Convert its definition by hand/);
+    assert.match(ir.classes.find((c) => c.name === 'ColumnParallelLinear')?.ownImplementation ?? '', /custom Linear/);
+  });
+});

@@ -142,6 +142,7 @@ export function analyzeClasses(src: string, recs: ClassRec[], imports: ImportTab
           m.info.layerKindReason = `subclass of local ${base.info.name} (${base.info.layerKindReason ?? base.info.layerKind})`;
           m.info.zeroCenteredGamma = base.info.zeroCenteredGamma;
           m.info.zeroCenteredConditional = base.info.zeroCenteredConditional;
+          m.info.ownImplementation = base.info.ownImplementation;
           m.isTe = base.isTe;
           m.teEquivalent = base.teEquivalent;
           m.hasBias = base.hasBias;
@@ -173,6 +174,7 @@ interface StructuralResult {
   layerKindReason?: string;
   zeroCenteredGamma?: boolean;
   zeroCenteredConditional?: string;
+  ownImplementation?: string;
   teEquivalent?: string;
   hasBias?: boolean;
 }
@@ -187,13 +189,14 @@ function structural(src: string, m: ClassModel): void {
   let r = structuralCache.get(m.rec.node);
   if (!r) {
     const info = m.info;
-    const before = { layerKind: info.layerKind, layerKindReason: info.layerKindReason, zeroCenteredGamma: info.zeroCenteredGamma, zeroCenteredConditional: info.zeroCenteredConditional, teEquivalent: m.teEquivalent, hasBias: m.hasBias };
+    const before = { layerKind: info.layerKind, layerKindReason: info.layerKindReason, zeroCenteredGamma: info.zeroCenteredGamma, zeroCenteredConditional: info.zeroCenteredConditional, ownImplementation: info.ownImplementation, teEquivalent: m.teEquivalent, hasBias: m.hasBias };
     structuralUncached(src, m);
     r = {};
     if (info.layerKind !== before.layerKind) r.layerKind = info.layerKind;
     if (info.layerKindReason !== before.layerKindReason) r.layerKindReason = info.layerKindReason;
     if (info.zeroCenteredGamma !== before.zeroCenteredGamma) r.zeroCenteredGamma = info.zeroCenteredGamma;
     if (info.zeroCenteredConditional !== before.zeroCenteredConditional) r.zeroCenteredConditional = info.zeroCenteredConditional;
+    if (info.ownImplementation !== before.ownImplementation) r.ownImplementation = info.ownImplementation;
     if (m.teEquivalent !== before.teEquivalent) r.teEquivalent = m.teEquivalent;
     if (m.hasBias !== before.hasBias) r.hasBias = m.hasBias;
     structuralCache.set(m.rec.node, r);
@@ -203,6 +206,7 @@ function structural(src: string, m: ClassModel): void {
   if (r.layerKindReason !== undefined) m.info.layerKindReason = r.layerKindReason;
   if (r.zeroCenteredGamma !== undefined) m.info.zeroCenteredGamma = r.zeroCenteredGamma;
   if (r.zeroCenteredConditional !== undefined) m.info.zeroCenteredConditional = r.zeroCenteredConditional;
+  if (r.ownImplementation !== undefined) m.info.ownImplementation = r.ownImplementation;
   if (r.teEquivalent !== undefined) m.teEquivalent = r.teEquivalent;
   if (r.hasBias !== undefined) m.hasBias = r.hasBias;
 }
@@ -212,7 +216,10 @@ function structuralUncached(src: string, m: ClassModel): void {
   const classText = src.slice(m.rec.start, m.rec.end);
   const fwd = m.forward ? src.slice(m.forward.start, m.forward.end) : '';
   const hasParam = /\bParameter\s*\(/.test(classText);
-  const buildsLinear = /\b(Linear|Conv[123]d|Embedding|ModuleList|Sequential)\s*\(/.test(classText);
+  // In the body only: the header of `class Linear(nn.Module):` builds nothing.
+  const body = m.rec.node.childForFieldName('body');
+  const bodyText = body ? src.slice(body.startIndex, body.endIndex) : classText;
+  const buildsLinear = /\b(Linear|Conv[123]d|Embedding|ModuleList|Sequential)\s*\(/.test(bodyText);
   const meanSquare = /(\.pow\(\s*2(\.0)?\s*\)|\*\*\s*2\b|\.square\(\s*\)|torch\.square\()[\s\S]{0,80}?\.?mean\(|mean\([^()]*(\.pow\(\s*2|\*\*\s*2|square\()|torch\.mean\(\s*[\w.]+\s*\*\s*[\w.]+/.test(fwd);
   const root = /\brsqrt\(|\bsqrt\(|\*\*\s*-?0\.5\b|\*\*\s*\(\s*-?0\.5\s*\)/.test(fwd);
   const normCall = /(\.norm\(|torch\.norm\(|linalg\.(vector_)?norm\()/.test(fwd);
@@ -222,6 +229,26 @@ function structuralUncached(src: string, m: ClassModel): void {
   const rmsStruct = hasParam && !buildsLinear && (rmsFn || (meanSquare && root) || (normCall && /\//.test(fwd)));
   const lnStruct = hasParam && !buildsLinear && (lnFn || meanVar);
   const name = m.info.name;
+  // A Linear or an Embedding implemented from scratch: a weight parameter applied with linear()/embedding() (F., the
+  // functional module, or a helper of the file, as DeepSeek-V3 does with its own FP8 GEMM) or a matmul on it.
+  const weightArg = String.raw`self\.(weight|w|W|kernel)\b`;
+  const ownLinear = hasParam && !buildsLinear && (new RegExp(String.raw`\blinear\s*\(\s*[^,()]+,\s*` + weightArg).test(fwd)
+    || new RegExp(String.raw`@\s*` + weightArg + String.raw`(\.t\(\)|\.T\b|\.transpose\()?`).test(fwd)
+    || new RegExp(String.raw`\bmatmul\s*\(\s*[^,()]+,\s*` + weightArg).test(fwd));
+  const ownEmbedding = hasParam && !buildsLinear && new RegExp(String.raw`\bembedding\s*\(\s*[^,()]+,\s*` + weightArg).test(fwd);
+  if (ownEmbedding && !ownLinear) {
+    m.info.layerKind = 'embedding';
+    m.info.layerKindReason = `a custom Embedding: ${name} holds a weight parameter and looks rows up with embedding() in forward`;
+    m.info.ownImplementation = m.info.layerKindReason;
+    return;
+  }
+  if (ownLinear && !meanSquare && !lnFn && !rmsFn) {
+    m.info.layerKind = 'linear';
+    m.info.layerKindReason = `a custom Linear: ${name} holds a weight parameter and applies it with a GEMM in forward`;
+    m.info.ownImplementation = m.info.layerKindReason;
+    m.teEquivalent = 'te.Linear';
+    return;
+  }
   if (lnFn && hasParam && !buildsLinear) {
     m.info.layerKind = 'layernorm';
     m.info.layerKindReason = `a custom LayerNorm: ${name} holds weight parameters and calls layer_norm in forward`;

@@ -121,6 +121,8 @@ export interface ClassInfo {
   /** forward scales by (1 + weight) only under this condition (`self.add_unit_offset`): te.RMSNorm's
    *  zero_centered_gamma depends on how each layer is built. */
   zeroCenteredConditional?: string;
+  /** A Linear/Embedding implemented from scratch (its own weight and GEMM or lookup), with the evidence. */
+  ownImplementation?: string;
   /** `forward` method span, if any. */
   forwardSpan?: Span;
   /** Methods defined. */

@@ -386,7 +386,9 @@ function fillDims(ctx: LayerContext, rec: LayerRec): void {
   switch (ctor.kind) {
     case 'linear':
     case 'parallel-linear': {
-      const hasNamed = ctor.params.some((p) => IN_PARAM.test(p) || p === 'input_size');
+      // By position only when the signature can be (in, out): a from-scratch Linear built from a config object
+      // (`Gate(args)`) has no size arguments at all.
+      const hasNamed = ctor.params.some((p) => IN_PARAM.test(p) || p === 'input_size') || (!!ctor.local?.info.ownImplementation && ctor.params.length < 2);
       const inN = pick(/^(in_features|input_size|in_dim|input_dim|d_in|in_size|in_channels|nx|dim_in|in_f|fan_in|n_in|in_feat)$/, hasNamed ? undefined : 0);
       const outN = pick(/^(out_features|output_size|out_dim|output_dim|d_out|out_size|out_channels|nf|dim_out|out_f|fan_out|n_out|out_feat)$/, hasNamed ? undefined : 1);
       if (inN) layer.inFeatures = ev.dim(inN, scope);

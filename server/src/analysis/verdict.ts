@@ -116,7 +116,10 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
   if (L.role === 'classifier' || L.role === 'router') {
     L.convertible = false;
     const what = L.role === 'router' ? 'This is an MoE router (one output per expert)' : 'This is a small output layer (classifier)';
-    L.reasons = [`${what}: ${dimWhy(L.inFeatures, 'in')} -> ${dimWhy(L.outFeatures, 'out')} is too small to gain from FP8, and its output decides the result directly, so keep it in BF16.`];
+    const sizes = L.inFeatures || L.outFeatures
+      ? `${dimWhy(L.inFeatures, 'in')} -> ${dimWhy(L.outFeatures, 'out')} is too small to gain from FP8, and its output`
+      : 'a GEMM this narrow gains little from FP8, and its output';
+    L.reasons = [`${what}: ${sizes} decides the result directly, so keep it in BF16.`];
     return;
   }
   switch (L.kind) {
@@ -154,7 +157,11 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
       if (L.kind === 'parallel-linear' && L.teArgs?.parallel_mode) {
         reasons.push(`${c.display} maps to te.Linear(parallel_mode=${L.teArgs.parallel_mode}) with the same tensor-parallel group.`);
       }
-      if (L.localClass) reasons.push(`${L.localClass} is a local subclass of nn.Linear: te.Linear replaces it only if its extra behaviour is not needed (check its forward).`);
+      const own = c.local?.info.ownImplementation;
+      if (own) {
+        if (L.convertible === true) L.convertible = 'uncertain';
+        reasons.push(`${L.localClass} implements its own Linear (${own.replace(/^a custom Linear: /, '')}): te.Linear replaces it only if nothing in its forward is needed (its own quantised or FP8 weights, parallel communication). Convert its definition by hand, not this call.`);
+      } else if (L.localClass) reasons.push(`${L.localClass} is a local subclass of nn.Linear: te.Linear replaces it only if its extra behaviour is not needed (check its forward).`);
       if (L.viaFactory) reasons.push(`Built by the helper ${L.viaFactory}(): converting it there changes every layer that helper builds.`);
       break;
     }
