@@ -220,3 +220,20 @@ describe('analysis: Linear and Embedding classes implemented from scratch', () =
     assert.match(ir.classes.find((c) => c.name === 'ColumnParallelLinear')?.ownImplementation ?? '', /custom Linear/);
   });
 });
+
+describe('analysis: layer classes passed as parameters with a default', () => {
+  before(initParser);
+
+  it('lists norm_layer(dim) / proj_layer(...) with the default class, uncertain (a caller may pass another)', () => {
+    const ir = analyze(fixture('layer_class_parameters.py'));
+    const get = (name: string) => ir.layers.find((l) => l.name === name);
+    assert.equal(get('self.ln_1')?.kind, 'layernorm');
+    assert.equal(get('self.ln_1')?.convertible, 'uncertain');
+    assert.match(get('self.ln_1')?.reasons.join(' ') ?? '', /built by the parameter norm_layer \(partial\(nn\.LayerNorm, eps=1e-6\) by default\)/);
+    assert.equal(get('self.proj')?.kind, 'linear');
+    assert.equal(get('self.proj')?.inFeatures?.value, 768);
+    assert.equal(get('self.proj')?.convertible, 'uncertain');
+    assert.equal(get('self.act'), undefined); // an activation class parameter builds no layer
+    assert.match(get('self.self_attention')?.reasons.join(' ') ?? '', /te\.MultiheadAttention is a different module/);
+  });
+});

@@ -5,7 +5,7 @@
  */
 import { stmtOf, type Stmt, type SyntaxNode } from './node';
 import type { Layer, LayerArg, LayerKind, Span } from './ir';
-import { ctorParams, type ClassModel } from './classes';
+import { ctorParams, paramsOf, type ClassModel } from './classes';
 import { argFor, type EvalScope, type Evaluator } from './dims';
 import { resolveName, type ImportTable } from './imports';
 import { IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
@@ -193,6 +193,16 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
     const call = walk.calls[i];
     const found = ctorFor(ctx, text);
     if (!found) {
+      const viaParam = paramDefaultCtor(ctx, call, text);
+      if (viaParam) {
+        // Built from the enclosing function alone (its own parameter), so it needs no memo: rebuilt each time.
+        const rec = makeLayer(ctx, call, call.node.childForFieldName('function') as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
+        rec.layer.viaParameter = viaParam.via;
+        built++;
+        applyPlacement(rec, placement(ctx, call.node, call), call);
+        out.push(rec);
+        continue;
+      }
       pending.push({ call, callee: text });
       continue;
     }
@@ -293,6 +303,27 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
     out.sort((a, b) => a.layer.span.startOffset - b.layer.span.startOffset);
   }
   return out;
+}
+
+/**
+ * `norm_layer(dim)` where `norm_layer` is a parameter of the enclosing function whose default is a layer class or a
+ * `functools.partial` of one (`norm_layer: Callable[..., nn.Module] = partial(nn.LayerNorm, eps=1e-6)`, torchvision).
+ */
+function paramDefaultCtor(ctx: LayerContext, call: CallRec, text: string): { resolved: string; ctor: CtorInfo; via: string } | undefined {
+  const fn = call.scope.fn;
+  if (!fn || !/^[A-Za-z_]\w*$/.test(text)) return undefined;
+  const p = paramsOf(ctx.src, fn).find((x) => x.name === text);
+  if (!p?.def) return undefined;
+  let target: SyntaxNode | null = p.def;
+  if (target.type === 'call') {
+    const f = target.childForFieldName('function');
+    if (!f || !/(^|\.)partial$/.test(ctx.src.slice(f.startIndex, f.endIndex).replace(/\s+/g, ''))) return undefined;
+    target = target.childForFieldName('arguments')?.namedChild(0) ?? null;
+  }
+  if (!target || (target.type !== 'identifier' && target.type !== 'attribute')) return undefined;
+  const found = ctorFor(ctx, ctx.src.slice(target.startIndex, target.endIndex).replace(/\s+/g, ''));
+  if (!found || found.ctor.kind === 'other' || found.ctor.factory) return undefined;
+  return { ...found, via: `${text}=${ctx.src.slice(p.def.startIndex, p.def.endIndex).replace(/\s+/g, ' ')}` };
 }
 
 function scopeOf(ctx: LayerContext, call: CallRec): EvalScope {
