@@ -3,7 +3,7 @@
  * The fixtures are small files written in the same spirit, not copies.
  */
 import { strict as assert } from 'node:assert';
-import { analyze, fixture, initParser } from './analysis-helpers';
+import { analyze, fixture, initParser, py } from './analysis-helpers';
 
 describe('analysis: patterns from real model files', () => {
   before(initParser);
@@ -229,11 +229,50 @@ describe('analysis: layer classes passed as parameters with a default', () => {
     const get = (name: string) => ir.layers.find((l) => l.name === name);
     assert.equal(get('self.ln_1')?.kind, 'layernorm');
     assert.equal(get('self.ln_1')?.convertible, 'uncertain');
-    assert.match(get('self.ln_1')?.reasons.join(' ') ?? '', /built by the parameter norm_layer \(partial\(nn\.LayerNorm, eps=1e-6\) by default\)/);
+    assert.match(get('self.ln_1')?.reasons.join(' ') ?? '', /class comes from the parameter norm_layer \(partial\(nn\.LayerNorm, eps=1e-6\) by default\)/);
     assert.equal(get('self.proj')?.kind, 'linear');
     assert.equal(get('self.proj')?.inFeatures?.value, 768);
     assert.equal(get('self.proj')?.convertible, 'uncertain');
     assert.equal(get('self.act'), undefined); // an activation class parameter builds no layer
     assert.match(get('self.self_attention')?.reasons.join(' ') ?? '', /te\.MultiheadAttention is a different module/);
+  });
+});
+
+describe('analysis: layer classes returned by a local function', () => {
+  before(initParser);
+
+  it('MaybeLora = maybe_lora(lora); MaybeLora(dim, out): a Linear whose class is chosen at run time', () => {
+    const ir = analyze(py`
+      from functools import partial
+      from torch import nn
+      from .lora import LoRALinear
+
+      def maybe_lora(lora_args):
+          if lora_args is None:
+              return nn.Linear
+          else:
+              return partial(LoRALinear, rank=lora_args.rank)
+
+      def no_layer(x):
+          return nn.GELU
+
+      class FeedForward(nn.Module):
+          def __init__(self, dim: int = 4096, hidden_dim: int = 14336, lora=None):
+              super().__init__()
+              MaybeLora = maybe_lora(lora)
+              Act = no_layer(lora)
+              self.w1 = MaybeLora(dim, hidden_dim, bias=False)
+              self.w2 = MaybeLora(hidden_dim, dim, bias=False)
+              self.act = Act()
+    `);
+    const w1 = ir.layers.find((l) => l.name === 'self.w1');
+    assert.equal(w1?.kind, 'linear');
+    assert.equal(w1?.inFeatures?.value, 4096);
+    assert.equal(w1?.outFeatures?.value, 14336);
+    assert.equal(w1?.role, 'mlp');
+    assert.equal(w1?.convertible, 'uncertain');
+    assert.match(w1?.reasons.join(' ') ?? '', /maybe_lora\(\), which returns nn\.Linear or partial\(LoRALinear, rank=lora_args\.rank\)/);
+    assert.ok(ir.layers.some((l) => l.name === 'self.w2'));
+    assert.equal(ir.layers.find((l) => l.name === 'self.act'), undefined);
   });
 });

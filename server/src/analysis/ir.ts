@@ -103,9 +103,9 @@ export interface Layer {
   container?: 'ModuleList' | 'Sequential' | 'ModuleDict' | 'loop' | 'comprehension' | 'helper';
   /** Constructed by a local helper function (factory) rather than directly. */
   viaFactory?: string;
-  /** Built through a parameter whose default is a layer class (`norm_layer=partial(nn.LayerNorm, eps=1e-6)`):
-   *  `name=default` as written. */
-  viaParameter?: string;
+  /** The class is chosen at run time, here is where: a parameter with a layer-class default (`the parameter
+   *  norm_layer (partial(nn.LayerNorm, eps=1e-6) by default)`) or a local function returning layer classes. */
+  classFrom?: string;
 }
 
 /** A class defined in the file. */

@@ -193,11 +193,11 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
     const call = walk.calls[i];
     const found = ctorFor(ctx, text);
     if (!found) {
-      const viaParam = paramDefaultCtor(ctx, call, text);
+      const viaParam = paramDefaultCtor(ctx, call, text) ?? returnedClassCtor(ctx, call, text);
       if (viaParam) {
-        // Built from the enclosing function alone (its own parameter), so it needs no memo: rebuilt each time.
+        // Rare; not memoised (a returned class depends on another statement): rebuilt at each analysis.
         const rec = makeLayer(ctx, call, call.node.childForFieldName('function') as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
-        rec.layer.viaParameter = viaParam.via;
+        rec.layer.classFrom = viaParam.via;
         built++;
         applyPlacement(rec, placement(ctx, call.node, call), call);
         out.push(rec);
@@ -314,16 +314,57 @@ function paramDefaultCtor(ctx: LayerContext, call: CallRec, text: string): { res
   if (!fn || !/^[A-Za-z_]\w*$/.test(text)) return undefined;
   const p = paramsOf(ctx.src, fn).find((x) => x.name === text);
   if (!p?.def) return undefined;
-  let target: SyntaxNode | null = p.def;
-  if (target.type === 'call') {
+  const found = classExprCtor(ctx, p.def);
+  if (!found || found.ctor.kind === 'other') return undefined;
+  return { ...found, via: `the parameter ${text} (${ctx.src.slice(p.def.startIndex, p.def.endIndex).replace(/\s+/g, ' ')} by default)` };
+}
+
+/** A layer class, or `partial(LayerClass, ...)`, as an expression: its constructor (undefined when unknown). */
+function classExprCtor(ctx: LayerContext, node: SyntaxNode | null): { resolved: string; ctor: CtorInfo } | undefined {
+  let target = node;
+  if (target?.type === 'call') {
     const f = target.childForFieldName('function');
     if (!f || !/(^|\.)partial$/.test(ctx.src.slice(f.startIndex, f.endIndex).replace(/\s+/g, ''))) return undefined;
     target = target.childForFieldName('arguments')?.namedChild(0) ?? null;
   }
   if (!target || (target.type !== 'identifier' && target.type !== 'attribute')) return undefined;
   const found = ctorFor(ctx, ctx.src.slice(target.startIndex, target.endIndex).replace(/\s+/g, ''));
-  if (!found || found.ctor.kind === 'other' || found.ctor.factory) return undefined;
-  return { ...found, via: `${text}=${ctx.src.slice(p.def.startIndex, p.def.endIndex).replace(/\s+/g, ' ')}` };
+  return found && !found.ctor.factory ? found : undefined;
+}
+
+/**
+ * `Lin = maybe_lora(args)` then `Lin(dim, out)`, where the local function returns layer classes (`return nn.Linear`,
+ * `return partial(LoRALinear, rank=...)`, mistral-inference): a layer of the kind its known returns agree on.
+ */
+function returnedClassCtor(ctx: LayerContext, call: CallRec, text: string): { resolved: string; ctor: CtorInfo; via: string } | undefined {
+  const fn = call.scope.fn;
+  if (!fn || !/^[A-Za-z_]\w*$/.test(text)) return undefined;
+  const { src } = ctx;
+  let assigned: SyntaxNode | null = null;
+  for (const a of fn.assigns) {
+    if (a.start > call.start) break;
+    const left = a.node.childForFieldName('left');
+    if (left?.type === 'identifier' && src.slice(left.startIndex, left.endIndex) === text) assigned = a.node.childForFieldName('right');
+  }
+  if (assigned?.type !== 'call') return undefined;
+  const f = assigned.childForFieldName('function');
+  if (f?.type !== 'identifier') return undefined;
+  const name = src.slice(f.startIndex, f.endIndex);
+  const maker = ctx.walk.functions.find((g) => g.name === name && !g.cls && !g.scope.fn);
+  if (!maker || !maker.returns.length) return undefined;
+  let known: { resolved: string; ctor: CtorInfo } | undefined;
+  const shown: string[] = [];
+  for (const r of maker.returns) {
+    const v = r.namedChild(0);
+    if (!v) return undefined;
+    shown.push(src.slice(v.startIndex, v.endIndex).replace(/\s+/g, ' '));
+    const c = classExprCtor(ctx, v);
+    if (!c) continue;
+    if (c.ctor.kind === 'other' || (known && known.ctor.kind !== c.ctor.kind)) return undefined;
+    known ??= c;
+  }
+  if (!known) return undefined;
+  return { ...known, via: `${name}(), which returns ${shown.join(' or ')}` };
 }
 
 function scopeOf(ctx: LayerContext, call: CallRec): EvalScope {

@@ -219,10 +219,9 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
         reasons.push(`${L.constructor} holds its projections as raw parameters (in_proj_weight, out_proj) and runs them in F.multi_head_attention_forward, so no per-layer conversion applies; te.MultiheadAttention is a different module (its own fused QKV layout and arguments): port the attention block by hand to use it.`);
       } else reasons.push(`${L.constructor} has no Transformer Engine equivalent to convert to.`);
   }
-  if (L.viaParameter && L.convertible === true) {
-    const [param, def] = L.viaParameter.split(/=(.*)/s);
+  if (L.classFrom && L.convertible === true) {
     L.convertible = 'uncertain';
-    reasons.push(`It is built by the parameter ${param} (${def} by default): callers may pass another class, so convert where the class is chosen (the default), not this call.`);
+    reasons.push(`Its class comes from ${L.classFrom}: another class may be chosen at run time, so convert where the class is chosen, not this call.`);
   }
   L.reasons = reasons;
 }
