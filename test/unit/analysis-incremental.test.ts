@@ -49,6 +49,14 @@ describe('analysis: incremental re-analysis', () => {
   }
 });
 
+/** A generated model file (scripts/gen-large-model.mjs, the benchmark's generator): factories, config classes, TE
+ *  variants and training loops of several families, deterministic. Loaded once (an ES module). */
+let generated = '';
+before(async () => {
+  const gen = await import('../../scripts/gen-large-model.mjs');
+  generated = gen.generateModelFile({ lines: 700, seed: 3 });
+});
+
 /** Real model files from the git-ignored corpus/ folder, where a developer fetched them; CI has none and skips them. */
 function corpusInputs(...names: string[]): [string, () => string][] {
   const dir = join(__dirname, '..', '..', 'corpus');
@@ -63,6 +71,7 @@ describe('analysis: per-statement cache (AnalysisCache)', () => {
     ['gpt_small.py', () => fixture('gpt_small.py')],
     ['lm_head_positives.py', () => fixture('lm_head_positives.py')],
     ['lm_head_negatives.py', () => fixture('lm_head_negatives.py')],
+    ['generated 700-line model', () => generated],
     ...corpusInputs('nanogpt_model.py', 'hf_qwen2_modeling.py'),
   ];
   for (const [name, load] of inputs) {
@@ -255,6 +264,7 @@ describe('analysis: memoised layer records stay exact (edits to what other state
   ];
   const inputs: [string, () => string][] = [
     ['cross-statement model', () => CROSS],
+    ['generated 700-line model', () => generated],
     ['gpt_small.py', () => fixture('gpt_small.py')],
     ['lm_head_positives.py', () => fixture('lm_head_positives.py')],
     ...corpusInputs('nanogpt_model.py', 'mingpt_model.py', 'whisper_model.py', 'torchtitan_llama3_model.py'),

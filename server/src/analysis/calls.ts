@@ -319,8 +319,9 @@ function classStringList(src: string, classes: ClassRec[], attr: string): Map<st
   for (const c of classes) {
     for (const a of c.bodyAssigns) {
       const left = a.node.childForFieldName('left');
+      if (!left || left.endIndex - left.startIndex !== attr.length || src.slice(left.startIndex, left.endIndex) !== attr) continue;
       const right = a.node.childForFieldName('right');
-      if (!left || !right || src.slice(left.startIndex, left.endIndex) !== attr) continue;
+      if (!right) continue;
       const keys: string[] = [];
       for (const k of right.namedChildren) {
         if (!k) continue;

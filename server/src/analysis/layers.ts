@@ -66,6 +66,8 @@ export interface LayerContext {
   ctorMemo?: Map<string, { resolved: string; ctor: CtorInfo } | null>;
   /** Counts of layer records reused from memos and built afresh (AnalysisCache statistics). */
   stats?: { layersReused: number; layersBuilt: number };
+  /** Top-level functions that return a layer class (returnedClassCtor), found once per analysis. */
+  classMakers?: Map<string, FuncRec>;
 }
 
 /** A memoised direct layer record: the Layer as built (before roles and verdicts), relative to `Stmt.memoBase`. */
@@ -340,6 +342,16 @@ function returnedClassCtor(ctx: LayerContext, call: CallRec, text: string): { re
   const fn = call.scope.fn;
   if (!fn || !/^[A-Za-z_]\w*$/.test(text)) return undefined;
   const { src } = ctx;
+  if (!ctx.classMakers) {
+    ctx.classMakers = new Map();
+    for (const g of ctx.walk.functions) {
+      if (g.cls || g.scope.fn || !g.returns.length) continue;
+      if (g.returns.some((r) => { const v = r.namedChild(0); return !!v && (v.type === 'identifier' || v.type === 'attribute' || v.type === 'call') && /[A-Z]/.test(src.slice(v.startIndex, v.endIndex)); })) {
+        ctx.classMakers.set(g.name, g);
+      }
+    }
+  }
+  if (!ctx.classMakers.size) return undefined;
   let assigned: SyntaxNode | null = null;
   for (const a of fn.assigns) {
     if (a.start > call.start) break;
@@ -350,7 +362,7 @@ function returnedClassCtor(ctx: LayerContext, call: CallRec, text: string): { re
   const f = assigned.childForFieldName('function');
   if (f?.type !== 'identifier') return undefined;
   const name = src.slice(f.startIndex, f.endIndex);
-  const maker = ctx.walk.functions.find((g) => g.name === name && !g.cls && !g.scope.fn);
+  const maker = ctx.classMakers.get(name);
   if (!maker || !maker.returns.length) return undefined;
   let known: { resolved: string; ctor: CtorInfo } | undefined;
   const shown: string[] = [];

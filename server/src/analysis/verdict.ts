@@ -34,19 +34,29 @@ function knownNote(d: Dim | undefined): string | undefined {
 function weightOnlyUse(rec: LayerRec, ev: Evaluator): string | undefined {
   const L = rec.layer;
   const cls = rec.scope.cls;
-  if (!cls || L.container || !L.attr || !/^[A-Za-z_]\w*$/.test(L.attr) || L.name !== `self.${L.attr}`) return undefined;
-  const text = ev.source().slice(cls.rec.start, cls.rec.end);
-  const attr = L.attr;
-  const uses = text.match(new RegExp(`self\\s*\\.\\s*${attr}\\b(\\s*\\.\\s*\\w+|\\s*\\(|\\s*=(?!=)|)`, 'g')) ?? [];
-  let params = 0;
-  for (const u of uses) {
-    const rest = u.replace(/^self\s*\.\s*\w+/, '').replace(/\s+/g, '');
-    if (rest === '=') continue; // the assignment that builds it
-    if (rest === '.weight' || rest === '.bias') { params++; continue; }
-    return undefined; // called, passed on, or used some other way
+  if (!cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return undefined;
+  if (attrUses(ev.source(), cls).get(L.attr) !== 'params') return undefined;
+  return `${cls.info.name} never calls self.${L.attr}; it only reads its weight/bias (for a functional op): te.Linear runs FP8 only in its own forward, so converting it gains nothing and can break that op (FP8 weights under fp8_model_init). Keep it.`;
+}
+
+/** Per class (keyed by its node: a statement copy kept across edits keeps it), how each `self.<attr>` is used. */
+const attrUseCache = new WeakMap<object, Map<string, 'params' | 'other'>>();
+const SELF_USE = /self\s*\.\s*([A-Za-z_]\w*)(\s*\.\s*(\w+)|\s*=(?!=))?/g;
+
+function attrUses(src: string, cls: { rec: { node: object; start: number; end: number } }): Map<string, 'params' | 'other'> {
+  let m = attrUseCache.get(cls.rec.node);
+  if (m) return m;
+  m = new Map();
+  const text = src.slice(cls.rec.start, cls.rec.end);
+  for (const hit of text.matchAll(SELF_USE)) {
+    const attr = hit[1];
+    if (hit[2] !== undefined && hit[3] === undefined) continue; // `self.x = ...`: the assignment that builds it
+    const use = hit[3] === 'weight' || hit[3] === 'bias' ? 'params' : 'other';
+    if (use === 'other') m.set(attr, 'other');
+    else if (!m.has(attr)) m.set(attr, 'params');
   }
-  if (!params) return undefined;
-  return `${cls.info.name} never calls self.${attr}; it only reads its weight/bias (for a functional op): te.Linear runs FP8 only in its own forward, so converting it gains nothing and can break that op (FP8 weights under fp8_model_init). Keep it.`;
+  attrUseCache.set(cls.rec.node, m);
+  return m;
 }
 
 /** Sets convertible, reasons, teEquivalent, teArgs and shapeOk. */
