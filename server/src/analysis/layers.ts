@@ -44,6 +44,8 @@ export interface LayerRec {
   argNodes: Map<string, SyntaxNode>;
   /** Texts the out-dim value passed through. */
   outVia: string[];
+  /** The statement memo entry this record was built from or stored in (roles and verdicts memoise on it too). */
+  snap?: LayerSnap;
 }
 
 export interface LayerContext {
@@ -71,10 +73,13 @@ export interface LayerContext {
 }
 
 /** A memoised direct layer record: the Layer as built (before roles and verdicts), relative to `Stmt.memoBase`. */
-interface LayerSnap {
+export interface LayerSnap {
   layer: Layer;
   argNodes: Map<string, SyntaxNode>;
   outVia: string[];
+  /** roles.ts / verdict.ts: their results for this record, with the key of what else they read. */
+  roleMemo?: { key: string; role: Layer['role']; roleReasons: string[]; tied: boolean; tiedByConfig?: boolean; vocab?: string };
+  verdictMemo?: { key: string; out: Pick<Layer, 'convertible' | 'reasons' | 'teEquivalent' | 'teArgs' | 'shapeOk' | 'zeroCenteredGamma'> };
 }
 
 function shiftSpan(sp: Span, dOff: number, dLine: number): Span {
@@ -231,7 +236,7 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
       if (snap) {
         out.push({
           layer: copyLayer(snap.layer, dOff, dLine), call, ctor: found.ctor, scope: scopeOf(ctx, call),
-          argNodes: snap.argNodes, outVia: snap.outVia.slice(),
+          argNodes: snap.argNodes, outVia: snap.outVia.slice(), snap,
         });
         reused++;
         continue;
@@ -248,7 +253,10 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
       continue;
     }
     applyPlacement(rec, place, call);
-    if (memo) memo.set(call.node, { layer: copyLayer(rec.layer, -dOff, -dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice() } satisfies LayerSnap);
+    if (memo) {
+      rec.snap = { layer: copyLayer(rec.layer, -dOff, -dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice() };
+      memo.set(call.node, rec.snap);
+    }
     out.push(rec);
   }
   if (ctx.stats) { ctx.stats.layersReused = reused; ctx.stats.layersBuilt = built; }

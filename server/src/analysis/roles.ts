@@ -177,17 +177,48 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     } else lastInForward.set(lastRec, `its output is named ${lastUsage} in ${cm.info.name}.forward`);
   }
 
+  // The classification of one layer reads, besides the layer as built, only what the memo key below names: so a
+  // record reused from its statement's memo (layers.ts) reuses its role while that key is unchanged.
+  const embSig = `${[...embeddingTexts].join(',')}|${[...vocabValues].join(',')}`;
+  const holderSigs = new Map<string, string>();
+  const holderSig = (owner: string): string => {
+    let h = holderSigs.get(owner);
+    if (h === undefined) {
+      h = `${roleFromHolders(owner) ?? ''}:${(heldBy.get(owner) ?? []).map((x) => `${x.owner}.${x.attr}`).join(',')}`;
+      holderSigs.set(owner, h);
+    }
+    return h;
+  };
   for (const r of recs) {
     const L = r.layer;
-    const reasons: string[] = [];
     const attr = L.attr ?? '';
-    const segs = (L.path ?? '').split(/[.[\]*]+/).filter(Boolean);
     const owner = L.ownerClass ?? '';
-    const outText = (L.outFeatures?.text ?? '').replace(/\s+/g, '');
-    const outVia = [outText, ...r.outVia.map((v) => v.replace(/\s+/g, ''))];
     const tie = tiedTo.get(r);
     const keyOwner = keyTied.get(`${owner}.${attr}`)
       ?? ((ctx.tiedKeys.get(owner) ?? []).some((k) => k.replace(/\.weight$/, '').split('.').pop() === attr) ? owner : undefined);
+    const fwdUse = lastInForward.get(r);
+    const key = r.snap ? `${embSig}\u0001${tie ?? ''}\u0001${keyOwner ?? ''}\u0001${fwdUse ?? ''}\u0001${owner ? holderSig(owner) : ''}` : undefined;
+    const hit = r.snap?.roleMemo;
+    if (hit && hit.key === key) {
+      L.role = hit.role;
+      L.roleReasons = hit.roleReasons.slice();
+      if (hit.tied) L.tied = true;
+      if (hit.tiedByConfig) L.tiedByConfig = true;
+      if (hit.vocab !== undefined) ctx.vocabNames.add(hit.vocab);
+      continue;
+    }
+    const vocab = classify(r, L, attr, owner, tie, keyOwner);
+    if (r.snap && key !== undefined) {
+      r.snap.roleMemo = { key, role: L.role, roleReasons: L.roleReasons.slice(), tied: L.tied, tiedByConfig: L.tiedByConfig, vocab };
+    }
+  }
+
+  function classify(r: LayerRec, L: LayerRec['layer'], attr: string, owner: string, tie: string | undefined, keyOwner: string | undefined): string | undefined {
+    let vocab: string | undefined;
+    const reasons: string[] = [];
+    const segs = (L.path ?? '').split(/[.[\]*]+/).filter(Boolean);
+    const outText = (L.outFeatures?.text ?? '').replace(/\s+/g, '');
+    const outVia = [outText, ...r.outVia.map((v) => v.replace(/\s+/g, ''))];
     const keyTie = keyOwner !== undefined;
     if (tie || keyTie) L.tied = true;
     // Hugging Face ties the keys it lists only when the config says so (tie_word_embeddings).
@@ -195,20 +226,20 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
 
     if (L.kind === 'embedding') {
       setRole(L, 'embedding', [tie ? `embedding table, weights tied to ${tie}` : `${r.ctor.display} is a lookup table (embedding)`]);
-      continue;
+      return vocab;
     }
     if (L.kind === 'layernorm' || L.kind === 'rmsnorm') {
       setRole(L, 'norm', [`${L.kind === 'rmsnorm' ? 'RMS' : 'layer'} normalisation`]);
-      continue;
+      return vocab;
     }
     if (L.kind === 'other' || L.kind === 'conv') {
       setRole(L, 'other', []);
-      continue;
+      return vocab;
     }
     // lm-head evidence
     let score = 0;
     const vocabHit = outVia.find((t) => isVocabText(t) || embeddingTexts.has(t));
-    if (vocabHit !== undefined) { score += 3; reasons.push(`vocabulary-sized output (${vocabHit || outText})`); ctx.vocabNames.add(vocabHit || outText); }
+    if (vocabHit !== undefined) { score += 3; reasons.push(`vocabulary-sized output (${vocabHit || outText})`); vocab = vocabHit || outText; ctx.vocabNames.add(vocab); }
     else if (L.outFeatures?.value !== undefined && L.outFeatures.value >= 1000 && vocabValues.has(L.outFeatures.value)) {
       score += 3; reasons.push(`output size ${L.outFeatures.value} equals the embedding's vocabulary size`);
     }
@@ -226,42 +257,43 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     const strong = vocabHit !== undefined || tie !== undefined || keyTie || reasons.some((x) => x.startsWith('output size'));
     if (strong || (score >= 2 && !classifierLike && !inAttnOrMlp)) {
       setRole(L, 'lm_head', reasons);
-      continue;
+      return vocab;
     }
     // router (MoE gate)
     const widthOut = (outVal !== undefined && outVal > 512) || outVia.some((t) => WIDTH_NAME.test(t));
     if (outVia.some((t) => EXPERTS_NAME.test(t)) || (ROUTER_NAME.test(attr) && MOE_CLASS.test(owner) && !widthOut)) {
       setRole(L, 'router', [outVia.some((t) => EXPERTS_NAME.test(t)) ? `one output per expert (${outText})` : `named ${attr} in ${owner}: the MoE router`]);
-      continue;
+      return vocab;
     }
     if (classifierLike) {
       setRole(L, 'classifier', [outVal !== undefined && outVal <= 16 ? `small output (${outVal} features)` : `output size is a class count (${outText})`]);
-      continue;
+      return vocab;
     }
     // The container the layer sits in names it best (`mlp[*]` inside a ResidualAttentionBlock), then its class,
     // then its own name.
     const outerSegs = segs.slice(0, -1).concat(segs.length > 1 || L.container ? [segs[segs.length - 1]] : []);
-    if (outerSegs.some((s) => /^(mlp|ffn|feed_forward|ff|mlp_block|feedforward|dense_relu_dense|intermediate)$/i.test(s))) { setRole(L, 'mlp', [`inside ${L.path}`]); continue; }
-    if (outerSegs.some((s) => /^(attn|attention|self_attn|cross_attn|self_attention|mha|encdec_attn)$/i.test(s))) { setRole(L, 'attention', [`inside ${L.path}`]); continue; }
+    if (outerSegs.some((s) => /^(mlp|ffn|feed_forward|ff|mlp_block|feedforward|dense_relu_dense|intermediate)$/i.test(s))) { setRole(L, 'mlp', [`inside ${L.path}`]); return vocab; }
+    if (outerSegs.some((s) => /^(attn|attention|self_attn|cross_attn|self_attention|mha|encdec_attn)$/i.test(s))) { setRole(L, 'attention', [`inside ${L.path}`]); return vocab; }
     const blockish = /Block|Layer$|Residual|Decoder|Encoder/.test(owner);
-    if (MLP_CLASS.test(owner) && !(blockish && ATTN_NAME.test(attr))) { setRole(L, 'mlp', [`inside ${owner}`]); continue; }
-    if (ATTN_CLASS.test(owner) && !(blockish && MLP_NAME.test(attr))) { setRole(L, 'attention', [`inside ${owner}`]); continue; }
-    if (ATTN_NAME.test(attr)) { setRole(L, 'attention', [`named ${attr}`]); continue; }
-    if (MLP_NAME.test(attr)) { setRole(L, 'mlp', [`named ${attr}`]); continue; }
+    if (MLP_CLASS.test(owner) && !(blockish && ATTN_NAME.test(attr))) { setRole(L, 'mlp', [`inside ${owner}`]); return vocab; }
+    if (ATTN_CLASS.test(owner) && !(blockish && MLP_NAME.test(attr))) { setRole(L, 'attention', [`inside ${owner}`]); return vocab; }
+    if (ATTN_NAME.test(attr)) { setRole(L, 'attention', [`named ${attr}`]); return vocab; }
+    if (MLP_NAME.test(attr)) { setRole(L, 'mlp', [`named ${attr}`]); return vocab; }
     const inText = (L.inFeatures?.text ?? '').replace(/\s+/g, '');
     const ffnIn = inText && FFN_WIDTH.test(inText);
     const ffnOut = outVia.find((t) => t && FFN_WIDTH.test(t));
     if (ffnIn || ffnOut) {
       setRole(L, 'mlp', [ffnIn ? `its input is the feed-forward width (${inText})` : `its output is the feed-forward width (${ffnOut})`]);
-      continue;
+      return vocab;
     }
     const held = owner && !reasons.length ? roleFromHolders(owner) : undefined;
     if (held) {
       const by = (heldBy.get(owner) ?? []).map((h) => `${h.owner}.${h.attr}`).join(', ');
       setRole(L, held, [`inside ${owner}, held by ${by}`]);
-      continue;
+      return vocab;
     }
     setRole(L, 'other', reasons.length ? [...reasons, 'not enough evidence for an lm-head'] : []);
+    return vocab;
   }
 }
 

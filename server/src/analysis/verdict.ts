@@ -3,7 +3,7 @@
  */
 import type { Dim } from './ir';
 import type { EvalScope, Evaluator } from './dims';
-import type { LayerRec } from './layers';
+import type { LayerRec, LayerSnap } from './layers';
 import { isVocabText } from './roles';
 
 /** FP8 GEMM rule for a Linear weight [out, in]: in % 16 == 0 and out % 8 == 0 (FP8-FACTS.md). */
@@ -59,8 +59,40 @@ function attrUses(src: string, cls: { rec: { node: object; start: number; end: n
   return m;
 }
 
-/** Sets convertible, reasons, teEquivalent, teArgs and shapeOk. */
+/**
+ * Sets convertible, reasons, teEquivalent, teArgs, shapeOk and zeroCenteredGamma. Besides the layer as built (its
+ * statement memo, layers.ts), a verdict reads only the role fields and the facts of a local class named in the key:
+ * a record reused from its memo reuses its verdict while that key is unchanged.
+ */
 export function decide(rec: LayerRec, ev: Evaluator): void {
+  const snap = rec.snap;
+  if (!snap) return decideUncached(rec, ev);
+  const L = rec.layer;
+  const c = rec.ctor;
+  const info = c.local?.info;
+  const key = `${L.role}\u0001${L.tied}\u0001${L.tiedByConfig}\u0001${L.roleReasons.join('\u0002')}\u0001${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}`
+    + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}` : '');
+  const hit = snap.verdictMemo;
+  if (hit && hit.key === key) {
+    const o = hit.out;
+    // The same own keys in the same order as decideUncached leaves them (the IR is compared deep-equal).
+    for (const k of Object.keys(o) as (keyof typeof o)[]) {
+      const v = o[k];
+      (L as unknown as Record<string, unknown>)[k] = Array.isArray(v) ? v.slice() : v && typeof v === 'object' ? { ...v } : v;
+    }
+    return;
+  }
+  decideUncached(rec, ev);
+  const out: Record<string, unknown> = {};
+  for (const k of ['shapeOk', 'convertible', 'reasons', 'teEquivalent', 'teArgs', 'zeroCenteredGamma'] as const) {
+    if (!Object.prototype.hasOwnProperty.call(L, k)) continue;
+    const v = L[k];
+    out[k] = Array.isArray(v) ? v.slice() : v && typeof v === 'object' ? { ...v } : v;
+  }
+  snap.verdictMemo = { key, out: out as NonNullable<LayerSnap['verdictMemo']>['out'] };
+}
+
+function decideUncached(rec: LayerRec, ev: Evaluator): void {
   const L = rec.layer;
   const c = rec.ctor;
   const reasons: string[] = [];
