@@ -79,7 +79,7 @@ export interface LayerSnap {
   outVia: string[];
   /** roles.ts / verdict.ts: their results for this record, with the key of what else they read. */
   roleMemo?: { key: string; role: Layer['role']; roleReasons: string[]; tied: boolean; tiedByConfig?: boolean; vocab?: string };
-  verdictMemo?: { key: string; out: Pick<Layer, 'convertible' | 'reasons' | 'teEquivalent' | 'teArgs' | 'shapeOk' | 'zeroCenteredGamma'> };
+  verdictMemo?: { role: object; facts: string; out: Pick<Layer, 'convertible' | 'reasons' | 'teEquivalent' | 'teArgs' | 'shapeOk' | 'zeroCenteredGamma'> };
 }
 
 function shiftSpan(sp: Span, dOff: number, dLine: number): Span {

@@ -68,12 +68,12 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
   const snap = rec.snap;
   if (!snap) return decideUncached(rec, ev);
   const L = rec.layer;
-  const c = rec.ctor;
-  const info = c.local?.info;
-  const key = `${L.role}\u0001${L.tied}\u0001${L.tiedByConfig}\u0001${L.roleReasons.join('\u0002')}\u0001${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}`
-    + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}` : '');
+  // The role fields come from snap.roleMemo (roles.ts sets or reuses it just before): the same memo object means the
+  // same role, reasons and ties.
+  const role = snap.roleMemo;
+  const facts = ctorFacts(rec.ctor);
   const hit = snap.verdictMemo;
-  if (hit && hit.key === key) {
+  if (hit && role && hit.role === role && hit.facts === facts) {
     const o = hit.out;
     // The same own keys in the same order as decideUncached leaves them (the IR is compared deep-equal).
     for (const k of Object.keys(o) as (keyof typeof o)[]) {
@@ -89,7 +89,20 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
     const v = L[k];
     out[k] = Array.isArray(v) ? v.slice() : v && typeof v === 'object' ? { ...v } : v;
   }
-  snap.verdictMemo = { key, out: out as NonNullable<LayerSnap['verdictMemo']>['out'] };
+  if (role) snap.verdictMemo = { role, facts, out: out as NonNullable<LayerSnap['verdictMemo']>['out'] };
+}
+
+/** What a verdict reads of the constructor and of a local layer class, as one string (once per constructor object). */
+const ctorFactsCache = new WeakMap<object, string>();
+function ctorFacts(c: LayerRec['ctor']): string {
+  let f = ctorFactsCache.get(c);
+  if (f === undefined) {
+    const info = c.local?.info;
+    f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}`
+      + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}` : '');
+    ctorFactsCache.set(c, f);
+  }
+  return f;
 }
 
 function decideUncached(rec: LayerRec, ev: Evaluator): void {
