@@ -276,3 +276,20 @@ describe('analysis: layer classes returned by a local function', () => {
     assert.equal(ir.layers.find((l) => l.name === 'self.act'), undefined);
   });
 });
+
+describe('analysis: lm-head look-alikes', () => {
+  before(initParser);
+
+  it('shared parameters between two non-embedding layers are no tie; a residual after the last projection is no head; an experts-sized output is a router', () => {
+    const ir = analyze(fixture('lm_head_lookalikes.py'));
+    const get = (owner: string, name: string) => ir.layers.find((l) => l.ownerClass === owner && l.name === name);
+    for (const n of ['self.linear1', 'self.linear2']) {
+      assert.notEqual(get('BasicMLP', n)?.role, 'lm_head', n);
+      assert.equal(get('BasicMLP', n)?.tied, false, n);
+      assert.equal(get('BasicMLP', n)?.convertible, true, n);
+    }
+    assert.notEqual(get('EncoderLayer', 'self.fc2')?.role, 'lm_head');
+    assert.equal(get('EncoderLayer', 'self.fc2')?.role, 'mlp');
+    assert.equal(get('LearnedRouter', 'self.layer')?.role, 'router');
+  });
+});

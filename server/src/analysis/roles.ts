@@ -122,6 +122,9 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     const left = t.leftLayer ? findLayer(t.leftLayer) : [];
     const right = t.rightLayer ? findLayer(t.rightLayer) : [];
     for (const l of left) for (const r of right) {
+      // Weight tying means an output projection sharing the embedding table; a parameter shared between two other
+      // layers (`model_b.mlp.fc.weight = model_a.mlp.fc.weight`) says nothing about an lm-head.
+      if (l.layer.kind !== 'embedding' && r.layer.kind !== 'embedding') continue;
       tiedTo.set(r, l.layer.path || t.leftLayer);
       tiedTo.set(l, r.layer.path || t.rightLayer);
     }
@@ -255,14 +258,18 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     // scale), not a classifier: its role comes from the class below.
     const classifierLike = outVia.some((t) => CLASSIFIER_NAME.test(t)) || (outVal !== undefined && outVal <= 16 && !inAttnOrMlp);
     const strong = vocabHit !== undefined || tie !== undefined || keyTie || reasons.some((x) => x.startsWith('output size'));
-    if (strong || (score >= 2 && !classifierLike && !inAttnOrMlp)) {
+    if (strong) {
       setRole(L, 'lm_head', reasons);
       return vocab;
     }
-    // router (MoE gate)
+    // router (MoE gate): one output per expert outweighs position and name evidence for a head
     const widthOut = (outVal !== undefined && outVal > 512) || outVia.some((t) => WIDTH_NAME.test(t));
     if (outVia.some((t) => EXPERTS_NAME.test(t)) || (ROUTER_NAME.test(attr) && MOE_CLASS.test(owner) && !widthOut)) {
       setRole(L, 'router', [outVia.some((t) => EXPERTS_NAME.test(t)) ? `one output per expert (${outText})` : `named ${attr} in ${owner}: the MoE router`]);
+      return vocab;
+    }
+    if (score >= 2 && !classifierLike && !inAttnOrMlp && !/Router|Gate(?!d)|Routing/.test(owner)) {
+      setRole(L, 'lm_head', reasons);
       return vocab;
     }
     if (classifierLike) {
@@ -331,7 +338,15 @@ function resultName(src: string, call: SyntaxNode, fn?: FuncRec): string | undef
           for (const r of fn.returns) {
             if (r.startIndex <= p.startIndex) continue;
             const v = r.namedChild(0);
-            if (v && src.slice(v.startIndex, v.endIndex) === name) return '<return>';
+            if (!v || src.slice(v.startIndex, v.endIndex) !== name) continue;
+            // Returned as is only if nothing assigns the name in between (`x = self.fc2(x); x = residual + x;
+            // return x` returns the residual sum, not the projection).
+            const reassigned = fn.assigns.some((a) => {
+              if (a.start <= p.startIndex || a.start >= r.startIndex) return false;
+              const l = a.node.childForFieldName('left');
+              return !!l && l.type === 'identifier' && src.slice(l.startIndex, l.endIndex) === name;
+            }) || new RegExp(`\\b${name}\\s*(\\+|-|\\*|/|@)=`).test(src.slice(p.endIndex, r.startIndex));
+            if (!reassigned) return '<return>';
           }
         }
         return name;
