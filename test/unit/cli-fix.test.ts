@@ -90,6 +90,17 @@ describe('precision-lens check --fix (built CLI)', function () {
     assert.ok(readFileSync(join(dir, 'project/train.py'), 'utf8').includes('            loss.backward()\n'), 'backward() not moved by --fix');
   });
 
+  it('fixes identical deprecated calls at two places in one run', () => {
+    const file = join(dir, 'two_sites.py');
+    const call = 'with te.fp8_autocast(enabled=True, fp8_recipe=fp8_recipe):\n    out = model(inp)\n';
+    writeFileSync(file, `import torch\nimport transformer_engine.pytorch as te\nfrom transformer_engine.common import recipe\n\nfp8_recipe = recipe.DelayedScaling()\nmodel = te.Linear(768, 768)\ninp = torch.randn(16, 768)\n${call}${call}`);
+    runCli(['check', 'two_sites.py', '--fix', '--fail-on', 'none'], dir);
+    const fixed = readFileSync(file, 'utf8');
+    assert.equal(fixed.match(/te\.autocast\(enabled=True, recipe=fp8_recipe\)/g)?.length, 2, fixed);
+    assert.doesNotMatch(fixed, /fp8_autocast/);
+    assertValidPython(fixed, 'two_sites.py');
+  });
+
   it('keeps a byte order mark and CRLF line ends', () => {
     const crlf = join(dir, 'fixable/crlf.py');
     writeFileSync(crlf, `\ufeff${original.replace(/\n/g, '\r\n')}`);

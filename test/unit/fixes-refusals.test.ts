@@ -31,6 +31,30 @@ describe('fixes: refusals and safety', () => {
     assert.match(out.refusals[0], /`stats = out\.detach\(\)\.mean\(\)` \(line 23\) follows backward\(\)/);
   });
 
+  it('refuses the PL303 migration when the call passes **kwargs (their keys would need renaming too)', async () => {
+    const text = [
+      'import torch',
+      'import transformer_engine.pytorch as te',
+      'from transformer_engine.common import recipe',
+      '',
+      'fp8_autocast_kwargs = {"enabled": True, "fp8_recipe": recipe.DelayedScaling()}',
+      'model = te.Linear(768, 768)',
+      'with te.fp8_autocast(**fp8_autocast_kwargs):',
+      '    y = model(torch.randn(16, 768))',
+      'with te.fp8_autocast(enabled=True):',
+      '    y = model(torch.randn(16, 768))',
+      '',
+    ].join('\n');
+    const { ir, findings } = await analyse(text);
+    assert.deepEqual(ir.autocastRegions[0].args, { '**': '**fp8_autocast_kwargs' });
+    const pl303 = findings.filter((f) => f.code === 'PL303');
+    assert.equal(pl303.length, 2);
+    const splatted = fixOutcome(text, ir, pl303[0], DEFAULT_SETTINGS);
+    assert.equal(splatted.fixes.length, 0);
+    assert.match(splatted.refusals[0], /passes \*\*fp8_autocast_kwargs, whose keys the new API names differently \(fp8_recipe -> recipe/);
+    assert.equal(fixOutcome(text, ir, pl303[1], DEFAULT_SETTINGS).fixes[0]?.safe, true);
+  });
+
   it('convert all skips protected and failing layers and reports them', async () => {
     const { text, ir } = await load('gpt_convert_all.py');
     const all = sourceFixes(text, ir, DEFAULT_SETTINGS).find((f) => f.id === 'convert-all:file')!;

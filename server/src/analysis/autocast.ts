@@ -58,6 +58,10 @@ export function collectAutocast(src: string, imports: ImportTable, withs: WithRe
         const n = a.childForFieldName('name');
         const v = a.childForFieldName('value');
         if (n && v) args[src.slice(n.startIndex, n.endIndex)] = src.slice(v.startIndex, v.endIndex).replace(/\s+/g, ' ');
+      } else if (a.type === 'list_splat' || a.type === 'dictionary_splat') {
+        // `**kwargs`: the arguments are not known statically; positions after it mean nothing either.
+        args[a.type === 'list_splat' ? '*' : '**'] = src.slice(a.startIndex, a.endIndex).replace(/\s+/g, ' ');
+        pos = Infinity;
       } else {
         // fp8_autocast(enabled, calibrating, fp8_recipe, ...) / autocast(enabled, calibrating, recipe, ...)
         const names = hit.api === 'fp8_autocast' ? ['enabled', 'calibrating', 'fp8_recipe', 'fp8_group'] : ['enabled', 'calibrating', 'recipe', 'amax_reduction_group'];

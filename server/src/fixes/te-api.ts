@@ -70,6 +70,12 @@ export function migrateDeprecated(ctx: FixContext, span: Span): FixOutcome {
   const callee = m[1];
   const last = callee.split('.').pop()!;
   const edits: TextEdit[] = [];
+  const call = splitCallArgs(text, span.startOffset + m[0].length - 1);
+  const splat = call?.args.find((a) => !a.name && /^\*/.test(a.value.trim()));
+  if (splat && (FUNCTION_RENAMES[last] || call?.args.some((a) => a.name && KWARG_RENAMES[a.name]))) {
+    const renames = Object.entries(KWARG_RENAMES).map(([a, b]) => `${a} -> ${b}`).join(', ');
+    return refuse(`No automatic fix: the call passes ${splat.value.trim()}, whose keys the new API names differently (${renames}); rename them where that dict is built, then the call.`);
+  }
   if (FUNCTION_RENAMES[last]) {
     if (!callee.includes('.')) {
       return refuse(`No automatic fix: ${last} is imported by name; renaming the call would also need the import renamed (and \`autocast\` may shadow torch's). Use te.${FUNCTION_RENAMES[last]} instead.`);
@@ -77,7 +83,6 @@ export function migrateDeprecated(ctx: FixContext, span: Span): FixOutcome {
     const at = span.startOffset + callee.length - last.length;
     edits.push(replace(at, at + last.length, FUNCTION_RENAMES[last]));
   }
-  const call = splitCallArgs(text, span.startOffset + m[0].length - 1);
   for (const arg of call?.args ?? []) {
     if (arg.name && KWARG_RENAMES[arg.name]) edits.push(renameArg(arg, KWARG_RENAMES[arg.name]));
   }
@@ -110,7 +115,8 @@ function migrateFp8Import(start: number, end: number, stmtText: string, indent: 
 
 /** A position-free key for ids: the (normalised) source text of the span. */
 function spanKey(ctx: FixContext, span: Span): string {
-  return ctx.text.slice(span.startOffset, span.endOffset).replace(/\s+/g, ' ').slice(0, 60);
+  // The offset too: two identical calls in one file are two fixes (check --fix applies both in one round).
+  return `${ctx.text.slice(span.startOffset, span.endOffset).replace(/\s+/g, ' ').slice(0, 60)}@${span.startOffset}`;
 }
 
 /** Offset of the '(' that opens the recipe call's arguments. */

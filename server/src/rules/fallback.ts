@@ -9,6 +9,8 @@ import type { Finding, RuleContext, RuleModule } from './types';
 /** An autocast whose `enabled=` is an expression (a flag, a check) is already conditional. */
 function regionIsConditional(args: Record<string, string>): boolean {
   const enabled = args.enabled;
+  // `te.autocast(**kwargs)`: whether it is enabled is decided where the dict is built, not known here.
+  if (enabled === undefined && (args['**'] !== undefined || args['*'] !== undefined)) return true;
   return enabled !== undefined && enabled.trim() !== 'True';
 }
 
@@ -43,7 +45,7 @@ export const fallbackRules: RuleModule = {
       const check = ir.calls.find((c) => c.kind === 'fp8_check')!;
       findings.push({
         code: 'PL402', span: check.span, severity: 'hint', callIndex: ir.calls.indexOf(check),
-        message: 'The code chooses between FP8 and BF16 at run time but never logs which one it picked: a job that silently fell back to BF16 (missing TE, older GPU) looks like a slow FP8 run. Log the active mode once at start ("Running in FP8 mode on ..." / "Running in BF16 fallback: <reason>").',
+        message: 'The code checks FP8 support at run time but never logs which precision the run uses: where it falls back to BF16 (missing TE, older GPU) the job looks like a slow FP8 run. Log the active mode once at start ("Running in FP8 mode on ..." / "Running in BF16 fallback: <reason>").',
       });
     }
     return findings;
