@@ -293,3 +293,21 @@ describe('analysis: lm-head look-alikes', () => {
     assert.equal(get('LearnedRouter', 'self.layer')?.role, 'router');
   });
 });
+
+describe("analysis: Hugging Face GPT-2's Conv1D", () => {
+  before(initParser);
+
+  it('is a Linear with swapped arguments and a transposed weight: roles and dims right, uncertain with the reason', () => {
+    const ir = analyze(fixture('gpt2_conv1d.py'));
+    const get = (owner: string, name: string) => ir.layers.find((l) => l.ownerClass === owner && l.name === name);
+    const fc = get('GPT2MLP', 'self.c_fc');
+    assert.equal(fc?.kind, 'linear');
+    assert.equal(fc?.role, 'mlp');
+    assert.equal(fc?.inFeatures?.value, 768);
+    assert.equal(fc?.outFeatures?.value, 3072);
+    assert.equal(fc?.convertible, 'uncertain');
+    assert.match(fc?.reasons.join(' ') ?? '', /stores its weight transposed.*weight\.t\(\) on load/);
+    assert.equal(get('GPT2Attention', 'self.c_attn')?.role, 'attention');
+    assert.equal(get('GPT2Attention', 'self.c_attn')?.outFeatures?.text, '3 * self.embed_dim');
+  });
+});

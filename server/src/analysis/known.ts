@@ -11,6 +11,8 @@ export interface KnownCtor {
   /** te.* class it maps to. */
   te?: string;
   parallelMode?: 'column' | 'row';
+  /** The weight is stored [in, out] (Hugging Face Conv1D): te.Linear computes the same only with it transposed. */
+  transposedWeight?: boolean;
 }
 
 const LINEAR = ['in_features', 'out_features', 'bias', 'device', 'dtype'];
@@ -91,9 +93,9 @@ export function knownCtor(resolved: string): KnownCtor | undefined {
   if (/^(Fused|MixedFused)?LayerNorm$/.test(last) && !resolved.startsWith('local:')) {
     return { kind: 'layernorm', params: ['normalized_shape', 'eps'], isTe: false, display: last, te: 'te.LayerNorm' };
   }
-  if (/^Conv1D$/.test(last) && /transformers/.test(resolved)) {
-    // Hugging Face's GPT-2 Conv1D: a transposed Linear, Conv1D(nf=out, nx=in).
-    return { kind: 'other', params: ['nf', 'nx'], isTe: false, display: last };
+  if (/^Conv1D$/.test(last) && /transformers|pytorch_utils|modeling_utils/.test(resolved)) {
+    // Hugging Face's GPT-2 Conv1D: a Linear with its weight stored transposed ([in, out]), Conv1D(nf=out, nx=in).
+    return { kind: 'linear', params: ['nf', 'nx'], isTe: false, display: last, te: 'te.Linear', transposedWeight: true };
   }
   return undefined;
 }

@@ -24,6 +24,8 @@ export interface CtorInfo {
   display: string;
   /** An imported factory function that returns a layer (`lora_or_linear`). */
   factory?: string;
+  /** The weight is stored [in, out] (Hugging Face Conv1D). */
+  transposedWeight?: boolean;
 }
 
 interface Placement {

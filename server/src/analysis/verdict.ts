@@ -98,7 +98,7 @@ function ctorFacts(c: LayerRec['ctor']): string {
   let f = ctorFactsCache.get(c);
   if (f === undefined) {
     const info = c.local?.info;
-    f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}`
+    f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}`
       + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}` : '');
     ctorFactsCache.set(c, f);
   }
@@ -211,6 +211,10 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
       }
       if (L.kind === 'parallel-linear' && L.teArgs?.parallel_mode) {
         reasons.push(`${c.display} maps to te.Linear(parallel_mode=${L.teArgs.parallel_mode}) with the same tensor-parallel group.`);
+      }
+      if (c.transposedWeight) {
+        if (L.convertible === true) L.convertible = 'uncertain';
+        reasons.push(`${c.display} stores its weight transposed ([in_features, out_features]; Conv1D(nf=out, nx=in)): te.Linear(${L.inFeatures?.text ?? 'nx'}, ${L.outFeatures?.text ?? 'nf'}) computes the same only with the weight transposed, so pretrained checkpoints need weight.t() on load. Convert by hand.`);
       }
       const own = c.local?.info.ownImplementation;
       if (own) {
