@@ -236,7 +236,10 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       return vocab;
     }
     if (L.kind === 'other' || L.kind === 'conv') {
-      setRole(L, 'other', []);
+      // Whole TE blocks say what they are.
+      if (/(^|\.)(MultiheadAttention|DotProductAttention)$/.test(L.resolved)) setRole(L, 'attention', [`${r.ctor.display} is an attention block`]);
+      else if (/(^|\.)LayerNormMLP$/.test(L.resolved)) setRole(L, 'mlp', [`${r.ctor.display} is an MLP block`]);
+      else setRole(L, 'other', []);
       return vocab;
     }
     // lm-head evidence

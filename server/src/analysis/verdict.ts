@@ -115,7 +115,13 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
   }
   if (L.isTe) {
     L.convertible = false;
-    reasons.push(`${L.constructor} is already a Transformer Engine layer: it runs in FP8 inside an FP8 autocast region, so there is nothing to convert.`);
+    const gemm = L.kind === 'linear' || L.kind === 'parallel-linear' || /(Linear|LayerNormMLP|MultiheadAttention|TransformerLayer)$/.test(L.resolved);
+    const norm = L.kind === 'layernorm' || L.kind === 'rmsnorm';
+    reasons.push(gemm
+      ? `${L.constructor} is already a Transformer Engine layer: its GEMMs run in FP8 inside an FP8 autocast region, so there is nothing to convert.`
+      : norm
+        ? `${L.constructor} is already a Transformer Engine norm: it computes in high precision and can hand FP8 to the next TE layer, so there is nothing to convert.`
+        : `${L.constructor} is already a Transformer Engine module, so there is nothing to convert.`);
     if (L.shapeOk === false) {
       const s = shapeRule(L.inFeatures, L.outFeatures);
       reasons.push(`Its shape breaks the FP8 GEMM rule (${s.failing.join('; ')}): under FP8 autocast TE raises an error for it; pad the dimension or keep this layer out of the FP8 region.`);

@@ -53,7 +53,7 @@ export const precisionRules: RuleModule = {
       const filter = conv.hasFilter ? `its filter (${conv.filterText ?? 'module_filter_fn'}) does not visibly exclude the lm-head` : 'it has no filter';
       findings.push({
         code: 'PL201', span: conv.span, severity: 'warning', callIndex,
-        message: `${conv.callee} converts every eligible nn.Linear to FP8 and ${filter}, so the lm-head${heads.length ? ` (${layerLabel(heads[0][0])})` : ''} will run in FP8. ${HEAD_WHY} Pass a module_filter_fn (torchao) or filter_fqns (torchtitan) that skips it.`,
+        message: `${conv.callee} converts every eligible nn.Linear to FP8 and ${filter}, so ${heads.length ? `the lm-head (${layerLabel(heads[0][0])}) will run in FP8` : 'an lm-head or output layer of the converted model would run in FP8 too'}. ${HEAD_WHY} ${excludeAdvice(conv.callee)}`,
       });
       if (heads.some(([h]) => h.tied)) {
         findings.push({
@@ -83,3 +83,11 @@ export const precisionRules: RuleModule = {
     return findings;
   },
 };
+
+/** How to keep the head out of a whole-model conversion, for the library that converts. */
+function excludeAdvice(callee: string): string {
+  if (/convert_to_float8_training|quantize_|float8/.test(callee)) return 'Pass a module_filter_fn that skips it (torchao).';
+  if (/filter_fqns|torchtitan/.test(callee)) return 'List it in filter_fqns (torchtitan).';
+  if (/Accelerator/.test(callee)) return "With accelerate's Transformer Engine backend no filter exists for single modules: restore the head to torch.nn.Linear after accelerator.prepare, or call it under te.autocast(enabled=False); with its torchao backend (AORecipeKwargs) pass a module_filter_func that skips it.";
+  return 'This conversion has no filter for single modules: restore the head to torch.nn.Linear after converting, or call it under te.autocast(enabled=False).';
+}
