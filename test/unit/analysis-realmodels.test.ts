@@ -311,3 +311,24 @@ describe("analysis: Hugging Face GPT-2's Conv1D", () => {
     assert.equal(get('GPT2Attention', 'self.c_attn')?.outFeatures?.text, '3 * self.embed_dim');
   });
 });
+
+describe('analysis: wrapped layers, submodules passed by keyword, same-named factory methods', () => {
+  before(initParser);
+
+  it('names them where they live, lists each once, and does not auto-convert a quant_noise-wrapped Linear', () => {
+    const ir = analyze(fixture('wrapped_and_passed.py'));
+    const names = ir.layers.map((l) => `${l.ownerClass}.${l.name}`);
+    assert.ok(names.includes('Block.feed_forward.gate'), names.join(', '));
+    assert.equal(ir.layers.find((l) => l.name === 'feed_forward.gate')?.role, 'router');
+    assert.ok(names.includes('Block.feed_forward.experts[*]'), names.join(', '));
+    for (const owner of ['EncoderLayer', 'DecoderLayer']) {
+      for (const n of ['self.fc1', 'self.fc2']) assert.equal(names.filter((x) => x === `${owner}.${n}`).length, 1, `${owner}.${n} in ${names.join(', ')}`);
+    }
+    assert.equal(names.filter((x) => x.endsWith('.')).length, 0, `unnamed: ${names.join(', ')}`);
+    const enc = ir.layers.find((l) => l.ownerClass === 'EncoderLayer' && l.name === 'self.fc1');
+    assert.equal(enc?.wrappedBy, 'quant_noise');
+    assert.equal(enc?.convertible, 'uncertain');
+    assert.match(enc?.reasons.join(' ') ?? '', /passed to quant_noise\(\)/);
+    assert.equal(ir.layers.find((l) => l.ownerClass === 'DecoderLayer' && l.name === 'self.fc1')?.convertible, true);
+  });
+});

@@ -106,6 +106,8 @@ export interface Layer {
   /** The class is chosen at run time, here is where: a parameter with a layer-class default (`the parameter
    *  norm_layer (partial(nn.LayerNorm, eps=1e-6) by default)`) or a local function returning layer classes. */
   classFrom?: string;
+  /** Passed straight to a wrapper that reparametrises it (`quant_noise(nn.Linear(...))`). */
+  wrappedBy?: string;
 }
 
 /** A class defined in the file. */

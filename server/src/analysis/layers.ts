@@ -34,7 +34,13 @@ interface Placement {
   multi: boolean;
   container?: Layer['container'];
   returned: boolean;
+  /** A wrapper that rewrites the layer's parameters and checks its class (`quant_noise(nn.Linear(...))`). */
+  wrappedBy?: string;
 }
+
+/** Wrappers that reparametrise a layer in place and rely on its class (weight_norm asserts nothing, but rewrites the
+ *  weight as g * v / |v|; fairseq's quant_noise asserts isinstance(module, nn.Linear)). */
+const CLASS_WRAPPERS = /^(weight_norm|spectral_norm|quant_noise|orthogonal)$/;
 
 /** Internal layer record, with what roles/verdicts need besides the IR fields. */
 export interface LayerRec {
@@ -264,12 +270,14 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
   if (ctx.stats) { ctx.stats.layersReused = reused; ctx.stats.layersBuilt = built; }
   // Factories: `def make_linear(i, o): return nn.Linear(i, o)`; `self.x = make_linear(...)`.
   if (templates.size) {
-    const byName = new Map<string, FuncRec>();
-    for (const fn of templates.keys()) byName.set(fn.name, fn);
+    // By name, preferring the method of the calling class (two classes may each define build_fc1).
+    const byName = new Map<string, FuncRec[]>();
+    for (const fn of templates.keys()) { const l = byName.get(fn.name); if (l) l.push(fn); else byName.set(fn.name, [fn]); }
     const used = new Set<FuncRec>();
     for (const { call, callee } of pending) {
       const name = callee.replace(/^(self|cls)\./, '');
-      const fn = byName.get(name);
+      const cands = byName.get(name) ?? [];
+      const fn = cands.find((f) => f.cls && f.cls === call.scope.cls) ?? cands[cands.length - 1];
       if (!fn || (callee !== name && !fn.cls) || (callee === name && fn.cls)) continue;
       used.add(fn);
       const place = placement(ctx, call.node, call);
@@ -295,6 +303,7 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
           segs: [...place.segs, ...t.place.segs],
           multi: place.multi || t.place.multi,
           container: place.container ?? t.place.container,
+          wrappedBy: place.wrappedBy ?? t.place.wrappedBy,
         };
         applyPlacement(inst, merged, call);
         inst.layer.container ??= 'helper';
@@ -567,6 +576,10 @@ function placement(ctx: LayerContext, call: SyntaxNode, rec: CallRec): Placement
           pl.base = `${obj ? text(obj) : ''}.${key ?? '*'}`;
           if (rec.scope.loopDepth > 0) pl.container ??= 'loop';
           return pl;
+        } else if (CLASS_WRAPPERS.test(last) && p.namedChild(0)?.startIndex === n.startIndex) {
+          pl.wrappedBy ??= ft;
+          n = outer;
+          continue;
         } else if (ft === 'setattr') {
           const obj = p.namedChild(0);
           const keyNode = p.namedChild(1);
@@ -582,7 +595,10 @@ function placement(ctx: LayerContext, call: SyntaxNode, rec: CallRec): Placement
         const outer = p.parent?.parent;
         const f = outer?.childForFieldName('function');
         const ft = f ? text(f) : '';
-        if (DICT_FN.test(ft) || CONTAINER_DICT.test(ft)) {
+        const lastName = ft.split('.').pop() ?? '';
+        // dict(wte=...), and a module built with its submodules as keyword arguments (`MoeLayer(gate=nn.Linear(...))`
+        // stores it under that name).
+        if (DICT_FN.test(ft) || CONTAINER_DICT.test(ft) || (/^[A-Z]/.test(lastName) && !CONTAINER_LIST.test(ft))) {
           const nm = p.childForFieldName('name');
           if (nm) pl.segs.unshift(`.${text(nm)}`);
         }
@@ -728,4 +744,5 @@ function applyPlacement(rec: LayerRec, pl: Placement, call: CallRec): void {
   rec.layer.attr = m ? m[1] : '';
   if (pl.container) rec.layer.container = pl.container;
   else if (call.scope.loopDepth > 0 && name) rec.layer.container = 'loop';
+  if (pl.wrappedBy) rec.layer.wrappedBy = pl.wrappedBy;
 }

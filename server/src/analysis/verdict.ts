@@ -284,6 +284,10 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
         reasons.push(`${L.constructor} holds its projections as raw parameters (in_proj_weight, out_proj) and runs them in F.multi_head_attention_forward, so no per-layer conversion applies; te.MultiheadAttention is a different module (its own fused QKV layout and arguments): port the attention block by hand to use it.`);
       } else reasons.push(`${L.constructor} has no Transformer Engine equivalent to convert to.`);
   }
+  if (L.wrappedBy && L.convertible === true) {
+    L.convertible = 'uncertain';
+    reasons.push(`It is passed to ${L.wrappedBy}(), which reparametrises its weight and may require a torch.nn.Linear (fairseq's quant_noise asserts it): convert only if ${L.wrappedBy} accepts the te.* module.`);
+  }
   if (L.classFrom && L.convertible === true) {
     L.convertible = 'uncertain';
     reasons.push(`Its class comes from ${L.classFrom}: another class may be chosen at run time, so convert where the class is chosen, not this call.`);
