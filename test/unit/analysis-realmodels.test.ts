@@ -332,3 +332,28 @@ describe('analysis: wrapped layers, submodules passed by keyword, same-named fac
     assert.equal(ir.layers.find((l) => l.ownerClass === 'DecoderLayer' && l.name === 'self.fc1')?.convertible, true);
   });
 });
+
+describe('analysis: notes on sizes known from construction sites', () => {
+  before(initParser);
+
+  it('says a size was left at its default where the class is built, and passed where it was passed', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+
+      class TimestepEmbedder(nn.Module):
+          def __init__(self, hidden_size, frequency_embedding_size=256):
+              super().__init__()
+              self.mlp = nn.Linear(frequency_embedding_size, hidden_size)
+
+      class DiT(nn.Module):
+          def __init__(self):
+              super().__init__()
+              self.t_embedder = TimestepEmbedder(1152)
+    `);
+    const l = ir.layers.find((x) => x.name === 'self.mlp');
+    assert.equal(l?.inFeatures?.value, 256);
+    assert.match(l?.inFeatures?.note ?? '', /frequency_embedding_size left at its default where TimestepEmbedder is built/);
+    assert.doesNotMatch(l?.inFeatures?.note ?? '', /as passed/);
+    assert.match(l?.outFeatures?.note ?? '', /hidden_size as passed where TimestepEmbedder is built/);
+  });
+});

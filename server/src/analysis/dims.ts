@@ -301,9 +301,16 @@ export class Evaluator {
         const params = ctorParams(this.src, fn);
         const idx = params.findIndex((p) => p.name === name);
         const results: Evaluated[] = [];
+        let passed = 0;
         for (const s of sites.slice(0, 8)) {
           const arg = argFor(this.src, s.call.node, name, idx);
-          if (!arg) { results.push(def ? this.eval(def, { pos: fn.start }, depth + 1) : { notes: [], via: [] }); continue; }
+          if (!arg) {
+            const d = def ? this.eval(def, { pos: fn.start }, depth + 1) : { notes: [], via: [] };
+            if (def) d.viaDefault = true;
+            results.push(d);
+            continue;
+          }
+          passed++;
           const e = this.eval(arg, s.scope, depth + 1);
           e.via.push(this.text(arg));
           results.push(e);
@@ -311,7 +318,10 @@ export class Evaluator {
         const first = results[0];
         if (first && first.value !== undefined && results.every((r) => r.value === first.value)) {
           const notes = uniq(results.flatMap((r) => r.notes));
-          notes.push(sites.length === 1 ? `${name} as passed where ${fn.cls.name} is built` : `${name} as passed at all ${sites.length} places ${fn.cls.name} is built`);
+          const n = Math.min(sites.length, 8);
+          notes.push(passed === 0
+            ? `${name} left at its default where ${fn.cls.name} is built`
+            : n === 1 ? `${name} as passed where ${fn.cls.name} is built` : passed === n ? `${name} as passed at all ${n} places ${fn.cls.name} is built` : `${name} the same at all ${n} places ${fn.cls.name} is built (passed at ${passed}, the default elsewhere)`);
           return { value: first.value, notes, via: results.flatMap((r) => r.via), viaDefault: results.some((r) => r.viaDefault) };
         }
         if (results.length && results.some((r) => r.value === undefined) && !def) {
