@@ -357,3 +357,25 @@ describe('analysis: notes on sizes known from construction sites', () => {
     assert.match(l?.outFeatures?.note ?? '', /hidden_size as passed where TimestepEmbedder is built/);
   });
 });
+
+describe('analysis: layers built by helper functions named for what they build', () => {
+  before(initParser);
+
+  it('a FeedForward() helper returning a Sequential gives its Linears the mlp role', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+
+      def FeedForward(dim, mult=4):
+          inner_dim = int(dim * mult)
+          return nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, inner_dim * 2, bias=False), nn.GELU(), nn.Linear(inner_dim, dim, bias=False))
+
+      class Block(nn.Module):
+          def __init__(self, dim: int = 512):
+              super().__init__()
+              self.ff = FeedForward(dim)
+    `);
+    const linears = ir.layers.filter((l) => l.kind === 'linear');
+    assert.equal(linears.length, 2);
+    for (const l of linears) assert.equal(l.role, 'mlp', `${l.name}: ${l.roleReasons.join('; ')}`);
+  });
+});

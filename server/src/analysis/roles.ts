@@ -285,6 +285,10 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     if (outerSegs.some((s) => /^(mlp|ffn|feed_forward|ff|mlp_block|feedforward|dense_relu_dense|intermediate)$/i.test(s))) { setRole(L, 'mlp', [`inside ${L.path}`]); return vocab; }
     if (outerSegs.some((s) => /^(attn|attention|self_attn|cross_attn|self_attention|mha|encdec_attn)$/i.test(s))) { setRole(L, 'attention', [`inside ${L.path}`]); return vocab; }
     const blockish = /Block|Layer$|Residual|Decoder|Encoder/.test(owner);
+    // Built by a helper function named for what it builds (`def FeedForward(dim): return nn.Sequential(...)`).
+    const maker = L.viaFactory ?? '';
+    if (maker && MLP_CLASS.test(maker) && !ATTN_CLASS.test(maker)) { setRole(L, 'mlp', [`built by ${maker}()`]); return vocab; }
+    if (maker && ATTN_CLASS.test(maker) && !MLP_CLASS.test(maker)) { setRole(L, 'attention', [`built by ${maker}()`]); return vocab; }
     if (MLP_CLASS.test(owner) && !(blockish && ATTN_NAME.test(attr))) { setRole(L, 'mlp', [`inside ${owner}`]); return vocab; }
     if (ATTN_CLASS.test(owner) && !(blockish && MLP_NAME.test(attr))) { setRole(L, 'attention', [`inside ${owner}`]); return vocab; }
     if (ATTN_NAME.test(attr)) { setRole(L, 'attention', [`named ${attr}`]); return vocab; }
