@@ -379,3 +379,34 @@ describe('analysis: layers built by helper functions named for what they build',
     for (const l of linears) assert.equal(l.role, 'mlp', `${l.name}: ${l.roleReasons.join('; ')}`);
   });
 });
+
+describe('analysis: ties by position in an nn.Sequential', () => {
+  before(initParser);
+
+  it('net[-1].weight = net[0].weight ties the last Linear to the first Embedding, around a comprehension', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+
+      class Block(nn.Module):
+          def __init__(self, dim):
+              super().__init__()
+              self.fc = nn.Linear(dim, dim)
+
+      def PaLM(*, dim, num_tokens, depth):
+          net = nn.Sequential(
+              nn.Embedding(num_tokens, dim),
+              *[Block(dim) for _ in range(depth)],
+              nn.LayerNorm(dim),
+              nn.Linear(dim, num_tokens, bias=False),
+          )
+          net[-1].weight = net[0].weight
+          return net
+    `);
+    const head = ir.layers.find((l) => l.kind === 'linear' && l.name !== 'self.fc');
+    const emb = ir.layers.find((l) => l.kind === 'embedding');
+    assert.equal(head?.role, 'lm_head');
+    assert.equal(head?.tied, true);
+    assert.equal(emb?.tied, true);
+    assert.match(head?.roleReasons.join(' ') ?? '', /weights tied to the embedding/);
+  });
+});

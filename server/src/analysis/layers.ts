@@ -54,6 +54,8 @@ export interface LayerRec {
   outVia: string[];
   /** The statement memo entry this record was built from or stored in (roles and verdicts memoise on it too). */
   snap?: LayerSnap;
+  /** For a layer a factory returns: its path inside the factory (`net[*]`). */
+  localPath?: string;
 }
 
 export interface LayerContext {
@@ -255,6 +257,8 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
     built++;
     const place = placement(ctx, call.node, call);
     if (place.returned && call.scope.fn) {
+      // Its name inside the factory (`net[*]` for `net = nn.Sequential(...); return net`), for ties made there.
+      if (place.base) rec.localPath = `${place.base}${place.segs.join('')}${place.multi ? '[*]' : ''}`.replace(/\[[^\]]*\]/g, '[*]');
       const list = templates.get(call.scope.fn) ?? [];
       list.push({ rec, place });
       templates.set(call.scope.fn, list);

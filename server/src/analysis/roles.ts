@@ -57,7 +57,7 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
   // Ties.
   const byPath = new Map<string, LayerRec[]>();
   for (const r of recs) {
-    const p = r.layer.path ?? '';
+    const p = r.layer.path || r.localPath || '';
     if (!p) continue;
     const list = byPath.get(p) ?? [];
     list.push(r);
@@ -66,6 +66,18 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
   const findLayer = (path: string, owner?: string): LayerRec[] => {
     const clean = path.replace(/^self\./, '');
     let hit = byPath.get(clean) ?? [];
+    // `net[0]` / `net[-1]` of an nn.Sequential: by position among its elements in source order, as long as no
+    // element built in a loop or comprehension comes before it (from the end: after it).
+    const idx = /^(.*)\[(-?\d+)\]$/.exec(clean);
+    if (!hit.length && idx) {
+      const elems = (byPath.get(`${idx[1]}[*]`) ?? []).slice().sort((a, b) => a.layer.span.startOffset - b.layer.span.startOffset);
+      const k = Number(idx[2]);
+      const order = k >= 0 ? elems : elems.slice().reverse();
+      const at = k >= 0 ? k : -k - 1;
+      const multi = (r: LayerRec) => r.layer.container === 'comprehension' || r.layer.container === 'loop';
+      if (at < order.length && !order.slice(0, at + 1).some(multi)) return [order[at]];
+      return [];
+    }
     if (!hit.length) {
       const last = clean.split('.').pop() ?? '';
       hit = recs.filter((r) => r.layer.attr === last && (!owner || r.layer.ownerClass === owner));
