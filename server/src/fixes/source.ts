@@ -39,22 +39,24 @@ export interface SourceModel {
 
 /** Offset after the string literal whose opening quote is at `i`. */
 export function skipString(text: string, i: number): number {
-  const q = text[i];
-  const triple = text.startsWith(q.repeat(3), i);
+  // Character codes, no substrings: docstrings are long and this runs over every file `check` gives fix titles for.
+  const q = text.charCodeAt(i);
+  const n = text.length;
+  const triple = text.charCodeAt(i + 1) === q && text.charCodeAt(i + 2) === q;
   let j = i + (triple ? 3 : 1);
-  while (j < text.length) {
-    const c = text[j];
-    if (c === '\\') { j += 2; continue; }
+  while (j < n) {
+    const c = text.charCodeAt(j);
+    if (c === 92 /* \\ */) { j += 2; continue; }
     if (triple) {
-      if (text.startsWith(q.repeat(3), j)) return j + 3;
+      if (c === q && text.charCodeAt(j + 1) === q && text.charCodeAt(j + 2) === q) return j + 3;
     } else if (c === q) {
       return j + 1;
-    } else if (c === '\n') {
+    } else if (c === 10 /* \n */) {
       return j; // unterminated: stop at the line end like the tokenizer's error recovery
     }
     j++;
   }
-  return text.length;
+  return n;
 }
 
 /** The 0-based physical line containing `offset`. */
@@ -67,25 +69,27 @@ export function scanSource(text: string): SourceModel {
   const flat: Statement[] = [];
 
   let i = 0;
-  while (i < text.length) {
+  const n = text.length;
+  while (i < n) {
     // At the start of a physical line outside any statement.
     const lineStart = i;
-    while (i < text.length && (text[i] === ' ' || text[i] === '\t' || text[i] === '\f')) i++;
-    if (i >= text.length) break;
-    if (text[i] === '\n' || text[i] === '\r' || text[i] === '#') {
-      while (i < text.length && text[i] !== '\n') i++;
+    let c0 = text.charCodeAt(i);
+    while (i < n && (c0 === 32 || c0 === 9 || c0 === 12)) c0 = text.charCodeAt(++i);
+    if (i >= n) break;
+    if (c0 === 10 || c0 === 13 || c0 === 35 /* # */) {
+      while (i < n && text.charCodeAt(i) !== 10) i++;
       i++;
       continue;
     }
     const start = i;
     let depth = 0;
     let lastSig = i;
-    let lastSigChar = '';
+    let lastSigChar = 0;
     let j = i;
     for (;;) {
-      if (j >= text.length) break;
-      const c = text[j];
-      if (c === '"' || c === "'") {
+      if (j >= n) break;
+      const c = text.charCodeAt(j);
+      if (c === 34 || c === 39) {
         const end = skipString(text, j);
         const a = lineOf(lineStarts, j);
         const b = lineOf(lineStarts, Math.max(j, end - 1));
@@ -95,28 +99,28 @@ export function scanSource(text: string): SourceModel {
         lastSigChar = c;
         continue;
       }
-      if (c === '#') {
-        while (j < text.length && text[j] !== '\n') j++;
+      if (c === 35) {
+        while (j < n && text.charCodeAt(j) !== 10) j++;
         continue;
       }
-      if (c === '\\' && (text[j + 1] === '\n' || (text[j + 1] === '\r' && text[j + 2] === '\n'))) {
-        j += text[j + 1] === '\r' ? 3 : 2;
+      if (c === 92 && (text.charCodeAt(j + 1) === 10 || (text.charCodeAt(j + 1) === 13 && text.charCodeAt(j + 2) === 10))) {
+        j += text.charCodeAt(j + 1) === 13 ? 3 : 2;
         continue;
       }
-      if (c === '\n') {
+      if (c === 10) {
         if (depth > 0) { j++; continue; }
         break;
       }
-      if (c === '(' || c === '[' || c === '{') depth++;
-      else if (c === ')' || c === ']' || c === '}') depth = Math.max(0, depth - 1);
-      if (c !== ' ' && c !== '\t' && c !== '\r') { lastSig = j + 1; lastSigChar = c; }
+      if (c === 40 || c === 91 || c === 123) depth++;
+      else if (c === 41 || c === 93 || c === 125) depth = Math.max(0, depth - 1);
+      if (c !== 32 && c !== 9 && c !== 13) { lastSig = j + 1; lastSigChar = c; }
       j++;
     }
-    const lineEnd = j < text.length ? j + 1 : text.length;
+    const lineEnd = j < n ? j + 1 : n;
     flat.push({
       lineStart, start, end: lastSig, lineEnd,
       firstLine: lineOf(lineStarts, start), lastLine: lineOf(lineStarts, Math.max(start, lastSig - 1)),
-      indent: text.slice(lineStart, start), isHeader: lastSigChar === ':' && depth === 0, children: [],
+      indent: text.slice(lineStart, start), isHeader: lastSigChar === 58 /* : */ && depth === 0, children: [],
     });
     i = lineEnd;
   }
