@@ -410,3 +410,37 @@ describe('analysis: ties by position in an nn.Sequential', () => {
     assert.match(head?.roleReasons.join(' ') ?? '', /weights tied to the embedding/);
   });
 });
+
+describe('analysis: third survey (OPT norms, gemma_pytorch layers)', () => {
+  before(initParser);
+
+  it('elementwise_affine from the config is uncertain; a from-scratch Linear through a local weight alias is found', () => {
+    const ir = analyze(py`
+      import torch
+      import torch.nn as nn
+      import torch.nn.functional as F
+
+      class Linear(nn.Module):
+          def __init__(self, in_features: int, out_features: int, quant: bool):
+              super().__init__()
+              self.weight = nn.Parameter(torch.empty((out_features, in_features)))
+              self.quant = quant
+
+          def forward(self, x):
+              weight = self.weight
+              return F.linear(x, weight)
+
+      class Layer(nn.Module):
+          def __init__(self, config):
+              super().__init__()
+              self.norm = nn.LayerNorm(config.hidden_size, elementwise_affine=config.layer_norm_elementwise_affine)
+              self.qkv_proj = Linear(config.hidden_size, 3 * config.hidden_size, quant=False)
+    `);
+    const norm = ir.layers.find((l) => l.name === 'self.norm');
+    assert.equal(norm?.convertible, 'uncertain');
+    assert.match(norm?.reasons.join(' ') ?? '', /elementwise_affine=config\.layer_norm_elementwise_affine is decided at run time/);
+    const qkv = ir.layers.find((l) => l.name === 'self.qkv_proj');
+    assert.equal(qkv?.kind, 'linear');
+    assert.equal(qkv?.role, 'attention');
+  });
+});

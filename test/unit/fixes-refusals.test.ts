@@ -59,7 +59,36 @@ describe('fixes: refusals and safety', () => {
     const { text, ir } = await load('gpt_convert_all.py');
     const all = sourceFixes(text, ir, DEFAULT_SETTINGS).find((f) => f.id === 'convert-all:file')!;
     assert.equal(all.title, 'Convert 5 layers in this file to te.* (skipped 3: shape, embedding, lm-head)');
-    assert.equal(all.safe, true);
+    // Offered, but not for a batch --fix: it would add the file's first, unguarded TE import (PL401 would follow).
+    assert.equal(all.safe, false);
+    const withTe = text.replace('import torch\n', 'import torch\nimport transformer_engine.pytorch as te\n');
+    const again = await analyse(withTe);
+    assert.equal(sourceFixes(withTe, again.ir, DEFAULT_SETTINGS).find((f) => f.id === 'convert-all:file')?.safe, true);
+  });
+
+  it('refuses te.* conversions in a file that converts its model with torchao, and warns about isinstance(nn.Linear)', async () => {
+    const base = [
+      'import torch',
+      'import torch.nn as nn',
+      'import transformer_engine.pytorch as te',
+      '',
+      'def init(m):',
+      '    if isinstance(m, nn.Linear):',
+      '        nn.init.normal_(m.weight, std=0.02)',
+      '',
+      'm = nn.Sequential(nn.Linear(2048, 4096), nn.Linear(4096, 128))',
+      '',
+    ].join('\n');
+    const plain = await analyse(base);
+    const pl101 = plain.findings.filter((f) => f.code === 'PL101');
+    assert.equal(pl101.length, 2);
+    assert.match(pl101[0].message, /tests isinstance\(\.\.\., nn\.Linear\) \(line 6\)/);
+    assert.equal(fixOutcome(base, plain.ir, pl101[0], DEFAULT_SETTINGS).fixes[0]?.safe, false);
+    const torchao = `${base}from torchao.float8 import convert_to_float8_training\nconvert_to_float8_training(m)\n`;
+    const conv = await analyse(torchao);
+    assert.equal(conv.findings.filter((f) => f.code === 'PL101').length, 0);
+    const all = sourceFixes(torchao, conv.ir, DEFAULT_SETTINGS).find((f) => f.id === 'convert-all:file');
+    assert.equal(all, undefined);
   });
 
   it('marks renames and checkpoint loading safe, structural rewrites not', async () => {

@@ -231,7 +231,9 @@ function structuralUncached(src: string, m: ClassModel): void {
   const name = m.info.name;
   // A Linear or an Embedding implemented from scratch: a weight parameter applied with linear()/embedding() (F., the
   // functional module, or a helper of the file, as DeepSeek-V3 does with its own FP8 GEMM) or a matmul on it.
-  const weightArg = String.raw`self\.(weight|w|W|kernel)\b`;
+  // Also through a local alias (`weight = self.weight` ... `F.linear(x, weight)`, gemma_pytorch).
+  const aliases = [...fwd.matchAll(/^\s*([A-Za-z_]\w*)\s*=\s*self\.(?:weight|w|W|kernel)\b/gm)].map((x) => x[1]);
+  const weightArg = String.raw`(self\.(weight|w|W|kernel)` + aliases.map((a) => `|${a}`).join('') + String.raw`)\b`;
   const ownLinear = hasParam && !buildsLinear && (new RegExp(String.raw`\blinear\s*\(\s*[^,()]+,\s*` + weightArg).test(fwd)
     || new RegExp(String.raw`@\s*` + weightArg + String.raw`(\.t\(\)|\.T\b|\.transpose\()?`).test(fwd)
     || new RegExp(String.raw`\bmatmul\s*\(\s*[^,()]+,\s*` + weightArg).test(fwd));

@@ -234,7 +234,10 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
       const ea = optionValue(rec, ev, 'elementwise_affine');
       const bias = optionValue(rec, ev, 'bias');
       const hasBiasParam = c.local ? c.local.hasBias !== false : true;
-      if (ea.value === false) {
+      if (ea.text !== undefined && ea.value === undefined) {
+        L.convertible = 'uncertain';
+        reasons.push(`elementwise_affine=${ea.text} is decided at run time: te.LayerNorm always has a weight and a bias, so it is an exact replacement only when that is True.`);
+      } else if (ea.value === false) {
         L.convertible = false;
         reasons.push(`elementwise_affine=${ea.text} means no weight or bias, but te.LayerNorm always has both: it is not an exact replacement. Keep nn.LayerNorm (or accept a learnable affine).`);
       } else if (!hasBiasParam) {

@@ -6,6 +6,7 @@
 import type { Layer, ModelIR } from '../analysis/ir';
 import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
 import { addImport, teAccess } from './imports';
+import { isinstanceLinearAt } from '../rules/format';
 import { splitCallArgs, type CallArg } from './source';
 import type { Fix, FixContext } from './types';
 
@@ -188,6 +189,13 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   const skip = skipReason(layer);
   const cls = teClass(layer);
   if (skip || !cls) return { edits: [], safe: false, target: '', refusal: `Not converted: ${skip?.sentence ?? 'no te.* equivalent.'}` };
+  const whole = ctx.ir.fp8Conversions[0];
+  if (whole) {
+    return {
+      edits: [], safe: false, target: '',
+      refusal: `Not converted: this file converts the model with ${whole.callee} (line ${whole.span.startLine + 1}), which swaps torch.nn.Linear for its own FP8 module; a te.* layer would leave that FP8 path and need TE autocast. Keep one FP8 stack.`,
+    };
+  }
   const viaFactory = ctx.hasWrapper;
   const access = teAccess(ctx.ir);
   const target = viaFactory ? FACTORY[layer.kind]! : `${access.prefix}${cls}`;
@@ -197,7 +205,10 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   const edits = [replace(site.calleeStart, site.calleeEnd, target), ...args.edits];
   if (!viaFactory && access.importLine) edits.push(addImport(ctx.model, access.importLine));
   // A local subclass (custom forward) or a parallel linear (dropped TP options) deserves a look before it is applied.
-  const safe = layer.convertible === true && !args.droppedMeaningful.length && layer.kind !== 'parallel-linear' && !layer.resolved.startsWith('local:');
+  // Not for a batch --fix either when it would add the first, unguarded TE dependency of the file (the fallback
+  // wrapper is the way to do that), or when the file tests isinstance(..., nn.Linear) (init code would skip it).
+  const safe = layer.convertible === true && !args.droppedMeaningful.length && layer.kind !== 'parallel-linear' && !layer.resolved.startsWith('local:')
+    && (viaFactory || ctx.ir.importsTe) && !(layer.kind === 'linear' && isinstanceLinearAt(ctx.text) >= 0);
   return { edits, safe, target };
 }
 
@@ -274,3 +285,4 @@ export function convertAllFix(ctx: FixContext, layers: Layer[], scope: { id: str
     },
   };
 }
+

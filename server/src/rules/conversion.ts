@@ -5,7 +5,7 @@
  */
 import type { RuleCode } from '../../../common/codes';
 import type { Layer } from '../analysis/ir';
-import { joinReasons, layerLabel, shapeText } from './format';
+import { isinstanceLinearAt, joinReasons, layerLabel, shapeText } from './format';
 import type { Finding, RuleContext, RuleModule } from './types';
 
 const CODE_BY_KIND: Partial<Record<Layer['kind'], RuleCode>> = {
@@ -28,20 +28,33 @@ function conversionMessage(layer: Layer): string {
       ? ` with parallel_mode=${layer.teArgs.parallel_mode}` : layer.zeroCenteredGamma ? ' with zero_centered_gamma=True' : '';
     // TE keeps norms in high precision; what converting them buys is an FP8-ready output and later fusion.
     const gain = layer.kind === 'layernorm' || layer.kind === 'rmsnorm'
-      ? 'TE computes the norm in high precision and can emit FP8 for the next layer (or fuse with it as te.LayerNormLinear).'
+      ? 'TE computes the norm in high precision; on its own that gains nothing, the gain is fusing it with the Linear it feeds (te.LayerNormLinear / te.LayerNormMLP, PL104/PL105).'
       : 'its GEMMs then run in FP8 inside TE autocast on Hopper/Blackwell.';
     return `${label} (${layer.constructor}, ${shapeText(layer)}) can become ${te}${extra}: ${gain} ${why}`.trim();
   }
   if (layer.convertible === 'uncertain') {
-    return `${label} (${layer.constructor}) may become ${te}, uncertain: ${why} Check that the runtime sizes meet the FP8 rule (in % 16 == 0, out % 8 == 0) before converting.`;
+    const sizes = (layer.kind === 'linear' || layer.kind === 'parallel-linear') && layer.shapeOk === undefined
+      ? ' Check that the runtime sizes meet the FP8 rule (in % 16 == 0, out % 8 == 0) before converting.' : '';
+    return `${label} (${layer.constructor}) may become ${te}, uncertain: ${why}${sizes}`;
   }
   return `${label} (${layer.constructor}) cannot become ${te} exactly: ${why}`;
 }
 
+/** 1-based line of an offset. */
+function lineOfOffset(text: string, offset: number): number {
+  let n = 1;
+  for (let i = text.indexOf('\n'); i >= 0 && i < offset; i = text.indexOf('\n', i + 1)) n++;
+  return n;
+}
+
 export const conversionRules: RuleModule = {
   codes: ['PL101', 'PL102', 'PL103', 'PL106', 'PL110'],
-  check({ ir }: RuleContext): Finding[] {
+  check({ ir, text }: RuleContext): Finding[] {
     const findings: Finding[] = [];
+    const isinstanceAt = isinstanceLinearAt(text);
+    // A file that converts its model with a whole-model FP8 conversion (torchao convert_to_float8_training, accelerate)
+    // has chosen its FP8 stack: a te.* layer would leave that conversion (it swaps nn.Linear only) and need TE autocast.
+    const converted = ir.fp8Conversions.length > 0;
     ir.layers.forEach((layer, layerIndex) => {
       // A tiny classifier or router was never a candidate: its odd shape is only news when it already is a te.* layer.
       const candidate = layer.isTe || !NEVER_CANDIDATES.has(layer.role);
@@ -57,13 +70,17 @@ export const conversionRules: RuleModule = {
         });
         return;
       }
-      if (layer.isTe || PROTECTED_ROLES.has(layer.role) || layer.tied) return;
+      if (layer.isTe || PROTECTED_ROLES.has(layer.role) || layer.tied || converted) return;
       const code = CODE_BY_KIND[layer.kind];
       if (!code) return;
       // A tiny classifier or router gains nothing from FP8 and the reason says so; only explain the non-obvious
       // refusals (norms TE cannot represent exactly) as diagnostics, so the editor is not covered in "no" notes.
       if (layer.convertible === false && layer.kind !== 'layernorm' && layer.kind !== 'rmsnorm') return;
-      findings.push({ code, span: layer.span, severity: 'information', layerIndex, message: conversionMessage(layer) });
+      let message = conversionMessage(layer);
+      if (layer.kind === 'linear' && layer.convertible !== false && isinstanceAt >= 0) {
+        message += ` Note: this file tests isinstance(..., nn.Linear) (line ${lineOfOffset(text, isinstanceAt)}), e.g. to initialise weights; te.Linear is not a torch.nn.Linear, so that code would skip the converted layer: extend the check when converting.`;
+      }
+      findings.push({ code, span: layer.span, severity: 'information', layerIndex, message });
     });
     return findings;
   },

@@ -20,3 +20,9 @@ export function layerLabel(layer: Layer): string {
 export function joinReasons(reasons: readonly string[]): string {
   return reasons.map((r) => r.trim()).filter(Boolean).map((r) => (/[.!?]$/.test(r) ? r : `${r}.`)).join(' ');
 }
+
+/** Offset of an `isinstance(x, nn.Linear)` test (also in a tuple of classes), or -1. */
+export function isinstanceLinearAt(text: string): number {
+  const m = /\bisinstance\s*\([^,()]+,\s*\(?[^()]*\bLinear\b/.exec(text);
+  return m ? m.index : -1;
+}
