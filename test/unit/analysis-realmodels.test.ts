@@ -444,3 +444,41 @@ describe('analysis: third survey (OPT norms, gemma_pytorch layers)', () => {
     assert.equal(qkv?.role, 'attention');
   });
 });
+
+describe('analysis: layer classes bound to names', () => {
+  before(initParser);
+
+  it('an alias converts as its class; a partial or a run-time choice is uncertain and says where the class comes from', () => {
+    const ir = analyze(py`
+      from functools import partial
+      import torch.nn as nn
+
+      Lin = partial(nn.Linear, bias=False)
+
+      class Mlp(nn.Module):
+          def __init__(self, in_features: int = 768, hidden_features: int = 3072, use_conv: bool = False):
+              super().__init__()
+              linear_layer = partial(nn.Conv2d, kernel_size=1) if use_conv else nn.Linear
+              self.fc1 = linear_layer(in_features, hidden_features)
+              self.fc2 = linear_layer(hidden_features, in_features)
+
+      class Head(nn.Module):
+          def __init__(self, dim: int = 768):
+              super().__init__()
+              lin = nn.Linear
+              self.proj = lin(dim, dim)
+              self.out = Lin(dim, 4 * dim)
+    `);
+    const get = (name: string) => ir.layers.find((l) => l.name === name);
+    for (const n of ['self.fc1', 'self.fc2']) {
+      assert.equal(get(n)?.kind, 'linear', n);
+      assert.equal(get(n)?.role, 'mlp', n);
+      assert.equal(get(n)?.convertible, 'uncertain', n);
+      assert.match(get(n)?.reasons.join(' ') ?? '', /linear_layer = partial\(nn\.Conv2d, kernel_size=1\) if use_conv else nn\.Linear, chosen at run time/, n);
+    }
+    assert.equal(get('self.proj')?.convertible, true);
+    assert.equal(get('self.proj')?.classFrom, undefined);
+    assert.equal(get('self.out')?.convertible, 'uncertain');
+    assert.match(get('self.out')?.reasons.join(' ') ?? '', /Lin = partial\(nn\.Linear, bias=False\)/);
+  });
+});

@@ -78,8 +78,10 @@ export interface LayerContext {
   ctorMemo?: Map<string, { resolved: string; ctor: CtorInfo } | null>;
   /** Counts of layer records reused from memos and built afresh (AnalysisCache statistics). */
   stats?: { layersReused: number; layersBuilt: number };
-  /** Top-level functions that return a layer class (returnedClassCtor), found once per analysis. */
+  /** Top-level functions that return a layer class, and names assigned something that may be a class
+   *  (assignedClassCtor), found once per analysis. */
   classMakers?: Map<string, FuncRec>;
+  classVars?: Map<string, { start: number; right: SyntaxNode; fn?: FuncRec }[]>;
 }
 
 /** A memoised direct layer record: the Layer as built (before roles and verdicts), relative to `Stmt.memoBase`. */
@@ -210,11 +212,11 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
     const call = walk.calls[i];
     const found = ctorFor(ctx, text);
     if (!found) {
-      const viaParam = paramDefaultCtor(ctx, call, text) ?? returnedClassCtor(ctx, call, text);
+      const viaParam = paramDefaultCtor(ctx, call, text) ?? assignedClassCtor(ctx, call, text);
       if (viaParam) {
         // Rare; not memoised (a returned class depends on another statement): rebuilt at each analysis.
         const rec = makeLayer(ctx, call, call.node.childForFieldName('function') as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
-        rec.layer.classFrom = viaParam.via;
+        if (viaParam.via) rec.layer.classFrom = viaParam.via;
         built++;
         applyPlacement(rec, placement(ctx, call.node, call), call);
         out.push(rec);
@@ -358,14 +360,17 @@ function classExprCtor(ctx: LayerContext, node: SyntaxNode | null): { resolved: 
 }
 
 /**
- * `Lin = maybe_lora(args)` then `Lin(dim, out)`, where the local function returns layer classes (`return nn.Linear`,
- * `return partial(LoRALinear, rank=...)`, mistral-inference): a layer of the kind its known returns agree on.
+ * A name bound to a layer class, then called: `lin = nn.Linear` (an alias: exactly that class),
+ * `Lin = partial(nn.Linear, bias=False)`, `linear_layer = partial(nn.Conv2d, kernel_size=1) if use_conv else nn.Linear`
+ * (timm), `MaybeLora = maybe_lora(args)` where the local function returns layer classes (mistral-inference). In the
+ * enclosing function before the call, else at module level. Anything but a plain alias sets `via` (the class is chosen
+ * elsewhere or carries arguments of its own).
  */
-function returnedClassCtor(ctx: LayerContext, call: CallRec, text: string): { resolved: string; ctor: CtorInfo; via: string } | undefined {
-  const fn = call.scope.fn;
-  if (!fn || !/^[A-Za-z_]\w*$/.test(text)) return undefined;
+function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): { resolved: string; ctor: CtorInfo; via?: string } | undefined {
+  if (!/^[A-Za-z_]\w*$/.test(text)) return undefined;
   const { src } = ctx;
-  if (!ctx.classMakers) {
+  if (!ctx.classVars) {
+    // Once per analysis: local functions returning classes, and assignments whose right side may be a class.
     ctx.classMakers = new Map();
     for (const g of ctx.walk.functions) {
       if (g.cls || g.scope.fn || !g.returns.length) continue;
@@ -373,33 +378,61 @@ function returnedClassCtor(ctx: LayerContext, call: CallRec, text: string): { re
         ctx.classMakers.set(g.name, g);
       }
     }
+    ctx.classVars = new Map();
+    for (const a of ctx.walk.assigns) {
+      if (a.scope.cls && !a.scope.fn) continue; // class attributes are read as self.x, not by name
+      const left = a.node.childForFieldName('left');
+      const right = a.node.childForFieldName('right');
+      if (left?.type !== 'identifier' || !right) continue;
+      if (!['identifier', 'attribute', 'call', 'conditional_expression'].includes(right.type)) continue;
+      if (right.type === 'call') {
+        const f = right.childForFieldName('function');
+        const ft = f ? src.slice(f.startIndex, f.endIndex) : '';
+        if (!/(^|\.)partial$/.test(ft) && !ctx.classMakers.has(ft)) continue;
+      } else if (!/[A-Z]/.test(src.slice(right.startIndex, right.endIndex))) continue;
+      const name = src.slice(left.startIndex, left.endIndex);
+      const l = ctx.classVars.get(name);
+      const e = { start: a.start, right, fn: a.scope.fn };
+      if (l) l.push(e); else ctx.classVars.set(name, [e]);
+    }
   }
-  if (!ctx.classMakers.size) return undefined;
-  let assigned: SyntaxNode | null = null;
-  for (const a of fn.assigns) {
-    if (a.start > call.start) break;
-    const left = a.node.childForFieldName('left');
-    if (left?.type === 'identifier' && src.slice(left.startIndex, left.endIndex) === text) assigned = a.node.childForFieldName('right');
+  const list = ctx.classVars.get(text);
+  if (!list) return undefined;
+  const fn = call.scope.fn;
+  let hit: { right: SyntaxNode } | undefined;
+  for (const e of list) if (fn && e.fn === fn && e.start < call.start) hit = e;
+  if (!hit) for (const e of list) if (!e.fn) hit = e;
+  if (!hit) return undefined;
+  const right = hit.right;
+  const rhs = src.slice(right.startIndex, right.endIndex).replace(/\s+/g, ' ');
+  if (right.type === 'conditional_expression') {
+    const branches = [right.namedChild(0), right.namedChild(2)];
+    const known = branches.map((b) => classExprCtor(ctx, b)).filter((c): c is { resolved: string; ctor: CtorInfo } => !!c && c.ctor.kind !== 'other');
+    const pick = known.find((c) => c.ctor.te) ?? known[0];
+    return pick ? { ...pick, via: `${text} = ${rhs}, chosen at run time` } : undefined;
   }
-  if (assigned?.type !== 'call') return undefined;
-  const f = assigned.childForFieldName('function');
-  if (f?.type !== 'identifier') return undefined;
-  const name = src.slice(f.startIndex, f.endIndex);
-  const maker = ctx.classMakers.get(name);
-  if (!maker || !maker.returns.length) return undefined;
-  let known: { resolved: string; ctor: CtorInfo } | undefined;
-  const shown: string[] = [];
-  for (const r of maker.returns) {
-    const v = r.namedChild(0);
-    if (!v) return undefined;
-    shown.push(src.slice(v.startIndex, v.endIndex).replace(/\s+/g, ' '));
-    const c = classExprCtor(ctx, v);
-    if (!c) continue;
-    if (c.ctor.kind === 'other' || (known && known.ctor.kind !== c.ctor.kind)) return undefined;
-    known ??= c;
+  if (right.type === 'call') {
+    const f = right.childForFieldName('function');
+    const ft = f ? src.slice(f.startIndex, f.endIndex) : '';
+    const maker = ctx.classMakers?.get(ft);
+    if (maker) {
+      let known: { resolved: string; ctor: CtorInfo } | undefined;
+      const shown: string[] = [];
+      for (const r of maker.returns) {
+        const v = r.namedChild(0);
+        if (!v) return undefined;
+        shown.push(src.slice(v.startIndex, v.endIndex).replace(/\s+/g, ' '));
+        const c = classExprCtor(ctx, v);
+        if (!c) continue;
+        if (c.ctor.kind === 'other' || (known && known.ctor.kind !== c.ctor.kind)) return undefined;
+        known ??= c;
+      }
+      return known ? { ...known, via: `${ft}(), which returns ${shown.join(' or ')}` } : undefined;
+    }
   }
-  if (!known) return undefined;
-  return { ...known, via: `${name}(), which returns ${shown.join(' or ')}` };
+  const c = classExprCtor(ctx, right);
+  if (!c || c.ctor.kind === 'other') return undefined;
+  return right.type === 'call' ? { ...c, via: `${text} = ${rhs}` } : c;
 }
 
 function scopeOf(ctx: LayerContext, call: CallRec): EvalScope {
