@@ -379,8 +379,19 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): { re
       }
     }
     ctx.classVars = new Map();
+    const makers = ctx.classMakers;
+    const simple = /([A-Za-z_]\w*)[ \t]*=(?!=)[ \t]*([^\n#]*)/y;
     for (const a of ctx.walk.assigns) {
       if (a.scope.cls && !a.scope.fn) continue; // class attributes are read as self.x, not by name
+      // From the text first (the tree is only read for the few candidates): `name = Class`, `= partial(`,
+      // `= maker(`, `= A if c else B`.
+      simple.lastIndex = a.start;
+      const m = simple.exec(src);
+      if (!m) continue;
+      const r = m[2].trim();
+      const candidate = (/^[A-Za-z_][\w.]*$/.test(r) && /[A-Z]/.test(r)) || /^(functools\.)?partial\s*\(/.test(r)
+        || (makers.size > 0 && makers.has(/^([A-Za-z_]\w*)\s*\(/.exec(r)?.[1] ?? '')) || (/\bif\b/.test(r) && /[A-Z]/.test(r)) || r === '' || r.endsWith('(');
+      if (!candidate) continue;
       const left = a.node.childForFieldName('left');
       const right = a.node.childForFieldName('right');
       if (left?.type !== 'identifier' || !right) continue;
