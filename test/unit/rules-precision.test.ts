@@ -1,6 +1,7 @@
 /** PL201 on whole-model FP8 conversions: the advice fits the library that converts. */
 import * as assert from 'node:assert/strict';
-import { resolveSettings } from '../../common/settings';
+import { DEFAULT_SETTINGS, resolveSettings } from '../../common/settings';
+import { fixOutcome } from '../../server/src/fixes';
 import { analyzeText } from '../../server/src/engine';
 import { createPythonParser, type Parser } from '../../server/src/parser';
 
@@ -38,5 +39,33 @@ describe('rules: PL201 on whole-model conversions', () => {
     assert.equal(msgs.length, 1);
     assert.match(msgs[0], /no filter for single modules: restore the head to torch\.nn\.Linear after converting/);
     assert.doesNotMatch(msgs[0], /filter_fqns/);
+  });
+});
+
+describe('rules: PL401 for FP8 through torchao', () => {
+  let parser: Parser;
+  before(async () => { parser = await createPythonParser(); });
+  const pl401 = (text: string) => {
+    const { tree, findings } = analyzeText(parser, text, resolveSettings({}), {});
+    tree?.delete();
+    return findings.filter((f) => f.code === 'PL401');
+  };
+  const MODEL2 = 'import torch\nimport torch.nn as nn\nfrom torchao.float8 import convert_to_float8_training\n\nm = nn.Sequential(nn.Linear(2048, 4096), nn.Linear(4096, 2048))\n';
+
+  it('warns when the conversion runs with no capability check, not when it is guarded', () => {
+    const bare = pl401(`${MODEL2}convert_to_float8_training(m)\n`);
+    assert.equal(bare.length, 1);
+    assert.match(bare[0].message, /below compute capability 8\.9 \(A100, V100, RTX 3090\) the first FP8 GEMM \(torch\._scaled_mm\) raises/);
+    const guarded = pl401(`${MODEL2}if torch.cuda.get_device_capability() >= (8, 9):\n    convert_to_float8_training(m)\n`);
+    assert.equal(guarded.length, 0);
+  });
+
+  it('offers no Transformer Engine wrapper as its fix, and says what to do', () => {
+    const text = `${MODEL2}convert_to_float8_training(m)\n`;
+    const { tree, ir, findings } = analyzeText(parser, text, resolveSettings({}), {});
+    tree?.delete();
+    const out = fixOutcome(text, ir, findings.find((f) => f.code === 'PL401')!, DEFAULT_SETTINGS);
+    assert.equal(out.fixes.length, 0);
+    assert.match(out.refusals[0], /guard the conversion yourself/);
   });
 });

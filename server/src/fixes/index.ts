@@ -98,6 +98,9 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
     case 'PL305':
       return recipe ? replaceDelayedScaling(ctx, recipe) : refuse('No automatic fix: the recipe call is unknown.');
     case 'PL401':
+      if (finding.conversionIndex !== undefined) {
+        return refuse('No automatic fix: guard the conversion yourself (if torch.cuda.get_device_capability() >= (8, 9): convert, else train in BF16) and log the mode; the FP8 fallback wrapper is for Transformer Engine.');
+      }
       return wrapperOutcome(ctx, 'PL401');
     case 'PL501':
       return call ? loadNonStrict(ctx, call) : refuse('No automatic fix: the load_state_dict call is unknown.');

@@ -22,8 +22,16 @@ export const fallbackRules: RuleModule = {
   codes: ['PL401', 'PL402'],
   check({ ir }: RuleContext): Finding[] {
     const findings: Finding[] = [];
-    if (!ir.importsTe || !fp8Used(ir)) return findings;
     const hasCheck = ir.calls.some((c) => c.kind === 'fp8_check');
+    // FP8 through a whole-model conversion (torchao, accelerate) fails the same way on GPUs without FP8 GEMMs.
+    const conv = ir.fp8Conversions.find((c) => !/Accelerator/.test(c.callee));
+    if (conv && !hasCheck && !ir.importsTe) {
+      findings.push({
+        code: 'PL401', span: conv.span, severity: 'warning', conversionIndex: ir.fp8Conversions.indexOf(conv),
+        message: `${conv.callee} turns FP8 on with no capability check: on GPUs below compute capability 8.9 (A100, V100, RTX 3090) the first FP8 GEMM (torch._scaled_mm) raises. Convert only when torch.cuda.get_device_capability() >= (8, 9), train in BF16 otherwise, and log which one runs.`,
+      });
+    }
+    if (!ir.importsTe || !fp8Used(ir)) return findings;
     const enabledRegions = ir.autocastRegions.filter((r) => !r.disabled);
     const unconditional = enabledRegions.filter((r) => !regionIsConditional(r.args));
     const teImport = ir.imports.find((i) => i.target.startsWith('transformer_engine') && !i.guarded);

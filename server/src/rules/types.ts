@@ -31,6 +31,8 @@ export interface Finding {
   regionIndex?: number;
   recipeIndex?: number;
   callIndex?: number;
+  /** For a finding about a whole-model FP8 conversion (ir.fp8Conversions). */
+  conversionIndex?: number;
 }
 
 export interface RuleModule {
