@@ -89,6 +89,8 @@ export interface LayerSnap {
   layer: Layer;
   argNodes: Map<string, SyntaxNode>;
   outVia: string[];
+  /** For a layer a factory returns (a template): where it sits inside the factory. */
+  place?: Placement;
   /** roles.ts / verdict.ts: their results for this record, with the key of what else they read. */
   roleMemo?: { key: string; role: Layer['role']; roleReasons: string[]; tied: boolean; tiedByConfig?: boolean; vocab?: string };
   verdictMemo?: { role: object; facts: string; out: Pick<Layer, 'convertible' | 'reasons' | 'teEquivalent' | 'teArgs' | 'shapeOk' | 'zeroCenteredGamma'> };
@@ -200,10 +202,32 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
   const templates = new Map<FuncRec, { rec: LayerRec; place: Placement }[]>();
   const pending: { call: CallRec; callee: string }[] = [];
   const memoKey = ctx.memoKey;
-  let lastStmt: Stmt | undefined;
-  let memo: Map<SyntaxNode, unknown> | undefined;
-  let dOff = 0;
-  let dLine = 0;
+  // The memo of a statement's layer records, valid while its dependency key is unchanged, and how far the statement
+  // moved since the records were made (offsets, lines).
+  const memos = new Map<Stmt, { memo: Map<SyntaxNode, unknown>; dOff: number; dLine: number } | undefined>();
+  const memoOf = (node: SyntaxNode): { memo: Map<SyntaxNode, unknown>; dOff: number; dLine: number } | undefined => {
+    if (!memoKey) return undefined;
+    const stmt = stmtOf(node);
+    if (!stmt) return undefined;
+    if (memos.has(stmt)) return memos.get(stmt);
+    const key = memoKey(stmt);
+    const line = positionAt(stmt.base).row;
+    if (stmt.memoKey !== key || !stmt.memo) {
+      stmt.memoKey = key;
+      stmt.memo = new Map();
+      stmt.memoBase = stmt.base;
+      stmt.memoLine = line;
+    }
+    const m = { memo: stmt.memo, dOff: stmt.base - stmt.memoBase, dLine: line - stmt.memoLine };
+    memos.set(stmt, m);
+    return m;
+  };
+  const addTemplate = (fn: FuncRec, rec: LayerRec, place: Placement): void => {
+    // Its name inside the factory (`net[*]` for `net = nn.Sequential(...); return net`), for ties made there.
+    if (place.base) rec.localPath = `${place.base}${place.segs.join('')}${place.multi ? '[*]' : ''}`.replace(/\[[^\]]*\]/g, '[*]');
+    const list = templates.get(fn);
+    if (list) list.push({ rec, place }); else templates.set(fn, [{ rec, place }]);
+  };
   let reused = 0;
   let built = 0;
   for (let i = 0; i < walk.calls.length; i++) {
@@ -225,55 +249,37 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
       pending.push({ call, callee: text });
       continue;
     }
-    if (memoKey) {
-      const stmt = stmtOf(call.node);
-      if (stmt !== lastStmt) {
-        lastStmt = stmt;
-        memo = undefined;
-        if (stmt) {
-          const key = memoKey(stmt);
-          const line = positionAt(stmt.base).row;
-          if (stmt.memoKey !== key || !stmt.memo) {
-            stmt.memoKey = key;
-            stmt.memo = new Map();
-            stmt.memoBase = stmt.base;
-            stmt.memoLine = line;
-          }
-          memo = stmt.memo;
-          dOff = stmt.base - stmt.memoBase;
-          dLine = line - stmt.memoLine;
-        }
-      }
-      const snap = memo?.get(call.node) as LayerSnap | undefined;
-      if (snap) {
-        out.push({
-          layer: copyLayer(snap.layer, dOff, dLine), call, ctor: found.ctor, scope: scopeOf(ctx, call),
-          argNodes: snap.argNodes, outVia: snap.outVia.slice(), snap,
-        });
-        reused++;
-        continue;
-      }
+    const m = memoOf(call.node);
+    const snap = m?.memo.get(call.node) as LayerSnap | undefined;
+    if (m && snap) {
+      const rec: LayerRec = {
+        layer: copyLayer(snap.layer, m.dOff, m.dLine), call, ctor: found.ctor, scope: scopeOf(ctx, call),
+        argNodes: snap.argNodes, outVia: snap.outVia.slice(), snap,
+      };
+      reused++;
+      if (snap.place && call.scope.fn) addTemplate(call.scope.fn, rec, snap.place);
+      else out.push(rec);
+      continue;
     }
     const calleeNode = call.node.childForFieldName('function') as SyntaxNode;
     const rec = makeLayer(ctx, call, calleeNode, text, found.resolved, found.ctor, scopeOf(ctx, call));
     built++;
     const place = placement(ctx, call.node, call);
     if (place.returned && call.scope.fn) {
-      // Its name inside the factory (`net[*]` for `net = nn.Sequential(...); return net`), for ties made there.
-      if (place.base) rec.localPath = `${place.base}${place.segs.join('')}${place.multi ? '[*]' : ''}`.replace(/\[[^\]]*\]/g, '[*]');
-      const list = templates.get(call.scope.fn) ?? [];
-      list.push({ rec, place });
-      templates.set(call.scope.fn, list);
+      if (m) {
+        rec.snap = { layer: copyLayer(rec.layer, -m.dOff, -m.dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice(), place };
+        m.memo.set(call.node, rec.snap);
+      }
+      addTemplate(call.scope.fn, rec, place);
       continue;
     }
     applyPlacement(rec, place, call);
-    if (memo) {
-      rec.snap = { layer: copyLayer(rec.layer, -dOff, -dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice() };
-      memo.set(call.node, rec.snap);
+    if (m) {
+      rec.snap = { layer: copyLayer(rec.layer, -m.dOff, -m.dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice() };
+      m.memo.set(call.node, rec.snap);
     }
     out.push(rec);
   }
-  if (ctx.stats) { ctx.stats.layersReused = reused; ctx.stats.layersBuilt = built; }
   // Factories: `def make_linear(i, o): return nn.Linear(i, o)`; `self.x = make_linear(...)`.
   if (templates.size) {
     // By name, preferring the method of the calling class (two classes may each define build_fc1).
@@ -286,7 +292,6 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
       const fn = cands.find((f) => f.cls && f.cls === call.scope.cls) ?? cands[cands.length - 1];
       if (!fn || (callee !== name && !fn.cls) || (callee === name && fn.cls)) continue;
       used.add(fn);
-      const place = placement(ctx, call.node, call);
       const siteScope = scopeOf(ctx, call);
       const params = ctorParams(src, fn);
       const bind = new Map<string, { node: SyntaxNode; scope: EvalScope }>();
@@ -294,7 +299,30 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
         const a = argFor(src, call.node, p.name, i);
         if (a) bind.set(p.name, { node: a, scope: siteScope });
       });
-      for (const t of templates.get(fn) ?? []) {
+      const list = templates.get(fn) ?? [];
+      // The instances at this call site, memoised on the site's statement while it and every template it
+      // instantiates (their records: the same snapshot objects) are unchanged.
+      const m = memoOf(call.node);
+      const prev = m?.memo.get(call.node) as { templates: (LayerSnap | undefined)[]; snaps: LayerSnap[] } | undefined;
+      if (m && prev && prev.templates.length === list.length && list.every((t, k) => t.rec.snap !== undefined && t.rec.snap === prev.templates[k])) {
+        list.forEach((t, k) => {
+          const snap = prev.snaps[k];
+          // Its span is the call site's; its arguments and callee are the template's (in the factory's statement,
+          // which may have moved by another amount): take them from the current records.
+          const layer = copyLayer(snap.layer, 0, 0);
+          layer.span = spanOf(call.node);
+          layer.calleeSpan = t.rec.layer.calleeSpan;
+          layer.argsSpan = t.rec.layer.argsSpan;
+          layer.args = t.rec.layer.args;
+          layer.constructionSpan = t.rec.layer.span;
+          out.push({ layer, call, ctor: t.rec.ctor, scope: { ...t.rec.scope, bind }, argNodes: snap.argNodes, outVia: snap.outVia.slice(), snap });
+          reused++;
+        });
+        continue;
+      }
+      const instSnaps: LayerSnap[] = [];
+      const place = placement(ctx, call.node, call);
+      for (const t of list) {
         const scope: EvalScope = { ...t.rec.scope, bind };
         const calleeNode = calleeText(src, t.rec.call.node)?.node as SyntaxNode;
         const inst = makeLayer(ctx, t.rec.call, calleeNode, t.rec.layer.constructor, t.rec.layer.resolved, t.rec.ctor, scope);
@@ -313,8 +341,14 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
         };
         applyPlacement(inst, merged, call);
         inst.layer.container ??= 'helper';
+        if (m) {
+          inst.snap = { layer: copyLayer(inst.layer, -m.dOff, -m.dLine), argNodes: inst.argNodes, outVia: inst.outVia.slice() };
+          instSnaps.push(inst.snap);
+        }
+        built++;
         out.push(inst);
       }
+      if (m) m.memo.set(call.node, { templates: list.map((t) => t.rec.snap), snaps: instSnaps });
     }
     for (const [fn, list] of templates) {
       if (used.has(fn)) continue;
@@ -329,6 +363,7 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
     }
     out.sort((a, b) => a.layer.span.startOffset - b.layer.span.startOffset);
   }
+  if (ctx.stats) { ctx.stats.layersReused = reused; ctx.stats.layersBuilt = built; }
   return out;
 }
 
