@@ -98,7 +98,8 @@ describe('fixes: refusals and safety', () => {
     };
     const deprecated = await safety('deprecated_api.py');
     assert.ok(deprecated.includes('PL303:true') && deprecated.includes('PL304:true') && deprecated.includes('PL401:false'));
-    assert.deepEqual([...new Set(await safety('checkpoint_load.py'))].sort(), ['PL401:false', 'PL501:true']);
+    // strict=False added is safe; an explicit strict=True flipped is offered but never batch-applied.
+    assert.deepEqual([...new Set(await safety('checkpoint_load.py'))].sort(), ['PL401:false', 'PL501:false', 'PL501:true']);
     assert.ok((await safety('compile_recipe.py')).includes('PL305:false'));
     assert.ok((await safety('te_head.py')).includes('PL201:false'));
   });
@@ -109,5 +110,35 @@ describe('fixes: refusals and safety', () => {
     const f = findings.find((x) => x.code === 'PL502');
     assert.ok(f, 'PL502 fires on a model cast to FP16 before its optimizer');
     assert.match(explainRefusal(text, ir, f, DEFAULT_SETTINGS) ?? '', /FP32/);
+  });
+});
+
+describe('fixes: PL501 only on module checkpoints', () => {
+  it('ignores optimizer/scheduler/scaler/dcp loads and module-level functions, refuses **kwargs', async () => {
+    const text = [
+      'import torch',
+      'import torch.distributed.checkpoint as dcp',
+      'import transformer_engine.pytorch as te',
+      'from transformers.modeling_utils import load_state_dict',
+      '',
+      'model = te.Linear(768, 768)',
+      'optimizer = torch.optim.AdamW(model.parameters())',
+      'ckpt = torch.load("c.pt")',
+      'optimizer.load_state_dict(ckpt["optim"])',
+      'scheduler.load_state_dict(ckpt["sched"])',
+      'scaler.load_state_dict(ckpt["scaler"])',
+      'dcp.load_state_dict(ckpt, checkpoint_id="x")',
+      'sd = load_state_dict("shard.bin")',
+      'model.load_state_dict(ckpt["model"], **kw)',
+      'model.load_state_dict(ckpt["model"])',
+      '',
+    ].join('\n');
+    const { ir, findings } = await analyse(text);
+    const pl501 = findings.filter((f) => f.code === 'PL501');
+    assert.equal(pl501.length, 2, pl501.map((f) => f.span.startLine).join());
+    const splat = fixOutcome(text, ir, pl501[0], DEFAULT_SETTINGS);
+    assert.equal(splat.fixes.length, 0);
+    assert.match(splat.refusals[0], /passes \*\*kw/);
+    assert.equal(fixOutcome(text, ir, pl501[1], DEFAULT_SETTINGS).fixes[0]?.safe, true);
   });
 });

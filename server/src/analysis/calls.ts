@@ -135,7 +135,9 @@ export function collectCalls(
         push('backward');
         continue;
       case 'load_state_dict':
-        push('load_state_dict');
+        // A module's load_state_dict: not an optimizer's, a scheduler's or a scaler's, and not a module-level function
+        // (`torch.distributed.checkpoint.load_state_dict`, transformers' `load_state_dict(path)`).
+        if (receiver && !/optim|sched|scaler|^dcp$|checkpoint|distributed|lr_|^opt$|\.opt$/i.test(receiver) && !imports.map.has(receiver.split('.')[0])) push('load_state_dict');
         continue;
       case 'half':
       case 'bfloat16':

@@ -13,17 +13,22 @@ export function loadNonStrict(ctx: FixContext, call: NotableCall): FixOutcome {
   const open = ctx.text.indexOf('(', call.span.startOffset + call.callee.length);
   const args = open >= 0 ? splitCallArgs(ctx.text, open) : undefined;
   if (!args) return refuse('No automatic fix: the load_state_dict call could not be read.');
+  const splat = args.args.find((a) => !a.name && /^\*/.test(a.value.trim()));
+  if (splat) return refuse(`No automatic fix: the call passes ${splat.value.trim()}; set strict=False where those arguments are built.`);
   const edits: TextEdit[] = [];
   const strict = args.args.find((a) => a.name === 'strict');
+  const positional = args.args.filter((a) => !a.name);
+  // An explicit strict=True may be deliberate (resuming TE -> TE, where the keys match): offered, never batch-applied.
+  const explicit = strict ? /^True$/.test(strict.value.trim()) : positional.length > 1 && /^True$/.test(positional[1].value.trim());
   if (strict) edits.push(replace(strict.valueStart, strict.end, 'False'));
-  else if (args.args.filter((a) => !a.name).length > 1) edits.push(replace(args.args[1].start, args.args[1].end, 'False'));
+  else if (positional.length > 1) edits.push(replace(positional[1].start, positional[1].end, 'False'));
   else edits.push(appendArgs(ctx.text, args, ['strict=False'])!);
   const stmt = statementAt(ctx.model, call.span.startOffset);
   if (stmt && !ctx.text.slice(Math.max(0, stmt.lineStart - 200), stmt.lineStart).includes(EXTRA_STATE_COMMENT)) {
     edits.push(insert(stmt.lineStart, `${stmt.indent}${EXTRA_STATE_COMMENT}\n`));
   }
   return outcome([{
-    id: `PL501:${call.text.replace(/\s+/g, ' ').slice(0, 60)}`, title: 'Load with strict=False (TE "_extra_state" keys)', kind: 'quickfix',
-    codes: ['PL501'], safe: true, isPreferred: true, edits,
+    id: `PL501:${call.text.replace(/\s+/g, ' ').slice(0, 60)}@${call.span.startOffset}`, title: 'Load with strict=False (TE "_extra_state" keys)', kind: 'quickfix',
+    codes: ['PL501'], safe: !explicit, isPreferred: true, edits,
   }]);
 }
