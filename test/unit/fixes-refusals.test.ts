@@ -142,3 +142,34 @@ describe('fixes: PL501 only on module checkpoints', () => {
     assert.equal(fixOutcome(text, ir, pl501[1], DEFAULT_SETTINGS).fixes[0]?.safe, true);
   });
 });
+
+describe('fixes: keeping a TE lm-head in BF16 without changing other layers', () => {
+  it('does not rebuild a te.LayerNormLinear head as nn.Linear, nor wrap a statement that also calls another layer', async () => {
+    const text = [
+      'import torch',
+      'import torch.nn as nn',
+      'import transformer_engine.pytorch as te',
+      '',
+      'class GPT(nn.Module):',
+      '    def __init__(self, d: int = 1024, vocab_size: int = 50304):',
+      '        super().__init__()',
+      '        self.proj = te.Linear(d, d)',
+      '        self.lm_head = te.LayerNormLinear(d, vocab_size, bias=False)',
+      '',
+      '    def forward(self, h):',
+      '        return self.lm_head(self.proj(h))',
+      '',
+      'model = GPT()',
+      'with te.autocast(enabled=True):',
+      '    y = model(torch.randn(4, 1024))',
+      '',
+    ].join('\n');
+    const { ir, findings } = await analyse(text);
+    const pl201 = findings.find((f) => f.code === 'PL201');
+    assert.ok(pl201, findings.map((f) => f.code).join());
+    const out = fixOutcome(text, ir, pl201!, DEFAULT_SETTINGS);
+    assert.equal(out.fixes.length, 0);
+    assert.ok(out.refusals.some((r) => /fuses more than a Linear/.test(r)), out.refusals.join('\n'));
+    assert.ok(out.refusals.some((r) => /also calls self\.proj\(\), which would leave FP8 too/.test(r)), out.refusals.join('\n'));
+  });
+});

@@ -19,6 +19,9 @@ const TORCH_LINEAR_KWARGS = new Set(['in_features', 'out_features', 'bias', 'dev
 /** te.Linear -> torch.nn.Linear, params_dtype -> dtype, TE-only options dropped. */
 function revertToTorch(ctx: FixContext, layer: Layer, code: 'PL201' | 'PL202'): Fix | string {
   if (layer.kind !== 'linear' && layer.kind !== 'parallel-linear') return `${layer.constructor} is not a linear layer Precision Lens can rebuild as torch.nn.`;
+  if (layer.isTe && !/(^|\.)Linear$/.test(layer.resolved)) {
+    return `${layer.constructor} fuses more than a Linear (a LayerNorm in te.LayerNormLinear): a plain torch.nn.Linear would drop it (other math, other checkpoint keys). Run its call outside FP8 instead.`;
+  }
   const site = constructorSite(ctx.text, layer);
   const call = splitCallArgs(ctx.text, site.open);
   if (!call) return 'its argument list could not be read.';
@@ -53,6 +56,11 @@ function runOutsideFp8(ctx: FixContext, layer: Layer, code: 'PL201' | 'PL202'): 
   const stmt = statementAt(ctx.model, m.index);
   if (!stmt || stmt.isHeader || /^(with|if|for|while|elif)\b/.test(statementText(ctx.model, stmt))) {
     return `the call of self.${attr} is part of a compound statement; wrap it by hand.`;
+  }
+  // Other layers called in the same statement (`return self.lm_head(self.proj(h))`) would leave FP8 with the head.
+  const others = (statementText(ctx.model, stmt).match(/\bself\s*\.\s*[A-Za-z_][\w.]*\s*\(/g) ?? []).filter((c) => !/\b(float|to|type|view|reshape|contiguous)\s*\($/.test(c));
+  if (others.length > 1) {
+    return `the statement that calls self.${attr} also calls ${others.filter((c) => !c.replace(/\s+/g, '').startsWith(`self.${attr}(`)).map((c) => c.replace(/\s+/g, '').replace(/\($/, '()')).join(', ')}, which would leave FP8 too: compute its input in a statement of its own first.`;
   }
   const header = ctx.hasWrapper ? `${CONTEXT_FACTORY}(enabled=False)` : autocastCall(ctx.api, teAccess(ctx.ir).prefix, { enabled: 'False' });
   const edits = [wrapStatements(ctx.model, stmt, stmt, header)];
