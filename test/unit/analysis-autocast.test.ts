@@ -95,3 +95,26 @@ describe('analysis: autocast regions and notable calls', () => {
     assert.ok(ir.calls.some((c) => c.kind === 'te_deprecated' && c.callee === 'transformer_engine.pytorch.fp8'));
   });
 });
+
+describe('analysis: code defined inside an FP8 block runs where it is called', () => {
+  before(initParser);
+
+  it('a backward in a closure or lambda defined in the block is not inside it', () => {
+    const ir = analyze([
+      'import torch',
+      'import transformer_engine.pytorch as te',
+      '',
+      'def train(model, x, optimizer):',
+      '    with te.autocast(enabled=True):',
+      '        loss = model(x).sum()',
+      '        def closure():',
+      '            loss.backward()',
+      '            return loss',
+      '        again = lambda: loss.backward()',
+      '    optimizer.step(closure)',
+      '',
+    ].join('\n'));
+    assert.equal(ir.autocastRegions.length, 1);
+    assert.equal(ir.autocastRegions[0].backwardInside.length, 0);
+  });
+});

@@ -95,3 +95,14 @@ describe('analysis: imports', () => {
     assert.equal(layer(ir, 'self.fc3').kind, 'parallel-linear');
   });
 });
+
+describe('analysis: imports inside functions', () => {
+  before(initParser);
+
+  it('count as guarded: the module loads without the package', () => {
+    const ir = analyze('import torch\n\ndef build():\n    import transformer_engine.pytorch as te\n    return te.Linear(768, 768)\n');
+    const te = ir.imports.find((b) => b.target === 'transformer_engine.pytorch');
+    assert.equal(te?.guarded, true);
+    assert.equal(ir.teImportUnguarded, false);
+  });
+});

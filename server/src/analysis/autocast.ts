@@ -90,12 +90,22 @@ export function collectAutocast(src: string, imports: ImportTable, withs: WithRe
     for (const w of c.scope.withs) {
       const r = byWith.get(w.id);
       if (!r || c.start < r.bodyStart) continue;
+      // A function defined inside the block runs when it is called, not here (`def closure(): loss.backward()`
+      // handed to optimizer.step).
+      if (c.scope.fn && c.scope.fn.start > w.start) continue;
+      if (insideLambda(c.node, w.start)) continue;
       const site = callSite(src, c.node);
       r.region.calls.push(site);
       if (/(^|\.)backward$/.test(site.callee)) r.region.backwardInside.push(site);
     }
   }
   return regions;
+}
+
+/** Whether a lambda between the node and an ancestor starting at `stop` holds it. */
+function insideLambda(n: SyntaxNode, stop: number): boolean {
+  for (let p = n.parent; p && p.startIndex >= stop; p = p.parent) if (p.type === 'lambda') return true;
+  return false;
 }
 
 /** A call as a CallSite. */

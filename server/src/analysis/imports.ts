@@ -29,7 +29,8 @@ export function collectImports(src: string, recs: ImportRec[]): ImportTable {
     table.map.set(local, target);
   };
   for (const { node, scope } of recs) {
-    const guarded = scope.guarded;
+    // An import inside a function runs when the function does: the module itself loads without the package.
+    const guarded = scope.guarded || scope.fn !== undefined;
     if (node.type === 'import_statement') {
       for (const c of node.namedChildren) {
         if (!c) continue;

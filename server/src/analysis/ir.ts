@@ -21,7 +21,7 @@ export interface ImportBinding {
   /** What it means (`torch.nn`, `transformer_engine.pytorch`, `torch.nn.Linear`). */
   target: string;
   span: Span;
-  /** Inside a try: block (a guarded import, e.g. for TE). */
+  /** Inside a try: block (a guarded import, e.g. for TE), or inside a function (imported when it runs). */
   guarded: boolean;
 }
 
