@@ -69,3 +69,20 @@ describe('rules: PL401 for FP8 through torchao', () => {
     assert.match(out.refusals[0], /guard the conversion yourself/);
   });
 });
+
+describe('rules: PL502 casts of the model only', () => {
+  let parser: Parser;
+  before(async () => { parser = await createPythonParser(); });
+  const pl502 = (text: string) => {
+    const { tree, findings } = analyzeText(parser, text, resolveSettings({}), {});
+    tree?.delete();
+    return findings.filter((f) => f.code === 'PL502');
+  };
+
+  it('not a tensor cast, not before an optimizer that keeps FP32 master weights', () => {
+    const head = 'import torch\nimport transformer_engine.pytorch as te\nmodel = te.Linear(1024, 1024)\n';
+    assert.equal(pl502(`${head}x = torch.randn(4, 1024).to(torch.bfloat16)\nopt = torch.optim.AdamW(model.parameters())\n`).length, 0);
+    assert.equal(pl502(`${head}model = model.to(torch.bfloat16)\nopt = te.optimizers.FusedAdam(model.parameters(), master_weights=True)\n`).length, 0);
+    assert.equal(pl502(`${head}model = model.to(torch.bfloat16)\nopt = torch.optim.AdamW(model.parameters())\n`).length, 1);
+  });
+});

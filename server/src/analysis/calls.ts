@@ -82,6 +82,9 @@ export function closeParen(src: string, open: number): number {
   return n;
 }
 
+/** A receiver that names a module (the whole model or a part), not a tensor: `model`, `self.net`, `gpt`, `encoder`. */
+const MODEL_WORD = /^[\w.]*(model|net|module|transformer|encoder|decoder|llm|gpt|bert|llama|policy|backbone|block|layer|head|lm)s?$/i;
+const MODEL_NAME = { test: (r: string): boolean => MODEL_WORD.test(r) || /(^|\.)[A-Z]\w*\(.*\)$/.test(r) };
 const CALL_LAST = /^(backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_)$/;
 const CONVERSION = /^(convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/;
 const CONTEXT_LAST = /autocast$|fp8_model_init$|quantized_model_init$/;
@@ -141,7 +144,7 @@ export function collectCalls(
         continue;
       case 'half':
       case 'bfloat16':
-        if (receiver) push('cast_low_precision');
+        if (receiver && MODEL_NAME.test(receiver)) push('cast_low_precision');
         continue;
       case 'step': {
         if (!receiver || /sched|lr_|scheduler|warmup/i.test(receiver)) continue;
@@ -162,7 +165,9 @@ export function collectCalls(
       const open = src.indexOf('(', rec.start + callee.length);
       const argText = open < 0 ? '' : src.slice(open, closeParen(src, open));
       if (FLOAT8.test(argText)) push('float8_cast');
-      else if ((last === 'to' || last === 'type') && LOW.test(argText) && /torch\.|dtype|['"]/.test(argText)) push('cast_low_precision');
+      // A model cast, not a tensor's (`torch.randn(...).to(torch.bfloat16)`, `x.to(dtype)`): a plain name or attribute that
+      // names a module.
+      else if ((last === 'to' || last === 'type') && LOW.test(argText) && /torch\.|dtype|['"]/.test(argText) && receiver && MODEL_NAME.test(receiver)) push('cast_low_precision');
       continue;
     }
     if (FP8_CHECK.test(last)) { push('fp8_check'); continue; }

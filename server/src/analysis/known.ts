@@ -63,7 +63,8 @@ export function knownCtor(resolved: string): KnownCtor | undefined {
   if (parts[0] === 'self' || parts[0] === 'cls') return undefined;
   if (resolved.startsWith('transformer_engine.')) {
     if (!/^transformer_engine\.(pytorch\.)?[A-Z]\w*$/.test(resolved) && !resolved.startsWith('transformer_engine.pytorch.')) return undefined;
-    if (/Recipe|Scaling|Format|Config$|Calibration/.test(last)) return undefined;
+    // Recipes, quantizers, tensors and optimizers are not layers (te.optimizers.FusedAdam, te.Float8Quantizer).
+    if (/Recipe|Scaling|Format|Config$|Calibration|Quantizer$|Tensor$|Storage$|Stream$|Group$/.test(last) || resolved.includes('.optimizers.')) return undefined;
     const t = TE[last];
     return { kind: t ? t[0] : 'other', params: t ? t[1] : [], isTe: true, display: `te.${last}` };
   }

@@ -73,7 +73,8 @@ export const autocastRules: RuleModule = {
       }
     });
 
-    const teLayers = ir.layers.filter((l) => l.isTe);
+    // The TE modules FP8 autocast changes: GEMMs and norms (not rotary embeddings or helper modules).
+    const teLayers = ir.layers.filter((l) => l.isTe && (l.kind !== 'other' || /(LayerNormMLP|MultiheadAttention|TransformerLayer|GroupedLinear|LayerNormLinear|DotProductAttention)$/.test(l.resolved)));
     if (teLayers.length && workspace.anyAutocastRegion === false && !ir.autocastRegions.length) {
       const first = teLayers[0];
       findings.push({

@@ -18,7 +18,8 @@ export const checkpointRules: RuleModule = {
         });
       }
     });
-    const optimizers = ir.calls.filter((c) => c.kind === 'optimizer_ctor');
+    // An optimizer that keeps FP32 master weights itself (te.optimizers.FusedAdam(master_weights=True)) is fine.
+    const optimizers = ir.calls.filter((c) => c.kind === 'optimizer_ctor' && !/master_weights\s*=\s*True/.test(c.text));
     ir.calls.forEach((call, callIndex) => {
       if (call.kind !== 'cast_low_precision') return;
       const laterOptimizer = optimizers.find((o) => o.ownerFunction === call.ownerFunction && o.span.startOffset > call.span.endOffset);
