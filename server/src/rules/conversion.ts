@@ -29,7 +29,7 @@ function conversionMessage(layer: Layer): string {
     // TE keeps norms in high precision; what converting them buys is an FP8-ready output and later fusion.
     const gain = layer.kind === 'layernorm' || layer.kind === 'rmsnorm'
       ? 'TE computes the norm in high precision; on its own that gains nothing, the gain is fusing it with the Linear it feeds (te.LayerNormLinear / te.LayerNormMLP, PL104/PL105).'
-      : 'its GEMMs then run in FP8 inside TE autocast on Hopper/Blackwell.';
+      : 'its GEMMs then run in FP8 inside TE autocast on Hopper/Blackwell. te.Linear initialises its weight from normal(0, 0.023) (nn.Linear: Kaiming uniform): copy trained weights, or keep your own init when training from scratch.';
     return `${label} (${layer.constructor}, ${shapeText(layer)}) can become ${te}${extra}: ${gain} ${why}`.trim();
   }
   if (layer.convertible === 'uncertain') {
