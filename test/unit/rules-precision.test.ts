@@ -86,3 +86,21 @@ describe('rules: PL502 casts of the model only', () => {
     assert.equal(pl502(`${head}model = model.to(torch.bfloat16)\nopt = torch.optim.AdamW(model.parameters())\n`).length, 1);
   });
 });
+
+describe('rules: PL201 for accelerate with the precision from a variable', () => {
+  let parser: Parser;
+  before(async () => { parser = await createPythonParser(); });
+
+  it('an FP8 recipe handler says FP8 is meant even when mixed_precision is not a literal', () => {
+    const text = `${MODEL}from accelerate import Accelerator\nfrom accelerate.utils import FP8RecipeKwargs\naccelerator = Accelerator(mixed_precision=hp.mixed_precision, kwargs_handlers=[FP8RecipeKwargs(backend="te")])\nmodel = accelerator.prepare(model)\n`;
+    const { tree, findings } = analyzeText(parser, text, resolveSettings({}), { anyAutocastRegion: true });
+    tree?.delete();
+    const pl201 = findings.filter((f) => f.code === 'PL201');
+    assert.equal(pl201.length, 1);
+    assert.match(pl201[0].message, /accelerate's Transformer Engine backend/);
+    const bf16 = `${MODEL}from accelerate import Accelerator\naccelerator = Accelerator(mixed_precision=hp.mixed_precision)\n`;
+    const t2 = analyzeText(parser, bf16, resolveSettings({}), { anyAutocastRegion: true });
+    t2.tree?.delete();
+    assert.equal(t2.findings.filter((f) => f.code === 'PL201').length, 0);
+  });
+});

@@ -231,9 +231,10 @@ function conversion(
   const conv: Fp8ConversionCall = { span: spanOf(node), callee, hasFilter: false, filterExcludesHead: false };
   if (last === 'Accelerator') {
     const mp = args.find((a) => a.name === 'mixed_precision');
-    if (!mp || !/fp8/i.test(mp.text)) return undefined;
     const handlers = args.find((a) => a.name === 'kwargs_handlers');
     const ht = handlers?.text ?? '';
+    // FP8 by a literal, or by an FP8 recipe handler when the precision comes from a variable (TE's te_llama tutorial).
+    if (!(mp && /fp8/i.test(mp.text)) && !(mp && !/^['"]/.test(mp.text.trim()) && /(FP8RecipeKwargs|TERecipeKwargs|AORecipeKwargs|MSAMPRecipeKwargs)/.test(ht))) return undefined;
     if (/AORecipeKwargs|backend\s*=\s*['"]ao['"]/i.test(ht)) {
       conv.hasFilter = true;
       conv.filterText = shortText(ht);
