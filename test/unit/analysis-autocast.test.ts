@@ -118,3 +118,25 @@ describe('analysis: code defined inside an FP8 block runs where it is called', (
     assert.equal(ir.autocastRegions[0].backwardInside.length, 0);
   });
 });
+
+describe('analysis: an FP8 autocast context built first and entered later', () => {
+  before(initParser);
+
+  it('fp8_ctx = te.fp8_autocast(...); with fp8_ctx: is a region (Megatron/NeMo style)', () => {
+    const ir = analyze([
+      'import torch',
+      'import transformer_engine.pytorch as te',
+      '',
+      'def train_step(model, x, recipe):',
+      '    fp8_ctx = te.fp8_autocast(enabled=True, fp8_recipe=recipe)',
+      '    with fp8_ctx:',
+      '        loss = model(x).sum()',
+      '        loss.backward()',
+      '',
+    ].join('\n'));
+    assert.equal(ir.autocastRegions.length, 1);
+    assert.equal(ir.autocastRegions[0].api, 'fp8_autocast');
+    assert.equal(ir.autocastRegions[0].args.fp8_recipe, 'recipe');
+    assert.equal(ir.autocastRegions[0].backwardInside.length, 1);
+  });
+});

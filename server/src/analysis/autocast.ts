@@ -18,7 +18,7 @@ export function teAutocastApi(resolved: string): AutocastApi | undefined {
 }
 
 /** Finds the TE autocast call among a with statement's items (also `a if c else te.autocast(...)`). */
-function autocastItem(src: string, imports: ImportTable, w: SyntaxNode): { call: SyntaxNode; api: AutocastApi } | undefined {
+function autocastItem(src: string, imports: ImportTable, w: SyntaxNode, callAt: () => Map<number, CallRec>): { call: SyntaxNode; api: AutocastApi } | undefined {
   const clause = w.namedChildren.find((c) => c !== null && c.type === 'with_clause');
   if (!clause) return undefined;
   const candidates: SyntaxNode[] = [];
@@ -28,6 +28,17 @@ function autocastItem(src: string, imports: ImportTable, w: SyntaxNode): { call:
     if (v && v.type === 'as_pattern') v = v.namedChild(0);
     if (!v) continue;
     if (v.type === 'call') candidates.push(v);
+    else if (v.type === 'identifier') {
+      // `fp8_ctx = te.fp8_autocast(...)` earlier in the same function, then `with fp8_ctx:` (Megatron, NeMo).
+      const name = src.slice(v.startIndex, v.endIndex);
+      const from = Math.max(src.lastIndexOf('\ndef ', w.startIndex), src.lastIndexOf(' def ', w.startIndex), 0);
+      const re = new RegExp(`(?:^|\\n)[ \\t]*${name}[ \\t]*=[ \\t]*(?!=)`, 'g');
+      re.lastIndex = from;
+      let at = -1;
+      for (let m = re.exec(src); m && m.index < w.startIndex; m = re.exec(src)) at = m.index + m[0].length;
+      const c = at >= 0 ? callAt().get(at) : undefined;
+      if (c) candidates.push(c.node);
+    }
     else if (v.type === 'conditional_expression' || v.type === 'parenthesized_expression') {
       for (const k of v.namedChildren) if (k && k.type === 'call') candidates.push(k);
     }
@@ -45,8 +56,10 @@ function autocastItem(src: string, imports: ImportTable, w: SyntaxNode): { call:
 export function collectAutocast(src: string, imports: ImportTable, withs: WithRec[], calls: CallRec[]): AutocastRegion[] {
   const regions: AutocastRegion[] = [];
   const byWith = new Map<number, { region: AutocastRegion; bodyStart: number }>();
+  let callMap: Map<number, CallRec> | undefined;
+  const callAt = (): Map<number, CallRec> => (callMap ??= new Map(calls.map((c) => [c.start, c])));
   for (const w of withs) {
-    const hit = autocastItem(src, imports, w.node);
+    const hit = autocastItem(src, imports, w.node, callAt);
     if (!hit) continue;
     const body = w.node.childForFieldName('body') ?? w.node;
     const args: Record<string, string> = {};
