@@ -90,7 +90,7 @@ export const autocastRules: RuleModule = {
         if (call.kind !== 'te_deprecated') return;
         findings.push({
           code: 'PL303', span: call.span, severity: 'hint', callIndex,
-          message: `${call.callee} is deprecated since Transformer Engine 2.9 (DeprecationWarning; it will be removed). Use the new API: te.autocast(recipe=...) for fp8_autocast(fp8_recipe=...), amax_reduction_group= for fp8_group=, te.quantized_model_init for fp8_model_init, transformer_engine.pytorch / transformer_engine.common.recipe for transformer_engine.pytorch.fp8.`,
+          message: `${call.callee} is deprecated since Transformer Engine 2.9 (DeprecationWarning; it will be removed). ${migrationFor(call.callee, call.args)}`,
         });
       });
     }
@@ -100,3 +100,18 @@ export const autocastRules: RuleModule = {
     return findings;
   },
 };
+
+/** The migration that applies to one deprecated use (TE >= 2.9 names). */
+function migrationFor(callee: string, args: Record<string, string>): string {
+  const last = callee.split('.').pop() ?? '';
+  const renames: string[] = [];
+  if (args.fp8_recipe !== undefined) renames.push('recipe= for fp8_recipe=');
+  if (args.fp8_group !== undefined) renames.push('amax_reduction_group= for fp8_group=');
+  const kw = renames.length ? `, with ${renames.join(' and ')}` : '';
+  if (last === 'fp8_autocast') return `Use te.autocast(...)${kw}.`;
+  if (last === 'fp8_model_init') return `Use te.quantized_model_init(...)${kw}.`;
+  if (/\.fp8$/.test(callee)) {
+    return 'Import from transformer_engine.pytorch (autocast, quantized_model_init, is_fp8_available(return_reason=True) instead of check_fp8_support) and transformer_engine.common.recipe (recipes); internal names such as FP8GlobalStateManager are not public API: look up where your TE version defines them.';
+  }
+  return renames.length ? `Use ${renames.join(' and ')}.` : 'Use the Transformer Engine >= 2.9 API (te.autocast, te.quantized_model_init).';
+}
