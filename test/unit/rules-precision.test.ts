@@ -104,3 +104,15 @@ describe('rules: PL201 for accelerate with the precision from a variable', () =>
     assert.equal(t2.findings.filter((f) => f.code === 'PL201').length, 0);
   });
 });
+
+describe('rules: PL304 with positional recipe arguments', () => {
+  let parser: Parser;
+  before(async () => { parser = await createPythonParser(); });
+
+  it('DelayedScaling(0, Format.E5M2) is the same invalid recipe as fp8_format=Format.E5M2', () => {
+    const text = 'import transformer_engine.pytorch as te\nfrom transformer_engine.common.recipe import DelayedScaling, Format\nr = DelayedScaling(0, Format.E5M2)\n';
+    const { tree, findings } = analyzeText(parser, text, resolveSettings({}), {});
+    tree?.delete();
+    assert.equal(findings.filter((f) => f.code === 'PL304').length, 1);
+  });
+});

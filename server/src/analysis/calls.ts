@@ -85,6 +85,10 @@ export function closeParen(src: string, open: number): number {
 /** A receiver that names a module (the whole model or a part), not a tensor: `model`, `self.net`, `gpt`, `encoder`. */
 const MODEL_WORD = /^[\w.]*(model|net|module|transformer|encoder|decoder|llm|gpt|bert|llama|policy|backbone|block|layer|head|lm)s?$/i;
 const MODEL_NAME = { test: (r: string): boolean => MODEL_WORD.test(r) || /(^|\.)[A-Z]\w*\(.*\)$/.test(r) };
+const RECIPE_FIELDS: Record<string, string[]> = {
+  DelayedScaling: ['margin', 'fp8_format', 'amax_history_len', 'amax_compute_algo'],
+  Float8CurrentScaling: ['fp8_format'],
+};
 const CALL_LAST = /^(backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_)$/;
 const CONVERSION = /^(convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/;
 const CONTEXT_LAST = /autocast$|fp8_model_init$|quantized_model_init$/;
@@ -179,6 +183,12 @@ export function collectCalls(
     }
     if (RECIPES.test(last)) {
       const { args, spans } = kwRecord(argsOf(src, node));
+      // Positional arguments under their field names (the recipes are dataclasses: DelayedScaling(margin, fp8_format,
+      // amax_history_len, amax_compute_algo), Float8CurrentScaling(fp8_format, ...)).
+      const fields = RECIPE_FIELDS[last] ?? [];
+      fields.forEach((f, k) => {
+        if (args[`$${k}`] !== undefined && args[f] === undefined) { args[f] = args[`$${k}`]; spans[f] = spans[`$${k}`]; }
+      });
       facts.recipes.push({ span: spanOf(node), recipe: last, args, argSpans: spans });
       continue;
     }
