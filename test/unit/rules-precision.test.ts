@@ -84,6 +84,10 @@ describe('rules: PL502 casts of the model only', () => {
     assert.equal(pl502(`${head}x = torch.randn(4, 1024).to(torch.bfloat16)\nopt = torch.optim.AdamW(model.parameters())\n`).length, 0);
     assert.equal(pl502(`${head}model = model.to(torch.bfloat16)\nopt = te.optimizers.FusedAdam(model.parameters(), master_weights=True)\n`).length, 0);
     assert.equal(pl502(`${head}model = model.to(torch.bfloat16)\nopt = torch.optim.AdamW(model.parameters())\n`).length, 1);
+    // after the optimizer too: the cast swaps the parameters' data in place
+    const after = pl502(`${head}opt = torch.optim.AdamW(model.parameters())\nmodel.bfloat16()\n`);
+    assert.equal(after.length, 1);
+    assert.match(after[0].message, /after the optimizer/);
   });
 });
 

@@ -22,11 +22,14 @@ export const checkpointRules: RuleModule = {
     const optimizers = ir.calls.filter((c) => c.kind === 'optimizer_ctor' && !/master_weights\s*=\s*True/.test(c.text));
     ir.calls.forEach((call, callIndex) => {
       if (call.kind !== 'cast_low_precision') return;
-      const laterOptimizer = optimizers.find((o) => o.ownerFunction === call.ownerFunction && o.span.startOffset > call.span.endOffset);
-      if (!laterOptimizer) return;
+      // Before the optimizer is built, or after (Module._apply swaps param.data in place, so the optimizer's parameters
+      // become 16-bit too): either way it updates 16-bit weights.
+      const optimizer = optimizers.find((o) => o.ownerFunction === call.ownerFunction);
+      if (!optimizer) return;
+      const when = optimizer.span.startOffset > call.span.endOffset ? 'before the optimizer' : 'after the optimizer';
       findings.push({
         code: 'PL502', span: call.span, severity: 'warning', callIndex,
-        message: `${call.text.slice(0, 60)} casts the whole model to 16-bit before the optimizer (${laterOptimizer.callee}) is created, so the optimizer updates 16-bit master weights: updates smaller than the BF16 step (about 0.4 % of a weight) round away and training stalls. Keep parameters in FP32 and use autocast (TE autocast computes FP8 from FP32/BF16 masters).`,
+        message: `${call.text.slice(0, 60)} casts the whole model to 16-bit ${when} (${optimizer.callee}) is created, so the optimizer updates 16-bit master weights: updates smaller than the BF16 step (about 0.4 % of a weight) round away and training stalls. Keep parameters in FP32 and use autocast (TE autocast computes FP8 from FP32/BF16 masters).`,
       });
     });
     return findings;
