@@ -120,3 +120,15 @@ describe('rules: PL304 with positional recipe arguments', () => {
     assert.equal(findings.filter((f) => f.code === 'PL304').length, 1);
   });
 });
+
+describe('rules: PL303 through an import alias', () => {
+  let parser: Parser;
+  before(async () => { parser = await createPythonParser(); });
+
+  it('from transformer_engine.pytorch import fp8_autocast as fa; with fa(...) is deprecated too', () => {
+    const text = 'import torch\nimport transformer_engine.pytorch as te\nfrom transformer_engine.pytorch import fp8_autocast as fa\nm = te.Linear(768, 768)\nwith fa(enabled=True):\n    y = m(torch.randn(4, 768))\n';
+    const { tree, findings } = analyzeText(parser, text, resolveSettings({}), {});
+    tree?.delete();
+    assert.equal(findings.filter((f) => f.code === 'PL303' && f.span.startLine === 4).length, 1, findings.map((f) => `${f.code}@${f.span.startLine}`).join());
+  });
+});

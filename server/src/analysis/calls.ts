@@ -119,11 +119,15 @@ export function collectCalls(
   for (const f of functions) if (!fnByName.has(f.name)) fnByName.set(f.name, f);
   for (let i = 0; i < calls.length; i++) {
     const callee = callees[i];
-    if (!callee || !mayMatter(callee)) continue;
+    if (!callee) continue;
+    // A name imported under an alias (`from transformer_engine.pytorch import fp8_autocast as fa`) is classified by
+    // what it imports.
+    const dot = callee.lastIndexOf('.');
+    const target = dot < 0 ? imports.map.get(callee) : undefined;
+    if (!mayMatter(callee) && !(target && mayMatter(target))) continue;
     const rec = calls[i];
     const node = rec.node;
-    const dot = callee.lastIndexOf('.');
-    const last = dot < 0 ? callee : callee.slice(dot + 1);
+    const last = target ? target.slice(target.lastIndexOf('.') + 1) : dot < 0 ? callee : callee.slice(dot + 1);
     const receiver = dot < 0 ? undefined : callee.slice(0, dot);
     const push = (kind: NotableCall['kind'], args?: Arg[]): NotableCall => {
       const a = args ?? argsOf(src, node);
