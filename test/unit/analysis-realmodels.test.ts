@@ -482,3 +482,35 @@ describe('analysis: layer classes bound to names', () => {
     assert.match(get('self.out')?.reasons.join(' ') ?? '', /Lin = partial\(nn\.Linear, bias=False\)/);
   });
 });
+
+describe('analysis: torch.nn layers built to replace TE modules', () => {
+  before(initParser);
+
+  it('a function converting TE modules back to torch.nn builds deliberate torch.nn layers', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+      import transformer_engine.pytorch as te
+
+      def convert_model(model, to_transformer_engine=True):
+          for name, module in model.named_children():
+              if to_transformer_engine and isinstance(module, nn.Linear):
+                  setattr(model, name, te.Linear(module.in_features, module.out_features))
+              elif not to_transformer_engine and isinstance(module, te.LayerNorm):
+                  setattr(model, name, nn.LayerNorm(module.normalized_shape[0], eps=module.eps))
+              elif not to_transformer_engine and isinstance(module, te.Linear):
+                  setattr(model, name, nn.Linear(module.in_features, module.out_features))
+
+      class MLP(nn.Module):
+          def __init__(self):
+              super().__init__()
+              self.fc = nn.Linear(1024, 4096)
+    `);
+    const plain = ir.layers.filter((x) => !x.isTe && x.ownerFunction === 'convert_model');
+    assert.equal(plain.length, 2, ir.layers.map((x) => `${x.constructor}@${x.ownerFunction}`).join(', '));
+    for (const l of plain) {
+      assert.equal(l.convertible, false, l.constructor);
+      assert.match(l.reasons.join(' '), /deliberate torch\.nn layer/);
+    }
+    assert.equal(ir.layers.find((l) => l.name === 'self.fc')?.convertible, true);
+  });
+});

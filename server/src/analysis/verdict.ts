@@ -105,6 +105,8 @@ function ctorFacts(c: LayerRec['ctor']): string {
   return f;
 }
 
+const TE_ISINSTANCE = /\bisinstance\s*\([^,()]+,\s*\(?[^()]*\b(te|transformer_engine|te_pytorch)(\.pytorch)?\.[A-Z]\w*/;
+
 function decideUncached(rec: LayerRec, ev: Evaluator): void {
   const L = rec.layer;
   const c = rec.ctor;
@@ -290,6 +292,13 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
   if (L.wrappedBy && L.convertible === true) {
     L.convertible = 'uncertain';
     reasons.push(`It is passed to ${L.wrappedBy}(), which reparametrises its weight and may require a torch.nn.Linear (fairseq's quant_noise asserts it): convert only if ${L.wrappedBy} accepts the te.* module.`);
+  }
+  // Built in a function that tests for TE modules (`if isinstance(module, te.Linear): new = nn.Linear(...)`): a
+  // deliberate torch.nn copy, as when converting a TE model back to torch.nn (accelerate's convert_model).
+  const fn = rec.scope.fn;
+  if (fn && L.convertible !== false && !L.isTe && TE_ISINSTANCE.test(ev.source().slice(fn.start, fn.end))) {
+    L.convertible = false;
+    reasons.push(`It is built in ${fn.name}(), which tests for Transformer Engine modules (isinstance(..., te.*)): a deliberate torch.nn layer (converting TE modules back to torch.nn), so it stays as it is.`);
   }
   if (L.classFrom && L.convertible === true) {
     L.convertible = 'uncertain';
