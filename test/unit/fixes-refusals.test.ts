@@ -97,7 +97,12 @@ describe('fixes: refusals and safety', () => {
       return findings.flatMap((f) => fixOutcome(text, ir, f, DEFAULT_SETTINGS).fixes).map((f) => `${f.codes.join()}:${f.safe}`);
     };
     const deprecated = await safety('deprecated_api.py');
-    assert.ok(deprecated.includes('PL303:true') && deprecated.includes('PL304:true') && deprecated.includes('PL401:false'));
+    assert.ok(deprecated.includes('PL303:true') && deprecated.includes('PL304:true'));
+    // Its autocast reduces amax over a process group, which the fallback wrapper's context cannot take: no wrapper.
+    assert.ok(!deprecated.some((x) => x.startsWith('PL401')), deprecated.join());
+    const dep = await load('deprecated_api.py');
+    const pl401 = dep.findings.find((f) => f.code === 'PL401');
+    if (pl401) assert.match(fixOutcome(dep.text, dep.ir, pl401, DEFAULT_SETTINGS).refusals[0] ?? '', /process group \(group\)/);
     // strict=False added is safe; an explicit strict=True flipped is offered but never batch-applied.
     assert.deepEqual([...new Set(await safety('checkpoint_load.py'))].sort(), ['PL401:false', 'PL501:false', 'PL501:true']);
     assert.ok((await safety('compile_recipe.py')).includes('PL305:false'));
@@ -171,5 +176,31 @@ describe('fixes: keeping a TE lm-head in BF16 without changing other layers', ()
     assert.equal(out.fixes.length, 0);
     assert.ok(out.refusals.some((r) => /fuses more than a Linear/.test(r)), out.refusals.join('\n'));
     assert.ok(out.refusals.some((r) => /also calls self\.proj\(\), which would leave FP8 too/.test(r)), out.refusals.join('\n'));
+  });
+});
+
+describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
+  const base = [
+    'import torch',
+    'import transformer_engine.pytorch as te',
+    '',
+    'layer = te.Linear(1024, 1024)',
+    'x = torch.randn(16, 1024)',
+  ];
+  it('refuses when the autocast reduces amax over a process group', async () => {
+    const text = [...base, 'with te.autocast(enabled=True, amax_reduction_group=group):', '    y = layer(x)', ''].join('\n');
+    const { ir, findings } = await analyse(text);
+    const pl401 = findings.find((f) => f.code === 'PL401');
+    assert.ok(pl401, findings.map((f) => f.code).join());
+    const out = fixOutcome(text, ir, pl401!, DEFAULT_SETTINGS);
+    assert.equal(out.fixes.length, 0);
+    assert.match(out.refusals[0], /process group \(group\)/);
+  });
+  it('refuses when TE layers get TE-only forward arguments', async () => {
+    const text = [...base, 'with te.autocast(enabled=True):', '    y = layer(x, is_first_microbatch=True)', ''].join('\n');
+    const { ir, findings } = await analyse(text);
+    const out = fixOutcome(text, ir, findings.find((f) => f.code === 'PL401')!, DEFAULT_SETTINGS);
+    assert.equal(out.fixes.length, 0);
+    assert.match(out.refusals[0], /is_first_microbatch=/);
   });
 });

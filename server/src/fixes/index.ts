@@ -119,6 +119,16 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
  * once and routes the file's TE uses through it. With the wrapper already there and nothing left to route, nothing.
  */
 function wrapperOutcome(ctx: FixContext, code?: 'PL401'): FixOutcome {
+  // What the wrapper cannot carry over: a distributed amax reduction group (its context takes none), and TE-only
+  // forward arguments that the torch.nn fallback layers would reject.
+  const grouped = ctx.ir.autocastRegions.find((r) => !r.disabled && (r.args.fp8_group !== undefined || r.args.amax_reduction_group !== undefined));
+  if (grouped) {
+    return refuse(`No automatic fix: the FP8 autocast at line ${grouped.span.startLine + 1} reduces amax over a process group (${grouped.args.fp8_group ?? grouped.args.amax_reduction_group}), which the fallback wrapper's context does not take. Guard it by hand: enabled=te.is_fp8_available() and a BF16 path.`);
+  }
+  const teOnlyKw = /\b(is_first_microbatch|fp8_output|fp8_grad)\s*=/.exec(ctx.text);
+  if (teOnlyKw) {
+    return refuse(`No automatic fix: the file passes ${teOnlyKw[1]}= to TE layers, which the torch.nn fallback layers do not accept. Guard FP8 by hand (enabled=te.is_fp8_available()) and keep the TE layers.`);
+  }
   const plan = planWrapper(ctx);
   if (!plan.edits.length) return refuse('The FP8 fallback wrapper is already in place and every TE use goes through it.');
   const remaining = plan.remainingTeUses.length
