@@ -55,3 +55,34 @@ describe('analysis: lm-head evidence', () => {
     assert.equal(layer(ir, 'self.proj_out').role, 'lm_head');
   });
 });
+
+describe('analysis: lm-head evidence, fifth survey', () => {
+  before(initParser);
+
+  it('finds the head of a model whose methods name the instance otherwise (RWKV: s), not a top-level block out_proj', () => {
+    const ir = analyze([
+      'import torch.nn as nn',
+      'class MODEL(nn.Module):',
+      '    def __init__(s, V, C):',
+      '        super().__init__()',
+      '        s.emb = nn.Embedding(V, C)',
+      '        s.o = nn.Linear(C, V, bias=False)',
+      '    def forward(s, idx):',
+      '        x = s.emb(idx)',
+      '        return s.o(x)',
+      '',
+      'class Mamba(nn.Module):',
+      '    def __init__(self, d_model, d_inner):',
+      '        super().__init__()',
+      '        self.in_proj = nn.Linear(d_model, 2 * d_inner)',
+      '        self.out_proj = nn.Linear(d_inner, d_model)',
+      '    def forward(self, x):',
+      '        y = self.in_proj(x)',
+      '        out = self.out_proj(y)',
+      '        return out',
+      '',
+    ].join('\n'));
+    assert.equal(ir.layers.find((l) => l.name === 's.o')?.role, 'lm_head', ir.layers.map((l) => `${l.name}:${l.role}`).join(', '));
+    assert.notEqual(ir.layers.find((l) => l.name === 'self.out_proj')?.role, 'lm_head');
+  });
+});

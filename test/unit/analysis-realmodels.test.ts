@@ -514,3 +514,26 @@ describe('analysis: torch.nn layers built to replace TE modules', () => {
     assert.equal(ir.layers.find((l) => l.name === 'self.fc')?.convertible, true);
   });
 });
+
+describe('analysis: defaults do not stand in for values a caller passes', () => {
+  before(initParser);
+
+  it('a size passed at a construction site but unknown there is unknown, not the default', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+
+      class FeedForwardNetwork(nn.Module):
+          def __init__(self, embedding_dim: int = 768, ffn_embedding_dim: int = 3072):
+              super().__init__()
+              self.fc1 = nn.Linear(embedding_dim, ffn_embedding_dim)
+
+      class AxialTransformerLayer(nn.Module):
+          def __init__(self, embedding_dim, ffn_embedding_dim):
+              super().__init__()
+              self.ffn = FeedForwardNetwork(embedding_dim, ffn_embedding_dim)
+    `);
+    const fc1 = ir.layers.find((l) => l.name === 'self.fc1');
+    assert.equal(fc1?.inFeatures?.value, undefined);
+    assert.equal(fc1?.convertible, 'uncertain');
+  });
+});

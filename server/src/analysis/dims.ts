@@ -324,7 +324,8 @@ export class Evaluator {
             : n === 1 ? `${name} as passed where ${fn.cls.name} is built` : passed === n ? `${name} as passed at all ${n} places ${fn.cls.name} is built` : `${name} the same at all ${n} places ${fn.cls.name} is built (passed at ${passed}, the default elsewhere)`);
           return { value: first.value, notes, via: results.flatMap((r) => r.via), viaDefault: results.some((r) => r.viaDefault) };
         }
-        if (results.length && results.some((r) => r.value === undefined) && !def) {
+        // A caller passes a value not known statically (or the callers disagree): the default says nothing then.
+        if (results.length && (passed > 0 || !def) && (results.some((r) => r.value === undefined) || results.some((r) => r.value !== first?.value))) {
           return { notes: uniq(results.flatMap((r) => r.notes)).concat(`${name} is set by the caller of ${fn.cls.name}`), via: results.flatMap((r) => r.via) };
         }
       }

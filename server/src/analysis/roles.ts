@@ -4,7 +4,7 @@
  */
 import type { SyntaxNode } from './node';
 import type { LayerRole, WeightTie } from './ir';
-import type { ClassModel } from './classes';
+import { paramsOf, type ClassModel } from './classes';
 import type { LayerRec } from './layers';
 import { CLASSIFIER_NAME, EXPERTS_NAME, VOCAB_EXPR, VOCAB_NAME } from './known';
 import type { CallRec, FuncRec } from './walk';
@@ -165,14 +165,17 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     let lastRec: LayerRec | undefined;
     let lastUsage: string | undefined;
     // The last qualifying call in document order: scan backwards and stop at the first.
+    // The instance is forward's first parameter, `self` by convention (RWKV writes `s`).
+    const me = paramsOf(src, fwd)[0]?.name ?? 'self';
+    const meCall = me === 'self' ? SELF_CALL : new RegExp(`^${me}\\s*\\.\\s*([A-Za-z_]\\w*(?:\\s*\\.\\s*[A-Za-z_]\\w*)*)\\s*\\(`);
     for (let i = fwd.calls.length - 1; i >= 0; i--) {
       const c = fwd.calls[i];
       // Callee text from the source: `self.<path>(`.
-      if (src.charCodeAt(c.start) !== 115 /* s */ || !src.startsWith('self', c.start)) continue;
-      const m = SELF_CALL.exec(src.slice(c.start, c.start + 200));
+      if (src.charCodeAt(c.start) !== me.charCodeAt(0) || !src.startsWith(me, c.start)) continue;
+      const m = meCall.exec(src.slice(c.start, c.start + 200));
       if (!m) continue;
       const path = m[1].replace(/\s+/g, '');
-      const hit = own.find((r) => r.layer.path === path);
+      const hit = own.find((r) => r.layer.path === path || r.layer.path === `${me}.${path}`);
       if (!hit) continue;
       const usage = resultName(src, c.node, fwd);
       if (usage === '<return>' || (usage && LOGITS_NAME.test(usage))) { lastRec = hit; lastUsage = usage; break; }
@@ -184,7 +187,10 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     if (inV !== undefined && inV === outV) continue; // hidden -> hidden
     const sameText = !!L.inFeatures && !!L.outFeatures && L.inFeatures.text.replace(/\s+/g, '') === L.outFeatures.text.replace(/\s+/g, '');
     const outText = (L.outFeatures?.text ?? '').replace(/\s+/g, '');
-    const vocabLike = outV === undefined || (outV >= 10000 && outV % 1024 !== 0) || isVocabText(outText) || vocabValues.has(outV);
+    // An unknown output size counts only in a class that owns an embedding, or when the result is named like logits:
+    // a top-level block (a Mamba mixer, an attention module defined alone) returns its out_proj too.
+    const vocabLike = (outV === undefined && (ownsEmbedding.has(cm.info.name) || lastUsage !== '<return>'))
+      || (outV !== undefined && ((outV >= 10000 && outV % 1024 !== 0) || vocabValues.has(outV))) || isVocabText(outText);
     const topLevel = ctx.ctorSites(cm.info.name).length === 0;
     if (!ownsEmbedding.has(cm.info.name) && !(topLevel && vocabLike)) continue;
     if (lastUsage === '<return>') {
