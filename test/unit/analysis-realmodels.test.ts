@@ -537,3 +537,30 @@ describe('analysis: defaults do not stand in for values a caller passes', () => 
     assert.equal(fc1?.convertible, 'uncertain');
   });
 });
+
+describe('analysis: a Linear called and also read through .weight', () => {
+  before(initParser);
+
+  it('is uncertain (a fused path uses its weight directly)', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+      from mamba_ssm.ops.selective_scan_interface import mamba_inner_fn
+
+      class Mixer(nn.Module):
+          def __init__(self, d_model: int = 1024):
+              super().__init__()
+              self.in_proj = nn.Linear(d_model, 4096)
+              self.out_proj = nn.Linear(2048, d_model)
+
+          def forward(self, x, fast=True):
+              if fast:
+                  return mamba_inner_fn(x, self.in_proj.weight, self.out_proj.weight)
+              return self.out_proj(self.in_proj(x))
+    `);
+    for (const n of ['self.in_proj', 'self.out_proj']) {
+      const l = ir.layers.find((x) => x.name === n);
+      assert.equal(l?.convertible, 'uncertain', n);
+      assert.match(l?.reasons.join(' ') ?? '', /also reads self\.\w+\.weight directly/, n);
+    }
+  });
+});

@@ -35,26 +35,40 @@ function weightOnlyUse(rec: LayerRec, ev: Evaluator): string | undefined {
   const L = rec.layer;
   const cls = rec.scope.cls;
   if (!cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return undefined;
-  if (attrUses(ev.source(), cls).get(L.attr) !== 'params') return undefined;
-  return `${cls.info.name} never calls self.${L.attr}; it only reads its weight/bias (for a functional op): te.Linear runs FP8 only in its own forward, so converting it gains nothing and can break that op (FP8 weights under fp8_model_init). Keep it.`;
+  const use = attrUses(ev.source(), cls).get(L.attr);
+  if (use === 'params') return `${cls.info.name} never calls self.${L.attr}; it only reads its weight/bias (for a functional op): te.Linear runs FP8 only in its own forward, so converting it gains nothing and can break that op (FP8 weights under fp8_model_init). Keep it.`;
+  return undefined;
+}
+
+/** A layer both called and read through `.weight` by its class (Mamba's fused fast path passes the weights on). */
+function mixedWeightUse(rec: LayerRec, ev: Evaluator): string | undefined {
+  const L = rec.layer;
+  const cls = rec.scope.cls;
+  if (!cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return undefined;
+  if (attrUses(ev.source(), cls).get(L.attr) !== 'mixed') return undefined;
+  return `${cls.info.name} also reads self.${L.attr}.weight directly (a fused kernel or functional op): on that path te.Linear's FP8 does not apply, and its weight may be FP8 under fp8_model_init. Convert only if that path is not used.`;
 }
 
 /** Per class (keyed by its node: a statement copy kept across edits keeps it), how each `self.<attr>` is used. */
-const attrUseCache = new WeakMap<object, Map<string, 'params' | 'other'>>();
+const attrUseCache = new WeakMap<object, Map<string, 'params' | 'other' | 'mixed'>>();
 const SELF_USE = /self\s*\.\s*([A-Za-z_]\w*)(\s*\.\s*(\w+)|\s*=(?!=))?/g;
 
-function attrUses(src: string, cls: { rec: { node: object; start: number; end: number } }): Map<string, 'params' | 'other'> {
+function attrUses(src: string, cls: { rec: { node: object; start: number; end: number } }): Map<string, 'params' | 'other' | 'mixed'> {
   let m = attrUseCache.get(cls.rec.node);
   if (m) return m;
   m = new Map();
+  const params = new Set<string>();
+  const other = new Set<string>();
   const text = src.slice(cls.rec.start, cls.rec.end);
   for (const hit of text.matchAll(SELF_USE)) {
     const attr = hit[1];
     if (hit[2] !== undefined && hit[3] === undefined) continue; // `self.x = ...`: the assignment that builds it
-    const use = hit[3] === 'weight' || hit[3] === 'bias' ? 'params' : 'other';
-    if (use === 'other') m.set(attr, 'other');
-    else if (!m.has(attr)) m.set(attr, 'params');
+    // `.weight` read, outside `self.x.weight = ...` (a tie or an init writes it, which is no functional use)
+    if ((hit[3] === 'weight' || hit[3] === 'bias') && !/^\s*=(?!=)/.test(text.slice((hit.index ?? 0) + hit[0].length, (hit.index ?? 0) + hit[0].length + 3))) params.add(attr);
+    else if (hit[3] !== 'weight' && hit[3] !== 'bias') other.add(attr);
   }
+  for (const a of params) m.set(a, other.has(a) ? 'mixed' : 'params');
+  for (const a of other) if (!params.has(a)) m.set(a, 'other');
   attrUseCache.set(cls.rec.node, m);
   return m;
 }
@@ -207,6 +221,11 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
         if (weightOnly) {
           L.convertible = false;
           reasons.push(weightOnly);
+        }
+        const mixed = weightOnly ? undefined : mixedWeightUse(rec, ev);
+        if (mixed) {
+          L.convertible = 'uncertain';
+          reasons.push(mixed);
         }
       } else {
         L.convertible = 'uncertain';

@@ -9,12 +9,13 @@ export const checkpointRules: RuleModule = {
   codes: ['PL501', 'PL502'],
   check({ ir }: RuleContext): Finding[] {
     const findings: Finding[] = [];
-    const usesTe = ir.importsTe || ir.layers.some((l) => l.isTe);
+    // TE modules here, or FP8 autocast (a training script loading a TE model built elsewhere); an import alone is not use.
+    const usesTe = ir.layers.some((l) => l.isTe) || ir.autocastRegions.some((r) => !r.disabled);
     ir.calls.forEach((call, callIndex) => {
       if (call.kind === 'load_state_dict' && usesTe && (call.args.strict ?? 'True').trim() !== 'False') {
         findings.push({
           code: 'PL501', span: call.span, severity: 'information', callIndex,
-          message: 'This file uses Transformer Engine modules, which save FP8 metadata under "<prefix>._extra_state" keys. Loading a checkpoint from a plain torch.nn model (or into one) with strict=True then fails with missing or unexpected "_extra_state" keys. Pass strict=False (TE\'s own Hugging Face loader does) or filter those keys, and check the returned missing keys.',
+          message: 'This file uses Transformer Engine (its modules or FP8 autocast); TE modules save FP8 metadata under "<prefix>._extra_state" keys. Loading a checkpoint from a plain torch.nn model (or into one) with strict=True then fails with missing or unexpected "_extra_state" keys. Pass strict=False (TE\'s own Hugging Face loader does) or filter those keys, and check the returned missing keys.',
         });
       }
     });
