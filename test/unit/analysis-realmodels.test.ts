@@ -564,3 +564,26 @@ describe('analysis: a Linear called and also read through .weight', () => {
     }
   });
 });
+
+describe('analysis: TorchScript modules', () => {
+  before(initParser);
+
+  it('layers of a torch.jit.ScriptModule are not converted automatically', () => {
+    const ir = analyze(py`
+      import torch
+      import torch.nn as nn
+
+      class M(torch.jit.ScriptModule):
+          def __init__(self):
+              super().__init__()
+              self.fc = nn.Linear(1024, 1024)
+
+          @torch.jit.script_method
+          def forward(self, x):
+              return self.fc(x)
+    `);
+    const fc = ir.layers.find((l) => l.name === 'self.fc');
+    assert.equal(fc?.convertible, 'uncertain');
+    assert.match(fc?.reasons.join(' ') ?? '', /TorchScript module/);
+  });
+});

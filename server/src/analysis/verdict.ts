@@ -319,6 +319,13 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
     L.convertible = false;
     reasons.push(`It is built in ${fn.name}(), which tests for Transformer Engine modules (isinstance(..., te.*)): a deliberate torch.nn layer (converting TE modules back to torch.nn), so it stays as it is.`);
   }
+  // A TorchScript module (`class M(torch.jit.ScriptModule)` with script methods): TE modules cannot be scripted.
+  const owner = rec.scope.cls;
+  if (owner && L.convertible === true && !L.isTe
+    && (owner.info.resolvedBases.some((b) => /(^|\.)ScriptModule$/.test(b)) || /@\s*(torch\.)?jit\.script_method\b/.test(ev.source().slice(owner.rec.start, owner.rec.end)))) {
+    L.convertible = 'uncertain';
+    reasons.push(`${owner.info.name} is a TorchScript module (torch.jit.ScriptModule / script_method): Transformer Engine modules cannot be scripted, so convert only after moving it to eager mode.`);
+  }
   if (L.classFrom && L.convertible === true) {
     L.convertible = 'uncertain';
     reasons.push(`Its class comes from ${L.classFrom}: another class may be chosen at run time, so convert where the class is chosen, not this call.`);
