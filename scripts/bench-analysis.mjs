@@ -79,7 +79,8 @@ row('    incremental / full (p50)', `${(incP50 / fullP50).toFixed(2)}x`, '');
 
 // (c) the whole CLI process over a directory
 const SKIP = new Set(['.git', '.hg', '.svn', 'node_modules', '__pycache__', '.venv', 'venv', 'site-packages', '.tox', '.nox', '.mypy_cache', '.ruff_cache']);
-function countLines(p, acc = { files: 0, lines: 0 }) {
+/** The .py files under a path (what check discovers) and their line count. */
+function countLines(p, acc = { files: 0, lines: 0, paths: [] }) {
   const st = statSync(p);
   if (st.isDirectory()) {
     if (existsSync(join(p, 'pyvenv.cfg'))) return acc;
@@ -91,13 +92,14 @@ function countLines(p, acc = { files: 0, lines: 0 }) {
     const text = readFileSync(p, 'utf8');
     acc.files++;
     acc.lines += text.split('\n').length - (text.endsWith('\n') ? 1 : 0);
+    acc.paths.push(p);
   }
   return acc;
 }
 const inputs = paths.length
   ? paths.map((p) => resolve(p))
   : [genDir, join(root, 'test', 'fixtures'), join(root, 'corpus')].filter((p) => existsSync(p));
-const { files, lines } = inputs.reduce((acc, p) => countLines(p, acc), { files: 0, lines: 0 });
+const { files, lines, paths: pyFiles } = inputs.reduce((acc, p) => countLines(p, acc), { files: 0, lines: 0, paths: [] });
 function wall(cmd, args) {
   const times = [];
   let last;
@@ -120,16 +122,8 @@ for (const format of ['json', 'text']) {
 }
 // Floors of the whole process: node + bundle + WASM start on an empty file, and the parse alone of every input in
 // one fresh process (cold WASM, as check sees it).
-const pyFiles = [];
 const emptyPy = join(root, '.bench', 'empty.py');
 writeFileSync(emptyPy, '');
-for (const p of inputs) (function list(q) {
-  const st = statSync(q);
-  if (st.isDirectory()) {
-    if (existsSync(join(q, 'pyvenv.cfg'))) return;
-    for (const e of readdirSync(q, { withFileTypes: true })) if (!(e.isDirectory() && SKIP.has(e.name))) list(join(q, e.name));
-  } else if (q.endsWith('.py')) pyFiles.push(q);
-})(p);
 const empty = wall(process.execPath, [cli, 'check', emptyPy, '--fail-on', 'none']);
 row('    floor: the process on an empty file (node + bundle + WASM start)', ms(empty.median), '');
 const parses = [];

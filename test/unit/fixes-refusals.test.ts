@@ -102,7 +102,8 @@ describe('fixes: refusals and safety', () => {
     assert.ok(!deprecated.some((x) => x.startsWith('PL401')), deprecated.join());
     const dep = await load('deprecated_api.py');
     const pl401 = dep.findings.find((f) => f.code === 'PL401');
-    if (pl401) assert.match(fixOutcome(dep.text, dep.ir, pl401, DEFAULT_SETTINGS).refusals[0] ?? '', /process group \(group\)/);
+    assert.ok(pl401);
+    assert.match(fixOutcome(dep.text, dep.ir, pl401, DEFAULT_SETTINGS).refusals[0] ?? '', /process group \(group\)/);
     // strict=False added is safe; an explicit strict=True flipped is offered but never batch-applied.
     assert.deepEqual([...new Set(await safety('checkpoint_load.py'))].sort(), ['PL401:false', 'PL501:false', 'PL501:true']);
     assert.ok((await safety('compile_recipe.py')).includes('PL305:false'));

@@ -6,7 +6,7 @@ import type { SyntaxNode } from './node';
 import type { AutocastApi, AutocastRegion, CallSite } from './ir';
 import { resolveName, type ImportTable } from './imports';
 import { shortText, spanOf } from './spans';
-import type { CallRec, WithRec } from './walk';
+import type { AssignRec, CallRec, WithRec } from './walk';
 
 const TE_AUTOCAST = /^transformer_engine(\.pytorch)?(\.[a-z_]\w*)*\.(fp8_autocast|autocast)$/;
 
@@ -18,7 +18,7 @@ export function teAutocastApi(resolved: string): AutocastApi | undefined {
 }
 
 /** Finds the TE autocast call among a with statement's items (also `a if c else te.autocast(...)`). */
-function autocastItem(src: string, imports: ImportTable, w: SyntaxNode, callAt: () => Map<number, CallRec>): { call: SyntaxNode; api: AutocastApi } | undefined {
+function autocastItem(src: string, imports: ImportTable, w: SyntaxNode, assigns: readonly AssignRec[]): { call: SyntaxNode; api: AutocastApi } | undefined {
   const clause = w.namedChildren.find((c) => c !== null && c.type === 'with_clause');
   if (!clause) return undefined;
   const candidates: SyntaxNode[] = [];
@@ -29,15 +29,10 @@ function autocastItem(src: string, imports: ImportTable, w: SyntaxNode, callAt: 
     if (!v) continue;
     if (v.type === 'call') candidates.push(v);
     else if (v.type === 'identifier') {
-      // `fp8_ctx = te.fp8_autocast(...)` earlier in the same function, then `with fp8_ctx:` (Megatron, NeMo).
-      const name = src.slice(v.startIndex, v.endIndex);
-      const from = Math.max(src.lastIndexOf('\ndef ', w.startIndex), src.lastIndexOf(' def ', w.startIndex), 0);
-      const re = new RegExp(`(?:^|\\n)[ \\t]*${name}[ \\t]*=[ \\t]*(?!=)`, 'g');
-      re.lastIndex = from;
-      let at = -1;
-      for (let m = re.exec(src); m && m.index < w.startIndex; m = re.exec(src)) at = m.index + m[0].length;
-      const c = at >= 0 ? callAt().get(at) : undefined;
-      if (c) candidates.push(c.node);
+      // `fp8_ctx = te.fp8_autocast(...)` earlier in the same function (or the module), then `with fp8_ctx:`
+      // (Megatron, NeMo): the last such assignment before the block.
+      const call = assignedCall(src, src.slice(v.startIndex, v.endIndex), w.startIndex, assigns);
+      if (call) candidates.push(call);
     }
     else if (v.type === 'conditional_expression' || v.type === 'parenthesized_expression') {
       for (const k of v.namedChildren) if (k && k.type === 'call') candidates.push(k);
@@ -52,14 +47,27 @@ function autocastItem(src: string, imports: ImportTable, w: SyntaxNode, callAt: 
   return undefined;
 }
 
+/** The call last assigned to `name` before `before`, in the function holding that offset or at module level. */
+function assignedCall(src: string, name: string, before: number, assigns: readonly AssignRec[]): SyntaxNode | undefined {
+  let hit: SyntaxNode | undefined;
+  for (const a of assigns) {
+    if (a.start >= before) break;
+    const fn = a.scope.fn;
+    if (fn && (before < fn.start || before >= fn.end)) continue;
+    if (!src.startsWith(name, a.start) || /[\w.[]/.test(src.charAt(a.start + name.length))) continue;
+    const left = a.node.childForFieldName('left');
+    const right = a.node.childForFieldName('right');
+    if (left?.type === 'identifier' && right?.type === 'call') hit = right;
+  }
+  return hit;
+}
+
 /** Builds regions; calls are assigned to every enclosing region through their scope's with stack. */
-export function collectAutocast(src: string, imports: ImportTable, withs: WithRec[], calls: CallRec[]): AutocastRegion[] {
+export function collectAutocast(src: string, imports: ImportTable, withs: WithRec[], calls: CallRec[], assigns: readonly AssignRec[]): AutocastRegion[] {
   const regions: AutocastRegion[] = [];
   const byWith = new Map<number, { region: AutocastRegion; bodyStart: number }>();
-  let callMap: Map<number, CallRec> | undefined;
-  const callAt = (): Map<number, CallRec> => (callMap ??= new Map(calls.map((c) => [c.start, c])));
   for (const w of withs) {
-    const hit = autocastItem(src, imports, w.node, callAt);
+    const hit = autocastItem(src, imports, w.node, assigns);
     if (!hit) continue;
     const body = w.node.childForFieldName('body') ?? w.node;
     const args: Record<string, string> = {};

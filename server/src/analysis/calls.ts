@@ -84,7 +84,10 @@ export function closeParen(src: string, open: number): number {
 
 /** A receiver that names a module (the whole model or a part), not a tensor: `model`, `self.net`, `gpt`, `encoder`. */
 const MODEL_WORD = /^[\w.]*(model|net|module|transformer|encoder|decoder|llm|gpt|bert|llama|policy|backbone|block|layer|head|lm)s?$/i;
-const MODEL_NAME = { test: (r: string): boolean => MODEL_WORD.test(r) || /(^|\.)[A-Z]\w*\(.*\)$/.test(r) };
+/** Also a module built in place: `nn.Linear(16, 16).half()`. */
+function isModuleReceiver(r: string): boolean {
+  return MODEL_WORD.test(r) || /(^|\.)[A-Z]\w*\(.*\)$/.test(r);
+}
 const RECIPE_FIELDS: Record<string, string[]> = {
   DelayedScaling: ['margin', 'fp8_format', 'amax_history_len', 'amax_compute_algo'],
   Float8CurrentScaling: ['fp8_format'],
@@ -152,7 +155,7 @@ export function collectCalls(
         continue;
       case 'half':
       case 'bfloat16':
-        if (receiver && MODEL_NAME.test(receiver)) push('cast_low_precision');
+        if (receiver && isModuleReceiver(receiver)) push('cast_low_precision');
         continue;
       case 'step': {
         if (!receiver || /sched|lr_|scheduler|warmup/i.test(receiver)) continue;
@@ -175,7 +178,7 @@ export function collectCalls(
       if (FLOAT8.test(argText)) push('float8_cast');
       // A model cast, not a tensor's (`torch.randn(...).to(torch.bfloat16)`, `x.to(dtype)`): a plain name or attribute that
       // names a module.
-      else if ((last === 'to' || last === 'type') && LOW.test(argText) && /torch\.|dtype|['"]/.test(argText) && receiver && MODEL_NAME.test(receiver)) push('cast_low_precision');
+      else if ((last === 'to' || last === 'type') && LOW.test(argText) && /torch\.|dtype|['"]/.test(argText) && receiver && isModuleReceiver(receiver)) push('cast_low_precision');
       continue;
     }
     if (FP8_CHECK.test(last)) { push('fp8_check'); continue; }

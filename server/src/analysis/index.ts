@@ -109,7 +109,7 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
   keepInFp32(recs, keepFp32Modules(src, walk.classes));
 
   const facts = collectCalls(src, imports, walk.calls, walk.functions, callees);
-  const autocastRegions = collectAutocast(src, imports, walk.withs, walk.calls);
+  const autocastRegions = collectAutocast(src, imports, walk.withs, walk.calls, walk.assigns);
 
   const teBindings = imports.bindings.filter((b) => b.target.startsWith('transformer_engine'));
   return {

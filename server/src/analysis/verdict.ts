@@ -28,25 +28,22 @@ function knownNote(d: Dim | undefined): string | undefined {
 }
 
 /**
- * A layer whose owner never calls it but reads its `.weight` (`F.multi_head_attention_forward(q_proj_weight=
- * self.q_proj.weight, ...)`) would gain nothing from te.Linear, whose FP8 GEMM runs in its own forward.
+ * How a layer's own class reads its `.weight` besides calling it: a layer never called but read
+ * (`F.multi_head_attention_forward(q_proj_weight=self.q_proj.weight, ...)`) gains nothing from te.Linear, whose FP8
+ * GEMM runs in its own forward; one also read directly (Mamba's fused fast path) gets FP8 on one path only.
  */
-function weightOnlyUse(rec: LayerRec, ev: Evaluator): string | undefined {
+function weightUse(rec: LayerRec, ev: Evaluator): { convertible: false | 'uncertain'; reason: string } | undefined {
   const L = rec.layer;
   const cls = rec.scope.cls;
   if (!cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return undefined;
   const use = attrUses(ev.source(), cls).get(L.attr);
-  if (use === 'params') return `${cls.info.name} never calls self.${L.attr}; it only reads its weight/bias (for a functional op): te.Linear runs FP8 only in its own forward, so converting it gains nothing and can break that op (FP8 weights under fp8_model_init). Keep it.`;
+  if (use === 'params') {
+    return { convertible: false, reason: `${cls.info.name} never calls self.${L.attr}; it only reads its weight/bias (for a functional op): te.Linear runs FP8 only in its own forward, so converting it gains nothing and can break that op (FP8 weights under fp8_model_init). Keep it.` };
+  }
+  if (use === 'mixed') {
+    return { convertible: 'uncertain', reason: `${cls.info.name} also reads self.${L.attr}.weight directly (a fused kernel or functional op): on that path te.Linear's FP8 does not apply, and its weight may be FP8 under fp8_model_init. Convert only if that path is not used.` };
+  }
   return undefined;
-}
-
-/** A layer both called and read through `.weight` by its class (Mamba's fused fast path passes the weights on). */
-function mixedWeightUse(rec: LayerRec, ev: Evaluator): string | undefined {
-  const L = rec.layer;
-  const cls = rec.scope.cls;
-  if (!cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return undefined;
-  if (attrUses(ev.source(), cls).get(L.attr) !== 'mixed') return undefined;
-  return `${cls.info.name} also reads self.${L.attr}.weight directly (a fused kernel or functional op): on that path te.Linear's FP8 does not apply, and its weight may be FP8 under fp8_model_init. Convert only if that path is not used.`;
 }
 
 /** Per class (keyed by its node: a statement copy kept across edits keeps it), how each `self.<attr>` is used. */
@@ -89,7 +86,7 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
   const hit = snap.verdictMemo;
   if (hit && role && hit.role === role && hit.facts === facts) {
     const o = hit.out;
-    // The same own keys in the same order as decideUncached leaves them (the IR is compared deep-equal).
+    // The same own keys as decideUncached leaves them (the IR is compared deep-equal), arrays and objects copied.
     for (const k of Object.keys(o) as (keyof typeof o)[]) {
       const v = o[k];
       (L as unknown as Record<string, unknown>)[k] = Array.isArray(v) ? v.slice() : v && typeof v === 'object' ? { ...v } : v;
@@ -217,15 +214,10 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
           if (n) notes.add(n);
         }
         for (const n of notes) reasons.push(`Known statically: ${n}.`);
-        const weightOnly = weightOnlyUse(rec, ev);
-        if (weightOnly) {
-          L.convertible = false;
-          reasons.push(weightOnly);
-        }
-        const mixed = weightOnly ? undefined : mixedWeightUse(rec, ev);
-        if (mixed) {
-          L.convertible = 'uncertain';
-          reasons.push(mixed);
+        const weight = weightUse(rec, ev);
+        if (weight) {
+          L.convertible = weight.convertible;
+          reasons.push(weight.reason);
         }
       } else {
         L.convertible = 'uncertain';

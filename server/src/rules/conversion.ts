@@ -4,6 +4,7 @@
  * conversion diagnostic here.
  */
 import type { RuleCode } from '../../../common/codes';
+import { lineAt, lineStartsOf } from '../lines';
 import type { Layer } from '../analysis/ir';
 import { isinstanceLinearAt, joinReasons, layerLabel, shapeText } from './format';
 import type { Finding, RuleContext, RuleModule } from './types';
@@ -40,18 +41,12 @@ function conversionMessage(layer: Layer): string {
   return `${label} (${layer.constructor}) cannot become ${te} exactly: ${why}`;
 }
 
-/** 1-based line of an offset. */
-function lineOfOffset(text: string, offset: number): number {
-  let n = 1;
-  for (let i = text.indexOf('\n'); i >= 0 && i < offset; i = text.indexOf('\n', i + 1)) n++;
-  return n;
-}
-
 export const conversionRules: RuleModule = {
   codes: ['PL101', 'PL102', 'PL103', 'PL106', 'PL110'],
   check({ ir, text }: RuleContext): Finding[] {
     const findings: Finding[] = [];
     const isinstanceAt = isinstanceLinearAt(text);
+    const isinstanceLine = isinstanceAt >= 0 ? lineAt(lineStartsOf(text), isinstanceAt) + 1 : 0;
     // A file that converts its model with a whole-model FP8 conversion (torchao convert_to_float8_training, accelerate)
     // has chosen its FP8 stack: a te.* layer would leave that conversion (it swaps nn.Linear only) and need TE autocast.
     const converted = ir.fp8Conversions.length > 0;
@@ -78,7 +73,7 @@ export const conversionRules: RuleModule = {
       if (layer.convertible === false && layer.kind !== 'layernorm' && layer.kind !== 'rmsnorm') return;
       let message = conversionMessage(layer);
       if (layer.kind === 'linear' && layer.convertible !== false && isinstanceAt >= 0) {
-        message += ` Note: this file tests isinstance(..., nn.Linear) (line ${lineOfOffset(text, isinstanceAt)}), e.g. to initialise weights; te.Linear is not a torch.nn.Linear, so that code would skip the converted layer: extend the check when converting.`;
+        message += ` Note: this file tests isinstance(..., nn.Linear) (line ${isinstanceLine}), e.g. to initialise weights; te.Linear is not a torch.nn.Linear, so that code would skip the converted layer: extend the check when converting.`;
       }
       findings.push({ code, span: layer.span, severity: 'information', layerIndex, message });
     });
