@@ -4,7 +4,8 @@
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureBuilt, parseJson, runCli, scratchCopy, type CheckJson } from './cli-harness';
 
@@ -35,6 +36,16 @@ describe('precision-lens check --fix (built CLI)', function () {
     assert.match(run.stdout, /^-.*$/m);
     assert.match(run.stdout, /^\+.*$/m);
     assert.equal(readFileSync(file(), 'utf8'), original);
+  });
+
+  it('--fix --diff names a file given by absolute path as git does (a/tmp/x.py, no double slash)', () => {
+    const abs = join(dir, 'fixable/block.py');
+    const elsewhere = mkdtempSync(join(tmpdir(), 'pl-cwd-')); // the file is outside the working directory
+    const run = runCli(['check', abs, '--fix', '--diff'], elsewhere);
+    rmSync(elsewhere, { recursive: true, force: true });
+    assert.equal(run.status, 1, run.stderr);
+    const rel = abs.replace(/^\/+/, '');
+    assert.ok(run.stdout.startsWith(`--- a/${rel}\n+++ b/${rel}\n@@ `), run.stdout.slice(0, 200));
   });
 
   it('the diff applies with patch -p1 and gives valid Python', () => {

@@ -114,7 +114,8 @@ export function fixFiles(parser: Parser, files: AnalysedFile[], settings: Precis
       }
     } else {
       if (!createTwoFilesPatch) ({ createTwoFilesPatch, FILE_HEADERS_ONLY } = require('diff') as typeof import('diff'));
-      const name = file.input.display;
+      // git's convention for an absolute path: `a/tmp/x.py`, not `a//tmp/x.py` (what `patch -p1` from / expects).
+      const name = file.input.display.replace(/\\/g, '/').replace(/^(?:[A-Za-z]:)?\/+/, '');
       const patch = createTwoFilesPatch(`a/${name}`, `b/${name}`, original, file.text, undefined, undefined, { context: 3, headerOptions: FILE_HEADERS_ONLY });
       outcome.diff += patch.endsWith('\n') ? patch : `${patch}\n`;
     }
