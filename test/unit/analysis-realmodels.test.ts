@@ -481,6 +481,44 @@ describe('analysis: layer classes bound to names', () => {
     assert.equal(get('self.out')?.convertible, 'uncertain');
     assert.match(get('self.out')?.reasons.join(' ') ?? '', /Lin = partial\(nn\.Linear, bias=False\)/);
   });
+
+  it('a class chosen inline: (RMSNorm if rms else nn.LayerNorm)(d) and partial(A if c else B, eps=...)', () => {
+    const ir = analyze(py`
+      import torch
+      import torch.nn as nn
+      from functools import partial
+
+      class RMSNorm(nn.Module):
+          def __init__(self, d, eps=1e-6):
+              super().__init__()
+              self.eps = eps
+              self.weight = nn.Parameter(torch.ones(d))
+          def forward(self, x):
+              return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+      class Block(nn.Module):
+          def __init__(self, d: int = 1024, rms_norm: bool = True):
+              super().__init__()
+              self.norm1 = (RMSNorm if rms_norm else nn.LayerNorm)(d)
+              norm_cls = partial(nn.LayerNorm if not rms_norm else RMSNorm, eps=1e-5)
+              self.norm2 = norm_cls(d)
+              self.fc = (nn.Linear)(d, 4 * d)
+              self.other = (torch.sigmoid if rms_norm else torch.tanh)(torch.zeros(d))
+    `);
+    const get = (name: string) => ir.layers.find((l) => l.name === name);
+    assert.equal(get('self.norm1')?.kind, 'rmsnorm');
+    assert.equal(get('self.norm1')?.convertible, 'uncertain');
+    assert.match(get('self.norm1')?.reasons.join(' ') ?? '', /\(RMSNorm if rms_norm else nn\.LayerNorm\), chosen at run time, so convert where the class is chosen/);
+    assert.equal(get('self.norm2')?.kind, 'layernorm');
+    assert.equal(get('self.norm2')?.convertible, 'uncertain');
+    assert.match(get('self.norm2')?.classFrom ?? '', /partial\(nn\.LayerNorm if not rms_norm else RMSNorm, eps=1e-5\), chosen at run time/);
+    // A parenthesised plain class is that class, stated; a conditional of functions is no layer.
+    assert.equal(get('self.fc')?.kind, 'linear');
+    assert.equal(get('self.fc')?.inFeatures?.value, 1024);
+    assert.equal(get('self.fc')?.convertible, true);
+    assert.equal(get('self.other'), undefined);
+    assert.equal(ir.layers.length, 3);
+  });
 });
 
 describe('analysis: torch.nn layers built to replace TE modules', () => {

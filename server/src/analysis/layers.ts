@@ -232,8 +232,19 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
   let built = 0;
   for (let i = 0; i < walk.calls.length; i++) {
     const text = ctx.callees[i];
-    if (!text) continue;
     const call = walk.calls[i];
+    if (!text) {
+      const inline = inlineClassCtor(ctx, call);
+      if (inline) {
+        const fnode = call.node.childForFieldName('function') as SyntaxNode;
+        const rec = makeLayer(ctx, call, fnode, ctx.src.slice(fnode.startIndex, fnode.endIndex).replace(/\s+/g, ' '), inline.resolved, inline.ctor, scopeOf(ctx, call));
+        if (inline.via) rec.layer.classFrom = inline.via;
+        built++;
+        applyPlacement(rec, placement(ctx, call.node, call), call);
+        out.push(rec);
+      }
+      continue;
+    }
     const found = ctorFor(ctx, text);
     if (!found) {
       const viaParam = paramDefaultCtor(ctx, call, text) ?? assignedClassCtor(ctx, call, text);
@@ -378,20 +389,52 @@ function paramDefaultCtor(ctx: LayerContext, call: CallRec, text: string): { res
   if (!p?.def) return undefined;
   const found = classExprCtor(ctx, p.def);
   if (!found || found.ctor.kind === 'other') return undefined;
-  return { ...found, via: `the parameter ${text} (${ctx.src.slice(p.def.startIndex, p.def.endIndex).replace(/\s+/g, ' ')} by default)` };
+  return { resolved: found.resolved, ctor: found.ctor, via: `the parameter ${text} (${ctx.src.slice(p.def.startIndex, p.def.endIndex).replace(/\s+/g, ' ')} by default)` };
 }
 
-/** A layer class, or `partial(LayerClass, ...)`, as an expression: its constructor (undefined when unknown). */
-function classExprCtor(ctx: LayerContext, node: SyntaxNode | null): { resolved: string; ctor: CtorInfo } | undefined {
+/**
+ * A layer class as an expression: `nn.Linear`, `partial(LayerClass, ...)`, `(RMSNorm if rms else nn.LayerNorm)`,
+ * `partial(nn.LayerNorm if not rms else RMSNorm, eps=1e-5)` (Mamba). Its constructor, undefined when unknown; `chosen`
+ * when a conditional picks among classes at run time (the branch with a TE equivalent is reported, else the first
+ * known layer class).
+ */
+function classExprCtor(ctx: LayerContext, node: SyntaxNode | null, depth = 0): { resolved: string; ctor: CtorInfo; chosen?: boolean } | undefined {
   let target = node;
-  if (target?.type === 'call') {
+  while (target?.type === 'parenthesized_expression') target = target.namedChild(0);
+  if (!target || depth > 4) return undefined;
+  if (target.type === 'call') {
     const f = target.childForFieldName('function');
     if (!f || !/(^|\.)partial$/.test(ctx.src.slice(f.startIndex, f.endIndex).replace(/\s+/g, ''))) return undefined;
-    target = target.childForFieldName('arguments')?.namedChild(0) ?? null;
+    return classExprCtor(ctx, target.childForFieldName('arguments')?.namedChild(0) ?? null, depth + 1);
   }
-  if (!target || (target.type !== 'identifier' && target.type !== 'attribute')) return undefined;
+  if (target.type === 'conditional_expression') {
+    const known: { resolved: string; ctor: CtorInfo }[] = [];
+    for (const b of [target.namedChild(0), target.namedChild(2)]) {
+      const c = classExprCtor(ctx, b, depth + 1);
+      if (c && c.ctor.kind !== 'other') known.push(c);
+    }
+    const pick = known.find((c) => c.ctor.te) ?? known[0];
+    return pick ? { resolved: pick.resolved, ctor: pick.ctor, chosen: true } : undefined;
+  }
+  if (target.type !== 'identifier' && target.type !== 'attribute') return undefined;
   const found = ctorFor(ctx, ctx.src.slice(target.startIndex, target.endIndex).replace(/\s+/g, ''));
   return found && !found.ctor.factory ? found : undefined;
+}
+
+/**
+ * A call whose callee is a class expression in parentheses: `(RMSNorm if use_rms else nn.LayerNorm)(dim)`,
+ * `(partial(nn.LayerNorm, eps=1e-6))(dim)`. Read from the tree only for calls that start with `(`.
+ */
+function inlineClassCtor(ctx: LayerContext, call: CallRec): { resolved: string; ctor: CtorInfo; via?: string } | undefined {
+  if (ctx.src.charCodeAt(call.start) !== 40 /* ( */) return undefined;
+  const f = call.node.childForFieldName('function');
+  if (f?.type !== 'parenthesized_expression') return undefined;
+  const c = classExprCtor(ctx, f);
+  if (!c || c.ctor.kind === 'other') return undefined;
+  const shown = ctx.src.slice(f.startIndex, f.endIndex).replace(/\s+/g, ' ');
+  if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: `${shown}, chosen at run time` };
+  // `(nn.Linear)(...)` is that class; `(partial(nn.LayerNorm, eps=1e-6))(...)` carries arguments of its own.
+  return /^\(\s*[\w.\s]+\)$/.test(shown) ? { resolved: c.resolved, ctor: c.ctor } : { resolved: c.resolved, ctor: c.ctor, via: shown };
 }
 
 /**
@@ -452,10 +495,8 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): { re
   const right = hit.right;
   const rhs = src.slice(right.startIndex, right.endIndex).replace(/\s+/g, ' ');
   if (right.type === 'conditional_expression') {
-    const branches = [right.namedChild(0), right.namedChild(2)];
-    const known = branches.map((b) => classExprCtor(ctx, b)).filter((c): c is { resolved: string; ctor: CtorInfo } => !!c && c.ctor.kind !== 'other');
-    const pick = known.find((c) => c.ctor.te) ?? known[0];
-    return pick ? { ...pick, via: `${text} = ${rhs}, chosen at run time` } : undefined;
+    const pick = classExprCtor(ctx, right);
+    return pick && pick.ctor.kind !== 'other' ? { resolved: pick.resolved, ctor: pick.ctor, via: `${text} = ${rhs}, chosen at run time` } : undefined;
   }
   if (right.type === 'call') {
     const f = right.childForFieldName('function');
@@ -478,7 +519,8 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): { re
   }
   const c = classExprCtor(ctx, right);
   if (!c || c.ctor.kind === 'other') return undefined;
-  return right.type === 'call' ? { ...c, via: `${text} = ${rhs}` } : c;
+  if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: `${text} = ${rhs}, chosen at run time` };
+  return right.type === 'call' ? { resolved: c.resolved, ctor: c.ctor, via: `${text} = ${rhs}` } : { resolved: c.resolved, ctor: c.ctor };
 }
 
 function scopeOf(ctx: LayerContext, call: CallRec): EvalScope {

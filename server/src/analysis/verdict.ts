@@ -320,7 +320,7 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
   }
   if (L.classFrom && L.convertible === true) {
     L.convertible = 'uncertain';
-    reasons.push(`Its class comes from ${L.classFrom}: another class may be chosen at run time, so convert where the class is chosen, not this call.`);
+    reasons.push(`Its class comes from ${L.classFrom}${L.classFrom.endsWith('chosen at run time') ? '' : ': another class may be chosen at run time'}, so convert where the class is chosen, not this call.`);
   }
   L.reasons = reasons;
 }
