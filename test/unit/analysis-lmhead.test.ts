@@ -85,4 +85,63 @@ describe('analysis: lm-head evidence, fifth survey', () => {
     assert.equal(ir.layers.find((l) => l.name === 's.o')?.role, 'lm_head', ir.layers.map((l) => `${l.name}:${l.role}`).join(', '));
     assert.notEqual(ir.layers.find((l) => l.name === 'self.out_proj')?.role, 'lm_head');
   });
+
+  it('an output that forward returns through (log_)softmax or first in a tuple is the head; a router or classifier stays one', () => {
+    const ir = analyze([
+      'import torch',
+      'import torch.nn as nn',
+      'import torch.nn.functional as F',
+      '',
+      'class CharModel(nn.Module):',
+      '    def __init__(self, d=512, n_out=96):',
+      '        super().__init__()',
+      '        self.inp = nn.Linear(n_out, d)',
+      '        self.rnn = nn.LSTM(d, d)',
+      '        self.out = nn.Linear(d, n_out)',
+      '    def forward(self, x):',
+      '        h, _ = self.rnn(self.inp(x))',
+      '        return torch.log_softmax(self.out(h), -1), h',
+      '',
+      'class CharModel2(nn.Module):',
+      '    def __init__(self, d=512, n_chars=96):',
+      '        super().__init__()',
+      '        self.proj = nn.Linear(d, n_chars)',
+      '    def forward(self, h):',
+      '        return self.proj(h)',
+      '',
+      'class TopKRouter(nn.Module):',
+      '    def __init__(self, d=1024, n_exp=64):',
+      '        super().__init__()',
+      '        self.gate = nn.Linear(d, n_exp, bias=False)',
+      '    def forward(self, x):',
+      '        return F.softmax(self.gate(x), dim=-1)',
+      '',
+      'class Clf(nn.Module):',
+      '    def __init__(self, d=768, num_classes=1000):',
+      '        super().__init__()',
+      '        self.fc = nn.Linear(d, d)',
+      '        self.head = nn.Linear(d, num_classes)',
+      '    def forward(self, x):',
+      '        return self.head(self.fc(x)).softmax(-1)',
+      '',
+      'class Block(nn.Module):',
+      '    def __init__(self, d=1024):',
+      '        super().__init__()',
+      '        self.fc1 = nn.Linear(d, 4 * d)',
+      '        self.fc2 = nn.Linear(4 * d, d)',
+      '    def forward(self, x):',
+      '        return self.fc2(self.fc1(x)), x',
+    ].join('\n'));
+    const out = owned(ir, 'CharModel', 'self.out');
+    assert.equal(out.role, 'lm_head', out.roleReasons.join('; '));
+    assert.ok(out.roleReasons.some((r) => /returns, through torch\.log_softmax/.test(r)), out.roleReasons.join('; '));
+    assert.equal(out.convertible, false);
+    assert.equal(owned(ir, 'CharModel', 'self.inp').role, 'other');
+    assert.equal(owned(ir, 'CharModel2', 'self.proj').role, 'lm_head'); // n_chars: a character vocabulary
+    assert.equal(owned(ir, 'TopKRouter', 'self.gate').role, 'router');
+    assert.equal(owned(ir, 'Clf', 'self.head').role, 'classifier');
+    // A block's returned projection (first in a tuple) with no vocabulary or distribution stays a block layer.
+    assert.notEqual(owned(ir, 'Block', 'self.fc2').role, 'lm_head');
+    assert.equal(owned(ir, 'Block', 'self.fc2').convertible, true);
+  });
 });

@@ -107,7 +107,7 @@ export const OUT_PARAM = /^(out_features|out_dim|output_dim|out_channels|output_
 export const SHAPE_PARAM = /^(normalized_shape|ndim|dim|hidden_size|d_model|n_state|size|features|num_features|d|embed_dim|hidden_dim|channels|n_embd|hidden|normalized_dim|num_channels|width|model_dim)$/;
 
 /** Output sizes that name a vocabulary. */
-export const VOCAB_NAME = /(^|[._])(vocab(ulary)?(_size|_len|_length|size)?|padded_vocab_size|n_?vocab|num_vocab|ntokens?|n_?tokens|num_tokens|token_num|vocab_num|n_words|num_words|output_vocab_size|tgt_vocab_size|target_vocab_size|src_vocab_size|vocab_dim)\)?$/i;
+export const VOCAB_NAME = /(^|[._])(vocab(ulary)?(_size|_len|_length|size)?|padded_vocab_size|n_?vocab|num_vocab|ntokens?|n_?tokens|num_tokens|token_num|vocab_num|n_words|num_words|output_vocab_size|tgt_vocab_size|target_vocab_size|src_vocab_size|vocab_dim|n_?chars|num_chars|n_characters|num_characters|n_?symbols|num_symbols|alphabet_size|charset_size)\)?$/i;
 export const VOCAB_EXPR = /\blen\(\s*(self\.)?[\w.]*(dictionary|dict|tokenizer|vocab|tgt_dict|itos|stoi|alphabet|chars|symbols|tokens|char_to_idx|idx_to_char|token_to_id|id2token|word2idx|idx2word)\w*\s*\)|\.weight\.(shape\[0\]|size\(0\))|\.num_embeddings\b/i;
 
 export const CLASSIFIER_NAME = /(^|[._])(num_classes|n_classes|nclasses|num_class|n_class|num_labels|n_labels|nlabels|num_outputs|n_outputs|num_actions|n_actions|output_classes|classes|num_targets)\)?$/i;

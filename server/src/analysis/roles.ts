@@ -164,6 +164,7 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     if (!own) continue;
     let lastRec: LayerRec | undefined;
     let lastUsage: string | undefined;
+    let lastProbs: string | undefined;
     // The last qualifying call in document order: scan backwards and stop at the first.
     // The instance is forward's first parameter, `self` by convention (RWKV writes `s`).
     const me = paramsOf(src, fwd)[0]?.name ?? 'self';
@@ -177,8 +178,9 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       const path = m[1].replace(/\s+/g, '');
       const hit = own.find((r) => r.layer.path === path || r.layer.path === `${me}.${path}`);
       if (!hit) continue;
-      const usage = resultName(src, c.node, fwd);
-      if (usage === '<return>' || (usage && LOGITS_NAME.test(usage))) { lastRec = hit; lastUsage = usage; break; }
+      const flow: ResultFlow = {};
+      const usage = resultName(src, c.node, fwd, flow);
+      if (usage === '<return>' || (usage && LOGITS_NAME.test(usage))) { lastRec = hit; lastUsage = usage; lastProbs = flow.probs; break; }
     }
     if (!lastRec || !lastUsage) continue;
     const L = lastRec.layer;
@@ -189,12 +191,13 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     const outText = (L.outFeatures?.text ?? '').replace(/\s+/g, '');
     // An unknown output size counts only in a class that owns an embedding, or when the result is named like logits:
     // a top-level block (a Mamba mixer, an attention module defined alone) returns its out_proj too.
-    const vocabLike = (outV === undefined && (ownsEmbedding.has(cm.info.name) || lastUsage !== '<return>'))
+    // A returned (log-)softmax of the projection is the model's output distribution (a character-level LM's head).
+    const vocabLike = lastProbs !== undefined || (outV === undefined && (ownsEmbedding.has(cm.info.name) || lastUsage !== '<return>'))
       || (outV !== undefined && ((outV >= 10000 && outV % 1024 !== 0) || vocabValues.has(outV))) || isVocabText(outText);
     const topLevel = ctx.ctorSites(cm.info.name).length === 0;
     if (!ownsEmbedding.has(cm.info.name) && !(topLevel && vocabLike)) continue;
     if (lastUsage === '<return>') {
-      if (!sameText) lastInForward.set(lastRec, `it is the last projection ${cm.info.name}.forward returns`);
+      if (!sameText) lastInForward.set(lastRec, `it is the last projection ${cm.info.name}.forward returns${lastProbs ? `, through ${lastProbs}` : ''}`);
     } else lastInForward.set(lastRec, `its output is named ${lastUsage} in ${cm.info.name}.forward`);
   }
 
@@ -347,7 +350,11 @@ const PASS_METHOD = /^(float|to|type|contiguous|view|reshape|half|bfloat16|squee
  * `<return>` (also when the name it is assigned to is then returned as is), or undefined when it feeds another call
  * or expression. Casts and reshapes of the value (`.float()`, `[:, -1]`) and conditional branches are transparent.
  */
-function resultName(src: string, call: SyntaxNode, fn?: FuncRec): string | undefined {
+/** What resultName saw on the way: `probs`, the softmax the value went through (`F.log_softmax`, `.softmax`). */
+interface ResultFlow { probs?: string }
+const SOFTMAX_FN = /(^|\.)(log_softmax|softmax)$/;
+
+function resultName(src: string, call: SyntaxNode, fn?: FuncRec, flow?: ResultFlow): string | undefined {
   let n: SyntaxNode = call;
   for (let i = 0; i < 8; i++) {
     const p = n.parent;
@@ -380,6 +387,22 @@ function resultName(src: string, call: SyntaxNode, fn?: FuncRec): string | undef
         return '<return>';
       case 'parenthesized_expression':
         break;
+      case 'expression_list':
+      case 'tuple': {
+        // `return logits, loss`: the first of the returned values (later ones are usually losses or states).
+        if (p.namedChild(0)?.startIndex !== n.startIndex || p.parent?.type !== 'return_statement') return undefined;
+        break;
+      }
+      case 'argument_list': {
+        // `F.log_softmax(self.out(h), dim=-1)`: the distribution over the projection's outputs.
+        const outer = p.parent;
+        const f = outer?.type === 'call' ? outer.childForFieldName('function') : null;
+        const ft = f ? src.slice(f.startIndex, f.endIndex).replace(/\s+/g, '') : '';
+        if (!outer || !SOFTMAX_FN.test(ft) || p.namedChild(0)?.startIndex !== n.startIndex) return undefined;
+        if (flow) flow.probs = ft;
+        n = outer;
+        continue;
+      }
       case 'conditional_expression':
         // A branch (`self.out(h) if self.out else h`), not the condition.
         if (p.namedChild(1)?.startIndex === n.startIndex) return undefined;
@@ -390,7 +413,9 @@ function resultName(src: string, call: SyntaxNode, fn?: FuncRec): string | undef
       case 'attribute': {
         const outer = p.parent;
         const attr = p.childForFieldName('attribute');
-        if (!outer || outer.type !== 'call' || !attr || !PASS_METHOD.test(src.slice(attr.startIndex, attr.endIndex))) return undefined;
+        const method = attr ? src.slice(attr.startIndex, attr.endIndex) : '';
+        if (!outer || outer.type !== 'call' || !attr) return undefined;
+        if (SOFTMAX_FN.test(method)) { if (flow) flow.probs = `.${method}()`; } else if (!PASS_METHOD.test(method)) return undefined;
         n = outer;
         continue;
       }
