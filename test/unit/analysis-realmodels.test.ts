@@ -601,6 +601,36 @@ describe('analysis: a Linear called and also read through .weight', () => {
       assert.match(l?.reasons.join(' ') ?? '', /also reads self\.\w+\.weight directly/, n);
     }
   });
+
+  it('initialising or inspecting the weight is no functional use; replacing it after construction is', () => {
+    const ir = analyze(py`
+      import torch
+      import torch.nn as nn
+
+      class M(nn.Module):
+          def __init__(self, d: int = 1024, latent: int = 256):
+              super().__init__()
+              self.fc = nn.Linear(d, d * 4)
+              self.fc2 = nn.Linear(d * 4, d)
+              nn.init.normal_(self.fc.weight, std=0.02)
+              torch.nn.init.zeros_(self.fc.bias)
+              self.fc2.weight.data.normal_(0, 0.02)
+              self.fc2.bias.requires_grad = False
+              self.enc = nn.Linear(d, latent, bias=False)
+              self.dec = nn.Linear(latent, d, bias=False)
+              self.dec.weight = nn.Parameter(self.enc.weight.t())
+
+          def forward(self, x):
+              assert self.fc.weight.shape[0] == x.shape[-1] * 4
+              return self.fc2(self.fc(x)) + self.dec(self.enc(x))
+    `);
+    const get = (n: string) => ir.layers.find((l) => l.name === n);
+    assert.equal(get('self.fc')?.convertible, true, get('self.fc')?.reasons.join(' '));
+    assert.equal(get('self.fc2')?.convertible, true, get('self.fc2')?.reasons.join(' '));
+    assert.equal(get('self.dec')?.convertible, 'uncertain');
+    assert.match(get('self.dec')?.reasons.join(' ') ?? '', /replaces self\.dec\.weight after building it \(`self\.dec\.weight = nn\.Parameter\(self\.enc\.weight\.t\(\)\)`\)/);
+    assert.equal(get('self.enc')?.convertible, 'uncertain'); // its weight is read to build the tie
+  });
 });
 
 describe('analysis: TorchScript modules', () => {

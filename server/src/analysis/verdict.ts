@@ -37,35 +37,52 @@ function weightUse(rec: LayerRec, ev: Evaluator): { convertible: false | 'uncert
   const cls = rec.scope.cls;
   if (!cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return undefined;
   const use = attrUses(ev.source(), cls).get(L.attr);
-  if (use === 'params') {
+  if (!use) return undefined;
+  if (use.replaced) {
+    return { convertible: 'uncertain', reason: `${cls.info.name} replaces self.${L.attr}.${use.replaced} after building it (\`${use.replacedText}\`): a weight shared or reparametrised this way must fit te.Linear's own parameter (and its FP8 copy under fp8_model_init), and a tie made there changes what the checkpoint holds. Convert by hand, if at all.` };
+  }
+  if (use.params && !use.other) {
     return { convertible: false, reason: `${cls.info.name} never calls self.${L.attr}; it only reads its weight/bias (for a functional op): te.Linear runs FP8 only in its own forward, so converting it gains nothing and can break that op (FP8 weights under fp8_model_init). Keep it.` };
   }
-  if (use === 'mixed') {
+  if (use.params) {
     return { convertible: 'uncertain', reason: `${cls.info.name} also reads self.${L.attr}.weight directly (a fused kernel or functional op): on that path te.Linear's FP8 does not apply, and its weight may be FP8 under fp8_model_init. Convert only if that path is not used.` };
   }
   return undefined;
 }
 
+/** How a class uses `self.<attr>`: called or passed (`other`), its weight/bias read as tensors (`params`), replaced. */
+interface AttrUse { params: boolean; other: boolean; replaced?: string; replacedText?: string }
 /** Per class (keyed by its node: a statement copy kept across edits keeps it), how each `self.<attr>` is used. */
-const attrUseCache = new WeakMap<object, Map<string, 'params' | 'other' | 'mixed'>>();
+const attrUseCache = new WeakMap<object, Map<string, AttrUse>>();
 const SELF_USE = /self\s*\.\s*([A-Za-z_]\w*)(\s*\.\s*(\w+)|\s*=(?!=))?/g;
+/** After `self.x.weight`: initialisation and metadata (`.data`, `.normal_(`, `.shape`, `.requires_grad`), no compute. */
+const PARAM_META = /^\s*\.\s*(data\b|grad\b|requires_grad\b|shape\b|dtype\b|device\b|ndim\b|size\s*\(|numel\s*\(|dim\s*\(|[a-z]\w*_\s*\()/;
+/** Before it: an initialiser taking it as the tensor to fill (`nn.init.normal_(self.x.weight`, `trunc_normal_(`). */
+const INIT_CALL = /(\binit\s*\.\s*\w+_|\b\w*(normal|uniform|zeros|ones|constant|orthogonal|xavier\w*|kaiming\w*|trunc_normal)_)\s*\(\s*$/;
 
-function attrUses(src: string, cls: { rec: { node: object; start: number; end: number } }): Map<string, 'params' | 'other' | 'mixed'> {
+function attrUses(src: string, cls: { rec: { node: object; start: number; end: number } }): Map<string, AttrUse> {
   let m = attrUseCache.get(cls.rec.node);
   if (m) return m;
   m = new Map();
-  const params = new Set<string>();
-  const other = new Set<string>();
   const text = src.slice(cls.rec.start, cls.rec.end);
   for (const hit of text.matchAll(SELF_USE)) {
     const attr = hit[1];
     if (hit[2] !== undefined && hit[3] === undefined) continue; // `self.x = ...`: the assignment that builds it
-    // `.weight` read, outside `self.x.weight = ...` (a tie or an init writes it, which is no functional use)
-    if ((hit[3] === 'weight' || hit[3] === 'bias') && !/^\s*=(?!=)/.test(text.slice((hit.index ?? 0) + hit[0].length, (hit.index ?? 0) + hit[0].length + 3))) params.add(attr);
-    else if (hit[3] !== 'weight' && hit[3] !== 'bias') other.add(attr);
+    let u = m.get(attr);
+    if (!u) { u = { params: false, other: false }; m.set(attr, u); }
+    if (hit[3] !== 'weight' && hit[3] !== 'bias') { u.other = true; continue; }
+    const at = hit.index ?? 0;
+    const after = text.slice(at + hit[0].length, at + hit[0].length + 40);
+    if (/^\s*=(?!=)/.test(after)) {
+      // `self.dec.weight = nn.Parameter(self.enc.weight.t())`: shared or reparametrised after construction.
+      const lineEnd = text.indexOf('\n', at);
+      u.replaced ??= hit[3];
+      u.replacedText ??= text.slice(at, lineEnd < 0 ? text.length : lineEnd).trim().replace(/\s+/g, ' ').slice(0, 80);
+      continue;
+    }
+    if (PARAM_META.test(after) || INIT_CALL.test(text.slice(Math.max(0, at - 60), at))) continue;
+    u.params = true;
   }
-  for (const a of params) m.set(a, other.has(a) ? 'mixed' : 'params');
-  for (const a of other) if (!params.has(a)) m.set(a, 'other');
   attrUseCache.set(cls.rec.node, m);
   return m;
 }
