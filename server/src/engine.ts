@@ -54,9 +54,21 @@ export function analyzeText(parser: Parser, text: string, settings: PrecisionLen
 export function workspaceFactsOf(irs: Iterable<ModelIR>, base: WorkspaceFacts = {}): WorkspaceFacts {
   let anyAutocastRegion = false;
   let anyCompile = false;
+  let anyTraining = false;
   for (const ir of irs) {
-    if (ir.autocastRegions.some((r) => !r.disabled)) anyAutocastRegion = true;
+    if (hasAutocast(ir)) anyAutocastRegion = true;
     if (ir.calls.some((c) => c.kind === 'compile')) anyCompile = true;
+    if (trains(ir)) anyTraining = true;
   }
-  return { ...base, anyAutocastRegion, anyCompile };
+  return { ...base, anyAutocastRegion, anyCompile, anyTraining };
+}
+
+/** A file that enters FP8 autocast, or makes an enabled autocast context for its caller to enter. */
+export function hasAutocast(ir: ModelIR): boolean {
+  return ir.autocastRegions.some((r) => !r.disabled) || ir.autocastContexts.length > 0;
+}
+
+/** A file with a training step: backward(), an optimizer step. */
+export function trains(ir: ModelIR): boolean {
+  return ir.calls.some((c) => c.kind === 'backward' || c.kind === 'optimizer_step');
 }

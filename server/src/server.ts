@@ -12,6 +12,7 @@ import { SOURCE } from '../../common/codes';
 import { EnvironmentNotification, StatusNotification, type EnvironmentParams, type StatusParams } from '../../common/protocol';
 import { resolveSettings, SETTINGS_SECTION, type PrecisionLensSettings } from '../../common/settings';
 import { fixesForFinding, sourceFixes } from './fixes';
+import { hasAutocast, trains } from './engine';
 import { findingToDiagnostic, fixToCodeAction, REWRITE_KIND, type DiagnosticData } from './lsp-convert';
 import { createPythonParser } from './parser';
 import type { WorkspaceFacts } from './rules/types';
@@ -50,11 +51,14 @@ function settingsFor(uri: string): Promise<PrecisionLensSettings> {
 
 /** What the workspace as a whole says; PL302 stays quiet (undefined) until the scan has proven there is no autocast. */
 function workspaceFacts(): WorkspaceFacts {
-  const openAutocast = [...(session?.all() ?? [])].some((d) => d.analysis?.ir.autocastRegions.some((r) => !r.disabled));
-  const openCompile = [...(session?.all() ?? [])].some((d) => d.analysis?.ir.calls.some((c) => c.kind === 'compile'));
+  const open = [...(session?.all() ?? [])];
+  const openAutocast = open.some((d) => d.analysis && hasAutocast(d.analysis.ir));
+  const openCompile = open.some((d) => d.analysis?.ir.calls.some((c) => c.kind === 'compile'));
+  const openTraining = open.some((d) => d.analysis && trains(d.analysis.ir));
   const scanned = scan && !scan.truncated;
   return {
     anyAutocastRegion: openAutocast || (scan && scan.autocastFiles.size > 0) ? true : scanned ? false : undefined,
+    anyTraining: openTraining || (scan && scan.trainFiles.size > 0) ? true : scanned ? false : undefined,
     anyCompile: openCompile || (scan ? scan.compileFiles.size > 0 : undefined),
     teVersion: environment.teVersion,
   };

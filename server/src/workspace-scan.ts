@@ -1,6 +1,7 @@
 /**
- * A cheap scan of the workspace's Python files for FP8 autocast and torch.compile, so that PL302 ("TE layers but no
- * autocast anywhere") is never raised from one model file when a training script elsewhere wraps it in autocast.
+ * A cheap scan of the workspace's Python files for FP8 autocast, training steps and torch.compile, so that PL302 ("TE
+ * layers but no autocast anywhere") is never raised from one model file when a training script elsewhere wraps it in
+ * autocast, nor in a workspace that does not train at all (a model library).
  * A textual pre-filter is enough here: it only decides whether PL302 may speak, and false positives keep it quiet.
  */
 import { promises as fs } from 'node:fs';
@@ -9,19 +10,22 @@ import { join } from 'node:path';
 const SKIP_DIRS = new Set(['.git', 'node_modules', '__pycache__', '.venv', 'venv', 'env', 'site-packages', '.tox', 'build', 'dist', '.mypy_cache']);
 const AUTOCAST = /\b(?:fp8_autocast|autocast)\s*\(/;
 const TE_HINT = /transformer_engine/;
+/** A training step: backward(), an optimizer step, a trainer's fit. */
+const TRAIN = /\.backward\s*\(|\b\w*(optim|optimizer|opt)\w*\s*\.\s*step\s*\(|\.fit\s*\(/;
 const COMPILE = /\btorch\.compile\s*\(|\bcompile\s*\(\s*model/;
 
 export interface ScanResult {
   files: number;
   autocastFiles: Set<string>;
   compileFiles: Set<string>;
+  trainFiles: Set<string>;
   /** The scan stopped early (file budget), so absence of autocast is not proven. */
   truncated: boolean;
 }
 
 /** Walks `roots` (at most `maxFiles` .py files, files over `maxBytes` skipped). */
 export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes = 2_000_000): Promise<ScanResult> {
-  const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), truncated: false };
+  const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), trainFiles: new Set(), truncated: false };
   const queue = [...roots];
   while (queue.length) {
     const dir = queue.pop()!;
@@ -47,6 +51,7 @@ export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes =
           const text = await fs.readFile(path, 'utf8');
           if (AUTOCAST.test(text) && TE_HINT.test(text)) result.autocastFiles.add(path);
           if (COMPILE.test(text)) result.compileFiles.add(path);
+          if (TRAIN.test(text)) result.trainFiles.add(path);
         } catch {
           // unreadable file: it cannot train anything
         }

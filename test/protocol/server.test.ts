@@ -162,7 +162,10 @@ describe('language server over JSON-RPC (out/server.js)', function () {
     });
     afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-    it('raises PL302 once the scan proves no file has FP8 autocast', async () => {
+    const PLAIN_TRAIN = 'import torch\nfrom model import Net\n\nmodel = Net()\nout = model(torch.randn(16, 1024))\nout.sum().backward()\n';
+
+    it('raises PL302 once the scan proves the workspace trains but no file has FP8 autocast', async () => {
+      writeFileSync(join(dir, 'train.py'), PLAIN_TRAIN);
       const c = new TestClient();
       await c.initialize(dir);
       const uri = `file://${join(dir, 'model.py')}`;
@@ -180,6 +183,19 @@ describe('language server over JSON-RPC (out/server.js)', function () {
       // Wait for an analysis that ran after the workspace scan (the scan logs its result), then check.
       await c.notification((n) => n.method === 'window/logMessage' && /workspace scan/.test(JSON.stringify(n.params)));
       // An edit after the scan forces an analysis that certainly sees the scan's facts.
+      await c.change(uri, 2, [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, text: '# edited\n' }]);
+      const published = await c.diagnostics(uri, (p) => p.version === 2);
+      assert.ok(published.diagnostics.some((d) => d.code === 'PL401'), 'analysed');
+      assert.ok(!published.diagnostics.some((d) => d.code === 'PL302'), JSON.stringify(published.diagnostics.map((d) => d.code)));
+      await c.stop();
+    });
+
+    it('stays quiet in a workspace that does not train (a model library)', async () => {
+      const c = new TestClient();
+      await c.initialize(dir);
+      const uri = `file://${join(dir, 'model.py')}`;
+      await c.open(uri, TE_MODEL);
+      await c.notification((n) => n.method === 'window/logMessage' && /workspace scan/.test(JSON.stringify(n.params)));
       await c.change(uri, 2, [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, text: '# edited\n' }]);
       const published = await c.diagnostics(uri, (p) => p.version === 2);
       assert.ok(published.diagnostics.some((d) => d.code === 'PL401'), 'analysed');

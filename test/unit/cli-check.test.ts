@@ -3,7 +3,7 @@
  * text format, exit codes, --fail-on, --rule, directory discovery, and inputs that must not crash it.
  */
 import * as assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RULES, RULE_CODES } from '../../common/codes';
 import { ensureBuilt, parseJson, runCli, scratchCopy, type CheckJson } from './cli-harness';
@@ -96,10 +96,43 @@ describe('precision-lens check (built CLI)', function () {
   });
 
   describe('PL302 is decided over all inputs (two passes)', () => {
-    it('flags TE layers without autocast when the model file is checked alone', () => {
+    it('is quiet on the model file checked alone: nothing there trains, the model is trained elsewhere', () => {
       const out = parseJson<CheckJson>(runCli(['check', 'project/model.py', '--format', 'json'], dir));
-      assert.ok(out.diagnostics.some((d) => d.code === 'PL302'), JSON.stringify(out.diagnostics.map((d) => d.code)));
+      assert.ok(!out.diagnostics.some((d) => d.code === 'PL302'), JSON.stringify(out.diagnostics.map((d) => d.code)));
       assert.ok(!out.diagnostics.some((d) => d.code === 'PL201'), 'no FP8 anywhere: the TE head is not in FP8');
+    });
+
+    it('flags TE layers when the inputs train the model but never enter FP8 autocast', () => {
+      const plain = join(dir, 'project', 'train_plain.py');
+      writeFileSync(plain, [
+        'import torch', 'from model import GPT', '', 'model = GPT()', 'opt = torch.optim.AdamW(model.parameters())',
+        'loss = model(torch.zeros(1, 8, dtype=torch.long)).float().mean()', 'loss.backward()', 'opt.step()', '',
+      ].join('\n'));
+      try {
+        const out = parseJson<CheckJson>(runCli(['check', 'project/model.py', 'project/train_plain.py', '--format', 'json'], dir));
+        const pl302 = out.diagnostics.filter((d) => d.code === 'PL302');
+        assert.equal(pl302.length, 1, JSON.stringify(out.diagnostics.map((d) => d.code)));
+        assert.equal(pl302[0].file, 'project/model.py');
+        assert.match(pl302[0].message, /which train the model/);
+      } finally {
+        rmSync(plain, { force: true });
+      }
+    });
+
+    it('counts an autocast context made by a factory or an ExitStack as FP8 autocast', () => {
+      const ctx = join(dir, 'project', 'train_ctx.py');
+      writeFileSync(ctx, [
+        'import contextlib', 'import torch', 'import transformer_engine.pytorch as te', 'from model import GPT', '',
+        'def fp8_context(recipe=None):', '    return te.autocast(enabled=True, recipe=recipe)', '',
+        'def step(model, opt, x):', '    with contextlib.ExitStack() as stack:', '        stack.enter_context(fp8_context())',
+        '        loss = model(x).float().mean()', '    loss.backward()', '    opt.step()', '',
+      ].join('\n'));
+      try {
+        const out = parseJson<CheckJson>(runCli(['check', 'project/model.py', 'project/train_ctx.py', '--format', 'json'], dir));
+        assert.ok(!out.diagnostics.some((d) => d.code === 'PL302'), JSON.stringify(out.diagnostics.map((d) => d.code)));
+      } finally {
+        rmSync(ctx, { force: true });
+      }
     });
 
     it('is quiet when the training script with the autocast region is among the inputs, and the TE head becomes PL201', () => {

@@ -3,7 +3,7 @@
  * `.backward()` calls among those.
  */
 import type { SyntaxNode } from './node';
-import type { AutocastApi, AutocastRegion, CallSite } from './ir';
+import type { AutocastApi, AutocastRegion, CallSite, Span } from './ir';
 import { resolveName, type ImportTable } from './imports';
 import { shortText, spanOf } from './spans';
 import type { AssignRec, CallRec, WithRec } from './walk';
@@ -121,6 +121,27 @@ export function collectAutocast(src: string, imports: ImportTable, withs: WithRe
     }
   }
   return regions;
+}
+
+/**
+ * TE autocast calls that are no `with` item of this file and not disabled: a context factory (`def fp8_ctx(): return
+ * te.autocast(...)`, Megatron, composer), an ExitStack (`stack.enter_context(te.fp8_autocast(...))`, Lightning).
+ */
+export function collectAutocastContexts(
+  src: string, imports: ImportTable, calls: readonly CallRec[], callees: readonly (string | undefined)[], regions: readonly AutocastRegion[],
+): Span[] {
+  const out: Span[] = [];
+  const inWith = new Set(regions.map((r) => r.callSpan.startOffset));
+  for (let i = 0; i < calls.length; i++) {
+    const callee = callees[i];
+    if (!callee || !/autocast$/.test(callee) || inWith.has(calls[i].start)) continue;
+    if (!teAutocastApi(resolveName(imports, callee))) continue;
+    const a = calls[i].node.childForFieldName('arguments');
+    const args = a ? src.slice(a.startIndex, a.endIndex) : '';
+    if (/^\(\s*(enabled\s*=\s*)?(False|0|None)\s*[,)]/.test(args)) continue;
+    out.push(spanOf(calls[i].node));
+  }
+  return out;
 }
 
 /** Whether a lambda between the node and an ancestor starting at `stop` holds it. */

@@ -4,14 +4,14 @@
  */
 import type { Tree } from '../parser';
 import type { ModelIR } from './ir';
-import { collectAutocast } from './autocast';
+import { collectAutocast, collectAutocastContexts } from './autocast';
 import { collectCalls, collectTies, keepFp32Modules, tiedKeys } from './calls';
 import { analyzeClasses } from './classes';
 import { Evaluator, type EvalScope } from './dims';
 import { collectAliases, collectImports } from './imports';
 import { calleeText, collectLayers, ctorFor, type LayerContext } from './layers';
 import { assignRoles } from './roles';
-import { decide, keepInFp32 } from './verdict';
+import { decide, keepInFp32, keepTorchFallbacks } from './verdict';
 import { walkNodes, type CallRec } from './walk';
 import { AnalysisCache, copyOf, mirrorWalkNodes, stmtOf, WALK_TYPES, type Stmt, type SyntaxNode } from './node';
 import { useText } from './spans';
@@ -23,7 +23,7 @@ export { AnalysisCache } from './node';
 export function emptyIR(hasSyntaxErrors = false): ModelIR {
   return {
     importsTorch: false, importsTe: false, teImportUnguarded: false, imports: [], classes: [], layers: [],
-    autocastRegions: [], weightTies: [], fp8Conversions: [], recipes: [], calls: [], vocabNames: [], hasSyntaxErrors,
+    autocastRegions: [], autocastContexts: [], weightTies: [], fp8Conversions: [], recipes: [], calls: [], vocabNames: [], hasSyntaxErrors,
   };
 }
 
@@ -107,9 +107,11 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
   assignRoles({ src, classes, ties, tiedKeys: tiedKeys(src, walk.classes), ctorSites, vocabNames }, recs);
   for (const r of recs) decide(r, evaluator);
   keepInFp32(recs, keepFp32Modules(src, walk.classes));
+  keepTorchFallbacks(recs);
 
   const facts = collectCalls(src, imports, walk.calls, walk.functions, callees);
   const autocastRegions = collectAutocast(src, imports, walk.withs, walk.calls, walk.assigns);
+  const autocastContexts = collectAutocastContexts(src, imports, walk.calls, callees, autocastRegions);
 
   const teBindings = imports.bindings.filter((b) => b.target.startsWith('transformer_engine'));
   return {
@@ -120,6 +122,7 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
     classes: [...classes.values()].map((c) => c.info),
     layers: recs.map((r) => r.layer),
     autocastRegions,
+    autocastContexts,
     weightTies: ties,
     fp8Conversions: facts.conversions,
     recipes: facts.recipes,

@@ -106,6 +106,8 @@ export interface Layer {
   /** The class is chosen at run time, here is where: a parameter with a layer-class default (`the parameter
    *  norm_layer (partial(nn.LayerNorm, eps=1e-6) by default)`) or a local function returning layer classes. */
   classFrom?: string;
+  /** The te.* layer this torch.nn layer is the fallback of (the same attribute built as te.* in another branch). */
+  fallbackFor?: string;
   /** Passed straight to a wrapper that reparametrises it (`quant_noise(nn.Linear(...))`). */
   wrappedBy?: string;
 }
@@ -225,6 +227,11 @@ export interface ModelIR {
   classes: ClassInfo[];
   layers: Layer[];
   autocastRegions: AutocastRegion[];
+  /**
+   * TE autocast contexts made outside a `with` of this file (`return te.autocast(...)` from a context factory,
+   * `stack.enter_context(te.fp8_autocast(...))`) and not disabled: the training step enters them elsewhere.
+   */
+  autocastContexts: Span[];
   weightTies: WeightTie[];
   fp8Conversions: Fp8ConversionCall[];
   recipes: RecipeCall[];

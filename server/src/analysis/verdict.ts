@@ -400,6 +400,31 @@ export function keepInFp32(recs: LayerRec[], lists: Map<string, string[]>): void
   }
 }
 
+/**
+ * A torch.nn layer assigned to the same attribute of the same class as a te.* layer (`if use_te and te is not None:
+ * self.norm = te.LayerNorm(d) else: self.norm = nn.LayerNorm(d)`, llm-foundry): the deliberate fallback for when
+ * Transformer Engine is off or missing. Converting it would make the fallback need TE too, so it stays.
+ */
+export function keepTorchFallbacks(recs: LayerRec[]): void {
+  const te = new Map<string, LayerRec>();
+  for (const r of recs) {
+    const L = r.layer;
+    if (L.isTe && L.ownerClass && L.name) te.set(`${L.ownerClass}\u0001${L.name}`, r);
+  }
+  if (!te.size) return;
+  for (const r of recs) {
+    const L = r.layer;
+    if (L.isTe || !L.ownerClass || !L.name || L.convertible === false) continue;
+    const twin = te.get(`${L.ownerClass}\u0001${L.name}`);
+    if (!twin) continue;
+    L.convertible = false;
+    L.fallbackFor = `${twin.layer.constructor} (line ${twin.layer.span.startLine + 1})`;
+    L.reasons = [
+      `${L.name} is also built as ${twin.layer.constructor} (line ${twin.layer.span.startLine + 1}) in ${L.ownerClass}: this ${L.constructor} is the fallback for when Transformer Engine is off or missing, so it stays as it is.`,
+    ];
+  }
+}
+
 function isVocabDim(d: Dim | undefined): boolean {
   return !!d && isVocabText(d.text.replace(/\s+/g, ''));
 }

@@ -205,10 +205,12 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   const edits = [replace(site.calleeStart, site.calleeEnd, target), ...args.edits];
   if (!viaFactory && access.importLine) edits.push(addImport(ctx.model, access.importLine));
   // A local subclass (custom forward) or a parallel linear (dropped TP options) deserves a look before it is applied.
-  // Not for a batch --fix either when it would add the first, unguarded TE dependency of the file (the fallback
-  // wrapper is the way to do that), or when the file tests isinstance(..., nn.Linear) (init code would skip it).
+  // Not for a batch --fix either unless the file already depends on TE unconditionally: adding the first TE import
+  // (the fallback wrapper is the way to do that) or using a guarded one (`except ImportError: te = None`: the layer
+  // would fail where TE is missing) needs a person. Nor when the file tests isinstance(..., nn.Linear) (init code would
+  // skip the converted layer).
   const safe = layer.convertible === true && !args.droppedMeaningful.length && layer.kind !== 'parallel-linear' && !layer.resolved.startsWith('local:')
-    && (viaFactory || ctx.ir.importsTe) && !(layer.kind === 'linear' && isinstanceLinearAt(ctx.text) >= 0);
+    && (viaFactory || ctx.ir.teImportUnguarded) && !(layer.kind === 'linear' && isinstanceLinearAt(ctx.text) >= 0);
   return { edits, safe, target };
 }
 

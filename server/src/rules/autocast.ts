@@ -75,11 +75,12 @@ export const autocastRules: RuleModule = {
 
     // The TE modules FP8 autocast changes: GEMMs and norms (not rotary embeddings or helper modules).
     const teLayers = ir.layers.filter((l) => l.isTe && (l.kind !== 'other' || /(LayerNormMLP|MultiheadAttention|TransformerLayer|GroupedLinear|LayerNormLinear|DotProductAttention)$/.test(l.resolved)));
-    if (teLayers.length && workspace.anyAutocastRegion === false && !ir.autocastRegions.length) {
+    // Only where the analysed files train: a model file or library checked alone is trained (and autocast) elsewhere.
+    if (teLayers.length && workspace.anyAutocastRegion === false && workspace.anyTraining === true && !ir.autocastRegions.length) {
       const first = teLayers[0];
       findings.push({
         code: 'PL302', span: first.span, severity: 'information', layerIndex: ir.layers.indexOf(first),
-        message: `${teLayers.length} te.* layer${teLayers.length > 1 ? 's are' : ' is'} defined, but no FP8 autocast region (te.autocast / te.fp8_autocast) exists in the analysed files: TE modules then compute in BF16/FP32 and FP8 buys nothing. Wrap the forward pass of the training step in FP8 autocast.`,
+        message: `${teLayers.length} te.* layer${teLayers.length > 1 ? 's are' : ' is'} defined, but no FP8 autocast region (te.autocast / te.fp8_autocast) exists in the analysed files, which train the model: TE modules then compute in BF16/FP32 and FP8 buys nothing. Wrap the forward pass of the training step in FP8 autocast.`,
       });
     }
 

@@ -65,7 +65,7 @@ export const conversionRules: RuleModule = {
         });
         return;
       }
-      if (layer.isTe || PROTECTED_ROLES.has(layer.role) || layer.tied || converted) return;
+      if (layer.isTe || PROTECTED_ROLES.has(layer.role) || layer.tied || converted || layer.fallbackFor) return;
       const code = CODE_BY_KIND[layer.kind];
       if (!code) return;
       // A tiny classifier or router gains nothing from FP8 and the reason says so; only explain the non-obvious

@@ -6,6 +6,11 @@ import type { ModelIR, Span } from '../analysis/ir';
 export interface WorkspaceFacts {
   /** Whether any analysed file has an FP8 autocast region; undefined when unknown (then PL302 stays quiet). */
   anyAutocastRegion?: boolean;
+  /**
+   * Whether any analysed file trains (backward(), an optimizer step, a trainer's fit): PL302 speaks only then, since
+   * a model file linted alone is trained elsewhere. Undefined when unknown (PL302 stays quiet).
+   */
+  anyTraining?: boolean;
   /** Whether any analysed file calls torch.compile. */
   anyCompile?: boolean;
   /** TE version of the selected interpreter, if known ("2.10.0"). */
