@@ -204,4 +204,39 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     assert.equal(out.fixes.length, 0);
     assert.match(out.refusals[0], /is_first_microbatch=/);
   });
+
+  it('with a guarded TE import (te = None fallback) conversions are not batch-safe, and the torch.nn fallback branch is kept', async () => {
+    const text = [
+      'import torch.nn as nn',
+      'try:',
+      '    import transformer_engine.pytorch as te',
+      'except ImportError:',
+      '    te = None',
+      '',
+      'class MLP(nn.Module):',
+      '    def __init__(self, use_te: bool = False):',
+      '        super().__init__()',
+      '        if use_te and te is not None:',
+      '            self.norm = te.LayerNorm(1024)',
+      '        else:',
+      '            self.norm = nn.LayerNorm(1024)',
+      '        self.fc1 = nn.Linear(1024, 4096)',
+      '',
+      '    def forward(self, x):',
+      '        return self.fc1(self.norm(x))',
+    ].join('\n');
+    const { ir, findings } = await analyse(text);
+    const norm = ir.layers.find((l) => l.name === 'self.norm' && !l.isTe)!;
+    assert.equal(norm.convertible, false);
+    assert.match(norm.reasons.join(' '), /also built as te\.LayerNorm \(line 11\).*fallback/);
+    assert.ok(!findings.some((f) => f.layerIndex === ir.layers.indexOf(norm)), 'no diagnostic on the fallback');
+    const fc1 = findings.find((f) => f.code === 'PL101')!;
+    const out = fixOutcome(text, ir, fc1, DEFAULT_SETTINGS);
+    assert.equal(out.fixes.length, 1, 'offered in the editor');
+    assert.equal(out.fixes[0].safe, false, 'not applied by --fix: te may be None');
+    // With an unconditional import the same conversion is batch-safe.
+    const plain = text.replace(/try:\n    import transformer_engine\.pytorch as te\nexcept ImportError:\n    te = None/, 'import transformer_engine.pytorch as te');
+    const b = await analyse(plain);
+    assert.equal(fixOutcome(plain, b.ir, b.findings.find((f) => f.code === 'PL101')!, DEFAULT_SETTINGS).fixes[0].safe, true);
+  });
 });
