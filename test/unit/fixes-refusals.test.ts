@@ -91,7 +91,7 @@ describe('fixes: refusals and safety', () => {
     assert.equal(all, undefined);
   });
 
-  it('marks renames and checkpoint loading safe, structural rewrites not', async () => {
+  it('marks renames safe, checkpoint loading and structural rewrites not', async () => {
     const safety = async (name: string) => {
       const { text, ir, findings } = await load(name);
       return findings.flatMap((f) => fixOutcome(text, ir, f, DEFAULT_SETTINGS).fixes).map((f) => `${f.codes.join()}:${f.safe}`);
@@ -104,8 +104,8 @@ describe('fixes: refusals and safety', () => {
     const pl401 = dep.findings.find((f) => f.code === 'PL401');
     assert.ok(pl401);
     assert.match(fixOutcome(dep.text, dep.ir, pl401, DEFAULT_SETTINGS).refusals[0] ?? '', /process group \(group\)/);
-    // strict=False added is safe; an explicit strict=True flipped is offered but never batch-applied.
-    assert.deepEqual([...new Set(await safety('checkpoint_load.py'))].sort(), ['PL401:false', 'PL501:false', 'PL501:true']);
+    // strict=False also accepts really missing keys: offered in the editor, never batch-applied.
+    assert.deepEqual([...new Set(await safety('checkpoint_load.py'))].sort(), ['PL401:false', 'PL501:false']);
     assert.ok((await safety('compile_recipe.py')).includes('PL305:false'));
     assert.ok((await safety('te_head.py')).includes('PL201:false'));
   });
@@ -133,6 +133,10 @@ describe('fixes: PL501 only on module checkpoints', () => {
       'optimizer.load_state_dict(ckpt["optim"])',
       'scheduler.load_state_dict(ckpt["sched"])',
       'scaler.load_state_dict(ckpt["scaler"])',
+      'o = torch.optim.SGD(model.parameters(), lr=0.1)',
+      'o.load_state_dict(ckpt["o"])',
+      'loader = StatefulDataLoader(ds, batch_size=8)',
+      'loader.load_state_dict(ckpt["loader"])',
       'dcp.load_state_dict(ckpt, checkpoint_id="x")',
       'sd = load_state_dict("shard.bin")',
       'model.load_state_dict(ckpt["model"], **kw)',
@@ -145,7 +149,36 @@ describe('fixes: PL501 only on module checkpoints', () => {
     const splat = fixOutcome(text, ir, pl501[0], DEFAULT_SETTINGS);
     assert.equal(splat.fixes.length, 0);
     assert.match(splat.refusals[0], /passes \*\*kw/);
-    assert.equal(fixOutcome(text, ir, pl501[1], DEFAULT_SETTINGS).fixes[0]?.safe, true);
+    assert.equal(fixOutcome(text, ir, pl501[1], DEFAULT_SETTINGS).fixes[0]?.safe, false);
+  });
+
+  it('PL303 stays quiet on the old-API path of version-checking code, and its fixes are not batch-applied there', async () => {
+    const text = [
+      'import torch',
+      'import transformer_engine.pytorch as te',
+      '',
+      'def fp8_ctx(recipe):',
+      '    if hasattr(te, "autocast"):',
+      '        return te.autocast(enabled=True, recipe=recipe)',
+      '    return te.fp8_autocast(enabled=True, fp8_recipe=recipe)',
+      '',
+      'def step(model, x, recipe):',
+      '    with te.fp8_autocast(enabled=True, fp8_recipe=recipe):',
+      '        return model(x)',
+      '',
+    ].join('\n');
+    const { ir, findings } = await analyse(text);
+    const pl303 = findings.filter((f) => f.code === 'PL303');
+    assert.deepEqual(pl303.map((f) => f.span.startLine + 1), [10]);
+    const fix = fixOutcome(text, ir, pl303[0], DEFAULT_SETTINGS).fixes[0];
+    assert.ok(fix, 'offered in the editor');
+    assert.equal(fix.safe, false, 'the file supports TE < 2.9 on purpose');
+    // Without the version check the same migration is batch-safe.
+    const plain = text.replace(/    if hasattr\(te, "autocast"\):\n        return te\.autocast\(enabled=True, recipe=recipe\)\n/, '');
+    const b = await analyse(plain);
+    const f2 = b.findings.filter((f) => f.code === 'PL303');
+    assert.equal(f2.length, 2);
+    assert.ok(f2.every((f) => fixOutcome(plain, b.ir, f, DEFAULT_SETTINGS).fixes[0]?.safe === true));
   });
 });
 

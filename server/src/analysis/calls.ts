@@ -112,6 +112,25 @@ function mayMatter(callee: string): boolean {
   return v;
 }
 
+/** What a stateful non-module is built with: optimizers, schedulers, data loaders and samplers, scalers, RNG states. */
+const NON_MODULE_CTOR = /(^|\.)(optim\.\w+|lr_scheduler\.\w+|\w*(DataLoader|Loader|Sampler|Scheduler|Optimizer|Scaler|Dataset|Iterator|Tokenizer|Generator|Stateful\w*))$/;
+
+/**
+ * Whether `name = Ctor(...)` in the file builds something that is no nn.Module (`o = torch.optim.AdamW(...)`,
+ * `loader = StatefulDataLoader(ds)`): its load_state_dict takes no `strict`. Only for the rare load_state_dict
+ * receivers, from the text.
+ */
+function builtAsNonModule(src: string, receiver: string): boolean {
+  if (!/^[A-Za-z_][\w.]*$/.test(receiver)) return false;
+  const re = new RegExp(`(^|\\n)[ \\t]*${receiver.replace(/\./g, '\\s*\\.\\s*')}\\s*(?::[^=\\n]+)?=(?!=)\\s*([A-Za-z_][\\w.]*)\\s*\\(`, 'g');
+  for (const m of src.matchAll(re)) {
+    const ctor = m[2];
+    const last = ctor.slice(ctor.lastIndexOf('.') + 1);
+    if (NON_MODULE_CTOR.test(ctor) || (/^[A-Z]/.test(last) && OPTIMIZERS.test(last))) return true;
+  }
+  return false;
+}
+
 /** Classifies every call once. */
 export function collectCalls(
   src: string, imports: ImportTable, calls: CallRec[], functions: FuncRec[], callees: (string | undefined)[],
@@ -151,7 +170,8 @@ export function collectCalls(
       case 'load_state_dict':
         // A module's load_state_dict: not an optimizer's, a scheduler's or a scaler's, and not a module-level function
         // (`torch.distributed.checkpoint.load_state_dict`, transformers' `load_state_dict(path)`).
-        if (receiver && !/optim|sched|scaler|^dcp$|checkpoint|distributed|lr_|^opt$|\.opt$/i.test(receiver) && !imports.map.has(receiver.split('.')[0])) push('load_state_dict');
+        if (receiver && !/optim|sched|scaler|^dcp$|checkpoint|distributed|lr_|^opt$|\.opt$/i.test(receiver) && !imports.map.has(receiver.split('.')[0])
+          && !optimizerVars.has(receiver) && !builtAsNonModule(src, receiver)) push('load_state_dict');
         continue;
       case 'half':
       case 'bfloat16':

@@ -18,8 +18,8 @@ export function loadNonStrict(ctx: FixContext, call: NotableCall): FixOutcome {
   const edits: TextEdit[] = [];
   const strict = args.args.find((a) => a.name === 'strict');
   const positional = args.args.filter((a) => !a.name);
-  // An explicit strict=True may be deliberate (resuming TE -> TE, where the keys match): offered, never batch-applied.
-  const explicit = strict ? /^True$/.test(strict.value.trim()) : positional.length > 1 && /^True$/.test(positional[1].value.trim());
+  // strict=False also accepts checkpoints with really missing or unexpected keys (an explicit strict=True may be
+  // deliberate, resuming TE -> TE): a person decides, so the fix is offered in the editor, never batch-applied.
   if (strict) edits.push(replace(strict.valueStart, strict.end, 'False'));
   else if (positional.length > 1) edits.push(replace(positional[1].start, positional[1].end, 'False'));
   else edits.push(appendArgs(ctx.text, args, ['strict=False'])!);
@@ -29,6 +29,6 @@ export function loadNonStrict(ctx: FixContext, call: NotableCall): FixOutcome {
   }
   return outcome([{
     id: `PL501:${call.text.replace(/\s+/g, ' ').slice(0, 60)}@${call.span.startOffset}`, title: 'Load with strict=False (TE "_extra_state" keys)', kind: 'quickfix',
-    codes: ['PL501'], safe: !explicit, isPreferred: true, edits,
+    codes: ['PL501'], safe: false, isPreferred: true, edits,
   }]);
 }

@@ -8,6 +8,7 @@ import type { RecipeCall, Span } from '../analysis/ir';
 import { removeArgs, renameArg, replace, type TextEdit } from './edits';
 import { splitCallArgs, statementAt, statementText } from './source';
 import { outcome, refuse, type FixContext, type FixEnv, type FixOutcome } from './types';
+import { supportsOldTe } from '../rules/format';
 
 /** TE "2.10.1" at or above 2.9, or undefined when the version is unknown or unparsable. */
 function atLeast2_9(version: string | undefined): boolean | undefined {
@@ -63,7 +64,7 @@ export function migrateDeprecated(ctx: FixContext, span: Span): FixOutcome {
   const stmt = statementAt(ctx.model, span.startOffset);
   const stmtText = stmt ? statementText(ctx.model, stmt) : '';
   if (stmt && /^(from|import)\s/.test(stmtText) && stmtText.includes('transformer_engine.pytorch.fp8')) {
-    return migrateFp8Import(stmt.start, stmt.end, stmtText, stmt.indent);
+    return migrateFp8Import(stmt.start, stmt.end, stmtText, stmt.indent, !supportsOldTe(ctx.text));
   }
   const m = /^([A-Za-z_][\w.]*)\s*\(/.exec(text.slice(span.startOffset, span.endOffset));
   if (!m) return refuse('No automatic fix: the deprecated use is not a call or an import Precision Lens can rewrite.');
@@ -88,11 +89,12 @@ export function migrateDeprecated(ctx: FixContext, span: Span): FixOutcome {
   }
   if (!edits.length) return refuse('No automatic fix: nothing deprecated found in this call.');
   const title = FUNCTION_RENAMES[last] ? `Use ${FUNCTION_RENAMES[last]} (Transformer Engine >= 2.9 API)` : 'Use the Transformer Engine >= 2.9 argument names';
-  return outcome([{ id: `PL303:${callee}:${spanKey(ctx, span)}`, title, kind: 'quickfix', codes: ['PL303'], safe: true, isPreferred: true, edits }]);
+  // A file that tests the TE version supports old TE on purpose: offered, never batch-applied.
+  return outcome([{ id: `PL303:${callee}:${spanKey(ctx, span)}`, title, kind: 'quickfix', codes: ['PL303'], safe: !supportsOldTe(ctx.text), isPreferred: true, edits }]);
 }
 
 /** `from transformer_engine.pytorch.fp8 import A, B` -> imports from the modules that define them now. */
-function migrateFp8Import(start: number, end: number, stmtText: string, indent: string): FixOutcome {
+function migrateFp8Import(start: number, end: number, stmtText: string, indent: string, safe: boolean): FixOutcome {
   const m = /^from\s+transformer_engine\.pytorch\.fp8\s+import\s+\(?([^)]*?)\)?\s*$/s.exec(stmtText);
   if (!m) {
     return refuse('No automatic fix: `import transformer_engine.pytorch.fp8` binds the whole shim module; replace its uses with transformer_engine.pytorch / transformer_engine.common.recipe by hand.');
@@ -109,7 +111,7 @@ function migrateFp8Import(start: number, end: number, stmtText: string, indent: 
   if (recipe.length) lines.push(`from transformer_engine.common.recipe import ${recipe.join(', ')}`);
   return outcome([{
     id: 'PL303:import-fp8', title: 'Import from transformer_engine.pytorch / transformer_engine.common.recipe', kind: 'quickfix',
-    codes: ['PL303'], safe: true, isPreferred: true, edits: [replace(start, end, lines.join(`\n${indent}`))],
+    codes: ['PL303'], safe, isPreferred: true, edits: [replace(start, end, lines.join(`\n${indent}`))],
   }]);
 }
 

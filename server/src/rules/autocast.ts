@@ -4,6 +4,7 @@
  */
 import type { RecipeCall } from '../analysis/ir';
 import type { TargetGpu } from '../../../common/settings';
+import { enclosingFunctionText, supportsOldTe, TE_VERSION_CHECK } from './format';
 import type { Finding, RuleContext, RuleModule } from './types';
 
 /** Minimum compute capability per recipe, and the GPU families that have it (FP8-FACTS.md, "Recipes and GPUs"). */
@@ -86,9 +87,13 @@ export const autocastRules: RuleModule = {
 
     // Deprecated API: only once TE >= 2.9 is (or may be) in use; a user pinned to legacy keeps fp8_autocast.
     const legacy = settings.te.apiVersion === 'legacy' || teAtLeast(workspace.teVersion, 2, 9) === false;
+    const versionAware = supportsOldTe(ctx.text);
     if (!legacy) {
       ir.calls.forEach((call, callIndex) => {
         if (call.kind !== 'te_deprecated') return;
+        // The old-API path of code that tests the TE version (`if hasattr(te, "autocast"): ... else te.fp8_autocast`):
+        // deliberate, and needed on TE < 2.9.
+        if (versionAware && TE_VERSION_CHECK.test(enclosingFunctionText(ctx.text, call.span.startOffset))) return;
         findings.push({
           code: 'PL303', span: call.span, severity: 'hint', callIndex,
           message: `${call.callee} is deprecated since Transformer Engine 2.9 (DeprecationWarning; it will be removed). ${migrationFor(call.callee, call.args)}`,

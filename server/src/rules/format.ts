@@ -26,3 +26,49 @@ export function isinstanceLinearAt(text: string): number {
   const m = /\bisinstance\s*\([^,()]+,\s*\(?[^()]*\bLinear\b/.exec(text);
   return m ? m.index : -1;
 }
+
+/**
+ * A test of which Transformer Engine version or API is installed: `hasattr(te, "autocast")`, `te.__version__`,
+ * `is_te_min_version("1.0")`, `get_te_version()`, `RequirementCache("transformer_engine>=...")`, `version.parse(te...)`.
+ * Code written this way supports old TE on purpose.
+ */
+export const TE_VERSION_CHECK = /\bhasattr\s*\(\s*(te|transformer_engine[\w.]*)\s*,|\b(te|transformer_engine[\w.]*)\s*\.\s*__version__|\bis_te_min_version\s*\(|\bget_te_version\s*\(|\bte_version\b|RequirementCache\s*\(\s*["']transformer[_-]engine|\b_TE_VERSION\b|\bTE_VERSION\b/;
+
+/** Whether the text tests the installed TE version or API anywhere. */
+export function supportsOldTe(text: string): boolean {
+  return TE_VERSION_CHECK.test(text);
+}
+
+/**
+ * The text of the innermost function around an offset (from its `def` line to the end of its body), or the whole
+ * module's top-level code for an offset outside any function. Read from indentation, so it works on any text.
+ */
+export function enclosingFunctionText(text: string, offset: number): string {
+  const lineStart = text.lastIndexOf('\n', offset - 1) + 1;
+  const indentOf = (s: number): number => { let i = s; while (text[i] === ' ' || text[i] === '\t') i++; return i - s; };
+  const own = indentOf(lineStart);
+  // Backwards: the first `def` line less indented than the offset's line.
+  let s = lineStart;
+  let defStart = -1;
+  let defIndent = 0;
+  while (s > 0) {
+    const prev = text.lastIndexOf('\n', s - 2) + 1;
+    const ind = indentOf(prev);
+    const body = text.slice(prev + ind, prev + ind + 10);
+    if (ind < own && /^(async\s+)?def\s/.test(body)) { defStart = prev; defIndent = ind; break; }
+    s = prev;
+    if (prev === 0) break;
+  }
+  if (defStart < 0) return text;
+  // Forwards: until a non-blank line indented no deeper than the def.
+  let e = text.indexOf('\n', defStart);
+  while (e >= 0 && e < text.length) {
+    const next = e + 1;
+    const lineEnd = text.indexOf('\n', next);
+    const line = text.slice(next, lineEnd < 0 ? text.length : lineEnd);
+    if (line.trim() && !line.trim().startsWith('#') && indentOf(next) <= defIndent) return text.slice(defStart, e);
+    if (lineEnd < 0) break;
+    e = lineEnd;
+  }
+  return text.slice(defStart);
+}
