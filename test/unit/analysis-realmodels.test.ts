@@ -655,3 +655,119 @@ describe('analysis: TorchScript modules', () => {
     assert.match(fc?.reasons.join(' ') ?? '', /TorchScript module/);
   });
 });
+
+describe('analysis: norms TE cannot replace exactly', () => {
+  before(initParser);
+
+  it('a centred norm is a LayerNorm, channel-axis norms stay, RMSNorm without weight or with a bias stays, a base class bias counts', () => {
+    const ir = analyze(py`
+      import torch, torch.nn as nn, torch.nn.functional as F
+
+      class MyLayerNorm(nn.Module):
+          def __init__(self, hidden_size=1024, eps=1e-5):
+              super().__init__()
+              self.weight = nn.Parameter(torch.ones(hidden_size))
+              self.eps = eps
+          def forward(self, x):
+              mean = x.mean(-1, keepdim=True)
+              variance = (x - mean).pow(2).mean(-1, keepdim=True)
+              return self.weight * ((x - mean) * torch.rsqrt(variance + self.eps))
+
+      class LayerNorm2d(nn.LayerNorm):
+          def forward(self, x):
+              x = F.layer_norm(x.permute(0, 2, 3, 1), self.normalized_shape, self.weight, self.bias, self.eps)
+              return x.permute(0, 3, 1, 2)
+
+      class RmsNorm2d(nn.Module):
+          def __init__(self, c: int, eps: float = 1e-6):
+              super().__init__(); self.eps = eps; self.weight = nn.Parameter(torch.ones(c))
+          def forward(self, x):
+              return x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + self.eps) * self.weight[:, None, None]
+
+      class CNLayerNorm(nn.Module):
+          def __init__(self, normalized_shape, eps=1e-6, data_format="channels_last"):
+              super().__init__()
+              self.weight = nn.Parameter(torch.ones(normalized_shape))
+              self.bias = nn.Parameter(torch.zeros(normalized_shape))
+              self.eps = eps
+              self.data_format = data_format
+              self.normalized_shape = (normalized_shape, )
+          def forward(self, x):
+              if self.data_format == "channels_last":
+                  return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+              u = x.mean(1, keepdim=True)
+              s = (x - u).pow(2).mean(1, keepdim=True)
+              x = (x - u) / torch.sqrt(s + self.eps)
+              return self.weight[:, None, None] * x + self.bias[:, None, None]
+
+      class RMSNorm(nn.Module):
+          def __init__(self, dim, eps: float = 1e-6, elementwise_affine: bool = True, bias: bool = False):
+              super().__init__(); self.eps = eps
+              self.weight = nn.Parameter(torch.ones(dim)) if elementwise_affine else None
+              self.bias = nn.Parameter(torch.zeros(dim)) if (elementwise_affine and bias) else None
+          def forward(self, x):
+              x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+              return x if self.weight is None else (x * self.weight + (0 if self.bias is None else self.bias))
+
+      class LayerNormBase(nn.Module):
+          def __init__(self, size: int, use_bias: bool = True):
+              super().__init__()
+              self.weight = nn.Parameter(torch.ones(size))
+              if use_bias:
+                  self.bias = nn.Parameter(torch.zeros(size))
+              else:
+                  self.register_parameter("bias", None)
+
+      class OLayerNorm(LayerNormBase):
+          def forward(self, x):
+              return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+      class Block(nn.Module):
+          def __init__(self, d: int = 1024):
+              super().__init__()
+              self.norm = MyLayerNorm(1024)
+              self.n1 = LayerNorm2d(96)
+              self.n2 = RmsNorm2d(96)
+              self.c1 = CNLayerNorm(96, eps=1e-6, data_format="channels_first")
+              self.c2 = CNLayerNorm(96, eps=1e-6)
+              self.c3 = CNLayerNorm(96, data_format=fmt)
+              self.a = RMSNorm(d, eps=1e-6, bias=True)
+              self.b = RMSNorm(d, 1e-6, False)
+              self.q_norm = nn.RMSNorm(d, eps=1e-6, elementwise_affine=False)
+              self.ok = RMSNorm(d, eps=1e-6)
+              self.o = OLayerNorm(1024)
+              self.fc = nn.Linear(1024, 1024)
+          def forward(self, x):
+              return self.fc(self.norm(x))
+
+    `);
+    const get = (n: string) => ir.layers.find((l) => l.name === n)!;
+    const why = (n: string) => get(n).reasons.join(' ');
+    // Cohere-style: subtracts the mean, so it is a LayerNorm without bias, not an RMSNorm.
+    assert.equal(get('self.norm').kind, 'layernorm');
+    assert.equal(get('self.norm').convertible, false);
+    assert.match(why('self.norm'), /MyLayerNorm has no bias/);
+    // timm LayerNorm2d / RmsNorm2d: over dim 1 of NCHW.
+    for (const n of ['self.n1', 'self.n2']) {
+      assert.equal(get(n).convertible, false, n);
+      assert.match(why(n), /normalises over the channel axis of NCHW tensors/, n);
+      assert.doesNotMatch(why(n), / can become te\./, n);
+    }
+    assert.match(why('self.n1'), /permute\(0,2,3,1/);
+    assert.match(why('self.n2'), /reduces over dim 1/);
+    // ConvNeXt: decided by data_format.
+    assert.equal(get('self.c1').convertible, false);
+    assert.equal(get('self.c2').convertible, true, why('self.c2'));
+    assert.equal(get('self.c3').convertible, 'uncertain');
+    assert.match(why('self.c3'), /decided by data_format=fmt at run time/);
+    // RMSNorm with a bias or without a weight (diffusers, QK-norm).
+    assert.equal(get('self.a').convertible, false);
+    assert.match(why('self.a'), /bias=True gives an RMSNorm with a bias, but te\.RMSNorm has none/);
+    assert.equal(get('self.b').convertible, false);
+    assert.match(why('self.b'), /elementwise_affine=False means no weight/);
+    assert.equal(get('self.q_norm').convertible, false);
+    assert.equal(get('self.ok').convertible, true, why('self.ok'));
+    // OLMo: the bias is created in the local base class.
+    assert.equal(get('self.o').convertible, true, why('self.o'));
+  });
+});

@@ -31,6 +31,10 @@ export interface ClassModel {
   teEquivalent?: string;
   /** Whether a custom LayerNorm class has (or may have) a bias. */
   hasBias?: boolean;
+  /** A norm class's defaults for its affine options, as written (`bias` -> `False`, `elementwise_affine` -> `True`). */
+  normDefaults?: Record<string, string>;
+  /** A custom RMSNorm class that always creates a bias parameter (te.RMSNorm has none). */
+  rmsBias?: boolean;
   isConfig: boolean;
   isModule: boolean;
 }
@@ -163,10 +167,69 @@ export function analyzeClasses(src: string, recs: ClassRec[], imports: ImportTab
     }
     if (!m.info.layerKind && m.isModule) structural(src, m);
     if (!m.info.layerKind && m.isModule) m.info.layerKind = 'other';
+    if (m.info.layerKind === 'layernorm' || m.info.layerKind === 'rmsnorm') {
+      const axis = channelAxisOf(src, m);
+      if (axis) m.info.channelAxis = axis;
+      // A bias created in a local base class (`LayerNormBase.__init__`, OLMo) is the subclass's bias too.
+      if (m.hasBias === false && baseDefinesBias(src, m, byName)) m.hasBias = true;
+      if (m.init) {
+        for (const p of ctorParams(src, m.init)) {
+          if ((p.name === 'bias' || p.name === 'elementwise_affine' || p.name === 'affine') && p.def) {
+            (m.normDefaults ??= {})[p.name] = src.slice(p.def.startIndex, p.def.endIndex);
+          }
+        }
+      }
+      if (m.info.layerKind === 'rmsnorm' && !m.info.ownImplementation) {
+        const initText = m.init ? src.slice(m.init.start, m.init.end) : '';
+        // `self.bias = nn.Parameter(...)` not under a condition of the same line (`... if bias else None`).
+        m.rmsBias = /self\.bias\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\s*\([^\n]*$/m.test(initText) && !/self\.bias\s*=[^\n]*\bif\b/.test(initText)
+          && !/^\s*if\b[^\n]*:\s*\n\s*self\.bias\s*=/m.test(initText);
+      }
+    }
     visiting.delete(m.info.name);
   };
   for (const m of byName.values()) decide(m);
   return byName;
+}
+
+const channelAxisCache = new WeakMap<SyntaxNode, ClassInfo['channelAxis'] | null>();
+
+/**
+ * Whether a norm class normalises over the channel axis (dim 1 of NCHW) rather than the last one, from its own text:
+ * forward reduces over dim 1 or permutes around the norm (timm LayerNorm2d, RmsNorm2d), or a `channels_first` data
+ * format option (ConvNeXt's LayerNorm). te.LayerNorm / te.RMSNorm always normalise over the last dimension.
+ */
+function channelAxisOf(src: string, m: ClassModel): ClassInfo['channelAxis'] | undefined {
+  const hit = channelAxisCache.get(m.rec.node);
+  if (hit !== undefined) return hit ?? undefined;
+  let out: ClassInfo['channelAxis'] | undefined;
+  const classText = src.slice(m.rec.start, m.rec.end);
+  const fwd = m.forward ? src.slice(m.forward.start, m.forward.end) : '';
+  if (/\bdata_format\b|channels_(first|last)/.test(classText)) {
+    const init = m.init ? src.slice(m.init.start, m.init.end) : '';
+    const def = /\bdata_format\s*(?::[^=,)]+)?=\s*(["'][^"']*["'])/.exec(init)?.[1];
+    out = { when: 'option', evidence: 'its data_format option: "channels_first" normalises over dim 1', optionDefault: def };
+  } else if (fwd) {
+    const dim1 = /\.\s*(mean|var|std|var_mean|norm|sum|amax)\s*\(\s*(?:dim\s*=\s*)?[([]?\s*1\s*[,)\]]|torch\s*\.\s*(mean|var|var_mean|std)\s*\([^,()]+,\s*(?:dim\s*=\s*)?[([]?\s*1\s*[,)\]]/.exec(fwd);
+    const permute = /\.\s*permute\s*\(\s*0\s*,\s*2\s*,\s*3\s*,\s*1\b|\bmovedim\s*\(\s*1\s*,\s*-1|rearrange\s*\([^)]*['"]\s*b\s+c\s+h\s+w\s*->\s*b\s+h\s+w\s+c/.exec(fwd);
+    if (dim1) out = { when: 'always', evidence: `forward reduces over dim 1 (\`${dim1[0].replace(/\s+/g, '')}\`)` };
+    else if (permute) out = { when: 'always', evidence: `forward moves the channel axis last around the norm (\`${permute[0].replace(/\s+/g, '')}\`)` };
+  }
+  channelAxisCache.set(m.rec.node, out ?? null);
+  return out;
+}
+
+/** Whether a local base class of `m` creates a bias parameter (`self.bias = nn.Parameter(...)`). */
+function baseDefinesBias(src: string, m: ClassModel, byName: Map<string, ClassModel>, depth = 0): boolean {
+  if (depth > 4) return false;
+  for (const rb of m.info.resolvedBases) {
+    if (!rb.startsWith('local:')) continue;
+    const base = byName.get(rb.slice(6));
+    if (!base || base === m) continue;
+    if (/self\.bias\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\s*\(|register_parameter\s*\(\s*["']bias["']\s*,\s*(?:nn\.|torch\.nn\.)?Parameter/.test(src.slice(base.rec.start, base.rec.end))) return true;
+    if (baseDefinesBias(src, base, byName, depth + 1)) return true;
+  }
+  return false;
 }
 
 interface StructuralResult {
@@ -226,8 +289,13 @@ function structuralUncached(src: string, m: ClassModel): void {
   const rmsFn = /\brms_norm\(/.test(fwd);
   const lnFn = /\blayer_norm\(/.test(fwd);
   const meanVar = /\.var\(|torch\.var\(|var_mean\(/.test(fwd) && /mean\(/.test(fwd) && root;
-  const rmsStruct = hasParam && !buildsLinear && (rmsFn || (meanSquare && root) || (normCall && /\//.test(fwd)));
-  const lnStruct = hasParam && !buildsLinear && (lnFn || meanVar);
+  // Centred: the mean is subtracted (`x - x.mean(-1)`, `u = x.mean(-1); (x - u)`): a LayerNorm, whatever squares follow.
+  const firstMoments = [...fwd.matchAll(/^[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*([^\n]*)$/gm)]
+    .filter((x) => /\bmean\s*\(/.test(x[2]) && !/pow\s*\(|\*\*|square\s*\(|\*\s*[\w.]+\s*\)?\s*\.?\s*mean|var\s*\(/.test(x[2])).map((x) => x[1]);
+  const centered = /-\s*(?:[\w.]+\s*\.\s*)?mean\s*\(|-\s*torch\s*\.\s*mean\s*\(/.test(fwd)
+    || firstMoments.some((n) => new RegExp(String.raw`-\s*${n}\b`).test(fwd));
+  const rmsStruct = hasParam && !buildsLinear && !centered && (rmsFn || (meanSquare && root) || (normCall && /\//.test(fwd)));
+  const lnStruct = hasParam && !buildsLinear && (lnFn || meanVar || (centered && root && (meanSquare || /mean\s*\(/.test(fwd))));
   const name = m.info.name;
   // A Linear or an Embedding implemented from scratch: a weight parameter applied with linear()/embedding() (F., the
   // functional module, or a helper of the file, as DeepSeek-V3 does with its own FP8 GEMM) or a matmul on it.
@@ -254,7 +322,7 @@ function structuralUncached(src: string, m: ClassModel): void {
   if (lnFn && hasParam && !buildsLinear) {
     m.info.layerKind = 'layernorm';
     m.info.layerKindReason = `a custom LayerNorm: ${name} holds weight parameters and calls layer_norm in forward`;
-  } else if (rmsStruct || (RMS_NAME.test(name) && !buildsLinear)) {
+  } else if (rmsStruct || (RMS_NAME.test(name) && !buildsLinear && !lnStruct)) {
     m.info.layerKind = 'rmsnorm';
     m.info.layerKindReason = rmsStruct
       ? `a custom RMSNorm: ${name} holds a weight parameter and normalises by the root mean square in forward`
@@ -262,7 +330,7 @@ function structuralUncached(src: string, m: ClassModel): void {
   } else if (lnStruct || (LN_NAME.test(name) && !buildsLinear)) {
     m.info.layerKind = 'layernorm';
     m.info.layerKindReason = lnStruct
-      ? `a custom LayerNorm: ${name} holds weight parameters and normalises by mean and variance in forward`
+      ? `a custom LayerNorm: ${name} holds weight parameters and normalises by mean and variance in forward${centered && !lnFn && !meanVar ? ' (it subtracts the mean, so it is no RMSNorm)' : ''}`
       : `a custom LayerNorm, by its name (${name})`;
   }
   if (m.info.layerKind === 'rmsnorm') {

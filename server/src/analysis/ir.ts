@@ -130,6 +130,12 @@ export interface ClassInfo {
   zeroCenteredConditional?: string;
   /** A Linear/Embedding implemented from scratch (its own weight and GEMM or lookup), with the evidence. */
   ownImplementation?: string;
+  /**
+   * A norm class that normalises over the channel axis of NCHW tensors instead of the last one: `always` (forward
+   * reduces over dim 1 or permutes around the norm; timm LayerNorm2d) or `option` (a `data_format="channels_first"`
+   * option, ConvNeXt), with the evidence and the option's default.
+   */
+  channelAxis?: { when: 'always' | 'option'; evidence: string; optionDefault?: string };
   /** `forward` method span, if any. */
   forwardSpan?: Span;
   /** Methods defined. */

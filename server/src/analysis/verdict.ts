@@ -127,7 +127,8 @@ function ctorFacts(c: LayerRec['ctor']): string {
   if (f === undefined) {
     const info = c.local?.info;
     f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}`
-      + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}` : '');
+      + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}`
+        + `\u0001${JSON.stringify(info.channelAxis ?? null)}\u0001${JSON.stringify(c.local?.normDefaults ?? null)}\u0001${c.local?.rmsBias}` : '');
     ctorFactsCache.set(c, f);
   }
   return f;
@@ -291,7 +292,21 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
       const zc = c.local?.info.zeroCenteredGamma;
       const zcIf = c.local?.info.zeroCenteredConditional;
       const eps = L.options.eps;
-      if (zcIf !== undefined) {
+      const ea = optionValue(rec, ev, 'elementwise_affine');
+      const bias = optionValue(rec, ev, 'bias');
+      if (ea.value === false) {
+        L.convertible = false;
+        reasons.push(`elementwise_affine=${ea.text} means no weight, but te.RMSNorm always has a learnable weight: it is not an exact replacement. Keep this norm.`);
+      } else if (ea.text !== undefined && ea.value === undefined) {
+        L.convertible = 'uncertain';
+        reasons.push(`elementwise_affine=${ea.text} is decided at run time: te.RMSNorm always has a weight, so it is an exact replacement only when that is True.`);
+      } else if (bias.value === true || (c.local?.rmsBias && bias.value !== false)) {
+        L.convertible = false;
+        reasons.push(`${bias.value === true ? `bias=${bias.text} gives` : `${L.localClass ?? L.constructor} has`} an RMSNorm with a bias, but te.RMSNorm has none: it is not an exact replacement. Keep this norm.`);
+      } else if (bias.text !== undefined && bias.value === undefined) {
+        L.convertible = 'uncertain';
+        reasons.push(`bias=${bias.text} is decided at run time: te.RMSNorm has no bias, so it is an exact replacement only when that is False.`);
+      } else if (zcIf !== undefined) {
         L.convertible = 'uncertain';
         reasons.push(`${L.localClass ?? L.constructor} scales by (1 + weight) only when ${zcIf}: te.RMSNorm needs zero_centered_gamma=True for the layers built that way and not for the others. Convert by hand with the setting that matches how this layer is built.`);
       } else if (!c.local && /(^|\.)RMSNorm$/.test(L.resolved) && !L.isTe && (eps === undefined || /^None$/.test(eps))) {
@@ -316,6 +331,26 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
       if (/(^|\.)MultiheadAttention$/.test(L.resolved) && !L.isTe) {
         reasons.push(`${L.constructor} holds its projections as raw parameters (in_proj_weight, out_proj) and runs them in F.multi_head_attention_forward, so no per-layer conversion applies; te.MultiheadAttention is a different module (its own fused QKV layout and arguments): port the attention block by hand to use it.`);
       } else reasons.push(`${L.constructor} has no Transformer Engine equivalent to convert to.`);
+  }
+  const axis = (L.kind === 'layernorm' || L.kind === 'rmsnorm') ? c.local?.info.channelAxis : undefined;
+  if (axis && L.convertible !== false) {
+    const te = L.kind === 'rmsnorm' ? 'te.RMSNorm' : 'te.LayerNorm';
+    const fmt = L.options.data_format ?? axis.optionDefault;
+    const first = axis.when === 'always' || (fmt !== undefined && /channels_first/.test(fmt));
+    const last = axis.when === 'option' && fmt !== undefined && /^["']channels_last["']$/.test(fmt.trim());
+    // Where the axis decides, the generic "can become" sentence no longer applies.
+    if (first || !last) {
+      const keep = reasons.filter((r) => !/ can become te\./.test(r));
+      reasons.length = 0;
+      reasons.push(...keep);
+    }
+    if (first) {
+      L.convertible = false;
+      reasons.push(`${L.localClass ?? L.constructor} normalises over the channel axis of NCHW tensors (${axis.when === 'always' ? axis.evidence : `data_format=${fmt}`}), while ${te} always normalises over the last dimension: converting it would normalise the wrong axis (or fail on the shape). Keep it.`);
+    } else if (!last) {
+      L.convertible = 'uncertain';
+      reasons.push(`${L.localClass ?? L.constructor} can normalise over the channel axis (${axis.evidence}), decided by data_format${fmt ? `=${fmt}` : ''} at run time; ${te} always normalises over the last dimension, so convert only the layers built with data_format="channels_last".`);
+    }
   }
   if (L.wrappedBy && L.convertible === true) {
     L.convertible = 'uncertain';
@@ -345,11 +380,11 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
 function optionValue(rec: LayerRec, ev: Evaluator, name: string): { text?: string; value?: boolean | number; note?: string } {
   const node = rec.argNodes.get(name);
   if (!node) {
-    if (rec.ctor.local?.init) {
-      // The class's own default for that parameter.
-      return {};
-    }
-    return {};
+    // The class's own default for that parameter (`def __init__(self, dim, bias: bool = True)`), when a literal.
+    const def = rec.ctor.local?.normDefaults?.[name];
+    if (def === undefined) return {};
+    const v = /^True$/.test(def) ? true : /^False$/.test(def) ? false : undefined;
+    return v === undefined ? {} : { text: `${def} (the default of ${rec.ctor.display})`, value: v };
   }
   const text = rec.layer.options[name] ?? name;
   const e = ev.eval(node, rec.scope as EvalScope, 0);
