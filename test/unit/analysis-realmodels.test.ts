@@ -771,3 +771,43 @@ describe('analysis: norms TE cannot replace exactly', () => {
     assert.equal(get('self.o').convertible, true, why('self.o'));
   });
 });
+
+describe('analysis: config defaults that __post_init__ overwrites', () => {
+  before(initParser);
+
+  it('a dataclass field assigned in __post_init__ is unknown, and the reason says why (gpt-fast ModelArgs)', () => {
+    const ir = analyze(py`
+      from dataclasses import dataclass
+      import torch.nn as nn
+
+      @dataclass
+      class Args:
+          dim: int = 1024
+          hidden: int = 1024
+          n_head: int = 32
+          n_local_heads: int = -1
+          head_dim: int = 64
+          def __post_init__(self):
+              self.hidden = int(self.hidden * 8 / 3)
+              if self.n_local_heads == -1:
+                  self.n_local_heads = self.n_head
+              self.head_dim = self.dim // self.n_head
+
+      class MLP(nn.Module):
+          def __init__(self, args: Args = Args()):
+              super().__init__()
+              self.up = nn.Linear(args.dim, args.hidden)
+              self.down = nn.Linear(args.hidden, args.dim)
+              total = (args.n_head + 2 * args.n_local_heads) * args.head_dim
+              self.wqkv = nn.Linear(args.dim, total)
+
+    `);
+    for (const n of ['self.up', 'self.down', 'self.wqkv']) {
+      const l = ir.layers.find((x) => x.name === n)!;
+      assert.equal(l.convertible, 'uncertain', n);
+      assert.match(l.reasons.join(' '), /is computed in __post_init__ at run time/, n);
+    }
+    // A field __post_init__ leaves alone keeps its default.
+    assert.equal(ir.layers.find((x) => x.name === 'self.up')!.inFeatures?.value, 1024);
+  });
+});

@@ -23,6 +23,8 @@ export interface ClassModel {
   info: ClassInfo;
   /** Field name -> default value node (dataclass fields, class attributes). */
   fieldNodes: Map<string, SyntaxNode>;
+  /** Fields `__post_init__` assigns (gpt-fast's `self.head_dim = self.dim // self.n_head`): their defaults lie. */
+  postInit?: Set<string>;
   init?: FuncRec;
   forward?: FuncRec;
   /** Layer kind and whether it derives from a te.* class. */
@@ -125,7 +127,16 @@ export function analyzeClasses(src: string, recs: ClassRec[], imports: ImportTab
     if (forward) info.forwardSpan = spanOf(forward.node);
     const isConfig = rec.decorators.some((d) => /dataclass|attr\.s|define|frozen/.test(d)) || CONFIG_NAME.test(rec.name)
       || bases.some((b) => /BaseModel|NamedTuple|PretrainedConfig|Config$/.test(b));
-    byName.set(rec.name, { rec, info, fieldNodes, init, forward, isTe: false, isConfig, isModule: false });
+    const model: ClassModel = { rec, info, fieldNodes, init, forward, isTe: false, isConfig, isModule: false };
+    const post = rec.methods.find((m) => m.name === '__post_init__');
+    if (post && fieldNodes.size) {
+      const set = new Set<string>();
+      for (const x of src.slice(post.start, post.end).matchAll(/\bself\s*\.\s*([A-Za-z_]\w*)\s*(?:[-+*/%]|\/\/)?=(?!=)/g)) set.add(x[1]);
+      // `setattr(self, "n_local_heads", ...)`
+      for (const x of src.slice(post.start, post.end).matchAll(/\bsetattr\s*\(\s*self\s*,\s*["']([A-Za-z_]\w*)["']/g)) set.add(x[1]);
+      if (set.size) model.postInit = set;
+    }
+    byName.set(rec.name, model);
   }
   // Resolve bases after every class is known (a base may be defined below its subclass).
   for (const m of byName.values()) {

@@ -124,7 +124,7 @@ export class Evaluator {
         d.note = notes.length ? uniq(notes).join('; ') : `${text} = ${e.value}`;
       }
     } else {
-      const notes = e.notes.filter((n) => /not known|unknown|set by|depends/.test(n));
+      const notes = e.notes.filter((n) => /not known|unknown|set by|depends|__post_init__/.test(n));
       d.note = notes.length ? uniq(notes).join('; ') : `depends on ${text}, unknown statically`;
     }
     return { dim: d, e };
@@ -378,7 +378,7 @@ export class Evaluator {
         return e;
       }
     }
-    const field = cls.fieldNodes.get(attrName);
+    const field = cls.postInit?.has(attrName) ? undefined : cls.fieldNodes.get(attrName);
     if (field) {
       const e = this.eval(field, { pos: cls.rec.start }, depth + 1);
       e.via.push(this.text(field));
@@ -431,6 +431,8 @@ export class Evaluator {
   private configFieldOf(candidates: ClassModel[], objText: string, field: string, depth: number): Evaluated {
     const withField = candidates.filter((c) => c.fieldNodes.has(field));
     if (!withField.length) return { notes: [`${objText}.${field} is not known statically`], via: [] };
+    const post = withField.find((c) => c.postInit?.has(field));
+    if (post) return { notes: [`${post.info.name}.${field} is computed in __post_init__ at run time`], via: [] };
     const results = withField.map((c) => {
       const node = c.fieldNodes.get(field) as SyntaxNode;
       const e = this.eval(node, { pos: c.rec.start, cls: c }, depth + 1);

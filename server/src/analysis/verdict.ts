@@ -244,7 +244,9 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
         const conds: string[] = [];
         if (inV === undefined) conds.push(`in_features${L.inFeatures ? ` (${L.inFeatures.text})` : ''} is a multiple of 16`);
         if (outV === undefined) conds.push(`out_features${L.outFeatures ? ` (${L.outFeatures.text})` : ''} is a multiple of 8`);
-        reasons.push(`Whether it meets the FP8 shape rule (in_features % 16 == 0, out_features % 8 == 0) depends on ${unknown.join(' and ')}, unknown statically. It can become te.Linear if ${conds.join(' and ')}; check them for your configuration.`);
+        // Say why a size that looks static is not (a config field computed in __post_init__, a class of another file).
+        const why = [...new Set([L.inFeatures, L.outFeatures].filter((d) => d !== undefined && d.value === undefined && !!d.note && /__post_init__|not defined in this file|different defaults/.test(d.note)).map((d) => d?.note as string))];
+        reasons.push(`Whether it meets the FP8 shape rule (in_features % 16 == 0, out_features % 8 == 0) depends on ${unknown.join(' and ')}, unknown statically${why.length ? ` (${why.join('; ')})` : ''}. It can become te.Linear if ${conds.join(' and ')}; check them for your configuration.`);
       }
       if (L.kind === 'parallel-linear' && L.teArgs?.parallel_mode) {
         reasons.push(`${c.display} maps to te.Linear(parallel_mode=${L.teArgs.parallel_mode}) with the same tensor-parallel group.`);
