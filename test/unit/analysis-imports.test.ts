@@ -105,4 +105,24 @@ describe('analysis: imports inside functions', () => {
     assert.equal(te?.guarded, true);
     assert.equal(ir.teImportUnguarded, false);
   });
+
+  it('under if TYPE_CHECKING: or an availability test count as guarded; under another if they do not', () => {
+    const ir = analyze([
+      'from typing import TYPE_CHECKING',
+      'import torch',
+      'if TYPE_CHECKING:',
+      '    from transformer_engine.common.recipe import DelayedScaling',
+      'if HAVE_TE:',
+      '    import transformer_engine.pytorch as te',
+      'if torch.cuda.is_available():',
+      '    import transformer_engine as transformer_engine_top',
+      '',
+    ].join('\n'));
+    const g = (t: string) => ir.imports.find((b) => b.target === t)?.guarded;
+    assert.equal(g('transformer_engine.common.recipe.DelayedScaling'), true);
+    assert.equal(g('transformer_engine.pytorch'), true);
+    // is_available() tests CUDA, not the package: with a GPU and without TE the import fails.
+    assert.equal(g('transformer_engine'), false);
+    assert.equal(ir.teImportUnguarded, true);
+  });
 });

@@ -21,6 +21,24 @@ function dotted(src: string, n: SyntaxNode): string {
   return src.slice(n.startIndex, n.endIndex).replace(/\s+/g, '');
 }
 
+/** `if TYPE_CHECKING:`, or a test of Transformer Engine's presence (`if HAVE_TE:`, `if is_te_available():`). */
+function guardCondition(c: string): boolean {
+  return /\bTYPE_CHECKING\b/.test(c)
+    || (/transformer_engine|(^|[^a-z])(te|TE|fp8|FP8)([^a-z]|$)/.test(c) && /avail|AVAIL|HAVE|HAS_|has_|installed|INSTALLED|find_spec|Requirement|version|VERSION/.test(c));
+}
+
+/** Whether an import sits in an `if` whose condition only holds when the package is there (or never at run time). */
+function underCondition(src: string, node: SyntaxNode): boolean {
+  for (let p = node.parent, i = 0; p && i < 6; p = p.parent, i++) {
+    if (p.type === 'if_statement' || p.type === 'elif_clause') {
+      const c = p.childForFieldName('condition');
+      if (c && guardCondition(src.slice(c.startIndex, c.endIndex))) return true;
+    }
+    if (p.type === 'function_definition' || p.type === 'class_definition') return false;
+  }
+  return false;
+}
+
 /** Reads every import statement into bindings. */
 export function collectImports(src: string, recs: ImportRec[]): ImportTable {
   const table: ImportTable = { bindings: [], map: new Map(), starModules: [], teFp8ModuleImports: [] };
@@ -29,8 +47,9 @@ export function collectImports(src: string, recs: ImportRec[]): ImportTable {
     table.map.set(local, target);
   };
   for (const { node, scope } of recs) {
-    // An import inside a function runs when the function does: the module itself loads without the package.
-    const guarded = scope.guarded || scope.fn !== undefined;
+    // An import inside a function runs when the function does: the module itself loads without the package. One
+    // under `if TYPE_CHECKING:` never runs; one under an availability test (`if HAVE_TE:`) runs only with the package.
+    const guarded = scope.guarded || scope.fn !== undefined || underCondition(src, node);
     if (node.type === 'import_statement') {
       for (const c of node.namedChildren) {
         if (!c) continue;
