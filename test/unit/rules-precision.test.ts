@@ -60,6 +60,16 @@ describe('rules: PL401 for FP8 through torchao', () => {
     assert.equal(guarded.length, 0);
   });
 
+  it('an imported helper named for the check counts too (torchtitan has_cuda_capability, is_sm_at_least_89)', () => {
+    for (const check of ['has_cuda_capability(8, 9)', 'is_sm_at_least_89()', 'is_hopper()']) {
+      const name = check.slice(0, check.indexOf('('));
+      const text = `${MODEL2}from mylib.utils import ${name}\nenabled = ${check}\nif enabled:\n    convert_to_float8_training(m)\n`;
+      assert.equal(pl401(text).length, 0, check);
+    }
+    // A helper named for something else is no check.
+    assert.equal(pl401(`${MODEL2}from mylib.utils import ready\nif ready():\n    convert_to_float8_training(m)\n`).length, 1);
+  });
+
   it('offers no Transformer Engine wrapper as its fix, and says what to do', () => {
     const text = `${MODEL2}convert_to_float8_training(m)\n`;
     const { tree, ir, findings } = analyzeText(parser, text, resolveSettings({}), {});

@@ -12,7 +12,9 @@ import type { AssignRec, CallRec, ClassRec, FuncRec } from './walk';
 
 const OPTIMIZERS = /^(Adam|AdamW|SGD|Adagrad|Adadelta|Adamax|NAdam|RAdam|RMSprop|Rprop|ASGD|LBFGS|SparseAdam|Adafactor|Lion|Muon|LAMB|Lamb|FusedAdam|FusedLAMB|FusedSGD|FusedNovoGrad|AdamW8bit|Adam8bit|PagedAdamW|PagedAdamW8bit|AnyPrecisionAdamW|AdamWFp8|AdamW4bit|AdamW8bitAO|Sophia|Shampoo|DistributedShampoo|ZeroRedundancyOptimizer|Adan|Prodigy|ScheduleFreeAdamW)$/;
 const RECIPES = /^(DelayedScaling|Float8CurrentScaling|Float8BlockScaling|MXFP8BlockScaling|NVFP4BlockScaling|CustomRecipe|Float8BlockwiseScaling)$/;
-const FP8_CHECK = /^(is_fp8_available|check_fp8_support|get_device_capability|is_mxfp8_available|is_fp8_block_scaling_available|is_nvfp4_available|fp8_available|check_mxfp8_support|is_fp8_supported|has_fp8)$/;
+// Also helpers of other libraries by what they are named for (torchao/torchtitan `has_cuda_capability(8, 9)`,
+// `is_sm_at_least_89()`, `is_hopper()`), imported or not.
+const FP8_CHECK = /^(is_fp8_available|check_fp8_support|get_device_capability|is_mxfp8_available|is_fp8_block_scaling_available|is_nvfp4_available|fp8_available|check_mxfp8_support|is_fp8_supported|has_fp8)$|^\w*(cuda_capability|compute_capability|fp8_avail\w*|fp8_support\w*)$|^is_sm_?(at_least_)?\d+|^is_(hopper|blackwell|ada)\w*$/;
 const FLOAT8 = /float8_e4m3fn(uz)?|float8_e5m2(fnuz)?|float8_e8m0fnu/;
 const LOW = /\b(bfloat16|float16|half|bf16|fp16)\b/;
 const LOG_CALLEE = /^(print|pprint|log|rank0_print|print_rank_0|print0|master_print|tqdm\.write|warnings\.warn|console\.print)$|(^|\.)(logger|logging|log|LOGGER|_logger|LOG)\.(info|warning|warn|debug|error|critical|log|print)$|^(accelerator|self\.accelerator|fabric)\.print$/;
