@@ -99,6 +99,17 @@ describe('rules: PL502 casts of the model only', () => {
     assert.equal(after.length, 1);
     assert.match(after[0].message, /after the optimizer/);
   });
+
+  it('a cast after device moves, a 16-bit from_pretrained, and the FP16 step in the message', () => {
+    const chain = pl502('import torch\ndef a(model):\n    model = model.cuda().half()\n    return torch.optim.AdamW(model.parameters(), lr=1e-5)\n');
+    assert.equal(chain.length, 1);
+    assert.match(chain[0].message, /FP16 step \(about 0\.05 % of a weight\)/);
+    const hf = pl502('import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\ndef b():\n    tok = AutoTokenizer.from_pretrained("x", torch_dtype=torch.bfloat16)\n    model = AutoModelForCausalLM.from_pretrained("x", torch_dtype=torch.bfloat16)\n    return torch.optim.AdamW(model.parameters(), lr=1e-5)\n');
+    assert.equal(hf.length, 1);
+    assert.match(hf[0].message, /^AutoModelForCausalLM\.from_pretrained\(\.\.\., torch_dtype=torch\.bfloat16\) loads the model's weights in 16-bit before the optimizer/);
+    assert.match(hf[0].message, /BF16 step \(about 0\.4 %/);
+    assert.equal(pl502('import torch\ndef c(model):\n    x = torch.randn(3).cuda().half()\n    return torch.optim.AdamW(model.parameters())\n').length, 0);
+  });
 });
 
 describe('rules: PL201 for accelerate with the precision from a variable', () => {

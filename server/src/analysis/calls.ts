@@ -88,13 +88,15 @@ export function closeParen(src: string, open: number): number {
 const MODEL_WORD = /^[\w.]*(model|net|module|transformer|encoder|decoder|llm|gpt|bert|llama|policy|backbone|block|layer|head|lm)s?$/i;
 /** Also a module built in place: `nn.Linear(16, 16).half()`. */
 function isModuleReceiver(r: string): boolean {
-  return MODEL_WORD.test(r) || /(^|\.)[A-Z]\w*\(.*\)$/.test(r);
+  // `model.cuda().half()`, `model.to(device).bfloat16()`: the module the device moves return.
+  const base = r.replace(/(\s*\.\s*(cuda|cpu|to|train|eval|requires_grad_)\s*\([^()]*\))+$/, '');
+  return MODEL_WORD.test(base) || /(^|\.)[A-Z]\w*\(.*\)$/.test(base);
 }
 const RECIPE_FIELDS: Record<string, string[]> = {
   DelayedScaling: ['margin', 'fp8_format', 'amax_history_len', 'amax_compute_algo'],
   Float8CurrentScaling: ['fp8_format'],
 };
-const CALL_LAST = /^(backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_)$/;
+const CALL_LAST = /^(backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained)$/;
 const CONVERSION = /^(convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/;
 const CONTEXT_LAST = /autocast$|fp8_model_init$|quantized_model_init$/;
 /** Callee text -> whether collectCalls may record the call at all (a pure function of the text). */
@@ -179,6 +181,16 @@ export function collectCalls(
       case 'bfloat16':
         if (receiver && isModuleReceiver(receiver)) push('cast_low_precision');
         continue;
+      case 'from_pretrained': {
+        // `AutoModelForCausalLM.from_pretrained(..., torch_dtype=torch.bfloat16)`: the weights load in 16-bit.
+        const open = src.indexOf('(', rec.start + callee.length);
+        const argText = open < 0 ? '' : src.slice(open, closeParen(src, open));
+        const dtype = /\b(torch_dtype|dtype)\s*=\s*(torch\s*\.\s*)?["']?(bfloat16|float16|half|bf16|fp16)\b["']?/.exec(argText);
+        if (dtype && receiver && !/Tokenizer|Processor|Config|FeatureExtractor|Scheduler|Pipeline/.test(receiver)) {
+          push('cast_low_precision').text = `${callee}(..., ${dtype[0].replace(/\s+/g, '')})`;
+        }
+        continue;
+      }
       case 'step': {
         if (!receiver || /sched|lr_|scheduler|warmup/i.test(receiver)) continue;
         if (/optim|^opt$|\.opt$|optimizer/i.test(receiver) || optimizerVars.has(receiver) || /scaler$/i.test(receiver)) push('optimizer_step');

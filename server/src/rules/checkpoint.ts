@@ -28,9 +28,14 @@ export const checkpointRules: RuleModule = {
       const optimizer = optimizers.find((o) => o.ownerFunction === call.ownerFunction);
       if (!optimizer) return;
       const when = optimizer.span.startOffset > call.span.endOffset ? 'before the optimizer' : 'after the optimizer';
+      const fp16 = /\b(half|float16|fp16)\b/.test(call.text);
+      const loads = /from_pretrained$/.test(call.callee);
+      const step = fp16
+        ? 'updates smaller than the FP16 step (about 0.05 % of a weight) round away, and small gradients underflow without loss scaling'
+        : 'updates smaller than the BF16 step (about 0.4 % of a weight) round away and training stalls';
       findings.push({
         code: 'PL502', span: call.span, severity: 'warning', callIndex,
-        message: `${call.text.slice(0, 60)} casts the whole model to 16-bit ${when} (${optimizer.callee}) is created, so the optimizer updates 16-bit master weights: updates smaller than the BF16 step (about 0.4 % of a weight) round away and training stalls. Keep parameters in FP32 and use autocast (TE autocast computes FP8 from FP32/BF16 masters).`,
+        message: `${loads ? call.text : call.text.slice(0, 60)} ${loads ? 'loads the model\'s weights in 16-bit' : 'casts the whole model to 16-bit'} ${when} (${optimizer.callee}) is created, so the optimizer updates 16-bit master weights: ${step}. Keep parameters in FP32 and use autocast (TE autocast computes FP8 from FP32/BF16 masters).`,
       });
     });
     return findings;
