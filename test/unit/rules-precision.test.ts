@@ -34,6 +34,17 @@ describe('rules: PL201 on whole-model conversions', () => {
     assert.match(msgs[0], /module_filter_fn that skips it \(torchao\)/);
   });
 
+  it('a filter bound to a variable is read through it: partial(fn, ...) and lambdas', () => {
+    const imp = `${MODEL}from functools import partial\nfrom torchao.float8 import convert_to_float8_training\n`;
+    const skip = 'def skip_ends(mod, fqn, first_layer_name=None, last_layer_name=None):\n    return fqn not in (first_layer_name, last_layer_name)\n';
+    assert.equal(pl201(`${imp}${skip}func = partial(skip_ends, last_layer_name="lm_head")\nconvert_to_float8_training(model, module_filter_fn=func)\n`).length, 0);
+    assert.equal(pl201(`${imp}fn = lambda mod, fqn: fqn != "lm_head"\nconvert_to_float8_training(model, module_filter_fn=fn)\n`).length, 0);
+    const keep = 'def keep_big(mod, fqn, min_features=0):\n    return mod.in_features >= min_features\n';
+    const msgs = pl201(`${imp}${keep}f2 = partial(keep_big, min_features=1024)\nconvert_to_float8_training(model, module_filter_fn=f2)\n`);
+    assert.equal(msgs.length, 1);
+    assert.match(msgs[0], /its filter \(f2\) does not visibly exclude the lm-head/);
+  });
+
   it("Transformer Engine's convert_model has no filter: restore the head or disable autocast around it", () => {
     const msgs = pl201(`${MODEL}from accelerate.utils import convert_model\nconvert_model(model)\n`);
     assert.equal(msgs.length, 1);

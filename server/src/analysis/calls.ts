@@ -307,10 +307,20 @@ function conversion(
   return conv;
 }
 
-function filterMentionsHead(src: string, name: string, fnByName: Map<string, FuncRec>): boolean {
-  const fn = fnByName.get(name.split('.').pop() ?? name);
-  if (!fn) return false;
-  return HEAD_IN_FILTER.test(src.slice(fn.start, fn.end).replace(/^def\s+\w+/, ''));
+function filterMentionsHead(src: string, name: string, fnByName: Map<string, FuncRec>, depth = 0): boolean {
+  const short = name.split('.').pop() ?? name;
+  const fn = fnByName.get(short);
+  if (fn) return HEAD_IN_FILTER.test(src.slice(fn.start, fn.end).replace(/^def\s+\w+/, ''));
+  if (depth > 2 || !/^[A-Za-z_]\w*$/.test(short)) return false;
+  // A variable bound to the filter: `func = partial(filter_linear_layers, last_layer_name=last)` (accelerate),
+  // `fn = lambda mod, fqn: fqn != "lm_head"`: its right side, and the function a partial wraps.
+  for (const m of src.matchAll(new RegExp(String.raw`(?:^|\n)[ \t]*${short}[ \t]*=(?!=)[ \t]*([^\n]+)`, 'g'))) {
+    const rhs = m[1];
+    if (HEAD_IN_FILTER.test(rhs.replace(/^\s*(functools\s*\.\s*)?partial\s*\(\s*[\w.]+/, ''))) return true;
+    const wrapped = /^\s*(?:functools\s*\.\s*)?partial\s*\(\s*([\w.]+)/.exec(rhs)?.[1];
+    if (wrapped && filterMentionsHead(src, wrapped, fnByName, depth + 1)) return true;
+  }
+  return false;
 }
 
 /** `a.weight = b.weight` statements and `_tie_or_clone_weights(a, b)` calls. */
