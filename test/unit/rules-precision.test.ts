@@ -127,6 +127,18 @@ describe('rules: PL201 for accelerate with the precision from a variable', () =>
   let parser: Parser;
   before(async () => { parser = await createPythonParser(); });
 
+  it('a precision or handler list in a variable is read from its last assignment before the call', () => {
+    const run = (body: string) => {
+      const { tree, findings } = analyzeText(parser, `${MODEL}from accelerate import Accelerator\nfrom accelerate.utils import FP8RecipeKwargs\n${body}`, resolveSettings({}), { anyAutocastRegion: true });
+      tree?.delete();
+      return findings.filter((f) => f.code === 'PL201').length;
+    };
+    assert.equal(run('mp = "bf16"\nmp = "fp8"\nacc = Accelerator(mixed_precision=mp)\n'), 1);
+    assert.equal(run('mp = "fp8"\nmp = "bf16"\nacc = Accelerator(mixed_precision=mp)\n'), 0);
+    assert.equal(run('def main(m):\n    p = "fp8"\n    return Accelerator(mixed_precision=p).prepare(m)\n'), 1);
+    assert.equal(run('h = [FP8RecipeKwargs(backend="te")]\nacc = Accelerator(mixed_precision=args.mp, kwargs_handlers=h)\n'), 1);
+  });
+
   it('an FP8 recipe handler says FP8 is meant even when mixed_precision is not a literal', () => {
     const text = `${MODEL}from accelerate import Accelerator\nfrom accelerate.utils import FP8RecipeKwargs\naccelerator = Accelerator(mixed_precision=hp.mixed_precision, kwargs_handlers=[FP8RecipeKwargs(backend="te")])\nmodel = accelerator.prepare(model)\n`;
     const { tree, findings } = analyzeText(parser, text, resolveSettings({}), { anyAutocastRegion: true });

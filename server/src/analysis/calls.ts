@@ -281,9 +281,11 @@ function conversion(
   const filterArg = args.find((a) => a.name !== undefined && /^(module_filter_fn|filter_fn|filter_fqns|module_filter_func|skip_fqn_list|skip_modules|modules_to_not_convert|exclude_modules)$/.test(a.name));
   const conv: Fp8ConversionCall = { span: spanOf(node), callee, hasFilter: false, filterExcludesHead: false };
   if (last === 'Accelerator') {
-    const mp = args.find((a) => a.name === 'mixed_precision');
+    const mpArg = args.find((a) => a.name === 'mixed_precision');
     const handlers = args.find((a) => a.name === 'kwargs_handlers');
-    const ht = handlers?.text ?? '';
+    // A name is read through its last assignment before the call (`mixed_precision = "fp8"`, `handlers = [...]`).
+    const mp = mpArg ? { text: lastAssigned(src, mpArg.text, node.startIndex) ?? mpArg.text } : undefined;
+    const ht = handlers ? lastAssigned(src, handlers.text, node.startIndex) ?? handlers.text : '';
     // FP8 by a literal, or by an FP8 recipe handler when the precision comes from a variable (TE's te_llama tutorial).
     if (!(mp && /fp8/i.test(mp.text)) && !(mp && !/^['"]/.test(mp.text.trim()) && /(FP8RecipeKwargs|TERecipeKwargs|AORecipeKwargs|MSAMPRecipeKwargs)/.test(ht))) return undefined;
     if (/AORecipeKwargs|backend\s*=\s*['"]ao['"]/i.test(ht)) {
@@ -305,6 +307,15 @@ function conversion(
     conv.filterExcludesHead = HEAD_IN_FILTER.test(filterArg.text) || (/^\w+$/.test(filterArg.text) && filterMentionsHead(src, filterArg.text, fnByName));
   }
   return conv;
+}
+
+/** The right side of the last `name = ...` (one line) before `before`, for a plain name; undefined otherwise. */
+function lastAssigned(src: string, name: string, before: number): string | undefined {
+  const n = name.trim();
+  if (!/^[A-Za-z_]\w*$/.test(n)) return undefined;
+  let last: string | undefined;
+  for (const m of src.slice(0, before).matchAll(new RegExp(String.raw`(?:^|\n)[ \t]*${n}[ \t]*(?::[^=\n]+)?=(?!=)[ \t]*([^\n]+)`, 'g'))) last = m[1].trim();
+  return last;
 }
 
 function filterMentionsHead(src: string, name: string, fnByName: Map<string, FuncRec>, depth = 0): boolean {
