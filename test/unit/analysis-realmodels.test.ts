@@ -811,3 +811,31 @@ describe('analysis: config defaults that __post_init__ overwrites', () => {
     assert.equal(ir.layers.find((x) => x.name === 'self.up')!.inFeatures?.value, 1024);
   });
 });
+
+describe('analysis: a ModuleDict entry added with update()', () => {
+  before(initParser);
+
+  it('is named under the dict and its head reason keeps the expression as written (OLMo)', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+
+      class LM(nn.Module):
+          def __init__(self, config):
+              super().__init__()
+              self.transformer = nn.ModuleDict(dict(wte=nn.Embedding(config.vocab_size, config.d_model)))
+              if not config.weight_tying:
+                  self.transformer.update(
+                      {"ff_out": nn.Linear(config.d_model, config.embedding_size or config.vocab_size, bias=False)})
+          def forward(self, idx):
+              x = self.transformer.wte(idx)
+              if self.config.weight_tying:
+                  return nn.functional.linear(x, self.transformer.wte.weight)
+              return self.transformer.ff_out(x)
+
+    `);
+    const head = ir.layers.find((l) => l.kind === 'linear')!;
+    assert.equal(head.name, 'transformer.ff_out');
+    assert.equal(head.role, 'lm_head');
+    assert.ok(head.roleReasons.includes('vocabulary-sized output (config.embedding_size or config.vocab_size)'), head.roleReasons.join('; '));
+  });
+});

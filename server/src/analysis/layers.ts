@@ -694,6 +694,12 @@ function placement(ctx: LayerContext, call: SyntaxNode, rec: CallRec): Placement
           pl.multi = false;
           pl.container ??= rec.scope.loopDepth > 0 ? 'loop' : 'ModuleList';
           return followLocal(ctx, pl, rec, 0);
+        } else if (f.type === 'attribute' && last === 'update' && pl.segs.length && pl.segs[0].startsWith('.')) {
+          // `self.transformer.update({"ff_out": nn.Linear(...)})` (OLMo): a ModuleDict entry under its key.
+          const obj = f.childForFieldName('object');
+          pl.base = obj ? text(obj) : '';
+          pl.container ??= 'ModuleDict';
+          return pl;
         } else if (f.type === 'attribute' && /^(add_module|register_module)$/.test(last)) {
           const obj = f.childForFieldName('object');
           const first = p.namedChild(0);

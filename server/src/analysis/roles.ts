@@ -266,7 +266,14 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     // lm-head evidence
     let score = 0;
     const vocabHit = outVia.find((t) => isVocabText(t) || embeddingTexts.has(t));
-    if (vocabHit !== undefined) { score += 3; reasons.push(`vocabulary-sized output (${vocabHit || outText})`); vocab = vocabHit || outText; ctx.vocabNames.add(vocab); }
+    if (vocabHit !== undefined) {
+      score += 3;
+      // Shown as written (single spaces), not the whitespace-free matching key (`a or b`, not `aorb`).
+      const shown = [L.outFeatures?.text ?? '', ...r.outVia].find((t) => t.replace(/\s+/g, '') === vocabHit)?.replace(/\s+/g, ' ').trim();
+      reasons.push(`vocabulary-sized output (${shown || vocabHit || outText})`);
+      vocab = vocabHit || outText;
+      ctx.vocabNames.add(vocab);
+    }
     else if (L.outFeatures?.value !== undefined && L.outFeatures.value >= 1000 && vocabValues.has(L.outFeatures.value)) {
       score += 3; reasons.push(`output size ${L.outFeatures.value} equals the embedding's vocabulary size`);
     }
