@@ -37,6 +37,16 @@ describe('rules: PL104 / PL105 fusion hints from the data flow in forward', () =
     assert.deepEqual(byClass.get('Mlp'), ['PL105']);
   });
 
+  it("says that TE's gelu is the tanh approximation when the model uses exact GELU, not when it already uses tanh", () => {
+    const pl105 = messages.filter((m) => m.includes('activation="gelu"'));
+    const exact = pl105.find((m) => m.includes('hidden_size=2048'))!;
+    assert.match(exact, /TE's activation="gelu" is the tanh approximation of GELU, while nn\.GELU\(\) is the exact \(erf\) form/);
+    assert.deepEqual(byClass.get('TanhGelu'), ['PL105']);
+    const tanh = pl105.find((m) => m.includes('hidden_size=1024, ffn_hidden_size=4096'))!;
+    assert.ok(tanh, pl105.join('\n'));
+    assert.doesNotMatch(tanh, /tanh approximation/);
+  });
+
   it('no hint when the norm output has another use, feeds a submodule, or the Linear is called twice', () => {
     assert.equal(byClass.get('UsedTwice'), undefined);
     assert.equal(byClass.get('IntoSubmodule'), undefined);

@@ -123,9 +123,15 @@ function checkClass(cls: ClassInfo, text: string, layers: Array<[Layer, number]>
     const fc2 = activation && actCall ? linearOf(soleConsumer(body, actCall.start, actCall.end)) : undefined;
     const where = `${cls.name}.forward`;
     if (fc2 && activation) {
+      // TE's "gelu" kernel is the tanh approximation; nn.GELU() and F.gelu default to the exact (erf) form.
+      const actLayer = actAttr ? byAttr.get(actAttr)?.[0] : undefined;
+      const tanh = /tanh/.test(actLayer?.options.approximate ?? '');
+      const geluNote = activation === 'gelu' && !tanh
+        ? ` Note: TE's activation="gelu" is the tanh approximation of GELU, while ${actLayer ? `${actLayer.constructor}()` : actCall?.callee ?? 'this GELU'} is the exact (erf) form: outputs differ slightly (about 1e-3), harmless when training from scratch; re-check the accuracy of an already trained model.`
+        : '';
       findings.push({
         code: 'PL105', span: norm.span, severity: 'hint', layerIndex,
-        message: `${layerLabel(norm)} -> ${layerLabel(fc1[0])} -> ${activation} -> ${layerLabel(fc2[0])} in ${where} is a whole MLP block: te.LayerNormMLP(hidden_size=${dimText(norm.normalizedShape ?? norm.inFeatures)}, ffn_hidden_size=${dimText(fc1[0].outFeatures)}, normalization="${normalization}", activation="${activation}") runs it with the norm, the FP8 casts and the activation fused, so no BF16 activation is written between them. Parameter names change (layer_norm_weight, fc1_weight, fc2_weight): map checkpoint keys when loading.`,
+        message: `${layerLabel(norm)} -> ${layerLabel(fc1[0])} -> ${activation} -> ${layerLabel(fc2[0])} in ${where} is a whole MLP block: te.LayerNormMLP(hidden_size=${dimText(norm.normalizedShape ?? norm.inFeatures)}, ffn_hidden_size=${dimText(fc1[0].outFeatures)}, normalization="${normalization}", activation="${activation}") runs it with the norm, the FP8 casts and the activation fused, so no BF16 activation is written between them. Parameter names change (layer_norm_weight, fc1_weight, fc2_weight): map checkpoint keys when loading.${geluNote}`,
       });
     } else {
       findings.push({
