@@ -839,3 +839,30 @@ describe('analysis: a ModuleDict entry added with update()', () => {
     assert.ok(head.roleReasons.includes('vocabulary-sized output (config.embedding_size or config.vocab_size)'), head.roleReasons.join('; '));
   });
 });
+
+describe('analysis: norm flags from parameters', () => {
+  before(initParser);
+
+  it('says where elementwise_affine=False comes from (a default, a construction site) and that True would map', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+
+      class AdaLNContinuous(nn.Module):
+          def __init__(self, dim: int = 3072, elementwise_affine=True, eps=1e-6):
+              super().__init__()
+              self.norm = nn.LayerNorm(dim, eps, elementwise_affine)
+
+      class Other(nn.Module):
+          def __init__(self, dim: int = 3072, norm_elementwise_affine=False, eps=1e-6):
+              super().__init__()
+              self.norm = nn.LayerNorm(dim, eps, norm_elementwise_affine)
+
+      model_norm = AdaLNContinuous(3072, elementwise_affine=False)
+
+    `);
+    const [a, b] = ir.layers.filter((l) => l.kind === 'layernorm');
+    assert.equal(a.convertible, false);
+    assert.match(a.reasons.join(' '), /\(elementwise_affine as passed where AdaLNContinuous is built\).*layers built with elementwise_affine=True map onto te\.LayerNorm/);
+    assert.match(b.reasons.join(' '), /\(default of parameter norm_elementwise_affine \(False\)\)/);
+  });
+});

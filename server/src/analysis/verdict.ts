@@ -272,7 +272,7 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
         reasons.push(`elementwise_affine=${ea.text} is decided at run time: te.LayerNorm always has a weight and a bias, so it is an exact replacement only when that is True.`);
       } else if (ea.value === false) {
         L.convertible = false;
-        reasons.push(`elementwise_affine=${ea.text} means no weight or bias, but te.LayerNorm always has both: it is not an exact replacement. Keep nn.LayerNorm (or accept a learnable affine).`);
+        reasons.push(`elementwise_affine=${ea.text}${ea.note ? ` (${ea.note})` : ''} means no weight or bias, but te.LayerNorm always has both: it is not an exact replacement. Keep nn.LayerNorm (or accept a learnable affine)${ea.note ? '; layers built with elementwise_affine=True map onto te.LayerNorm' : ''}.`);
       } else if (!hasBiasParam) {
         L.convertible = false;
         reasons.push(`${L.localClass ?? L.constructor} has no bias, but te.LayerNorm always has a weight and a bias: not an exact replacement (te.RMSNorm is not the same computation either).`);
@@ -298,7 +298,7 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
       const bias = optionValue(rec, ev, 'bias');
       if (ea.value === false) {
         L.convertible = false;
-        reasons.push(`elementwise_affine=${ea.text} means no weight, but te.RMSNorm always has a learnable weight: it is not an exact replacement. Keep this norm.`);
+        reasons.push(`elementwise_affine=${ea.text}${ea.note ? ` (${ea.note})` : ''} means no weight, but te.RMSNorm always has a learnable weight: it is not an exact replacement. Keep this norm${ea.note ? '; layers built with elementwise_affine=True map onto te.RMSNorm' : ''}.`);
       } else if (ea.text !== undefined && ea.value === undefined) {
         L.convertible = 'uncertain';
         reasons.push(`elementwise_affine=${ea.text} is decided at run time: te.RMSNorm always has a weight, so it is an exact replacement only when that is True.`);
@@ -390,7 +390,7 @@ function optionValue(rec: LayerRec, ev: Evaluator, name: string): { text?: strin
   }
   const text = rec.layer.options[name] ?? name;
   const e = ev.eval(node, rec.scope as EvalScope, 0);
-  const note = e.notes.filter((n) => / default /.test(n)).join('; ') || undefined;
+  const note = e.notes.filter((n) => /\bdefault\b|as passed where/.test(n)).join('; ') || undefined;
   return { text, value: e.value, note };
 }
 
