@@ -866,3 +866,39 @@ describe('analysis: norm flags from parameters', () => {
     assert.match(b.reasons.join(' '), /\(default of parameter norm_elementwise_affine \(False\)\)/);
   });
 });
+
+describe('analysis: a helper that returns a layer or something else', () => {
+  before(initParser);
+
+  it('its instance is uncertain and names the other return (DINOv2 _build_mlp); a plain factory converts', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+
+      def _build_mlp(nlayers, in_dim, bottleneck_dim, hidden_dim=None, use_bn=False, bias=True):
+          if nlayers == 1:
+              return nn.Linear(in_dim, bottleneck_dim, bias=bias)
+          else:
+              layers = [nn.Linear(in_dim, hidden_dim, bias=bias)]
+              layers.append(nn.GELU())
+              for _ in range(nlayers - 2):
+                  layers.append(nn.Linear(hidden_dim, hidden_dim, bias=bias))
+                  layers.append(nn.GELU())
+              layers.append(nn.Linear(hidden_dim, bottleneck_dim, bias=bias))
+              return nn.Sequential(*layers)
+
+      def make_fc(i, o):
+          return nn.Linear(i, o)
+
+      class DINOHead(nn.Module):
+          def __init__(self, in_dim=768, out_dim=65536, nlayers=3, hidden_dim=2048, bottleneck_dim=256):
+              super().__init__()
+              self.mlp = _build_mlp(nlayers, in_dim, bottleneck_dim, hidden_dim=hidden_dim)
+              self.fc = make_fc(in_dim, in_dim)
+
+    `);
+    const mlp = ir.layers.find((l) => l.name === 'self.mlp')!;
+    assert.equal(mlp.convertible, 'uncertain');
+    assert.match(mlp.reasons.join(' '), /_build_mlp\(\), which can also return nn\.Sequential\(\*layers\)/);
+    assert.equal(ir.layers.find((l) => l.name === 'self.fc')!.convertible, true);
+  });
+});

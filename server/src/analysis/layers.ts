@@ -333,6 +333,11 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
       }
       const instSnaps: LayerSnap[] = [];
       const place = placement(ctx, call.node, call);
+      // A helper that can also return something else (`return nn.Linear(...)` for one layer, `return
+      // nn.Sequential(*layers)` otherwise, DINOv2's _build_mlp): which one this call gets is decided at run time.
+      const other = fn.returns.map((r) => r.namedChild(0)).find((v) => !!v && v.type === 'call'
+        && !list.some((t) => t.rec.call.start >= v.startIndex && t.rec.call.start < v.endIndex));
+      const otherText = other ? src.slice(other.startIndex, other.endIndex).replace(/\s+/g, ' ') : undefined;
       for (const t of list) {
         const scope: EvalScope = { ...t.rec.scope, bind };
         const calleeNode = calleeText(src, t.rec.call.node)?.node as SyntaxNode;
@@ -352,6 +357,7 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
         };
         applyPlacement(inst, merged, call);
         inst.layer.container ??= 'helper';
+        if (otherText) inst.layer.classFrom = `${fn.name}(), which can also return ${otherText.length > 60 ? `${otherText.slice(0, 57)}...` : otherText}`;
         if (m) {
           inst.snap = { layer: copyLayer(inst.layer, -m.dOff, -m.dLine), argNodes: inst.argNodes, outVia: inst.outVia.slice() };
           instSnaps.push(inst.snap);
