@@ -141,6 +141,25 @@ export function collectCalls(
 ): CallFacts {
   const facts: CallFacts = { calls: [], recipes: [], conversions: [] };
   const optimizerVars = new Set<string>();
+  // Per receiver and scope: read in the enclosing function (where a local is built), else in the module.
+  const nonModule = new Map<string, boolean>();
+  const builtAsNonModuleIn = (receiver: string, rec: CallRec): boolean => {
+    const fn = rec.scope.fn;
+    const key = `${fn ? fn.start : -1}\u0001${receiver}`;
+    let v = nonModule.get(key);
+    if (v === undefined) {
+      v = !!fn && builtAsNonModule(src.slice(fn.start, fn.end), receiver);
+      if (!v) {
+        // The module as a whole, once per receiver.
+        const whole = `-1\u0001${receiver}`;
+        let w = nonModule.get(whole);
+        if (w === undefined) { w = builtAsNonModule(src, receiver); nonModule.set(whole, w); }
+        v = w;
+      }
+      nonModule.set(key, v);
+    }
+    return v;
+  };
   const fnByName = new Map<string, FuncRec>();
   for (const f of functions) if (!fnByName.has(f.name)) fnByName.set(f.name, f);
   for (let i = 0; i < calls.length; i++) {
@@ -175,7 +194,7 @@ export function collectCalls(
         // A module's load_state_dict: not an optimizer's, a scheduler's or a scaler's, and not a module-level function
         // (`torch.distributed.checkpoint.load_state_dict`, transformers' `load_state_dict(path)`).
         if (receiver && !/optim|sched|scaler|^dcp$|checkpoint|distributed|lr_|^opt$|\.opt$/i.test(receiver) && !imports.map.has(receiver.split('.')[0])
-          && !optimizerVars.has(receiver) && !builtAsNonModule(src, receiver)) push('load_state_dict');
+          && !optimizerVars.has(receiver) && !builtAsNonModuleIn(receiver, rec)) push('load_state_dict');
         continue;
       case 'half':
       case 'bfloat16':

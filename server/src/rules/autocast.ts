@@ -87,12 +87,13 @@ export const autocastRules: RuleModule = {
 
     // Deprecated API: only once TE >= 2.9 is (or may be) in use; a user pinned to legacy keeps fp8_autocast.
     const legacy = settings.te.apiVersion === 'legacy' || teAtLeast(workspace.teVersion, 2, 9) === false;
-    const versionAware = supportsOldTe(ctx.text);
+    let versionAware: boolean | undefined; // read only when a deprecated call is there
     if (!legacy) {
       ir.calls.forEach((call, callIndex) => {
         if (call.kind !== 'te_deprecated') return;
         // The old-API path of code that tests the TE version (`if hasattr(te, "autocast"): ... else te.fp8_autocast`):
         // deliberate, and needed on TE < 2.9.
+        versionAware ??= supportsOldTe(ctx.text);
         if (versionAware && TE_VERSION_CHECK.test(enclosingFunctionText(ctx.text, call.span.startOffset))) return;
         findings.push({
           code: 'PL303', span: call.span, severity: 'hint', callIndex,

@@ -36,7 +36,9 @@ export const TE_VERSION_CHECK = /\bhasattr\s*\(\s*(te|transformer_engine[\w.]*)\
 
 /** Whether the text tests the installed TE version or API anywhere. */
 export function supportsOldTe(text: string): boolean {
-  return TE_VERSION_CHECK.test(text);
+  // A plain substring test first: most files have none of these words, and the regex then never runs.
+  return (text.includes('hasattr') || text.includes('version') || text.includes('VERSION') || text.includes('RequirementCache'))
+    && TE_VERSION_CHECK.test(text);
 }
 
 /**
