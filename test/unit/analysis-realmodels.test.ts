@@ -902,3 +902,27 @@ describe('analysis: a helper that returns a layer or something else', () => {
     assert.equal(ir.layers.find((l) => l.name === 'self.fc')!.convertible, true);
   });
 });
+
+describe('analysis: calls of submodules named *_linear', () => {
+  before(initParser);
+
+  it('self.dense_linear(x) in forward builds nothing; imported *linear factories still do', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+      from mylib import lora_or_linear
+      import mylib
+
+      class Block(nn.Module):
+          def __init__(self, d: int = 1024):
+              super().__init__()
+              self.dense_linear = nn.Linear(d, d)
+              self.a = lora_or_linear(d, d)
+              self.b = mylib.make_linear(d, d)
+          def forward(self, x):
+              c = self.dense_linear(x)
+              return c
+
+    `);
+    assert.deepEqual(ir.layers.map((l) => l.name), ['self.dense_linear', 'self.a', 'self.b']);
+  });
+});

@@ -185,8 +185,10 @@ function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; c
   if (k) return { resolved, ctor: { ...k } };
   const last = resolved.split('.').pop() ?? '';
   // Imported layer factories (`lora_or_linear(dim, out, bias=...)`, `make_linear(...)`): a function named *linear.
+  // A bare name or one reached through an import; `self.dense_linear(x)` calls a submodule, it builds nothing.
+  const head = text.split('.')[0];
   if (/^[a-z_]\w*linear$/i.test(last) && /^[a-z_]/.test(last) && !/^(torch|math|numpy|np)\./.test(resolved) && !ctx.classes.has(last)
-    && !ctx.walk.functions.some((f) => f.name === last)) {
+    && (!text.includes('.') || ctx.imports.map.has(head)) && !ctx.walk.functions.some((f) => f.name === last)) {
     return { resolved, ctor: { kind: 'linear', isTe: false, params: ['in_features', 'out_features', 'bias'], te: 'te.Linear', display: last, factory: last } };
   }
   if (WEIGHTLESS.test(last) && /^[A-Z]/.test(last) && /Embedding|Encoding|Emb$/.test(last)) {
