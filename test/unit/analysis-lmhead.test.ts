@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import { analyze, fixture, initParser, layer } from './analysis-helpers';
+import { analyze, fixture, initParser, layer, py } from './analysis-helpers';
 import type { ModelIR } from '../../server/src/analysis/ir';
 
 function owned(ir: ModelIR, owner: string, name: string) {
@@ -143,5 +143,35 @@ describe('analysis: lm-head evidence, fifth survey', () => {
     // A block's returned projection (first in a tuple) with no vocabulary or distribution stays a block layer.
     assert.notEqual(owned(ir, 'Block', 'self.fc2').role, 'lm_head');
     assert.equal(owned(ir, 'Block', 'self.fc2').convertible, true);
+  });
+
+  it('a tie made on self in one class does not tie a same-named layer of another class', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+
+      class MLP(nn.Module):
+          def __init__(self, dim: int = 1024):
+              super().__init__()
+              self.fc = nn.Linear(dim, 4 * dim)
+              self.proj = nn.Linear(4 * dim, dim)
+          def forward(self, x):
+              return self.proj(self.fc(x).relu())
+
+      class TinyLM(nn.Module):
+          def __init__(self, vocab: int = 32000, dim: int = 1024):
+              super().__init__()
+              self.emb = nn.Embedding(vocab, dim)
+              self.mlp = MLP(dim)
+              self.proj = nn.Linear(dim, vocab, bias=False)
+              self.proj.weight = self.emb.weight
+          def forward(self, idx):
+              return self.proj(self.mlp(self.emb(idx)))
+
+    `);
+    assert.equal(owned(ir, 'MLP', 'self.proj').role, 'mlp');
+    assert.equal(owned(ir, 'MLP', 'self.proj').tied, false);
+    assert.equal(owned(ir, 'MLP', 'self.proj').convertible, true);
+    assert.equal(owned(ir, 'TinyLM', 'self.proj').role, 'lm_head');
+    assert.equal(owned(ir, 'TinyLM', 'self.proj').tied, true);
   });
 });

@@ -377,11 +377,13 @@ export function collectTies(src: string, assigns: AssignRec[], calls: CallRec[],
     const l = src.slice(left.startIndex, left.endIndex).replace(/\s+/g, '');
     const r = src.slice(right.startIndex, right.endIndex).replace(/\s+/g, '');
     if (!/\.weight$/.test(l) || !/\.weight$/.test(r)) continue;
-    ties.push({
+    const tie: WeightTie = {
       span: spanOf(a.node), text: shortText(src.slice(a.node.startIndex, a.node.endIndex)),
       left: l.replace(/^self\./, ''), right: r.replace(/^self\./, ''),
       leftLayer: l.replace(/^self\./, '').replace(/\.weight$/, ''), rightLayer: r.replace(/^self\./, '').replace(/\.weight$/, ''),
-    });
+    };
+    if (a.scope.cls && /^self\./.test(l) && /^self\./.test(r)) tie.ownerClass = a.scope.cls.name;
+    ties.push(tie);
   }
   for (let i = 0; i < calls.length; i++) {
     const c = callees[i];

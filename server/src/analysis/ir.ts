@@ -185,6 +185,8 @@ export interface WeightTie {
   /** Owner layer names (`transformer.wte`, `lm_head`). */
   leftLayer: string;
   rightLayer: string;
+  /** The class whose method ties `self.a.weight = self.b.weight` (both sides on self): only its layers are meant. */
+  ownerClass?: string;
 }
 
 /** torchao / accelerate FP8 conversion calls. */

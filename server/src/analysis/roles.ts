@@ -130,9 +130,15 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     return [...roles][0];
   };
   const tiedTo = new Map<LayerRec, string>();
+  // A tie made on `self` in a class means that class's layers (or those of the classes it builds), not every layer
+  // of the file with the same attribute name.
+  const ownedBy = (hits: LayerRec[], owner: string | undefined): LayerRec[] => {
+    const mine = owner ? hits.filter((r) => r.layer.ownerClass === owner) : [];
+    return mine.length ? mine : hits;
+  };
   for (const t of ctx.ties) {
-    const left = t.leftLayer ? findLayer(t.leftLayer) : [];
-    const right = t.rightLayer ? findLayer(t.rightLayer) : [];
+    const left = t.leftLayer ? ownedBy(findLayer(t.leftLayer, t.ownerClass), t.ownerClass) : [];
+    const right = t.rightLayer ? ownedBy(findLayer(t.rightLayer, t.ownerClass), t.ownerClass) : [];
     for (const l of left) for (const r of right) {
       // Weight tying means an output projection sharing the embedding table; a parameter shared between two other
       // layers (`model_b.mlp.fc.weight = model_a.mlp.fc.weight`) says nothing about an lm-head.
