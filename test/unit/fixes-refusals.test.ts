@@ -82,8 +82,28 @@ describe('fixes: refusals and safety', () => {
     const plain = await analyse(base);
     const pl101 = plain.findings.filter((f) => f.code === 'PL101');
     assert.equal(pl101.length, 2);
-    assert.match(pl101[0].message, /tests isinstance\(\.\.\., nn\.Linear\) \(line 6\)/);
+    assert.match(pl101[0].message, /tests the layer's class \(isinstance\(\.\.\., nn\.Linear\) or the like, line 6\)/);
     assert.equal(fixOutcome(base, plain.ir, pl101[0], DEFAULT_SETTINGS).fixes[0]?.safe, false);
+    // The other ways to test a class hold the batch fix back too, per layer kind (minGPT's configure_optimizers).
+    // (A name bound on a line with several tuples holds back every kind named on that line: conservative.)
+    const forms: [string, string[]][] = [
+      ['white = (torch.nn.Linear,)\ndef groups(m):\n    return isinstance(m, white)\n', ['linear']],
+      ['def groups(m):\n    return type(m) == nn.Linear\n', ['linear']],
+      ['def groups(m):\n    return m.__class__ in (nn.Linear, nn.Embedding)\n', ['linear']],
+      ['black = (torch.nn.LayerNorm, torch.nn.Embedding)\ndef groups(m):\n    return isinstance(m, black)\n', ['layernorm']],
+      ['white, black = (te.Linear,), (torch.nn.LayerNorm, torch.nn.Embedding)\ndef groups(m):\n    return isinstance(m, black)\n', ['linear', 'layernorm']],
+      ['def groups(m):\n    return isinstance(m, (nn.Embedding,))\n', []],
+    ];
+    for (const [code, kinds] of forms) {
+      const text = `import torch\nimport torch.nn as nn\nimport transformer_engine.pytorch as te\n${code}\nm = nn.Sequential(nn.Linear(2048, 4096), nn.LayerNorm(4096))\n`;
+      const a = await analyse(text);
+      assert.equal(a.findings.filter((x) => x.code === 'PL101' || x.code === 'PL102').length, 2, code);
+      for (const f of a.findings.filter((x) => x.code === 'PL101' || x.code === 'PL102')) {
+        const held = kinds.includes(f.code === 'PL101' ? 'linear' : 'layernorm');
+        assert.equal(fixOutcome(text, a.ir, f, DEFAULT_SETTINGS).fixes[0]?.safe, !held, `${code} / ${f.code}`);
+        if (held) assert.match(f.message, /tests the layer's class/, code);
+      }
+    }
     const torchao = `${base}from torchao.float8 import convert_to_float8_training\nconvert_to_float8_training(m)\n`;
     const conv = await analyse(torchao);
     assert.equal(conv.findings.filter((f) => f.code === 'PL101').length, 0);

@@ -6,7 +6,7 @@
 import type { Layer, ModelIR } from '../analysis/ir';
 import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
 import { addImport, teAccess } from './imports';
-import { isinstanceLinearAt } from '../rules/format';
+import { typeTestAt } from '../rules/format';
 import { splitCallArgs, type CallArg } from './source';
 import type { Fix, FixContext } from './types';
 
@@ -210,7 +210,7 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   // would fail where TE is missing) needs a person. Nor when the file tests isinstance(..., nn.Linear) (init code would
   // skip the converted layer).
   const safe = layer.convertible === true && !args.droppedMeaningful.length && layer.kind !== 'parallel-linear' && !layer.resolved.startsWith('local:')
-    && (viaFactory || ctx.ir.teImportUnguarded) && !(layer.kind === 'linear' && isinstanceLinearAt(ctx.text) >= 0);
+    && (viaFactory || ctx.ir.teImportUnguarded) && typeTestAt(ctx.text, layer.kind) < 0;
   return { edits, safe, target };
 }
 

@@ -6,7 +6,7 @@
 import type { RuleCode } from '../../../common/codes';
 import { lineAt, lineStartsOf } from '../lines';
 import type { Layer } from '../analysis/ir';
-import { isinstanceLinearAt, joinReasons, layerLabel, shapeText } from './format';
+import { joinReasons, layerLabel, shapeText, typeTestAt } from './format';
 import type { Finding, RuleContext, RuleModule } from './types';
 
 const CODE_BY_KIND: Partial<Record<Layer['kind'], RuleCode>> = {
@@ -45,8 +45,13 @@ export const conversionRules: RuleModule = {
   codes: ['PL101', 'PL102', 'PL103', 'PL106', 'PL110'],
   check({ ir, text }: RuleContext): Finding[] {
     const findings: Finding[] = [];
-    const isinstanceAt = isinstanceLinearAt(text);
-    const isinstanceLine = isinstanceAt >= 0 ? lineAt(lineStartsOf(text), isinstanceAt) + 1 : 0;
+    // Where the file tests the class a conversion replaces (per kind, read once).
+    const testAt = new Map<string, number>();
+    const typeTestLine = (kind: string): number => {
+      let at = testAt.get(kind);
+      if (at === undefined) { at = typeTestAt(text, kind); testAt.set(kind, at); }
+      return at >= 0 ? lineAt(lineStartsOf(text), at) + 1 : 0;
+    };
     // A file that converts its model with a whole-model FP8 conversion (torchao convert_to_float8_training, accelerate)
     // has chosen its FP8 stack: a te.* layer would leave that conversion (it swaps nn.Linear only) and need TE autocast.
     const converted = ir.fp8Conversions.length > 0;
@@ -72,8 +77,11 @@ export const conversionRules: RuleModule = {
       // refusals (norms TE cannot represent exactly) as diagnostics, so the editor is not covered in "no" notes.
       if (layer.convertible === false && layer.kind !== 'layernorm' && layer.kind !== 'rmsnorm') return;
       let message = conversionMessage(layer);
-      if (layer.kind === 'linear' && layer.convertible !== false && isinstanceAt >= 0) {
-        message += ` Note: this file tests isinstance(..., nn.Linear) (line ${isinstanceLine}), e.g. to initialise weights; te.Linear is not a torch.nn.Linear, so that code would skip the converted layer: extend the check when converting.`;
+      const tested = layer.convertible !== false ? typeTestLine(layer.kind) : 0;
+      if (tested) {
+        const torchCls = layer.kind === 'layernorm' ? 'nn.LayerNorm' : layer.kind === 'rmsnorm' ? 'nn.RMSNorm' : 'nn.Linear';
+        const teCls = layer.kind === 'layernorm' ? 'te.LayerNorm' : layer.kind === 'rmsnorm' ? 'te.RMSNorm' : 'te.Linear';
+        message += ` Note: this file tests the layer's class (isinstance(..., ${torchCls}) or the like, line ${tested}), e.g. to initialise weights or group parameters for the optimizer; ${teCls} is not a ${torchCls}, so that code would skip the converted layer: extend the check when converting.`;
       }
       findings.push({ code, span: layer.span, severity: 'information', layerIndex, message });
     });
