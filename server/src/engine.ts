@@ -27,12 +27,21 @@ export function skipReason(text: string, settings: PrecisionLensSettings): strin
 }
 
 /**
- * Whether a file can have findings at all: the rules only run on files that import torch or Transformer Engine, and
- * every such import names `torch` or `transformer_engine` in its text. A file without either word (data loaders,
+ * Whether a file can have findings at all: the rules only run on files that import torch, Transformer Engine or a
+ * library built on torch (inScope), and every such import names one of them in its text. A file without either word (data loaders,
  * configs, utilities) needs no parse for `check`.
  */
 export function mayHaveFindings(text: string): boolean {
-  return text.includes('torch') || text.includes('transformer_engine');
+  return text.includes('torch') || text.includes('transformer_engine') || text.includes('accelerate') || text.includes('transformers')
+    || text.includes('peft') || text.includes('bitsandbytes') || text.includes('lightning');
+}
+
+/** Libraries built on torch whose imports put a file in scope though it never imports torch itself. */
+const TORCH_LIBRARIES = /^(accelerate|torchao|transformers|peft|bitsandbytes|lightning|pytorch_lightning|trl|deepspeed)(\.|$)/;
+
+/** Whether the rules run on a file: it imports torch, Transformer Engine or a library built on torch. */
+export function inScope(ir: ModelIR): boolean {
+  return ir.importsTorch || ir.importsTe || ir.imports.some((b) => TORCH_LIBRARIES.test(b.target));
 }
 
 /** Analyses an already parsed tree; `cache` (one per document) makes re-analysis after an edit redo only what changed. */
@@ -40,7 +49,7 @@ export function analyzeParsed(
   tree: Tree, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts, cache?: AnalysisCache,
 ): DocumentAnalysis {
   const ir = analyzeTree(tree, text, cache);
-  return { ir, findings: ir.importsTorch || ir.importsTe ? runRules({ ir, text, settings, workspace }) : [] };
+  return { ir, findings: inScope(ir) ? runRules({ ir, text, settings, workspace }) : [] };
 }
 
 /** Parses and analyses one document from scratch. The caller owns (and must delete) the returned tree. */
@@ -55,12 +64,19 @@ export function workspaceFactsOf(irs: Iterable<ModelIR>, base: WorkspaceFacts = 
   let anyAutocastRegion = false;
   let anyCompile = false;
   let anyTraining = false;
+  let otherStack: string | undefined;
   for (const ir of irs) {
+    otherStack ??= otherStackOf(ir);
     if (hasAutocast(ir)) anyAutocastRegion = true;
     if (ir.calls.some((c) => c.kind === 'compile')) anyCompile = true;
     if (trains(ir)) anyTraining = true;
   }
-  return { ...base, anyAutocastRegion, anyCompile, anyTraining };
+  return otherStack ? { ...base, anyAutocastRegion, anyCompile, anyTraining, otherStack } : { ...base, anyAutocastRegion, anyCompile, anyTraining };
+}
+
+/** The whole-model FP8 conversion or weight-quantization stack a file uses, if any (`convert_to_float8_training`). */
+export function otherStackOf(ir: ModelIR): string | undefined {
+  return ir.fp8Conversions[0]?.callee ?? ir.quantization[0]?.callee;
 }
 
 /** A file that enters FP8 autocast, or makes an enabled autocast context for its caller to enter. */

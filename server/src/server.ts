@@ -3,6 +3,7 @@
  * is debounced off the keystroke path; findings become diagnostics; fixes become code actions.
  */
 import { fileURLToPath } from 'node:url';
+import { basename } from 'node:path';
 import {
   CodeActionKind, createConnection, ProposedFeatures, TextDocumentSyncKind,
   type CodeAction, type CodeActionParams, type Diagnostic, type InitializeResult, type Position,
@@ -12,7 +13,7 @@ import { SOURCE } from '../../common/codes';
 import { EnvironmentNotification, StatusNotification, type EnvironmentParams, type StatusParams } from '../../common/protocol';
 import { resolveSettings, SETTINGS_SECTION, type PrecisionLensSettings } from '../../common/settings';
 import { fixesForFinding, sourceFixes } from './fixes';
-import { hasAutocast, trains } from './engine';
+import { hasAutocast, otherStackOf, trains } from './engine';
 import { findingToDiagnostic, fixToCodeAction, REWRITE_KIND, type DiagnosticData } from './lsp-convert';
 import { createPythonParser } from './parser';
 import type { WorkspaceFacts } from './rules/types';
@@ -55,10 +56,13 @@ function workspaceFacts(): WorkspaceFacts {
   const openAutocast = open.some((d) => d.analysis && hasAutocast(d.analysis.ir));
   const openCompile = open.some((d) => d.analysis?.ir.calls.some((c) => c.kind === 'compile'));
   const openTraining = open.some((d) => d.analysis && trains(d.analysis.ir));
+  const openStack = open.map((d) => d.analysis && otherStackOf(d.analysis.ir)).find((x) => !!x);
+  const scannedStack = scan?.stackFiles.size ? `the FP8 conversion or quantization in ${basename([...scan.stackFiles][0])}` : undefined;
   const scanned = scan && !scan.truncated;
   return {
     anyAutocastRegion: openAutocast || (scan && scan.autocastFiles.size > 0) ? true : scanned ? false : undefined,
     anyTraining: openTraining || (scan && scan.trainFiles.size > 0) ? true : scanned ? false : undefined,
+    ...(openStack || scannedStack ? { otherStack: openStack || scannedStack } : {}),
     anyCompile: openCompile || (scan ? scan.compileFiles.size > 0 : undefined),
     teVersion: environment.teVersion,
   };

@@ -12,6 +12,8 @@ const AUTOCAST = /\b(?:fp8_autocast|autocast)\s*\(/;
 const TE_HINT = /transformer_engine/;
 /** A training step: backward(), an optimizer step, a trainer's fit. */
 const TRAIN = /\.backward\s*\(|\b\w*(optim|optimizer|opt)\w*\s*\.\s*step\s*\(|\.fit\s*\(/;
+/** A whole-model FP8 conversion or weight-quantization stack (one stack at a time: no te.* conversions then). */
+const OTHER_STACK = /\bconvert_to_float8_training\s*\(|\bBitsAndBytesConfig\s*\(|\bload_in_(?:4|8)bit\s*=\s*True|\bprepare_model_for_kbit_training\s*\(|mixed_precision\s*=\s*["']fp8["']/;
 const COMPILE = /\btorch\.compile\s*\(|\bcompile\s*\(\s*model/;
 
 export interface ScanResult {
@@ -19,13 +21,15 @@ export interface ScanResult {
   autocastFiles: Set<string>;
   compileFiles: Set<string>;
   trainFiles: Set<string>;
+  /** Files that convert the model to FP8 with torchao/accelerate or quantize it (bitsandbytes / QLoRA). */
+  stackFiles: Set<string>;
   /** The scan stopped early (file budget), so absence of autocast is not proven. */
   truncated: boolean;
 }
 
 /** Walks `roots` (at most `maxFiles` .py files, files over `maxBytes` skipped). */
 export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes = 2_000_000): Promise<ScanResult> {
-  const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), trainFiles: new Set(), truncated: false };
+  const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), trainFiles: new Set(), stackFiles: new Set(), truncated: false };
   const queue = [...roots];
   while (queue.length) {
     const dir = queue.pop()!;
@@ -52,6 +56,7 @@ export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes =
           if (AUTOCAST.test(text) && TE_HINT.test(text)) result.autocastFiles.add(path);
           if (COMPILE.test(text)) result.compileFiles.add(path);
           if (TRAIN.test(text)) result.trainFiles.add(path);
+          if (OTHER_STACK.test(text)) result.stackFiles.add(path);
         } catch {
           // unreadable file: it cannot train anything
         }

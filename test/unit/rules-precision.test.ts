@@ -2,7 +2,7 @@
 import * as assert from 'node:assert/strict';
 import { DEFAULT_SETTINGS, resolveSettings } from '../../common/settings';
 import { fixOutcome } from '../../server/src/fixes';
-import { analyzeText } from '../../server/src/engine';
+import { analyzeText, workspaceFactsOf } from '../../server/src/engine';
 import { createPythonParser, type Parser } from '../../server/src/parser';
 
 const MODEL = `import torch
@@ -137,6 +137,7 @@ describe('rules: PL201 for accelerate with the precision from a variable', () =>
     assert.equal(run('mp = "fp8"\nmp = "bf16"\nacc = Accelerator(mixed_precision=mp)\n'), 0);
     assert.equal(run('def main(m):\n    p = "fp8"\n    return Accelerator(mixed_precision=p).prepare(m)\n'), 1);
     assert.equal(run('h = [FP8RecipeKwargs(backend="te")]\nacc = Accelerator(mixed_precision=args.mp, kwargs_handlers=h)\n'), 1);
+    assert.equal(run('h = (\n    [FP8RecipeKwargs(backend="te")] if mp == "fp8" else None\n)\nacc = Accelerator(mixed_precision=mp, kwargs_handlers=h)\n'), 1);
   });
 
   it('an FP8 recipe handler says FP8 is meant even when mixed_precision is not a literal', () => {
@@ -174,5 +175,38 @@ describe('rules: PL303 through an import alias', () => {
     const { tree, findings } = analyzeText(parser, text, resolveSettings({}), {});
     tree?.delete();
     assert.equal(findings.filter((f) => f.code === 'PL303' && f.span.startLine === 4).length, 1, findings.map((f) => `${f.code}@${f.span.startLine}`).join());
+  });
+});
+
+describe('rules: one FP8 or quantization stack across the analysed files', () => {
+  let parser: Parser;
+  before(async () => { parser = await createPythonParser(); });
+  const MLP = 'import torch.nn as nn\nclass MLP(nn.Module):\n    def __init__(self, dim: int = 1024):\n        super().__init__()\n        self.fc = nn.Linear(dim, 4 * dim)\n';
+  const pl101 = (text: string, ws: Record<string, unknown> = {}) => {
+    const { tree, findings } = analyzeText(parser, text, resolveSettings({}), ws);
+    tree?.delete();
+    return findings.filter((f) => f.code === 'PL101').length;
+  };
+
+  it('no te.* conversion where the file or another analysed file converts or quantizes the model', () => {
+    assert.equal(pl101(MLP), 1);
+    assert.equal(pl101(MLP, { otherStack: 'convert_to_float8_training' }), 0);
+    assert.equal(pl101(`${MLP}from transformers import BitsAndBytesConfig\nq = BitsAndBytesConfig(load_in_4bit=True)\n`), 0);
+    assert.equal(pl101(`${MLP}m = AutoModelForCausalLM.from_pretrained("x", load_in_8bit=True)\n`), 0);
+  });
+
+  it('the workspace facts carry the stack of any analysed file', () => {
+    const a = analyzeText(parser, 'import torch\nfrom torchao.float8 import convert_to_float8_training\nconvert_to_float8_training(m)\n', resolveSettings({}), {});
+    a.tree?.delete();
+    assert.equal(workspaceFactsOf([a.ir]).otherStack, 'convert_to_float8_training');
+    const b = analyzeText(parser, MLP, resolveSettings({}), {});
+    b.tree?.delete();
+    assert.equal(workspaceFactsOf([b.ir]).otherStack, undefined);
+  });
+
+  it('a file that imports only a library built on torch (accelerate) is analysed', () => {
+    const { tree, findings } = analyzeText(parser, 'from accelerate import Accelerator\nacc = Accelerator(mixed_precision="fp8")\n', resolveSettings({}), { anyAutocastRegion: true });
+    tree?.delete();
+    assert.ok(findings.some((f) => f.code === 'PL201'));
   });
 });

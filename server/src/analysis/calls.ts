@@ -4,7 +4,7 @@
  * FP8 conversions; weight-tying statements.
  */
 import type { SyntaxNode } from './node';
-import type { Fp8ConversionCall, NotableCall, RecipeCall, Span, WeightTie } from './ir';
+import type { Fp8ConversionCall, NotableCall, QuantizationCall, RecipeCall, Span, WeightTie } from './ir';
 import { teAutocastApi } from './autocast';
 import { resolveName, type ImportTable } from './imports';
 import { shortText, spanOf, stringValue } from './spans';
@@ -24,6 +24,7 @@ export interface CallFacts {
   calls: NotableCall[];
   recipes: RecipeCall[];
   conversions: Fp8ConversionCall[];
+  quantization: QuantizationCall[];
 }
 
 interface Arg { name?: string; node: SyntaxNode; span: Span; text: string }
@@ -99,6 +100,8 @@ const RECIPE_FIELDS: Record<string, string[]> = {
 const CALL_LAST = /^(backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained)$/;
 const CONVERSION = /^(convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/;
 const CONTEXT_LAST = /autocast$|fp8_model_init$|quantized_model_init$/;
+/** Weight quantization stacks that swap nn.Linear for their own modules (bitsandbytes / QLoRA, GPTQ, AWQ, HQQ). */
+const QUANT_LAST = /^(BitsAndBytesConfig|prepare_model_for_kbit_training|Linear4bit|Linear8bitLt|LinearNF4|LinearFP4|replace_with_bnb_linear|GPTQConfig|AwqConfig|HqqConfig)$/;
 /** Callee text -> whether collectCalls may record the call at all (a pure function of the text). */
 const mayMatterCache = new Map<string, boolean>();
 
@@ -109,7 +112,7 @@ function mayMatter(callee: string): boolean {
     const dot = callee.lastIndexOf('.');
     const last = dot < 0 ? callee : callee.slice(dot + 1);
     v = CALL_LAST.test(last) || FP8_CHECK.test(last) || LOG_CALLEE.test(callee) || RECIPES.test(last)
-      || (/^[A-Z]/.test(last) && OPTIMIZERS.test(last)) || CONTEXT_LAST.test(last) || CONVERSION.test(last);
+      || (/^[A-Z]/.test(last) && OPTIMIZERS.test(last)) || CONTEXT_LAST.test(last) || CONVERSION.test(last) || QUANT_LAST.test(last);
     if (mayMatterCache.size > 50000) mayMatterCache.clear();
     mayMatterCache.set(callee, v);
   }
@@ -139,7 +142,7 @@ function builtAsNonModule(src: string, receiver: string): boolean {
 export function collectCalls(
   src: string, imports: ImportTable, calls: CallRec[], functions: FuncRec[], callees: (string | undefined)[],
 ): CallFacts {
-  const facts: CallFacts = { calls: [], recipes: [], conversions: [] };
+  const facts: CallFacts = { calls: [], recipes: [], conversions: [], quantization: [] };
   const optimizerVars = new Set<string>();
   // Per receiver and scope: read in the enclosing function (where a local is built), else in the module.
   const nonModule = new Map<string, boolean>();
@@ -204,6 +207,7 @@ export function collectCalls(
         // `AutoModelForCausalLM.from_pretrained(..., torch_dtype=torch.bfloat16)`: the weights load in 16-bit.
         const open = src.indexOf('(', rec.start + callee.length);
         const argText = open < 0 ? '' : src.slice(open, closeParen(src, open));
+        if (/\bload_in_(4|8)bit\s*=\s*True|\bquantization_config\s*=/.test(argText)) facts.quantization.push({ span: spanOf(node), callee: `${callee}(quantized)` });
         const dtype = /\b(torch_dtype|dtype)\s*=\s*(torch\s*\.\s*)?["']?(bfloat16|float16|half|bf16|fp16)\b["']?/.exec(argText);
         if (dtype && receiver && !/Tokenizer|Processor|Config|FeatureExtractor|Scheduler|Pipeline/.test(receiver)) {
           push('cast_low_precision').text = `${callee}(..., ${dtype[0].replace(/\s+/g, '')})`;
@@ -277,6 +281,11 @@ export function collectCalls(
     if (CONVERSION.test(last)) {
       const conv = conversion(src, imports, node, last, callee, fnByName);
       if (conv) facts.conversions.push(conv);
+      else if (last === 'quantize_') facts.quantization.push({ span: spanOf(node), callee }); // torchao int4/int8 weights
+      continue;
+    }
+    if (QUANT_LAST.test(last)) {
+      facts.quantization.push({ span: spanOf(node), callee });
       continue;
     }
   }
@@ -332,9 +341,16 @@ function conversion(
 function lastAssigned(src: string, name: string, before: number): string | undefined {
   const n = name.trim();
   if (!/^[A-Za-z_]\w*$/.test(n)) return undefined;
-  let last: string | undefined;
-  for (const m of src.slice(0, before).matchAll(new RegExp(String.raw`(?:^|\n)[ \t]*${n}[ \t]*(?::[^=\n]+)?=(?!=)[ \t]*([^\n]+)`, 'g'))) last = m[1].trim();
-  return last;
+  let last: RegExpMatchArray | undefined;
+  for (const m of src.slice(0, before).matchAll(new RegExp(String.raw`(?:^|\n)[ \t]*${n}[ \t]*(?::[^=\n]+)?=(?!=)[ \t]*([^\n]+)`, 'g'))) last = m;
+  if (!last) return undefined;
+  const rhs = last[1].trim();
+  // `handlers = (\n [FP8RecipeKwargs(...)] if ... else None\n)`: the bracketed value over several lines.
+  if (/^[([]/.test(rhs)) {
+    const at = (last.index ?? 0) + last[0].length - last[1].length + last[1].indexOf(rhs[0]);
+    return src.slice(at, closeParen(src, at)).replace(/\s+/g, ' ');
+  }
+  return rhs;
 }
 
 function filterMentionsHead(src: string, name: string, fnByName: Map<string, FuncRec>, depth = 0): boolean {

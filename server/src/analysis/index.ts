@@ -23,7 +23,7 @@ export { AnalysisCache } from './node';
 export function emptyIR(hasSyntaxErrors = false): ModelIR {
   return {
     importsTorch: false, importsTe: false, teImportUnguarded: false, imports: [], classes: [], layers: [],
-    autocastRegions: [], autocastContexts: [], weightTies: [], fp8Conversions: [], recipes: [], calls: [], vocabNames: [], hasSyntaxErrors,
+    autocastRegions: [], autocastContexts: [], weightTies: [], fp8Conversions: [], quantization: [], recipes: [], calls: [], vocabNames: [], hasSyntaxErrors,
   };
 }
 
@@ -125,6 +125,7 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
     autocastContexts,
     weightTies: ties,
     fp8Conversions: facts.conversions,
+    quantization: facts.quantization,
     recipes: facts.recipes,
     calls: facts.calls,
     vocabNames: [...vocabNames],

@@ -189,6 +189,12 @@ export interface WeightTie {
   ownerClass?: string;
 }
 
+/** A weight-quantization stack (bitsandbytes / QLoRA, GPTQ, AWQ, torchao quantize_): it swaps nn.Linear itself. */
+export interface QuantizationCall {
+  span: Span;
+  callee: string;
+}
+
 /** torchao / accelerate FP8 conversion calls. */
 export interface Fp8ConversionCall {
   span: Span;
@@ -242,6 +248,8 @@ export interface ModelIR {
   autocastContexts: Span[];
   weightTies: WeightTie[];
   fp8Conversions: Fp8ConversionCall[];
+  /** Weight-quantization stacks used in the file (te.* layers would leave them). */
+  quantization: QuantizationCall[];
   recipes: RecipeCall[];
   calls: NotableCall[];
   /** Names bound to a vocabulary size (`vocab_size`, `config.vocab_size`, `ntoken`). */

@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { analyzeTree, emptyIR } from '../analysis';
 import type { ModelIR } from '../analysis/ir';
-import { mayHaveFindings, skipReason, workspaceFactsOf } from '../engine';
+import { inScope, mayHaveFindings, skipReason, workspaceFactsOf } from '../engine';
 import type { Parser } from '../parser';
 import { runRules } from '../rules';
 import type { Finding, WorkspaceFacts } from '../rules/types';
@@ -86,7 +86,7 @@ export function buildIR(parser: Parser, file: AnalysedFile, findingsOnly = false
 export function runFileRules(file: AnalysedFile, settings: PrecisionLensSettings, workspace: WorkspaceFacts): void {
   file.findings = [];
   const ir = file.ir;
-  if (!ir || !(ir.importsTorch || ir.importsTe)) return;
+  if (!ir || !inScope(ir)) return;
   try {
     file.findings = runRules({ ir, text: file.text, settings, workspace });
   } catch (e) {

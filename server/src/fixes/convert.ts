@@ -189,6 +189,13 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   const skip = skipReason(layer);
   const cls = teClass(layer);
   if (skip || !cls) return { edits: [], safe: false, target: '', refusal: `Not converted: ${skip?.sentence ?? 'no te.* equivalent.'}` };
+  const quant = ctx.ir.quantization[0];
+  if (quant && !ctx.ir.fp8Conversions.length) {
+    return {
+      edits: [], safe: false, target: '',
+      refusal: `Not converted: this file quantizes the model with ${quant.callee} (line ${quant.span.startLine + 1}), which replaces torch.nn.Linear with its own quantized module; a te.* layer would stay unquantized. Keep one stack.`,
+    };
+  }
   const whole = ctx.ir.fp8Conversions[0];
   if (whole) {
     return {

@@ -43,7 +43,7 @@ function conversionMessage(layer: Layer): string {
 
 export const conversionRules: RuleModule = {
   codes: ['PL101', 'PL102', 'PL103', 'PL106', 'PL110'],
-  check({ ir, text }: RuleContext): Finding[] {
+  check({ ir, text, workspace }: RuleContext): Finding[] {
     const findings: Finding[] = [];
     // Where the file tests the class a conversion replaces (per kind, read once).
     const testAt = new Map<string, number>();
@@ -54,7 +54,8 @@ export const conversionRules: RuleModule = {
     };
     // A file that converts its model with a whole-model FP8 conversion (torchao convert_to_float8_training, accelerate)
     // has chosen its FP8 stack: a te.* layer would leave that conversion (it swaps nn.Linear only) and need TE autocast.
-    const converted = ir.fp8Conversions.length > 0;
+    // Also when another analysed file converts or quantizes the model (a training script's torchao conversion, QLoRA).
+    const converted = ir.fp8Conversions.length > 0 || ir.quantization.length > 0 || workspace.otherStack !== undefined;
     ir.layers.forEach((layer, layerIndex) => {
       // A tiny classifier or router was never a candidate: its odd shape is only news when it already is a te.* layer.
       const candidate = layer.isTe || !NEVER_CANDIDATES.has(layer.role);

@@ -11,6 +11,11 @@ export interface WorkspaceFacts {
    * a model file linted alone is trained elsewhere. Undefined when unknown (PL302 stays quiet).
    */
   anyTraining?: boolean;
+  /**
+   * Another FP8 or quantization stack that swaps nn.Linear in the analysed files (`torchao convert_to_float8_training`,
+   * accelerate FP8, bitsandbytes / QLoRA): what it is, for the message. te.* conversions are then not suggested.
+   */
+  otherStack?: string;
   /** Whether any analysed file calls torch.compile. */
   anyCompile?: boolean;
   /** TE version of the selected interpreter, if known ("2.10.0"). */
