@@ -926,3 +926,123 @@ describe('analysis: calls of submodules named *_linear', () => {
     assert.deepEqual(ir.layers.map((l) => l.name), ['self.dense_linear', 'self.a', 'self.b']);
   });
 });
+
+describe('analysis: what local Linear and norm classes add', () => {
+  before(initParser);
+
+  it('LoRA, quantized, grouped (3-D) Linears stay; (1 + w) LayerNorms map with zero_centered_gamma; gated or attribute-read norms do not convert', () => {
+    const ir = analyze(py`
+      import torch, torch.nn as nn, torch.nn.functional as F
+      import bitsandbytes as bnb
+
+      class LayerNorm1P(nn.LayerNorm):
+          def forward(self, x):
+              return F.layer_norm(x, self.normalized_shape, self.weight + 1, self.bias, self.eps)
+
+      class RMSNorm1P(nn.RMSNorm):
+          def forward(self, x):
+              return F.rms_norm(x, self.normalized_shape, self.weight + 1, self.eps)
+
+      class FP32LayerNorm(nn.LayerNorm):
+          def forward(self, x):
+              return super().forward(x.float()).type(x.dtype)
+
+      class RMSNormGated(nn.Module):
+          def __init__(self, hidden_size, eps=1e-6):
+              super().__init__()
+              self.weight = nn.Parameter(torch.ones(hidden_size))
+              self.variance_epsilon = eps
+          def forward(self, x, gate=None):
+              x = x.float()
+              if gate is not None:
+                  x = x * F.silu(gate.float())
+              return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+
+      class RMSNorm(nn.Module):
+          def __init__(self, hidden_size, eps=1e-6):
+              super().__init__()
+              self.weight = nn.Parameter(torch.ones(hidden_size)); self.variance_epsilon = eps
+          def forward(self, x):
+              return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+
+      class GroupedLinear(nn.Linear):
+          def __init__(self, num_experts: int, in_features: int, out_features: int):
+              super().__init__(in_features, out_features, bias=False)
+              self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
+          def forward(self, x, expert_id: int):
+              return F.linear(x, self.weight[expert_id])
+
+      class ParallelExperts(nn.Module):
+          def __init__(self, num_experts, input_size, output_size):
+              super().__init__()
+              self.weight = nn.Parameter(torch.empty(num_experts, output_size, input_size))
+          def forward(self, inputs, expert_size):
+              return torch.cat([F.linear(inputs[i], self.weight[i]) for i in range(len(expert_size))], dim=0)
+
+      class LoRALinear(nn.Linear):
+          def __init__(self, in_features, out_features, r=8):
+              nn.Linear.__init__(self, in_features, out_features)
+              self.lora_A = nn.Parameter(self.weight.new_zeros((r, in_features)))
+              self.lora_B = nn.Parameter(self.weight.new_zeros((out_features, r)))
+              self.weight.requires_grad = False
+          def forward(self, x):
+              return F.linear(x, self.weight, self.bias) + x @ self.lora_A.T @ self.lora_B.T
+
+      class Linear4bit(nn.Linear):
+          def __init__(self, input_features, output_features, bias=True):
+              super().__init__(input_features, output_features, bias)
+              self.weight = bnb.nn.Params4bit(self.weight.data, requires_grad=False)
+          def forward(self, x):
+              return bnb.matmul_4bit(x, self.weight.t(), quant_state=self.weight.quant_state)
+
+      class CastLinear(nn.Linear):
+          def forward(self, x):
+              return F.linear(x, self.weight.to(x.dtype))
+
+      class Block(nn.Module):
+          def __init__(self, d: int = 1024, n: int = 8):
+              super().__init__()
+              self.ln = LayerNorm1P(d, eps=1e-5)
+              self.rn = RMSNorm1P(d, eps=1e-6)
+              self.f32 = FP32LayerNorm(d)
+              self.gn = RMSNormGated(d, eps=1e-5)
+              self.norm = RMSNorm(d, eps=1e-5)
+              self.w1 = GroupedLinear(n, d, 4 * d)
+              self.px = ParallelExperts(n, d, 4 * d)
+              self.q = LoRALinear(d, d)
+              self.k = Linear4bit(d, d)
+              self.c = CastLinear(d, d)
+              self.fc = nn.Linear(d, d)
+          def forward(self, x, z):
+              y = fused_norm(x, weight=self.norm.weight, eps=self.norm.variance_epsilon)
+              return self.fc(self.ln(x)) + self.gn(x, z) + y
+
+    `);
+    const get = (n: string) => ir.layers.find((l) => l.name === n)!;
+    const why = (n: string) => get(n).reasons.join(' ');
+    // Nemotron LayerNorm1P / an RMSNorm subclass passing self.weight + 1.
+    for (const n of ['self.ln', 'self.rn']) {
+      assert.equal(get(n).convertible, true, n);
+      assert.equal(get(n).teArgs?.zero_centered_gamma, 'True', n);
+      assert.match(why(n), /zero_centered_gamma=True/, n);
+    }
+    // An fp32 upcast subclass is still a LayerNorm (TE norms compute in FP32).
+    assert.equal(get('self.f32').convertible, true);
+    assert.equal(get('self.f32').teArgs?.zero_centered_gamma, undefined);
+    // Mamba2's gated RMSNorm; a norm a fused kernel reads through its attributes.
+    assert.equal(get('self.gn').convertible, false);
+    assert.match(why('self.gn'), /takes gate besides the input/);
+    assert.equal(get('self.norm').convertible, 'uncertain');
+    assert.match(why('self.norm'), /reads self\.norm\.variance_epsilon directly .* which te\.RMSNorm does not have/);
+    // Granite MoE experts, LoRA, bitsandbytes.
+    assert.equal(get('self.w1').convertible, false);
+    assert.match(why('self.w1'), /3-D weight \(num_experts, out, in\), one matrix per expert.*te\.GroupedLinear/);
+    assert.equal(get('self.px').convertible, false);
+    assert.equal(get('self.q').convertible, false);
+    assert.match(why('self.q'), /adds parameters of its own \(lora_A, lora_B/);
+    assert.equal(get('self.k').convertible, false);
+    assert.match(why('self.k'), /replaces its weight with bnb\.nn\.Params4bit/);
+    assert.equal(get('self.c').convertible, true);
+    assert.equal(get('self.fc').convertible, true);
+  });
+});

@@ -146,6 +146,7 @@ export function analyzeClasses(src: string, recs: ClassRec[], imports: ImportTab
   const decide = (m: ClassModel): void => {
     if (m.info.layerKind !== undefined || visiting.has(m.info.name)) return;
     visiting.add(m.info.name);
+    let kindFromBase = false;
     for (const rb of m.info.resolvedBases) {
       if (rb.startsWith('local:')) {
         const base = byName.get(rb.slice(6));
@@ -168,6 +169,7 @@ export function analyzeClasses(src: string, recs: ClassRec[], imports: ImportTab
         if (/^torch\.nn\.(modules\.)?\w*Module$/.test(rb) || MODULE_BASE.test(rb)) m.isModule = true;
         if (k && k.kind !== 'other') {
           m.isModule = true;
+          kindFromBase = true;
           m.info.layerKind = k.kind;
           m.info.layerKindReason = `subclass of ${rb}`;
           m.isTe = k.isTe;
@@ -178,6 +180,9 @@ export function analyzeClasses(src: string, recs: ClassRec[], imports: ImportTab
     }
     if (!m.info.layerKind && m.isModule) structural(src, m);
     if (!m.info.layerKind && m.isModule) m.info.layerKind = 'other';
+    if ((m.info.layerKind === 'linear' || m.info.layerKind === 'layernorm' || m.info.layerKind === 'rmsnorm') && !m.isTe) {
+      layerSubclassFacts(src, m, kindFromBase);
+    }
     if (m.info.layerKind === 'layernorm' || m.info.layerKind === 'rmsnorm') {
       const axis = channelAxisOf(src, m);
       if (axis) m.info.channelAxis = axis;
@@ -346,29 +351,79 @@ function structuralUncached(src: string, m: ClassModel): void {
   }
   if (m.info.layerKind === 'rmsnorm') {
     m.teEquivalent = 'te.RMSNorm';
-    const zc = /\(\s*1(\.0*)?\s*\+\s*(self\.)?\w*(weight|scale|gamma|gain|g|w)\b|(self\.)?\w*(weight|scale|gamma|gain)\w*(\.\w+\(\))?\s*\+\s*1(\.0*)?\b|\b1(\.0*)?\s*\+\s*self\.\w+/;
-    const hit = zc.exec(fwd);
-    if (hit) {
-      // `(1 + self.weight) if self.add_unit_offset else self.weight`, or the offset under an `if`: which computation
-      // a layer runs depends on how it is built, so no single te.RMSNorm setting is right for the class.
-      const lineStart = fwd.lastIndexOf('\n', hit.index) + 1;
-      const lineEnd = fwd.indexOf('\n', hit.index);
-      const line = fwd.slice(lineStart, lineEnd < 0 ? fwd.length : lineEnd);
-      const ifLine = /^\s*(if|elif|else)\b/m.test(fwd.slice(0, hit.index)) ? fwd.slice(0, hit.index).match(/^\s*(?:if|elif)\b([^\n:]*)/m) : null;
-      const cond = /\bif\b(.*?)\belse\b/.exec(line)?.[1]?.trim() ?? (ifLine ? ifLine[1].trim() || 'a condition' : undefined);
-      if (cond !== undefined) {
-        m.info.zeroCenteredConditional = cond;
-        m.info.layerKindReason += `; it scales by (1 + weight) only when ${cond}`;
-      } else {
-        m.info.zeroCenteredGamma = true;
-        m.info.layerKindReason += '; it scales by (1 + weight), so te.RMSNorm needs zero_centered_gamma=True';
-      }
-    }
+    zeroCentred(fwd, m);
   } else if (m.info.layerKind === 'layernorm') {
     m.teEquivalent = 'te.LayerNorm';
+    zeroCentred(fwd, m);
     const initParams = m.init ? ctorParams(src, m.init).map((p) => p.name) : [];
     m.hasBias = initParams.includes('bias') || /self\.bias\s*=|self\.(beta|b|shift)\s*=\s*\w*\.?Parameter/.test(classText);
   }
+}
+
+const ZERO_CENTRED = /\(\s*1(\.0*)?\s*\+\s*(self\.)?\w*(weight|scale|gamma|gain|g|w)\b|(self\.)?\w*(weight|scale|gamma|gain)\w*(\.\w+\(\))?\s*\+\s*1(\.0*)?\b|\b1(\.0*)?\s*\+\s*self\.\w+/;
+
+/**
+ * A norm whose forward scales by (1 + weight) (Gemma's RMSNorm, Nemotron's LayerNorm1P passing `self.weight + 1` to
+ * F.layer_norm): TE's zero_centered_gamma=True. Under a condition (`if self.add_unit_offset`) no single setting fits.
+ */
+function zeroCentred(fwd: string, m: ClassModel): void {
+  const hit = ZERO_CENTRED.exec(fwd);
+  if (!hit) return;
+  const te = m.info.layerKind === 'layernorm' ? 'te.LayerNorm' : 'te.RMSNorm';
+  const lineStart = fwd.lastIndexOf('\n', hit.index) + 1;
+  const lineEnd = fwd.indexOf('\n', hit.index);
+  const line = fwd.slice(lineStart, lineEnd < 0 ? fwd.length : lineEnd);
+  const ifLine = /^\s*(if|elif|else)\b/m.test(fwd.slice(0, hit.index)) ? fwd.slice(0, hit.index).match(/^\s*(?:if|elif)\b([^\n:]*)/m) : null;
+  const cond = /\bif\b(.*?)\belse\b/.exec(line)?.[1]?.trim() ?? (ifLine ? ifLine[1].trim() || 'a condition' : undefined);
+  if (cond !== undefined) {
+    m.info.zeroCenteredConditional = cond;
+    m.info.layerKindReason = `${m.info.layerKindReason ?? ''}; it scales by (1 + weight) only when ${cond}`;
+  } else {
+    m.info.zeroCenteredGamma = true;
+    m.info.layerKindReason = `${m.info.layerKindReason ?? ''}; it scales by (1 + weight), so ${te} needs zero_centered_gamma=True`;
+  }
+}
+
+const subclassCache = new WeakMap<SyntaxNode, Pick<ClassInfo, 'extraParams' | 'weightReplacedBy' | 'grouped' | 'extraInputs' | 'zeroCenteredGamma' | 'zeroCenteredConditional' | 'layerKindReason'>>();
+
+/**
+ * What a local Linear or norm class adds to what TE's module can carry, from its own text: parameters of its own
+ * (LoRA's lora_A / lora_B), a weight replaced by another type (bitsandbytes Params4bit), a 3-D weight (one matrix per
+ * expert), forward inputs besides the tensor (a gated norm's `gate`), and for a subclass of a torch norm with its own
+ * forward, a (1 + weight) scale.
+ */
+function layerSubclassFacts(src: string, m: ClassModel, kindFromBase: boolean): void {
+  let r = subclassCache.get(m.rec.node);
+  if (!r) {
+    const info = m.info;
+    const before = { zc: info.zeroCenteredGamma, zcIf: info.zeroCenteredConditional, reason: info.layerKindReason };
+    r = {};
+    const text = src.slice(m.rec.start, m.rec.end);
+    const fwd = m.forward ? src.slice(m.forward.start, m.forward.end) : '';
+    const kind = info.layerKind;
+    if (kind === 'linear') {
+      const extra = [...new Set([...text.matchAll(/self\.(\w+)\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\s*\(/g)].map((x) => x[1]).filter((n) => n !== 'weight' && n !== 'bias'))];
+      if (extra.length) r.extraParams = extra;
+      const replaced = /self\.weight\s*=\s*(?!(?:nn\.|torch\.nn\.)?Parameter\s*\()([A-Za-z_][\w.]*)\s*\(/.exec(text);
+      if (replaced && !/^(self|torch\.empty|torch\.zeros)/.test(replaced[1])) r.weightReplacedBy = replaced[1];
+      const g = /self\.weight\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\s*\(\s*torch\.(?:empty|zeros|ones|randn|rand)\s*\(\s*([^,()=]+),\s*[^,()=]+,\s*[^,()=]+\s*[,)]/.exec(text)
+        ?? /(?:nn\.|torch\.nn\.)?Parameter\s*\(\s*torch\.(?:empty|zeros|ones|randn|rand)\s*\(\s*([^,()=]+),\s*[^,()=]+,\s*[^,()=]+\s*[,)]/.exec(text);
+      if (g && /\bself\.weight\s*\[|linear\s*\([^,()]+,\s*self\.weight\s*\[/.test(fwd)) r.grouped = `a 3-D weight (${g[1].trim()}, out, in), one matrix per ${/expert/i.test(text) ? 'expert' : 'group'}`;
+      else if (g && /self\.weight\s*=/.test(g[0])) r.grouped = `a 3-D weight (${g[1].trim()}, out, in)`;
+    } else if ((kind === 'layernorm' || kind === 'rmsnorm') && m.forward) {
+      const params = paramsOf(src, m.forward).map((p) => p.name).filter((n) => n !== 'self');
+      if (params.length > 1) r.extraInputs = params.slice(1);
+      if (kindFromBase && info.zeroCenteredGamma === undefined && info.zeroCenteredConditional === undefined) {
+        zeroCentred(fwd, m);
+        if (info.zeroCenteredGamma !== before.zc) r.zeroCenteredGamma = info.zeroCenteredGamma;
+        if (info.zeroCenteredConditional !== before.zcIf) r.zeroCenteredConditional = info.zeroCenteredConditional;
+        if (info.layerKindReason !== before.reason) r.layerKindReason = info.layerKindReason;
+      }
+    }
+    subclassCache.set(m.rec.node, r);
+  }
+  Object.assign(m.info, r);
+  if (r.zeroCenteredGamma) m.info.zeroCenteredGamma = true;
 }
 
 /** A keyword argument's value node in a call. */

@@ -136,6 +136,14 @@ export interface ClassInfo {
    * option, ConvNeXt), with the evidence and the option's default.
    */
   channelAxis?: { when: 'always' | 'option'; evidence: string; optionDefault?: string };
+  /** Parameters a local Linear class adds besides weight and bias (LoRA's `lora_A`, `lora_B`). */
+  extraParams?: string[];
+  /** What a local Linear class replaces its weight with (`bnb.nn.Params4bit`): a quantized weight type. */
+  weightReplacedBy?: string;
+  /** A local Linear class holding one matrix per expert or group (a 3-D weight): te.GroupedLinear territory. */
+  grouped?: string;
+  /** A norm class whose forward takes more than the tensor (a gated RMSNorm's `gate`). */
+  extraInputs?: string[];
   /** `forward` method span, if any. */
   forwardSpan?: Span;
   /** Methods defined. */

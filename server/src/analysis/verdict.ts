@@ -51,7 +51,7 @@ function weightUse(rec: LayerRec, ev: Evaluator): { convertible: false | 'uncert
 }
 
 /** How a class uses `self.<attr>`: called or passed (`other`), its weight/bias read as tensors (`params`), replaced. */
-interface AttrUse { params: boolean; other: boolean; replaced?: string; replacedText?: string }
+interface AttrUse { params: boolean; other: boolean; replaced?: string; replacedText?: string; attrs?: Set<string> }
 /** Per class (keyed by its node: a statement copy kept across edits keeps it), how each `self.<attr>` is used. */
 const attrUseCache = new WeakMap<object, Map<string, AttrUse>>();
 const SELF_USE = /self\s*\.\s*([A-Za-z_]\w*)(\s*\.\s*(\w+)|\s*=(?!=))?/g;
@@ -70,7 +70,11 @@ function attrUses(src: string, cls: { rec: { node: object; start: number; end: n
     if (hit[2] !== undefined && hit[3] === undefined) continue; // `self.x = ...`: the assignment that builds it
     let u = m.get(attr);
     if (!u) { u = { params: false, other: false }; m.set(attr, u); }
-    if (hit[3] !== 'weight' && hit[3] !== 'bias') { u.other = true; continue; }
+    if (hit[3] !== 'weight' && hit[3] !== 'bias') {
+      u.other = true;
+      if (hit[3] !== undefined) (u.attrs ??= new Set()).add(hit[3]);
+      continue;
+    }
     const at = hit.index ?? 0;
     const after = text.slice(at + hit[0].length, at + hit[0].length + 40);
     if (/^\s*=(?!=)/.test(after)) {
@@ -128,7 +132,8 @@ function ctorFacts(c: LayerRec['ctor']): string {
     const info = c.local?.info;
     f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}`
       + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}`
-        + `\u0001${JSON.stringify(info.channelAxis ?? null)}\u0001${JSON.stringify(c.local?.normDefaults ?? null)}\u0001${c.local?.rmsBias}` : '');
+        + `\u0001${JSON.stringify(info.channelAxis ?? null)}\u0001${JSON.stringify(c.local?.normDefaults ?? null)}\u0001${c.local?.rmsBias}`
+        + `\u0001${info.extraParams?.join(',')}\u0001${info.weightReplacedBy}\u0001${info.grouped}\u0001${info.extraInputs?.join(',')}` : '');
     ctorFactsCache.set(c, f);
   }
   return f;
@@ -255,6 +260,18 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
         if (L.convertible === true) L.convertible = 'uncertain';
         reasons.push(`${c.display} stores its weight transposed ([in_features, out_features]; Conv1D(nf=out, nx=in)): te.Linear(${L.inFeatures?.text ?? 'nx'}, ${L.outFeatures?.text ?? 'nf'}) computes the same only with the weight transposed, so pretrained checkpoints need weight.t() on load. Convert by hand.`);
       }
+      const li = c.local?.info;
+      if (li?.grouped || li?.weightReplacedBy || li?.extraParams?.length) {
+        L.convertible = false;
+        const what = li.grouped
+          ? `holds ${li.grouped}; te.Linear holds one 2-D weight (te.GroupedLinear is TE's module for grouped GEMMs)`
+          : li.weightReplacedBy
+            ? `replaces its weight with ${li.weightReplacedBy} (a quantized or special weight type) that te.Linear cannot hold`
+            : `adds parameters of its own (${li.extraParams!.join(', ')}: an adapter such as LoRA) that te.Linear would drop`;
+        reasons.length = 0;
+        reasons.push(`${L.localClass ?? L.constructor} ${what}. Converting it would change what the layer computes; keep it (convert the base layer inside it by hand if the library supports te.Linear).`);
+        break;
+      }
       const own = c.local?.info.ownImplementation;
       if (own) {
         if (L.convertible === true) L.convertible = 'uncertain';
@@ -282,11 +299,19 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
       } else if (bias.text !== undefined && bias.value === undefined) {
         L.convertible = 'uncertain';
         reasons.push(`bias=${bias.text} is decided at run time: with bias=False te.LayerNorm (always weight + bias) is not an exact replacement, with bias=True it is.`);
+      } else if (c.local?.info.zeroCenteredConditional !== undefined) {
+        L.convertible = 'uncertain';
+        reasons.push(`${L.localClass} scales by (1 + weight) only when ${c.local.info.zeroCenteredConditional}: te.LayerNorm needs zero_centered_gamma=True for the layers built that way and not for the others. Convert by hand with the setting that matches how this layer is built.`);
+      } else if (c.local?.info.zeroCenteredGamma) {
+        L.convertible = true;
+        L.zeroCenteredGamma = true;
+        reasons.push(`${L.localClass} scales by (1 + weight): it maps onto te.LayerNorm(zero_centered_gamma=True); copy the weight as is.`);
       } else {
         L.convertible = true;
         reasons.push(`${L.localClass ?? L.constructor} can become te.LayerNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; norms run in high precision inside TE, and where a Linear consumes its output it can later fuse with it (te.LayerNormLinear).`);
         if (bias.note && bias.value === true) reasons.push(`bias is True through ${bias.note}.`);
       }
+      normExtras(rec, ev, 'te.LayerNorm', reasons);
       break;
     }
     case 'rmsnorm': {
@@ -322,6 +347,7 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
         reasons.push(`${L.localClass ?? L.constructor} can become te.RMSNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; where a Linear consumes its output it can later fuse with it (te.LayerNormLinear(normalization="RMSNorm")).`);
       }
       if (c.local) reasons.push(`Recognised as ${c.local.info.layerKindReason ?? 'an RMSNorm'}.`);
+      normExtras(rec, ev, 'te.RMSNorm', reasons);
       break;
     }
     case 'conv':
@@ -377,6 +403,32 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
     reasons.push(`Its class comes from ${L.classFrom}${L.classFrom.endsWith('chosen at run time') ? '' : ': another class may be chosen at run time'}, so convert where the class is chosen, not this call.`);
   }
   L.reasons = reasons;
+}
+
+/**
+ * What makes a norm that TE could represent still not replaceable here: a forward that takes more than the tensor (a
+ * gated RMSNorm: te.*Norm.forward takes one input), or a holder that reads it through its weight or attributes
+ * instead of calling it (a fused kernel reading `self.norm.variance_epsilon`).
+ */
+function normExtras(rec: LayerRec, ev: Evaluator, te: string, reasons: string[]): void {
+  const L = rec.layer;
+  if (L.convertible === false) return;
+  const extra = rec.ctor.local?.info.extraInputs;
+  if (extra?.length) {
+    L.convertible = false;
+    for (let i = reasons.length - 1; i >= 0; i--) if (/ can become te\./.test(reasons[i])) reasons.splice(i, 1);
+    reasons.push(`${L.localClass} takes ${extra.join(', ')} besides the input in forward (a gated norm): ${te}.forward takes one tensor, so it is no replacement. Keep it.`);
+    return;
+  }
+  const cls = rec.scope.cls;
+  if (!cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return;
+  const use = attrUses(ev.source(), cls).get(L.attr);
+  if (!use) return;
+  const odd = [...(use.attrs ?? [])].filter((a) => !/^(weight|bias|eps|normalized_shape|forward|to|cuda|float|half|bfloat16|parameters|named_parameters|state_dict|load_state_dict|register_\w+|apply|train|eval|requires_grad_|reset_parameters)$/.test(a));
+  if (use.params || odd.length) {
+    L.convertible = 'uncertain';
+    reasons.push(`${cls.info.name} also reads ${odd.length ? `self.${L.attr}.${odd[0]}` : `self.${L.attr}.weight`} directly (a fused kernel or functional op)${odd.length ? `, which ${te} does not have` : ''}: convert only together with that code.`);
+  }
 }
 
 function optionValue(rec: LayerRec, ev: Evaluator, name: string): { text?: string; value?: boolean | number; note?: string } {
