@@ -123,46 +123,57 @@ function mayMatter(callee: string): boolean {
 const NON_MODULE_CTOR = /(^|\.)(optim\.\w+|lr_scheduler\.\w+|\w*(DataLoader|Loader|Sampler|Scheduler|Optimizer|Scaler|Dataset|Iterator|Tokenizer|Generator|Stateful\w*))$/;
 
 /**
- * Whether `name = Ctor(...)` in the file builds something that is no nn.Module (`o = torch.optim.AdamW(...)`,
- * `loader = StatefulDataLoader(ds)`): its load_state_dict takes no `strict`. Only for the rare load_state_dict
- * receivers, from the text.
+ * What `name = Ctor(...)` (the last such assignment in `text`) builds: `other` for optimizers, schedulers, data
+ * loaders, samplers and the like (their load_state_dict takes no `strict`), `module` for torch.nn / TE / Hugging Face
+ * models and local module classes, `unknown` otherwise (`ExponentialMovingAverage(...)` of another library).
  */
-function builtAsNonModule(src: string, receiver: string): boolean {
-  if (!/^[A-Za-z_][\w.]*$/.test(receiver)) return false;
+function builtAs(text: string, receiver: string, imports: ImportTable, isLocalModule: (name: string) => boolean): 'other' | 'module' | 'unknown' | undefined {
+  if (!/^[A-Za-z_][\w.]*$/.test(receiver)) return undefined;
   const re = new RegExp(`(^|\\n)[ \\t]*${receiver.replace(/\./g, '\\s*\\.\\s*')}\\s*(?::[^=\\n]+)?=(?!=)\\s*([A-Za-z_][\\w.]*)\\s*\\(`, 'g');
-  for (const m of src.matchAll(re)) {
-    const ctor = m[2];
-    const last = ctor.slice(ctor.lastIndexOf('.') + 1);
-    if (NON_MODULE_CTOR.test(ctor) || (/^[A-Z]/.test(last) && OPTIMIZERS.test(last))) return true;
+  let ctor: string | undefined;
+  for (const m of text.matchAll(re)) {
+    // `model = model.to(...)`, `model = torch.compile(model)`, `model = DDP(model)`: the same object, rewrapped.
+    if (m[2].startsWith(`${receiver}.`) || /(^|\.)(compile|DDP|DistributedDataParallel|FSDP|FullyShardedDataParallel|fully_shard|prepare|prepare_model)$/.test(m[2])) continue;
+    ctor = m[2];
   }
-  return false;
+  if (ctor === undefined) return undefined;
+  const last = ctor.slice(ctor.lastIndexOf('.') + 1);
+  if (NON_MODULE_CTOR.test(ctor) || (/^[A-Z]/.test(last) && OPTIMIZERS.test(last))) return 'other';
+  const resolved = resolveName(imports, ctor);
+  if (/^(torch\.nn|transformer_engine|transformers|timm|torchvision\.models)(\.|$)/.test(resolved) || /(^|\.)from_(pretrained|config)$/.test(ctor)
+    || isLocalModule(ctor) || /model|^(build|create|make|init|get|load)(_|$)/i.test(last) || (/^[A-Z]/.test(last) && MODEL_WORD.test(last))) return 'module';
+  return 'unknown';
 }
 
 /** Classifies every call once. */
 export function collectCalls(
   src: string, imports: ImportTable, calls: CallRec[], functions: FuncRec[], callees: (string | undefined)[],
+  isLocalModule: (name: string) => boolean = () => false,
 ): CallFacts {
   const facts: CallFacts = { calls: [], recipes: [], conversions: [], quantization: [] };
   const optimizerVars = new Set<string>();
   // Per receiver and scope: read in the enclosing function (where a local is built), else in the module.
   const nonModule = new Map<string, boolean>();
-  const builtAsNonModuleIn = (receiver: string, rec: CallRec): boolean => {
+  /** Whether a load_state_dict receiver is a module: by how it is built (in its function, else the module), else by its name. */
+  const isModuleAt = (receiver: string, rec: CallRec): boolean => {
     const fn = rec.scope.fn;
     const key = `${fn ? fn.start : -1}\u0001${receiver}`;
     let v = nonModule.get(key);
     if (v === undefined) {
-      v = !!fn && builtAsNonModule(src.slice(fn.start, fn.end), receiver);
-      if (!v) {
+      let how = fn ? builtAs(src.slice(fn.start, fn.end), receiver, imports, isLocalModule) : undefined;
+      if (how === undefined) {
         // The module as a whole, once per receiver.
         const whole = `-1\u0001${receiver}`;
-        let w = nonModule.get(whole);
-        if (w === undefined) { w = builtAsNonModule(src, receiver); nonModule.set(whole, w); }
-        v = w;
+        let w = wholeBuilt.get(whole);
+        if (!wholeBuilt.has(whole)) { w = builtAs(src, receiver, imports, isLocalModule); wholeBuilt.set(whole, w); }
+        how = w;
       }
+      v = how === 'module' || (how === undefined && isModuleReceiver(receiver));
       nonModule.set(key, v);
     }
     return v;
   };
+  const wholeBuilt = new Map<string, 'other' | 'module' | 'unknown' | undefined>();
   const fnByName = new Map<string, FuncRec>();
   for (const f of functions) if (!fnByName.has(f.name)) fnByName.set(f.name, f);
   for (let i = 0; i < calls.length; i++) {
@@ -197,7 +208,7 @@ export function collectCalls(
         // A module's load_state_dict: not an optimizer's, a scheduler's or a scaler's, and not a module-level function
         // (`torch.distributed.checkpoint.load_state_dict`, transformers' `load_state_dict(path)`).
         if (receiver && !/optim|sched|scaler|^dcp$|checkpoint|distributed|lr_|^opt$|\.opt$/i.test(receiver) && !imports.map.has(receiver.split('.')[0])
-          && !optimizerVars.has(receiver) && !builtAsNonModuleIn(receiver, rec)) push('load_state_dict');
+          && !optimizerVars.has(receiver) && isModuleAt(receiver, rec)) push('load_state_dict');
         continue;
       case 'half':
       case 'bfloat16':

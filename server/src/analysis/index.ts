@@ -109,7 +109,7 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
   keepInFp32(recs, keepFp32Modules(src, walk.classes));
   keepTorchFallbacks(recs);
 
-  const facts = collectCalls(src, imports, walk.calls, walk.functions, callees);
+  const facts = collectCalls(src, imports, walk.calls, walk.functions, callees, (n) => classes.get(n)?.isModule === true);
   const autocastRegions = collectAutocast(src, imports, walk.withs, walk.calls, walk.assigns);
   const autocastContexts = collectAutocastContexts(src, imports, walk.calls, callees, autocastRegions);
 
