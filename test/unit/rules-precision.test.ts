@@ -120,6 +120,15 @@ describe('rules: PL502 casts of the model only', () => {
     assert.match(hf[0].message, /^AutoModelForCausalLM\.from_pretrained\(\.\.\., torch_dtype=torch\.bfloat16\) loads the model's weights in 16-bit before the optimizer/);
     assert.match(hf[0].message, /BF16 step \(about 0\.4 %/);
     assert.equal(pl502('import torch\ndef c(model):\n    x = torch.randn(3).cuda().half()\n    return torch.optim.AdamW(model.parameters())\n').length, 0);
+    // Built and cast in one expression; from_config with a dtype.
+    assert.equal(pl502('import torch\ndef a(model_cls, cfg):\n    model = model_cls(cfg).to(dtype=torch.bfloat16)\n    return torch.optim.AdamW(model.parameters())\n').length, 1);
+    assert.equal(pl502('import torch\ndef b(cfg):\n    model = build_model(cfg).bfloat16()\n    return torch.optim.AdamW(model.parameters())\n').length, 1);
+    assert.equal(pl502('import torch\nfrom transformers import AutoModelForCausalLM\ndef c(cfg):\n    model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)\n    return torch.optim.AdamW(model.parameters())\n').length, 1);
+  });
+
+  it('not when only adapters train on the frozen 16-bit weights (PEFT / LoRA)', () => {
+    const text = 'import torch\nfrom peft import LoraConfig, get_peft_model\nfrom transformers import AutoModelForCausalLM\ndef setup(name):\n    model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)\n    model = get_peft_model(model, LoraConfig(r=8))\n    return torch.optim.AdamW(model.parameters(), lr=1e-4)\n';
+    assert.equal(pl502(text).length, 0);
   });
 });
 

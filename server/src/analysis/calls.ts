@@ -91,13 +91,14 @@ const MODEL_WORD = /^[\w.]*(model|net|module|transformer|encoder|decoder|llm|gpt
 function isModuleReceiver(r: string): boolean {
   // `model.cuda().half()`, `model.to(device).bfloat16()`: the module the device moves return.
   const base = r.replace(/(\s*\.\s*(cuda|cpu|to|train|eval|requires_grad_)\s*\([^()]*\))+$/, '');
-  return MODEL_WORD.test(base) || /(^|\.)[A-Z]\w*\(.*\)$/.test(base);
+  // `GPT(cfg)`, `model_cls(cfg)`, `build_model(cfg)`: a module built right there.
+  return MODEL_WORD.test(base) || /(^|\.)[A-Z]\w*\(.*\)$/.test(base) || /(^|\.)\w*(model|net)\w*\(.*\)$/i.test(base);
 }
 const RECIPE_FIELDS: Record<string, string[]> = {
   DelayedScaling: ['margin', 'fp8_format', 'amax_history_len', 'amax_compute_algo'],
   Float8CurrentScaling: ['fp8_format'],
 };
-const CALL_LAST = /^(backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained)$/;
+const CALL_LAST = /^(backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
 const CONVERSION = /^(convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/;
 const CONTEXT_LAST = /autocast$|fp8_model_init$|quantized_model_init$/;
 /** Weight quantization stacks that swap nn.Linear for their own modules (bitsandbytes / QLoRA, GPTQ, AWQ, HQQ). */
@@ -214,6 +215,7 @@ export function collectCalls(
       case 'bfloat16':
         if (receiver && isModuleReceiver(receiver)) push('cast_low_precision');
         continue;
+      case 'from_config':
       case 'from_pretrained': {
         // `AutoModelForCausalLM.from_pretrained(..., torch_dtype=torch.bfloat16)`: the weights load in 16-bit.
         const open = src.indexOf('(', rec.start + callee.length);

@@ -5,9 +5,13 @@
  */
 import type { Finding, RuleContext, RuleModule } from './types';
 
+/** Training only adapters on frozen 16-bit weights: PEFT / LoRA, QLoRA preparation, a frozen base. */
+const FROZEN_BASE = /\bget_peft_model\s*\(|\bprepare_model_for_kbit_training\s*\(|\bLoraConfig\s*\(|\b(model|base_model|backbone)\s*\.\s*requires_grad_\s*\(\s*False\s*\)/;
+
 export const checkpointRules: RuleModule = {
   codes: ['PL501', 'PL502'],
-  check({ ir }: RuleContext): Finding[] {
+  check(ctx: RuleContext): Finding[] {
+    const { ir } = ctx;
     const findings: Finding[] = [];
     // TE modules here, or FP8 autocast (a training script loading a TE model built elsewhere); an import alone is not use.
     const usesTe = ir.layers.some((l) => l.isTe) || ir.autocastRegions.some((r) => !r.disabled);
@@ -27,6 +31,8 @@ export const checkpointRules: RuleModule = {
       // become 16-bit too): either way it updates 16-bit weights.
       const optimizer = optimizers.find((o) => o.ownerFunction === call.ownerFunction);
       if (!optimizer) return;
+      // Adapters (PEFT/LoRA) or frozen base weights: the 16-bit weights are not what the optimizer updates.
+      if (FROZEN_BASE.test(ctx.text)) return;
       const when = optimizer.span.startOffset > call.span.endOffset ? 'before the optimizer' : 'after the optimizer';
       const fp16 = /\b(half|float16|fp16)\b/.test(call.text);
       const loads = /from_pretrained$/.test(call.callee);
