@@ -139,4 +139,24 @@ describe('analysis: an FP8 autocast context built first and entered later', () =
     assert.equal(ir.autocastRegions[0].args.fp8_recipe, 'recipe');
     assert.equal(ir.autocastRegions[0].backwardInside.length, 1);
   });
+
+  it('a partial of te.autocast entered by calling it is a region; its own arguments count, not the function', () => {
+    const ir = analyze(py`
+      import functools, torch
+      import transformer_engine.pytorch as te
+      fp8_ctx = functools.partial(te.autocast, enabled=True)
+      off = functools.partial(te.autocast, enabled=False)
+      def step(model, x):
+          with fp8_ctx():
+              loss = model(x).sum()
+              loss.backward()
+          with off():
+              y = model(x)
+    `);
+    assert.equal(ir.autocastRegions.length, 2);
+    assert.equal(ir.autocastRegions[0].disabled, false);
+    assert.equal(ir.autocastRegions[0].args.enabled, 'True');
+    assert.equal(ir.autocastRegions[0].backwardInside.length, 1);
+    assert.equal(ir.autocastRegions[1].disabled, true);
+  });
 });

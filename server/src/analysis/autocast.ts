@@ -18,7 +18,7 @@ export function teAutocastApi(resolved: string): AutocastApi | undefined {
 }
 
 /** Finds the TE autocast call among a with statement's items (also `a if c else te.autocast(...)`). */
-function autocastItem(src: string, imports: ImportTable, w: SyntaxNode, assigns: readonly AssignRec[]): { call: SyntaxNode; api: AutocastApi } | undefined {
+function autocastItem(src: string, imports: ImportTable, w: SyntaxNode, assigns: readonly AssignRec[]): { call: SyntaxNode; api: AutocastApi; partial?: boolean } | undefined {
   const clause = w.namedChildren.find((c) => c !== null && c.type === 'with_clause');
   if (!clause) return undefined;
   const candidates: SyntaxNode[] = [];
@@ -27,8 +27,15 @@ function autocastItem(src: string, imports: ImportTable, w: SyntaxNode, assigns:
     let v = item.childForFieldName('value') ?? item.namedChild(0);
     if (v && v.type === 'as_pattern') v = v.namedChild(0);
     if (!v) continue;
-    if (v.type === 'call') candidates.push(v);
-    else if (v.type === 'identifier') {
+    if (v.type === 'call') {
+      candidates.push(v);
+      // `fp8_ctx = functools.partial(te.autocast, enabled=True)`, then `with fp8_ctx():`.
+      const f = v.childForFieldName('function');
+      if (f?.type === 'identifier') {
+        const bound = assignedCall(src, src.slice(f.startIndex, f.endIndex), w.startIndex, assigns);
+        if (bound) candidates.push(bound);
+      }
+    } else if (v.type === 'identifier') {
       // `fp8_ctx = te.fp8_autocast(...)` earlier in the same function (or the module), then `with fp8_ctx:`
       // (Megatron, NeMo): the last such assignment before the block.
       const call = assignedCall(src, src.slice(v.startIndex, v.endIndex), w.startIndex, assigns);
@@ -41,8 +48,14 @@ function autocastItem(src: string, imports: ImportTable, w: SyntaxNode, assigns:
   for (const call of candidates) {
     const f = call.childForFieldName('function');
     if (!f) continue;
-    const api = teAutocastApi(resolveName(imports, src.slice(f.startIndex, f.endIndex)));
+    const ft = src.slice(f.startIndex, f.endIndex).replace(/\s+/g, '');
+    const api = teAutocastApi(resolveName(imports, ft));
     if (api) return { call, api };
+    if (/(^|\.)partial$/.test(ft)) {
+      const fn = call.childForFieldName('arguments')?.namedChild(0);
+      const papi = fn ? teAutocastApi(resolveName(imports, src.slice(fn.startIndex, fn.endIndex).replace(/\s+/g, ''))) : undefined;
+      if (papi) return { call, api: papi, partial: true };
+    }
   }
   return undefined;
 }
@@ -73,8 +86,10 @@ export function collectAutocast(src: string, imports: ImportTable, withs: WithRe
     const args: Record<string, string> = {};
     const argsNode = hit.call.childForFieldName('arguments');
     let pos = 0;
+    let skip = hit.partial ? 1 : 0; // partial(te.autocast, ...): its first argument is the function
     for (const a of argsNode?.namedChildren ?? []) {
       if (!a || a.type === 'comment') continue;
+      if (skip > 0) { skip--; continue; }
       if (a.type === 'keyword_argument') {
         const n = a.childForFieldName('name');
         const v = a.childForFieldName('value');
@@ -134,10 +149,15 @@ export function collectAutocastContexts(
   const inWith = new Set(regions.map((r) => r.callSpan.startOffset));
   for (let i = 0; i < calls.length; i++) {
     const callee = callees[i];
-    if (!callee || !/autocast$/.test(callee) || inWith.has(calls[i].start)) continue;
-    if (!teAutocastApi(resolveName(imports, callee))) continue;
+    if (!callee || inWith.has(calls[i].start)) continue;
     const a = calls[i].node.childForFieldName('arguments');
-    const args = a ? src.slice(a.startIndex, a.endIndex) : '';
+    let args = a ? src.slice(a.startIndex, a.endIndex) : '';
+    if (/(^|\.)partial$/.test(callee)) {
+      // `fp8_ctx = functools.partial(te.autocast, enabled=True)`: the arguments after the function.
+      const f = a?.namedChild(0);
+      if (!f || !teAutocastApi(resolveName(imports, src.slice(f.startIndex, f.endIndex).replace(/\s+/g, '')))) continue;
+      args = `(${args.slice(1).slice(f.endIndex - a!.startIndex - 1).replace(/^\s*,\s*/, '')}`;
+    } else if (!/autocast$/.test(callee) || !teAutocastApi(resolveName(imports, callee))) continue;
     if (/^\(\s*(enabled\s*=\s*)?(False|0|None)\s*[,)]/.test(args)) continue;
     out.push(spanOf(calls[i].node));
   }

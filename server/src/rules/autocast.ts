@@ -69,7 +69,7 @@ export const autocastRules: RuleModule = {
       for (const call of region.backwardInside) {
         findings.push({
           code: 'PL301', span: call.span, severity: 'warning', regionIndex,
-          message: `${call.text} runs inside the FP8 autocast block (line ${region.span.startLine + 1}). TE's docs run only the forward pass (and the loss) under autocast: backward uses the recipe state the forward recorded, and inside the region it can reuse stale scaling and amax reductions. Move backward() after the with block.`,
+          message: `${call.text.replace(/\s+/g, ' ').replace(/\(\s+/g, '(').replace(/,?\s*\)/g, ')')} runs inside the FP8 autocast block (line ${region.span.startLine + 1}). TE's docs run only the forward pass (and the loss) under autocast: backward uses the recipe state the forward recorded, and inside the region it can reuse stale scaling and amax reductions. Move backward() after the with block.`,
         });
       }
     });
@@ -77,7 +77,7 @@ export const autocastRules: RuleModule = {
     // The TE modules FP8 autocast changes: GEMMs and norms (not rotary embeddings or helper modules).
     const teLayers = ir.layers.filter((l) => l.isTe && (l.kind !== 'other' || /(LayerNormMLP|MultiheadAttention|TransformerLayer|GroupedLinear|LayerNormLinear|DotProductAttention)$/.test(l.resolved)));
     // Only where the analysed files train: a model file or library checked alone is trained (and autocast) elsewhere.
-    if (teLayers.length && workspace.anyAutocastRegion === false && workspace.anyTraining === true && !ir.autocastRegions.length) {
+    if (teLayers.length && workspace.anyAutocastRegion === false && workspace.anyTraining === true && !ir.autocastRegions.some((r) => !r.disabled)) {
       const first = teLayers[0];
       findings.push({
         code: 'PL302', span: first.span, severity: 'information', layerIndex: ir.layers.indexOf(first),
