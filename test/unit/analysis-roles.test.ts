@@ -104,4 +104,50 @@ describe('analysis: roles', () => {
     assert.equal(layer(ir, 'c').convertible, true);
     assert.deepEqual(layer(ir, 'c').teArgs, { eps: '1e-6' });
   });
+
+  it('a projection whose output is picked from (topk, gumbel_softmax) is a router; LoRA adapters stay torch.nn', () => {
+    const ir = analyze(py`
+      import torch
+      from torch import nn
+
+      class GumbelQuantizer(nn.Module):
+          def __init__(self, dim: int = 512, groups: int = 2, num_vars: int = 320):
+              super().__init__()
+              self.weight_proj = nn.Linear(dim, groups * num_vars)
+              self.groups = groups
+          def forward(self, x):
+              b, t, _ = x.shape
+              logits = self.weight_proj(x).view(b * t * self.groups, -1)
+              return nn.functional.gumbel_softmax(logits.float(), tau=2.0, hard=True)
+
+      class Chooser(nn.Module):
+          def __init__(self, dim: int = 1024, num_choices: int = 64):
+              super().__init__()
+              self.score_proj = nn.Linear(dim, num_choices)
+              self.fc = nn.Linear(dim, dim)
+          def forward(self, x):
+              probs = torch.softmax(self.score_proj(x), -1)
+              w, idx = torch.topk(self.score_proj(x), 2)
+              return self.fc(x).argmax(-1), idx
+
+      class Adapter(nn.Module):
+          def __init__(self, d: int = 1024, r: int = 16):
+              super().__init__()
+              self.lora_A = nn.Linear(d, r, bias=False)
+              self.lora_B = nn.Linear(r, d, bias=False)
+          def forward(self, x): return x + self.lora_B(self.lora_A(x))
+
+    `);
+    const get = (n: string) => ir.layers.find((l) => l.name === n)!;
+    assert.equal(get('self.weight_proj').role, 'router');
+    assert.equal(get('self.weight_proj').convertible, false);
+    assert.match(get('self.weight_proj').reasons.join(' '), /makes a discrete choice \(gumbel_softmax\)/);
+    assert.equal(get('self.score_proj').role, 'router');
+    assert.notEqual(get('self.fc').role, 'router'); // argmax is a prediction, not a routing choice
+    for (const n of ['self.lora_A', 'self.lora_B']) {
+      assert.equal(get(n).role, 'other', n);
+      assert.equal(get(n).convertible, false, n);
+      assert.match(get(n).reasons.join(' '), /low-rank adapter/, n);
+    }
+  });
 });

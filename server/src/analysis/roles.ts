@@ -243,6 +243,20 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     }
   }
 
+  /** `x = self.<attr>(...)` then `topk(x` / `x.topk(` / `gumbel_softmax(x` in the owner class: what picks. */
+  function selectionUse(owner: string, attr: string): string | undefined {
+    const cm = ctx.classes.get(owner);
+    if (!cm) return undefined;
+    const text = src.slice(cm.rec.start, cm.rec.end);
+    if (!SELECTION.test(text)) return undefined;
+    const names = [...text.matchAll(new RegExp(String.raw`(\w+)\s*=\s*(?:[\w.]+\()?\s*self\.${attr}\s*\(`, 'g'))].map((m) => m[1]);
+    for (const n of [...names, `self\\.${attr}\\s*\\([^)]*\\)`]) {
+      const m = new RegExp(String.raw`\b(topk|gumbel_softmax)\s*\(\s*(?:\w+\.)*(?:softmax\s*\(\s*)?${n}(?!\w)|\b${n}(?:\.\w+\([^()]*\))*\s*\.\s*(topk)\s*\(`).exec(text);
+      if (m) return `${m[1] ?? m[2]}`;
+    }
+    return undefined;
+  }
+
   function classify(r: LayerRec, L: LayerRec['layer'], attr: string, owner: string, tie: string | undefined, keyOwner: string | undefined): string | undefined {
     let vocab: string | undefined;
     const reasons: string[] = [];
@@ -297,6 +311,17 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     const strong = vocabHit !== undefined || tie !== undefined || keyTie || reasons.some((x) => x.startsWith('output size'));
     if (strong) {
       setRole(L, 'lm_head', reasons);
+      return vocab;
+    }
+    // A low-rank adapter (LoRA's lora_A / lora_B): neither a classifier nor a block projection.
+    if (LORA_NAME.test(attr) || segs.some((x) => LORA_NAME.test(x))) {
+      setRole(L, 'other', ['low-rank adapter (LoRA)']);
+      return vocab;
+    }
+    // A discrete choice made from the output (top-k, Gumbel-softmax): a router, whatever its name.
+    const choice = owner && attr ? selectionUse(owner, attr) : undefined;
+    if (choice) {
+      setRole(L, 'router', [`its output picks discretely (${choice}): a router`]);
       return vocab;
     }
     // router (MoE gate): one output per expert outweighs position and name evidence for a head
@@ -354,6 +379,8 @@ export function isVocabText(t: string): boolean {
   return VOCAB_NAME.test(t) || VOCAB_EXPR.test(t);
 }
 
+const LORA_NAME = /^(lora_[AB]|lora_(down|up|a|b)|lora[AB])$/i;
+const SELECTION = /\b(topk|gumbel_softmax)\s*\(/;
 const SELF_CALL = /^self\s*\.\s*([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\(/;
 const LOGITS_NAME = /logit|scores|lm_output|prediction/i;
 const PASS_METHOD = /^(float|to|type|contiguous|view|reshape|half|bfloat16|squeeze|unsqueeze|transpose|permute|flatten)$/;

@@ -210,9 +210,15 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
     L.reasons = ['Its weight is tied to another layer (weight sharing with an embedding): converting it would put the shared weight in FP8 too, so keep it in BF16.'];
     return;
   }
+  if (L.roleReasons[0] === 'low-rank adapter (LoRA)' && !L.isTe) {
+    L.convertible = false;
+    L.reasons = ['A low-rank adapter (LoRA): its rank-r GEMMs are too narrow to gain from FP8, and adapter libraries (PEFT) expect torch.nn.Linear here (merging, reading .weight). Keep it; convert the base layer it adapts instead.'];
+    return;
+  }
   if (L.role === 'classifier' || L.role === 'router') {
     L.convertible = false;
-    const what = L.role === 'router' ? 'This is an MoE router (one output per expert)' : 'This is a small output layer (classifier)';
+    const pick = L.role === 'router' ? /^its output picks discretely \((\w+)\)/.exec(L.roleReasons[0] ?? '')?.[1] : undefined;
+    const what = pick ? `Its output makes a discrete choice (${pick})` : L.role === 'router' ? 'This is an MoE router (one output per expert)' : 'This is a small output layer (classifier)';
     const sizes = L.inFeatures || L.outFeatures
       ? `${dimWhy(L.inFeatures, 'in')} -> ${dimWhy(L.outFeatures, 'out')} is too small to gain from FP8, and its output`
       : 'a GEMM this narrow gains little from FP8, and its output';
