@@ -1046,3 +1046,28 @@ describe('analysis: what local Linear and norm classes add', () => {
     assert.equal(get('self.fc').convertible, true);
   });
 });
+
+describe('analysis: reparametrised weights', () => {
+  before(initParser);
+
+  it('an aliased weight_norm wrapper and register_parametrization(self.e, "weight", ...) make the layer uncertain', () => {
+    const ir = analyze(py`
+      import torch, torch.nn as nn
+      from torch.nn.utils.parametrizations import weight_norm as wn2
+      class H(nn.Module):
+          def __init__(self, d: int = 1024):
+              super().__init__()
+              self.c = wn2(nn.Linear(d, 4 * d))
+              self.e = nn.Linear(d, d)
+              torch.nn.utils.parametrize.register_parametrization(self.e, "weight", nn.Identity())
+          def forward(self, x): return self.e(self.c(x)[..., :1024])
+
+    `);
+    const c = ir.layers.find((l) => l.name === 'self.c')!;
+    assert.equal(c.convertible, 'uncertain');
+    assert.equal(c.wrappedBy, 'wn2');
+    const e = ir.layers.find((l) => l.name === 'self.e')!;
+    assert.equal(e.convertible, 'uncertain');
+    assert.match(e.reasons.join(' '), /register_parametrization\(self\.e, "weight"/);
+  });
+});

@@ -715,7 +715,7 @@ function placement(ctx: LayerContext, call: SyntaxNode, rec: CallRec): Placement
           pl.base = `${obj ? text(obj) : ''}.${key ?? '*'}`;
           if (rec.scope.loopDepth > 0) pl.container ??= 'loop';
           return pl;
-        } else if (CLASS_WRAPPERS.test(last) && p.namedChild(0)?.startIndex === n.startIndex) {
+        } else if ((CLASS_WRAPPERS.test(last) || CLASS_WRAPPERS.test(r.split('.').pop() ?? '')) && p.namedChild(0)?.startIndex === n.startIndex) {
           pl.wrappedBy ??= ft;
           n = outer;
           continue;

@@ -87,6 +87,13 @@ function attrUses(src: string, cls: { rec: { node: object; start: number; end: n
     if (PARAM_META.test(after) || INIT_CALL.test(text.slice(Math.max(0, at - 60), at))) continue;
     u.params = true;
   }
+  // `parametrize.register_parametrization(self.e, "weight", ...)` (minLoRA, orthogonal maps): a reparametrised weight.
+  for (const hit of text.matchAll(/register_parametrization\s*\(\s*self\s*\.\s*(\w+)\s*,\s*["'](weight|bias)["']/g)) {
+    let u = m.get(hit[1]);
+    if (!u) { u = { params: false, other: false }; m.set(hit[1], u); }
+    u.replaced ??= hit[2];
+    u.replacedText ??= hit[0].replace(/\s+/g, ' ') + ', ...)';
+  }
   attrUseCache.set(cls.rec.node, m);
   return m;
 }
