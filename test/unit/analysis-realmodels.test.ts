@@ -1071,3 +1071,32 @@ describe('analysis: reparametrised weights', () => {
     assert.match(e.reasons.join(' '), /register_parametrization\(self\.e, "weight"/);
   });
 });
+
+describe('analysis: norm classes imported from model libraries', () => {
+  before(initParser);
+
+  it('T5LayerNorm / LlamaRMSNorm are RMSNorms whose forward is elsewhere (uncertain); apex and torch.nn norms convert', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+      from transformers.models.t5.modeling_t5 import T5LayerNorm
+      from transformers.models.llama.modeling_llama import LlamaRMSNorm
+      from apex.normalization import FusedRMSNorm
+      class B(nn.Module):
+          def __init__(self, d: int = 1024):
+              super().__init__()
+              self.a = T5LayerNorm(d, eps=1e-6)
+              self.b = LlamaRMSNorm(d, eps=1e-6)
+              self.c = FusedRMSNorm(d, eps=1e-6)
+              self.d = nn.RMSNorm(d, eps=1e-6)
+
+    `);
+    const get = (n: string) => ir.layers.find((l) => l.name === n)!;
+    for (const n of ['self.a', 'self.b']) {
+      assert.equal(get(n).kind, 'rmsnorm', n);
+      assert.equal(get(n).convertible, 'uncertain', n);
+      assert.match(get(n).reasons.join(' '), /its forward is not in this file/, n);
+    }
+    assert.equal(get('self.c').convertible, true);
+    assert.equal(get('self.d').convertible, true);
+  });
+});

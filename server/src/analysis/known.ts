@@ -13,6 +13,8 @@ export interface KnownCtor {
   parallelMode?: 'column' | 'row';
   /** The weight is stored [in, out] (Hugging Face Conv1D): te.Linear computes the same only with it transposed. */
   transposedWeight?: boolean;
+  /** A model library's own norm class, imported (its forward is not in the file): the resolved name. */
+  imported?: string;
 }
 
 const LINEAR = ['in_features', 'out_features', 'bias', 'device', 'dtype'];
@@ -87,12 +89,15 @@ export function knownCtor(resolved: string): KnownCtor | undefined {
   if (/^(Vocab)?ParallelEmbedding$/.test(last)) {
     return { kind: 'embedding', params: ['num_embeddings', 'embedding_dim'], isTe: false, display: last };
   }
-  // apex / other libraries' fused norms, imported rather than defined here.
-  if (/^(Fused|Mixed)?(Fused)?RMSNorm$|RMSNorm$/.test(last) && !resolved.startsWith('local:')) {
-    return { kind: 'rmsnorm', params: ['normalized_shape', 'eps'], isTe: false, display: last, te: 'te.RMSNorm' };
+  // apex / other libraries' fused norms, imported rather than defined here. Model libraries' own norms
+  // (transformers' LlamaRMSNorm, T5LayerNorm, GemmaRMSNorm) are named for what they are, but their forward is not in
+  // this file (Gemma's scales by 1 + weight): `imported` makes their verdict uncertain.
+  const fusedLib = /^(apex|megatron|flash_attn|torch\.nn)(\.|$)/.test(resolved) || /^(Fused|MixedFused)/.test(last);
+  if ((/^(Fused|Mixed)?(Fused)?RMSNorm$|RMSNorm$|RmsNorm$|^T5LayerNorm$|^RMSLayerNorm$/.test(last)) && !resolved.startsWith('local:')) {
+    return { kind: 'rmsnorm', params: ['normalized_shape', 'eps'], isTe: false, display: last, te: 'te.RMSNorm', ...(fusedLib ? {} : { imported: resolved }) };
   }
   if (/^(Fused|MixedFused)?LayerNorm$/.test(last) && !resolved.startsWith('local:')) {
-    return { kind: 'layernorm', params: ['normalized_shape', 'eps'], isTe: false, display: last, te: 'te.LayerNorm' };
+    return { kind: 'layernorm', params: ['normalized_shape', 'eps'], isTe: false, display: last, te: 'te.LayerNorm', ...(fusedLib || last === 'LayerNorm' ? {} : { imported: resolved }) };
   }
   if (/^Conv1D$/.test(last) && /transformers|pytorch_utils|modeling_utils/.test(resolved)) {
     // Hugging Face's GPT-2 Conv1D: a Linear with its weight stored transposed ([in, out]), Conv1D(nf=out, nx=in).

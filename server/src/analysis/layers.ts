@@ -26,6 +26,8 @@ export interface CtorInfo {
   factory?: string;
   /** The weight is stored [in, out] (Hugging Face Conv1D). */
   transposedWeight?: boolean;
+  /** A model library's own norm class, imported: its resolved name (its forward is not in the file). */
+  imported?: string;
 }
 
 interface Placement {

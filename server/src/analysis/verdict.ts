@@ -137,7 +137,7 @@ function ctorFacts(c: LayerRec['ctor']): string {
   let f = ctorFactsCache.get(c);
   if (f === undefined) {
     const info = c.local?.info;
-    f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}`
+    f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}\u0001${c.imported}`
       + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}`
         + `\u0001${JSON.stringify(info.channelAxis ?? null)}\u0001${JSON.stringify(c.local?.normDefaults ?? null)}\u0001${c.local?.rmsBias}`
         + `\u0001${info.extraParams?.join(',')}\u0001${info.weightReplacedBy}\u0001${info.grouped}\u0001${info.extraInputs?.join(',')}` : '');
@@ -360,6 +360,10 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
         reasons.push(`${L.localClass ?? L.constructor} can become te.RMSNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; where a Linear consumes its output it can later fuse with it (te.LayerNormLinear(normalization="RMSNorm")).`);
       }
       if (c.local) reasons.push(`Recognised as ${c.local.info.layerKindReason ?? 'an RMSNorm'}.`);
+      if (c.imported && L.convertible === true) {
+        L.convertible = 'uncertain';
+        reasons.push(`${c.display} is imported from ${c.imported.replace(/\.[^.]+$/, '')}: its forward is not in this file (some scale by 1 + weight, as Gemma's does, which needs zero_centered_gamma=True). Check it before converting.`);
+      }
       normExtras(rec, ev, 'te.RMSNorm', reasons);
       break;
     }
