@@ -174,4 +174,26 @@ describe('analysis: lm-head evidence, fifth survey', () => {
     assert.equal(owned(ir, 'TinyLM', 'self.proj').role, 'lm_head');
     assert.equal(owned(ir, 'TinyLM', 'self.proj').tied, true);
   });
+
+  it('several heads in a ModuleList whose outputs are stacked into the logits are lm-heads (MusicGen codebooks)', () => {
+    const ir = analyze(py`
+      import torch
+      from torch import nn
+      class MultiCodebookLM(nn.Module):
+          def __init__(self, n_q: int = 4, card: int = 2048, dim: int = 1024):
+              super().__init__()
+              self.emb = nn.ModuleList([nn.Embedding(card + 1, dim) for _ in range(n_q)])
+              self.body = nn.Linear(dim, dim)
+              self.linears = nn.ModuleList([nn.Linear(dim, card) for _ in range(n_q)])
+          def forward(self, codes):
+              out = self.body(sum(self.emb[k](codes[:, k]) for k in range(codes.shape[1])))
+              logits = torch.stack([self.linears[k](out) for k in range(codes.shape[1])], dim=1)
+              return logits
+
+    `);
+    const heads = ir.layers.find((l) => l.name === 'linears[*]')!;
+    assert.equal(heads.role, 'lm_head', heads.roleReasons.join('; '));
+    assert.equal(heads.convertible, false);
+    assert.equal(ir.layers.find((l) => l.name === 'self.body')!.role, 'other');
+  });
 });

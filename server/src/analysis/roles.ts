@@ -179,9 +179,12 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       const c = fwd.calls[i];
       // Callee text from the source: `self.<path>(`.
       if (src.charCodeAt(c.start) !== me.charCodeAt(0) || !src.startsWith(me, c.start)) continue;
-      const m = meCall.exec(src.slice(c.start, c.start + 200));
-      if (!m) continue;
-      const path = m[1].replace(/\s+/g, '');
+      const head = src.slice(c.start, c.start + 200);
+      const m = meCall.exec(head);
+      // `self.linears[k](out)`: one of several heads in a ModuleList (MusicGen's codebooks, Medusa heads).
+      const sub = m ? null : new RegExp(String.raw`^${me}\s*\.\s*([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\[[^\]\n]*\]\s*\(`).exec(head);
+      if (!m && !sub) continue;
+      const path = m ? m[1].replace(/\s+/g, '') : `${(sub as RegExpExecArray)[1].replace(/\s+/g, '')}[*]`;
       const hit = own.find((r) => r.layer.path === path || r.layer.path === `${me}.${path}`);
       if (!hit) continue;
       const flow: ResultFlow = {};
@@ -434,15 +437,21 @@ function resultName(src: string, call: SyntaxNode, fn?: FuncRec, flow?: ResultFl
         break;
       }
       case 'argument_list': {
-        // `F.log_softmax(self.out(h), dim=-1)`: the distribution over the projection's outputs.
+        // `F.log_softmax(self.out(h), dim=-1)`: the distribution over the projection's outputs; `torch.stack([...])`
+        // of several heads' outputs.
         const outer = p.parent;
         const f = outer?.type === 'call' ? outer.childForFieldName('function') : null;
         const ft = f ? src.slice(f.startIndex, f.endIndex).replace(/\s+/g, '') : '';
-        if (!outer || !SOFTMAX_FN.test(ft) || p.namedChild(0)?.startIndex !== n.startIndex) return undefined;
-        if (flow) flow.probs = ft;
+        if (!outer || p.namedChild(0)?.startIndex !== n.startIndex) return undefined;
+        if (SOFTMAX_FN.test(ft)) { if (flow) flow.probs = ft; } else if (!/^torch\.(stack|cat)$/.test(ft)) return undefined;
         n = outer;
         continue;
       }
+      case 'list_comprehension':
+      case 'list':
+        // `[self.linears[k](out) for k in range(n)]`, `[h(x) for h in self.heads]`: the element, as a whole list.
+        if (p.namedChild(0)?.startIndex !== n.startIndex) return undefined;
+        break;
       case 'conditional_expression':
         // A branch (`self.out(h) if self.out else h`), not the condition.
         if (p.namedChild(1)?.startIndex === n.startIndex) return undefined;
