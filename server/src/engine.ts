@@ -64,14 +64,49 @@ export function workspaceFactsOf(irs: Iterable<ModelIR>, base: WorkspaceFacts = 
   let anyAutocastRegion = false;
   let anyCompile = false;
   let anyTraining = false;
-  let otherStack: string | undefined;
+  const stackImports: Record<string, string> = {};
   for (const ir of irs) {
-    otherStack ??= otherStackOf(ir);
+    const stack = otherStackOf(ir);
+    if (stack) for (const mod of importedModules(ir)) stackImports[mod] ??= stack;
     if (hasAutocast(ir)) anyAutocastRegion = true;
     if (ir.calls.some((c) => c.kind === 'compile')) anyCompile = true;
     if (trains(ir)) anyTraining = true;
   }
-  return otherStack ? { ...base, anyAutocastRegion, anyCompile, anyTraining, otherStack } : { ...base, anyAutocastRegion, anyCompile, anyTraining };
+  const facts: WorkspaceFacts = { ...base, anyAutocastRegion, anyCompile, anyTraining };
+  if (Object.keys(stackImports).length) facts.stackImports = { ...base.stackImports, ...stackImports };
+  return facts;
+}
+
+/** Every module a file imports, with its dotted prefixes (`from pkg.model import GPT` -> pkg, pkg.model, pkg.model.GPT). */
+export function importedModules(ir: ModelIR): string[] {
+  const out = new Set<string>();
+  for (const b of ir.imports) {
+    const parts = b.target.replace(/^\.+/, '').split('.');
+    for (let i = 1; i <= parts.length; i++) out.add(parts.slice(0, i).join('.'));
+  }
+  return [...out];
+}
+
+/**
+ * The other stack that applies to the file at `path`: one used by a file that imports it (by its module name, the
+ * file's name or its dotted path: `model`, `pkg.model`; a package's `__init__.py` by the package name).
+ */
+export function stackFor(ws: WorkspaceFacts, path: string): string | undefined {
+  const map = ws.stackImports;
+  if (!map) return undefined;
+  const parts = path.replace(/\\/g, '/').replace(/\.py$/, '').split('/').filter(Boolean);
+  if (parts[parts.length - 1] === '__init__') parts.pop();
+  for (let i = parts.length - 1; i >= 0; i--) {
+    const hit = map[parts.slice(i).join('.')];
+    if (hit) return hit;
+  }
+  return undefined;
+}
+
+/** The workspace facts for one file: `otherStack` resolved for its path. */
+export function factsForFile(ws: WorkspaceFacts, path: string): WorkspaceFacts {
+  const stack = stackFor(ws, path);
+  return stack ? { ...ws, otherStack: stack } : ws;
 }
 
 /** The whole-model FP8 conversion or weight-quantization stack a file uses, if any (`convert_to_float8_training`). */

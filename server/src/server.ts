@@ -13,7 +13,7 @@ import { SOURCE } from '../../common/codes';
 import { EnvironmentNotification, StatusNotification, type EnvironmentParams, type StatusParams } from '../../common/protocol';
 import { resolveSettings, SETTINGS_SECTION, type PrecisionLensSettings } from '../../common/settings';
 import { fixesForFinding, sourceFixes } from './fixes';
-import { hasAutocast, otherStackOf, trains } from './engine';
+import { factsForFile, hasAutocast, importedModules, otherStackOf, trains } from './engine';
 import { findingToDiagnostic, fixToCodeAction, REWRITE_KIND, type DiagnosticData } from './lsp-convert';
 import { createPythonParser } from './parser';
 import type { WorkspaceFacts } from './rules/types';
@@ -51,18 +51,32 @@ function settingsFor(uri: string): Promise<PrecisionLensSettings> {
 }
 
 /** What the workspace as a whole says; PL302 stays quiet (undefined) until the scan has proven there is no autocast. */
+/** A document's path for module-name matching (the URI's path when it is a file URI). */
+function uriPath(uri: string): string {
+  try {
+    return uri.startsWith('file:') ? fileURLToPath(uri) : uri;
+  } catch {
+    return uri;
+  }
+}
+
 function workspaceFacts(): WorkspaceFacts {
   const open = [...(session?.all() ?? [])];
   const openAutocast = open.some((d) => d.analysis && hasAutocast(d.analysis.ir));
   const openCompile = open.some((d) => d.analysis?.ir.calls.some((c) => c.kind === 'compile'));
   const openTraining = open.some((d) => d.analysis && trains(d.analysis.ir));
-  const openStack = open.map((d) => d.analysis && otherStackOf(d.analysis.ir)).find((x) => !!x);
-  const scannedStack = scan?.stackFiles.size ? `the FP8 conversion or quantization in ${basename([...scan.stackFiles][0])}` : undefined;
+  // Modules imported by files using another FP8 / quantization stack: open documents first, then the scan's.
+  const stackImports: Record<string, string> = {};
+  for (const d of open) {
+    const stack = d.analysis && otherStackOf(d.analysis.ir);
+    if (stack) for (const mod of importedModules(d.analysis!.ir)) stackImports[mod] ??= stack;
+  }
+  for (const [file, mods] of scan?.stackFiles ?? []) for (const mod of mods) stackImports[mod] ??= `the FP8 conversion or quantization in ${basename(file)}`;
   const scanned = scan && !scan.truncated;
   return {
     anyAutocastRegion: openAutocast || (scan && scan.autocastFiles.size > 0) ? true : scanned ? false : undefined,
     anyTraining: openTraining || (scan && scan.trainFiles.size > 0) ? true : scanned ? false : undefined,
-    ...(openStack || scannedStack ? { otherStack: openStack || scannedStack } : {}),
+    ...(Object.keys(stackImports).length ? { stackImports } : {}),
     anyCompile: openCompile || (scan ? scan.compileFiles.size > 0 : undefined),
     teVersion: environment.teVersion,
   };
@@ -78,7 +92,7 @@ async function publish(uri: string): Promise<void> {
   if (!session?.get(uri)) return;
   const settings = await settingsFor(uri);
   const before = JSON.stringify(workspaceFacts());
-  const analysis = session.analyze(uri, settings, workspaceFacts());
+  const analysis = session.analyze(uri, settings, factsForFile(workspaceFacts(), uriPath(uri)));
   const state = session.get(uri);
   if (!analysis || !state) return;
   const diagnostics: Diagnostic[] = analysis.findings.map((f, i) => findingToDiagnostic(f, i, analysis.version));
@@ -169,7 +183,7 @@ connection.onCodeAction(async (params: CodeActionParams, token): Promise<CodeAct
   const uri = params.textDocument.uri;
   const settings = await settingsFor(uri);
   if (token.isCancellationRequested || !session?.get(uri)) return [];
-  const analysis = session.analyze(uri, settings, workspaceFacts());
+  const analysis = session.analyze(uri, settings, factsForFile(workspaceFacts(), uriPath(uri)));
   const state = session.get(uri)!;
   if (!analysis || analysis.skipped) return [];
   const document = TextDocument.create(uri, 'python', state.version, state.text);

@@ -21,15 +21,16 @@ export interface ScanResult {
   autocastFiles: Set<string>;
   compileFiles: Set<string>;
   trainFiles: Set<string>;
-  /** Files that convert the model to FP8 with torchao/accelerate or quantize it (bitsandbytes / QLoRA). */
-  stackFiles: Set<string>;
+  /** Files that convert the model to FP8 with torchao/accelerate or quantize it (bitsandbytes / QLoRA), with the
+   *  module names they import (and their dotted prefixes). */
+  stackFiles: Map<string, string[]>;
   /** The scan stopped early (file budget), so absence of autocast is not proven. */
   truncated: boolean;
 }
 
 /** Walks `roots` (at most `maxFiles` .py files, files over `maxBytes` skipped). */
 export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes = 2_000_000): Promise<ScanResult> {
-  const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), trainFiles: new Set(), stackFiles: new Set(), truncated: false };
+  const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), trainFiles: new Set(), stackFiles: new Map(), truncated: false };
   const queue = [...roots];
   while (queue.length) {
     const dir = queue.pop()!;
@@ -56,7 +57,7 @@ export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes =
           if (AUTOCAST.test(text) && TE_HINT.test(text)) result.autocastFiles.add(path);
           if (COMPILE.test(text)) result.compileFiles.add(path);
           if (TRAIN.test(text)) result.trainFiles.add(path);
-          if (OTHER_STACK.test(text)) result.stackFiles.add(path);
+          if (OTHER_STACK.test(text)) result.stackFiles.set(path, importedModuleNames(text));
         } catch {
           // unreadable file: it cannot train anything
         }
@@ -64,4 +65,14 @@ export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes =
     }
   }
   return result;
+}
+
+/** Module names a file imports (`from pkg.model import X`, `import a.b`), with their dotted prefixes. */
+function importedModuleNames(text: string): string[] {
+  const out = new Set<string>();
+  for (const m of text.matchAll(/^[ \t]*(?:from[ \t]+\.*([\w.]+)[ \t]+import|import[ \t]+([\w.]+))/gm)) {
+    const parts = (m[1] ?? m[2]).split('.');
+    for (let i = 1; i <= parts.length; i++) out.add(parts.slice(0, i).join('.'));
+  }
+  return [...out];
 }

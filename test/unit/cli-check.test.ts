@@ -119,6 +119,23 @@ describe('precision-lens check (built CLI)', function () {
       }
     });
 
+    it('no te.* conversion in a model file that an analysed training script converts with torchao; other files keep theirs', () => {
+      const conv = join(dir, 'project', 'train_ao.py');
+      const other = join(dir, 'project', 'other_model.py');
+      writeFileSync(conv, 'import torch\nfrom torchao.float8 import convert_to_float8_training\nfrom model import GPT\nm = GPT()\nif torch.cuda.get_device_capability() >= (8, 9):\n    convert_to_float8_training(m, module_filter_fn=lambda mod, fqn: fqn != "lm_head")\n');
+      writeFileSync(other, 'import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(1024, 4096)\n');
+      try {
+        const alone = parseJson<CheckJson>(runCli(['check', 'project/model.py', 'project/other_model.py', '--format', 'json', '--fail-on', 'none'], dir));
+        assert.ok(alone.diagnostics.some((d) => d.code === 'PL101' && d.file === 'project/model.py'));
+        const out = parseJson<CheckJson>(runCli(['check', 'project/model.py', 'project/other_model.py', 'project/train_ao.py', '--format', 'json', '--fail-on', 'none'], dir));
+        assert.ok(!out.diagnostics.some((d) => d.code === 'PL101' && d.file === 'project/model.py'), JSON.stringify(out.diagnostics.map((d) => `${d.file}:${d.code}`)));
+        assert.ok(out.diagnostics.some((d) => d.code === 'PL101' && d.file === 'project/other_model.py'));
+      } finally {
+        rmSync(conv, { force: true });
+        rmSync(other, { force: true });
+      }
+    });
+
     it('counts an autocast context made by a factory or an ExitStack as FP8 autocast', () => {
       const ctx = join(dir, 'project', 'train_ctx.py');
       writeFileSync(ctx, [

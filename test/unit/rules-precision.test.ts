@@ -2,7 +2,7 @@
 import * as assert from 'node:assert/strict';
 import { DEFAULT_SETTINGS, resolveSettings } from '../../common/settings';
 import { fixOutcome } from '../../server/src/fixes';
-import { analyzeText, workspaceFactsOf } from '../../server/src/engine';
+import { analyzeText, stackFor, workspaceFactsOf } from '../../server/src/engine';
 import { createPythonParser, type Parser } from '../../server/src/parser';
 
 const MODEL = `import torch
@@ -204,13 +204,18 @@ describe('rules: one FP8 or quantization stack across the analysed files', () =>
     assert.equal(pl101(`${MLP}m = AutoModelForCausalLM.from_pretrained("x", load_in_8bit=True)\n`), 0);
   });
 
-  it('the workspace facts carry the stack of any analysed file', () => {
-    const a = analyzeText(parser, 'import torch\nfrom torchao.float8 import convert_to_float8_training\nconvert_to_float8_training(m)\n', resolveSettings({}), {});
+  it('a stack applies to the files its file imports (by module name), not to every analysed file', () => {
+    const a = analyzeText(parser, 'import torch\nfrom torchao.float8 import convert_to_float8_training\nfrom pkg.model import MLP\nm = MLP()\nconvert_to_float8_training(m)\n', resolveSettings({}), {});
     a.tree?.delete();
-    assert.equal(workspaceFactsOf([a.ir]).otherStack, 'convert_to_float8_training');
     const b = analyzeText(parser, MLP, resolveSettings({}), {});
     b.tree?.delete();
-    assert.equal(workspaceFactsOf([b.ir]).otherStack, undefined);
+    const ws = workspaceFactsOf([a.ir, b.ir]);
+    assert.equal(stackFor(ws, '/repo/pkg/model.py'), 'convert_to_float8_training');
+    assert.equal(stackFor(ws, 'pkg/model.py'), 'convert_to_float8_training');
+    assert.equal(stackFor(ws, 'model.py'), undefined); // only pkg.model is imported
+    assert.equal(stackFor(ws, '/repo/pkg/__init__.py'), 'convert_to_float8_training');
+    assert.equal(stackFor(ws, '/repo/other/vit.py'), undefined);
+    assert.equal(workspaceFactsOf([b.ir]).stackImports, undefined);
   });
 
   it('a file that imports only a library built on torch (accelerate) is analysed', () => {

@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { analyzeTree, emptyIR } from '../analysis';
 import type { ModelIR } from '../analysis/ir';
-import { inScope, mayHaveFindings, skipReason, workspaceFactsOf } from '../engine';
+import { factsForFile, inScope, mayHaveFindings, skipReason, workspaceFactsOf } from '../engine';
 import type { Parser } from '../parser';
 import { runRules } from '../rules';
 import type { Finding, WorkspaceFacts } from '../rules/types';
@@ -88,7 +88,7 @@ export function runFileRules(file: AnalysedFile, settings: PrecisionLensSettings
   const ir = file.ir;
   if (!ir || !inScope(ir)) return;
   try {
-    file.findings = runRules({ ir, text: file.text, settings, workspace });
+    file.findings = runRules({ ir, text: file.text, settings, workspace: factsForFile(workspace, file.input.absolute) });
   } catch (e) {
     file.error = `rules failed: ${(e as Error).message}`;
   }

@@ -12,10 +12,13 @@ export interface WorkspaceFacts {
    */
   anyTraining?: boolean;
   /**
-   * Another FP8 or quantization stack that swaps nn.Linear in the analysed files (`torchao convert_to_float8_training`,
-   * accelerate FP8, bitsandbytes / QLoRA): what it is, for the message. te.* conversions are then not suggested.
+   * For the file being checked: another analysed file that imports it converts or quantizes the model with another
+   * stack (`torchao convert_to_float8_training`, accelerate FP8, bitsandbytes / QLoRA): what it is. te.* conversions
+   * are then not suggested (one stack at a time). Set per file from `stackImports` (see engine.stackFor).
    */
   otherStack?: string;
+  /** Module names (`model`, `pkg.model`) imported by files that use another stack -> that stack. */
+  stackImports?: Record<string, string>;
   /** Whether any analysed file calls torch.compile. */
   anyCompile?: boolean;
   /** TE version of the selected interpreter, if known ("2.10.0"). */
