@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs, UsageError, type CliOptions } from '../../server/src/cli/args';
+import { mergeFacts } from '../../server/src/cli/parallel';
 import { CLI, ensureBuilt, scratchCopy, type CliRun } from './cli-harness';
 
 function runWith(args: readonly string[], cwd: string, env: Record<string, string> = {}): CliRun {
@@ -69,6 +70,21 @@ describe('precision-lens check on worker threads (built CLI)', function () {
     assert.equal(run.status, 2, run.stderr);
     assert.match(run.stderr, /worker thread failed: .*crash requested/);
     assert.ok(Date.now() - t < 30_000);
+  });
+});
+
+describe('cli parallel: merging the workspace facts of the threads', () => {
+  it('ORs the booleans and unions the modules that another stack imports (no in-process fallback)', () => {
+    const merged = mergeFacts([
+      { anyTraining: false, anyAutocastRegion: true },
+      { anyTraining: true, anyAutocastRegion: false, stackImports: { model: 'convert_to_float8_training' } },
+      { stackImports: { 'pkg.model': 'BitsAndBytesConfig' } },
+    ]);
+    assert.deepEqual(merged, {
+      anyTraining: true, anyAutocastRegion: true,
+      stackImports: { model: 'convert_to_float8_training', 'pkg.model': 'BitsAndBytesConfig' },
+    });
+    assert.equal(mergeFacts([{ teVersion: '2.10' } as never]), undefined);
   });
 });
 

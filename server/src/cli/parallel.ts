@@ -111,6 +111,11 @@ export function mergeFacts(parts: readonly WorkspaceFacts[]): WorkspaceFacts | u
   const merged: Record<string, unknown> = {};
   for (const part of parts) {
     for (const [key, value] of Object.entries(part)) {
+      if (key === 'stackImports' && value && typeof value === 'object') {
+        // module -> stack: the union (the first thread's stack for a module wins, as in input order it is arbitrary)
+        merged[key] = { ...(value as Record<string, string>), ...(merged[key] as Record<string, string> | undefined) };
+        continue;
+      }
       if (typeof value !== 'boolean') return undefined;
       merged[key] = merged[key] === true || value;
     }
