@@ -24,6 +24,7 @@ export const checkpointRules: RuleModule = {
       }
     });
     // An optimizer that keeps FP32 master weights itself (te.optimizers.FusedAdam(master_weights=True)) is fine.
+    let frozen: boolean | undefined; // read once, only when a cast meets an optimizer
     const optimizers = ir.calls.filter((c) => c.kind === 'optimizer_ctor' && !/master_weights\s*=\s*True/.test(c.text));
     ir.calls.forEach((call, callIndex) => {
       if (call.kind !== 'cast_low_precision') return;
@@ -32,7 +33,8 @@ export const checkpointRules: RuleModule = {
       const optimizer = optimizers.find((o) => o.ownerFunction === call.ownerFunction);
       if (!optimizer) return;
       // Adapters (PEFT/LoRA) or frozen base weights: the 16-bit weights are not what the optimizer updates.
-      if (FROZEN_BASE.test(ctx.text)) return;
+      frozen ??= FROZEN_BASE.test(ctx.text);
+      if (frozen) return;
       const when = optimizer.span.startOffset > call.span.endOffset ? 'before the optimizer' : 'after the optimizer';
       const fp16 = /\b(half|float16|fp16)\b/.test(call.text);
       const loads = /from_pretrained$/.test(call.callee);
