@@ -115,8 +115,10 @@ function migrationFor(callee: string, args: Record<string, string>): string {
   if (args.fp8_recipe !== undefined) renames.push('recipe= for fp8_recipe=');
   if (args.fp8_group !== undefined) renames.push('amax_reduction_group= for fp8_group=');
   const kw = renames.length ? `, with ${renames.join(' and ')}` : '';
-  if (last === 'fp8_autocast') return `Use te.autocast(...)${kw}.`;
-  if (last === 'fp8_model_init') return `Use te.quantized_model_init(...)${kw}.`;
+  // Imported by name (`from transformer_engine.pytorch import fp8_autocast`): there may be no `te` in the file.
+  const byName = !callee.includes('.');
+  if (last === 'fp8_autocast') return byName ? `Import autocast from transformer_engine.pytorch (under another name if torch's autocast is used too) and use it${kw}.` : `Use te.autocast(...)${kw}.`;
+  if (last === 'fp8_model_init') return byName ? `Import quantized_model_init from transformer_engine.pytorch and use it${kw}.` : `Use te.quantized_model_init(...)${kw}.`;
   if (/\.fp8$/.test(callee)) {
     return 'Import from transformer_engine.pytorch (autocast, quantized_model_init, is_fp8_available(return_reason=True) instead of check_fp8_support) and transformer_engine.common.recipe (recipes); internal names such as FP8GlobalStateManager are not public API: look up where your TE version defines them.';
   }
