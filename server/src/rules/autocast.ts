@@ -97,7 +97,7 @@ export const autocastRules: RuleModule = {
         if (versionAware && TE_VERSION_CHECK.test(enclosingFunctionText(ctx.text, call.span.startOffset))) return;
         findings.push({
           code: 'PL303', span: call.span, severity: 'hint', callIndex,
-          message: `${call.callee} is deprecated since Transformer Engine 2.9 (DeprecationWarning; it will be removed). ${migrationFor(call.callee, call.args)}`,
+          message: `${call.callee} is deprecated since Transformer Engine 2.9 (DeprecationWarning; it will be removed). ${migrationFor(call.callee, call.args, ir.imports.find((b) => b.local === call.callee)?.target)}`,
         });
       });
     }
@@ -109,8 +109,8 @@ export const autocastRules: RuleModule = {
 };
 
 /** The migration that applies to one deprecated use (TE >= 2.9 names). */
-function migrationFor(callee: string, args: Record<string, string>): string {
-  const last = callee.split('.').pop() ?? '';
+function migrationFor(callee: string, args: Record<string, string>, imported?: string): string {
+  const last = (imported ?? callee).split('.').pop() ?? '';
   const renames: string[] = [];
   if (args.fp8_recipe !== undefined) renames.push('recipe= for fp8_recipe=');
   if (args.fp8_group !== undefined) renames.push('amax_reduction_group= for fp8_group=');
