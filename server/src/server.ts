@@ -187,7 +187,7 @@ connection.onCodeAction(async (params: CodeActionParams, token): Promise<CodeAct
   const state = session.get(uri)!;
   if (!analysis || analysis.skipped) return [];
   const document = TextDocument.create(uri, 'python', state.version, state.text);
-  const env = { teVersion: environment.teVersion };
+  const env = { teVersion: environment.teVersion, otherStack: factsForFile(workspaceFacts(), uriPath(uri)).otherStack };
   const actions: CodeAction[] = [];
   const wantsQuickFix = !params.context.only || params.context.only.some((k) => k === CodeActionKind.QuickFix || CodeActionKind.QuickFix.startsWith(k));
   if (wantsQuickFix) {

@@ -6,7 +6,7 @@ import * as assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_SETTINGS } from '../../common/settings';
-import { explainRefusal, fixOutcome, sourceFixes } from '../../server/src/fixes';
+import { explainRefusal, fixOutcome, sourceFixes, sourceFixOutcome } from '../../server/src/fixes';
 import { analyse, FIXTURES } from './fixes-support';
 
 async function load(name: string) {
@@ -294,5 +294,14 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     const plain = text.replace(/try:\n    import transformer_engine\.pytorch as te\nexcept ImportError:\n    te = None/, 'import transformer_engine.pytorch as te');
     const b = await analyse(plain);
     assert.equal(fixOutcome(plain, b.ir, b.findings.find((f) => f.code === 'PL101')!, DEFAULT_SETTINGS).fixes[0].safe, true);
+  });
+
+  it('convert-all is refused when a file importing this one uses another stack (editor: env.otherStack)', async () => {
+    const text = 'import torch.nn as nn\nimport transformer_engine.pytorch as te\n\nclass MLP(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(1024, 4096)\n';
+    const { ir } = await analyse(text);
+    assert.ok(sourceFixes(text, ir, DEFAULT_SETTINGS).some((f) => f.id === 'convert-all:file'));
+    const out = sourceFixOutcome(text, ir, DEFAULT_SETTINGS, { env: { otherStack: 'convert_to_float8_training' } });
+    assert.equal(out.fixes.find((f) => f.id === 'convert-all:file'), undefined);
+    assert.ok(out.refusals.some((r) => /convert_to_float8_training \(in a file that imports this one\)/.test(r)), out.refusals.join('\n'));
   });
 });

@@ -181,6 +181,22 @@ export interface LayerConversion {
   refusal?: string;
 }
 
+/** Why no layer of the file converts: it, or a file importing it, uses another FP8 or quantization stack. */
+function stackRefusal(ctx: FixContext): string | undefined {
+  const whole = ctx.ir.fp8Conversions[0];
+  if (whole) {
+    return `Not converted: this file converts the model with ${whole.callee} (line ${whole.span.startLine + 1}), which swaps torch.nn.Linear for its own FP8 module; a te.* layer would leave that FP8 path and need TE autocast. Keep one FP8 stack.`;
+  }
+  const quant = ctx.ir.quantization[0];
+  if (quant) {
+    return `Not converted: this file quantizes the model with ${quant.callee} (line ${quant.span.startLine + 1}), which replaces torch.nn.Linear with its own quantized module; a te.* layer would stay unquantized. Keep one stack.`;
+  }
+  if (ctx.otherStack) {
+    return `Not converted: ${ctx.otherStack} (in a file that imports this one) swaps torch.nn.Linear for its own module; a te.* layer would be left out of it. Keep one stack.`;
+  }
+  return undefined;
+}
+
 /**
  * Converts one layer. With the wrapper present the callee becomes the factory (te.* with FP8, torch.nn without);
  * otherwise te.<Class> under the file's TE alias, adding the import when the file has none.
@@ -189,20 +205,8 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   const skip = skipReason(layer);
   const cls = teClass(layer);
   if (skip || !cls) return { edits: [], safe: false, target: '', refusal: `Not converted: ${skip?.sentence ?? 'no te.* equivalent.'}` };
-  const quant = ctx.ir.quantization[0];
-  if (quant && !ctx.ir.fp8Conversions.length) {
-    return {
-      edits: [], safe: false, target: '',
-      refusal: `Not converted: this file quantizes the model with ${quant.callee} (line ${quant.span.startLine + 1}), which replaces torch.nn.Linear with its own quantized module; a te.* layer would stay unquantized. Keep one stack.`,
-    };
-  }
-  const whole = ctx.ir.fp8Conversions[0];
-  if (whole) {
-    return {
-      edits: [], safe: false, target: '',
-      refusal: `Not converted: this file converts the model with ${whole.callee} (line ${whole.span.startLine + 1}), which swaps torch.nn.Linear for its own FP8 module; a te.* layer would leave that FP8 path and need TE autocast. Keep one FP8 stack.`,
-    };
-  }
+  const stack = stackRefusal(ctx);
+  if (stack) return { edits: [], safe: false, target: '', refusal: stack };
   const viaFactory = ctx.hasWrapper;
   const access = teAccess(ctx.ir);
   const target = viaFactory ? FACTORY[layer.kind]! : `${access.prefix}${cls}`;
@@ -260,6 +264,8 @@ const CANDIDATE_KINDS = new Set<Layer['kind']>(['linear', 'layernorm', 'rmsnorm'
  * converted and reports how many were skipped and why, e.g. "Convert 4 layers to te.* (skipped 2: lm-head, embedding)".
  */
 export function convertAllFix(ctx: FixContext, layers: Layer[], scope: { id: string; where: string }): { fix?: Fix; refusal?: string } {
+  const stack = stackRefusal(ctx);
+  if (stack) return { refusal: stack };
   const edits: TextEdit[] = [];
   const skipped = new Map<string, number>();
   let converted = 0;

@@ -23,6 +23,8 @@ export interface Fix {
 export interface FixEnv {
   /** transformer_engine.__version__ of the selected interpreter ("2.10.0"), when known. */
   teVersion?: string;
+  /** Another FP8 / quantization stack that a file importing this one uses (WorkspaceFacts.otherStack). */
+  otherStack?: string;
 }
 
 /** Fixes for one finding, and why the ones that might be expected are not offered. */
@@ -42,6 +44,8 @@ export interface FixContext {
   api: 'modern' | 'legacy';
   /** The file already defines the FP8 fallback wrapper. */
   hasWrapper: boolean;
+  /** Another FP8 / quantization stack that a file importing this one uses: no te.* conversion then. */
+  otherStack?: string;
 }
 
 export function outcome(fixes: Fix[] = [], refusals: string[] = []): FixOutcome {
