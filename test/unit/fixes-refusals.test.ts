@@ -6,7 +6,7 @@ import * as assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_SETTINGS } from '../../common/settings';
-import { explainRefusal, fixOutcome, sourceFixes, sourceFixOutcome } from '../../server/src/fixes';
+import { applyEdits, explainRefusal, fixOutcome, sourceFixes, sourceFixOutcome } from '../../server/src/fixes';
 import { analyse, FIXTURES } from './fixes-support';
 
 async function load(name: string) {
@@ -303,5 +303,33 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     const out = sourceFixOutcome(text, ir, DEFAULT_SETTINGS, { env: { otherStack: 'convert_to_float8_training' } });
     assert.equal(out.fixes.find((f) => f.id === 'convert-all:file'), undefined);
     assert.ok(out.refusals.some((r) => /convert_to_float8_training \(in a file that imports this one\)/.test(r)), out.refusals.join('\n'));
+  });
+
+  it("names a positional bias (te.Linear's third parameter is sequence_parallel) and keeps a (1 + w) LayerNorm's offset", async () => {
+    const text = [
+      'import torch.nn as nn',
+      'import torch.nn.functional as F',
+      'import transformer_engine.pytorch as te',
+      '',
+      'class LayerNorm1P(nn.LayerNorm):',
+      '    def forward(self, x):',
+      '        return F.layer_norm(x, self.normalized_shape, self.weight + 1, self.bias, self.eps)',
+      '',
+      'class M(nn.Module):',
+      '    def __init__(self, d: int = 1024, use_bias: bool = False):',
+      '        super().__init__()',
+      '        self.a = nn.Linear(d, d, False)',
+      '        self.b = nn.Linear(d, d, use_bias)',
+      '        self.n = LayerNorm1P(d, eps=1e-5)',
+    ].join('\n');
+    const { ir, findings } = await analyse(text);
+    const fixed = (name: string) => {
+      const f = findings.find((x) => x.layerIndex !== undefined && ir.layers[x.layerIndex].name === name)!;
+      const fix = fixOutcome(text, ir, f, DEFAULT_SETTINGS).fixes[0];
+      return applyEdits(text, fix.edits);
+    };
+    assert.match(fixed('self.a'), /self\.a = te\.Linear\(d, d, bias=False\)/);
+    assert.match(fixed('self.b'), /self\.b = te\.Linear\(d, d, bias=use_bias\)/);
+    assert.match(fixed('self.n'), /self\.n = te\.LayerNorm\(d, eps=1e-5, zero_centered_gamma=True\)/);
   });
 });

@@ -102,6 +102,13 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
 
   if (layer.kind === 'linear' || layer.kind === 'parallel-linear') {
     if (positional.length > 3) return { edits, droppedMeaningful, refusal: 'it passes more than three positional arguments, which te.Linear does not take in that order.' };
+    // nn.Linear(in, out, bias): te.Linear's third parameter is sequence_parallel, so bias must be named.
+    if (positional.length === 3) {
+      const third = positional[2];
+      if (call.args.some((a) => a.name === 'bias')) return { edits, droppedMeaningful, refusal: 'it passes bias twice.' };
+      edits.push(replace(third.start, third.end, `bias=${third.value.trim()}`));
+      present.add('bias');
+    }
     for (const arg of call.args) {
       if (!arg.name) continue;
       const target = LINEAR_RENAMES[arg.name] ?? arg.name;
@@ -151,7 +158,7 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
     const eps = localEpsDefault(ctx, layer);
     if (eps) extra.push(`eps=${eps}`);
   }
-  if (layer.kind === 'rmsnorm' && wantsZeroCentered && !present.has('zero_centered_gamma')) extra.push('zero_centered_gamma=True');
+  if ((layer.kind === 'rmsnorm' || layer.kind === 'layernorm') && wantsZeroCentered && !present.has('zero_centered_gamma')) extra.push('zero_centered_gamma=True');
   if (layer.kind === 'parallel-linear' && !present.has('parallel_mode')) {
     const mode = layer.teArgs?.parallel_mode ?? (/Row/.test(layer.constructor) ? '"row"' : /Column/.test(layer.constructor) ? '"column"' : undefined);
     if (!mode) return { edits, droppedMeaningful, refusal: 'whether it is column- or row-parallel is unknown.' };
