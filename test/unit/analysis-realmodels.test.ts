@@ -1100,3 +1100,65 @@ describe('analysis: norm classes imported from model libraries', () => {
     assert.equal(get('self.d').convertible, true);
   });
 });
+
+describe('analysis: PyTorch API edge cases', () => {
+  before(initParser);
+
+  it('a weightless RMSNorm stays, an MLP width equal to the vocabulary is no head, weight_norm(self.fc) later is uncertain, bare @torch.compile counts', () => {
+    const ir = analyze(py`
+      import torch, torch.nn as nn, torch.nn.functional as F
+
+      class RMSNorm(nn.Module):
+          def forward(self, x):
+              return F.rms_norm(x, (x.size(-1),))
+
+      class Block(nn.Module):
+          def __init__(self, dim=512, hidden=2048):
+              super().__init__()
+              self.up = nn.Linear(dim, hidden)
+              self.down = nn.Linear(hidden, dim)
+              self.n = RMSNorm()
+              self.fc = nn.Linear(dim, dim)
+              nn.utils.weight_norm(self.fc)
+          def forward(self, x):
+              return x + self.down(F.gelu(self.up(self.n(x)))) + self.fc(x)
+
+      class LM(nn.Module):
+          def __init__(self, vocab_size=2048, dim=512):
+              super().__init__()
+              self.emb = nn.Embedding(vocab_size, dim)
+              self.blocks = nn.ModuleList([Block(dim) for _ in range(4)])
+          def forward(self, idx):
+              x = self.emb(idx)
+              for b in self.blocks: x = b(x)
+              return F.linear(x, self.emb.weight)
+
+      @torch.compile
+      def train_step(model, x):
+          return model(x)
+
+    `);
+    const get = (n: string) => ir.layers.find((l) => l.name === n)!;
+    assert.equal(get('self.up').role, 'mlp');
+    assert.equal(get('self.up').convertible, true);
+    assert.equal(get('self.n').convertible, false);
+    assert.match(get('self.n').reasons.join(' '), /no learnable weight/);
+    assert.equal(get('self.fc').convertible, 'uncertain');
+    assert.ok(ir.calls.some((c) => c.kind === 'compile' && c.text === '@torch.compile'));
+  });
+
+  it('nn.LazyLinear and the built-in transformer blocks say what TE offers instead', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+      class M(nn.Module):
+          def __init__(self):
+              super().__init__()
+              self.l = nn.LazyLinear(1024)
+              self.enc = nn.TransformerEncoderLayer(512, 8)
+    `);
+    const l = ir.layers.find((x) => x.name === 'self.l')!;
+    assert.equal(l.convertible, false);
+    assert.match(l.reasons.join(' '), /infers in_features at its first forward/);
+    assert.match(ir.layers.find((x) => x.name === 'self.enc')!.reasons.join(' '), /te\.TransformerLayer .* not a drop-in/);
+  });
+});

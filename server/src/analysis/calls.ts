@@ -7,7 +7,7 @@ import type { SyntaxNode } from './node';
 import type { Fp8ConversionCall, NotableCall, QuantizationCall, RecipeCall, Span, WeightTie } from './ir';
 import { teAutocastApi } from './autocast';
 import { resolveName, type ImportTable } from './imports';
-import { shortText, spanOf, stringValue } from './spans';
+import { shortText, spanAt, spanOf, stringValue } from './spans';
 import type { AssignRec, CallRec, ClassRec, FuncRec } from './walk';
 
 const OPTIMIZERS = /^(Adam|AdamW|SGD|Adagrad|Adadelta|Adamax|NAdam|RAdam|RMSprop|Rprop|ASGD|LBFGS|SparseAdam|Adafactor|Lion|Muon|LAMB|Lamb|FusedAdam|FusedLAMB|FusedSGD|FusedNovoGrad|AdamW8bit|Adam8bit|PagedAdamW|PagedAdamW8bit|AnyPrecisionAdamW|AdamWFp8|AdamW4bit|AdamW8bitAO|Sophia|Shampoo|DistributedShampoo|ZeroRedundancyOptimizer|Adan|Prodigy|ScheduleFreeAdamW)$/;
@@ -300,6 +300,15 @@ export function collectCalls(
     if (QUANT_LAST.test(last)) {
       facts.quantization.push({ span: spanOf(node), callee });
       continue;
+    }
+  }
+  // `@torch.compile` written as a bare decorator (nanoGPT style) is no call, but compiles the function all the same.
+  if (src.includes('compile')) {
+    for (const m of src.matchAll(/^[ \t]*@[ \t]*((?:torch[ \t]*\.[ \t]*)?compile)[ \t]*(?:#[^\n]*)?$/gm)) {
+      const callee = m[1].replace(/[ \t]/g, '');
+      if (callee === 'compile' && imports.map.get('compile') !== 'torch.compile') continue;
+      const at = (m.index ?? 0) + m[0].indexOf('@');
+      facts.calls.push({ span: spanAt(at, at + m[0].trimEnd().length - m[0].indexOf('@')), kind: 'compile', callee, text: `@${callee}`, args: {} });
     }
   }
   for (const imp of imports.teFp8ModuleImports) {

@@ -144,6 +144,8 @@ export interface ClassInfo {
   grouped?: string;
   /** A norm class whose forward takes more than the tensor (a gated RMSNorm's `gate`). */
   extraInputs?: string[];
+  /** A norm class with no learnable weight at all (no Parameter, no norm module inside): te.* norms always have one. */
+  weightless?: boolean;
   /** `forward` method span, if any. */
   forwardSpan?: Span;
   /** Methods defined. */

@@ -22,7 +22,8 @@ const CONV = ['in_channels', 'out_channels', 'kernel_size', 'stride', 'padding',
 
 const TORCH_NN: Record<string, [LayerKind, string[]]> = {
   Linear: ['linear', LINEAR],
-  LazyLinear: ['linear', ['out_features', 'bias', 'device', 'dtype']],
+  // in_features is inferred at the first forward: no te.* twin (verdict.ts says what to do).
+  LazyLinear: ['other', ['out_features', 'bias', 'device', 'dtype']],
   LayerNorm: ['layernorm', ['normalized_shape', 'eps', 'elementwise_affine', 'bias', 'device', 'dtype']],
   RMSNorm: ['rmsnorm', ['normalized_shape', 'eps', 'elementwise_affine', 'device', 'dtype']],
   Embedding: ['embedding', ['num_embeddings', 'embedding_dim', 'padding_idx', 'max_norm', 'norm_type', 'scale_grad_by_freq', 'sparse']],

@@ -297,7 +297,9 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       vocab = vocabHit || outText;
       ctx.vocabNames.add(vocab);
     }
-    else if (L.outFeatures?.value !== undefined && L.outFeatures.value >= 1000 && vocabValues.has(L.outFeatures.value)) {
+    else if (L.outFeatures?.value !== undefined && L.outFeatures.value >= 1000 && vocabValues.has(L.outFeatures.value)
+      // A coincidence inside a block (an MLP width that equals the vocabulary size) is no evidence.
+      && !ATTN_CLASS.test(owner) && !MLP_CLASS.test(owner) && !/Block|Layer$/.test(owner)) {
       score += 3; reasons.push(`output size ${L.outFeatures.value} equals the embedding's vocabulary size`);
     }
     if (tie) { score += 3; reasons.push(`weights tied to the embedding ${tie}`); }

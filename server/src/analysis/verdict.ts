@@ -88,10 +88,12 @@ function attrUses(src: string, cls: { rec: { node: object; start: number; end: n
     u.params = true;
   }
   // `parametrize.register_parametrization(self.e, "weight", ...)` (minLoRA, orthogonal maps): a reparametrised weight.
-  for (const hit of text.matchAll(/register_parametrization\s*\(\s*self\s*\.\s*(\w+)\s*,\s*["'](weight|bias)["']/g)) {
-    let u = m.get(hit[1]);
-    if (!u) { u = { params: false, other: false }; m.set(hit[1], u); }
-    u.replaced ??= hit[2];
+  // `nn.utils.weight_norm(self.fc)` applied after construction as well.
+  for (const hit of text.matchAll(/(?:register_parametrization\s*\(\s*self\s*\.\s*(\w+)\s*,\s*["'](weight|bias)["']|\b(?:weight_norm|spectral_norm|orthogonal)\s*\(\s*self\s*\.\s*(\w+)\s*[,)])/g)) {
+    const attr = hit[1] ?? hit[3];
+    let u = m.get(attr);
+    if (!u) { u = { params: false, other: false }; m.set(attr, u); }
+    u.replaced ??= hit[2] ?? 'weight';
     u.replacedText ??= hit[0].replace(/\s+/g, ' ') + ', ...)';
   }
   attrUseCache.set(cls.rec.node, m);
@@ -140,7 +142,7 @@ function ctorFacts(c: LayerRec['ctor']): string {
     f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}\u0001${c.imported}`
       + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}`
         + `\u0001${JSON.stringify(info.channelAxis ?? null)}\u0001${JSON.stringify(c.local?.normDefaults ?? null)}\u0001${c.local?.rmsBias}`
-        + `\u0001${info.extraParams?.join(',')}\u0001${info.weightReplacedBy}\u0001${info.grouped}\u0001${info.extraInputs?.join(',')}` : '');
+        + `\u0001${info.extraParams?.join(',')}\u0001${info.weightReplacedBy}\u0001${info.grouped}\u0001${info.extraInputs?.join(',')}\u0001${info.weightless}` : '');
     ctorFactsCache.set(c, f);
   }
   return f;
@@ -375,6 +377,10 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
       L.convertible = false;
       if (/(^|\.)MultiheadAttention$/.test(L.resolved) && !L.isTe) {
         reasons.push(`${L.constructor} holds its projections as raw parameters (in_proj_weight, out_proj) and runs them in F.multi_head_attention_forward, so no per-layer conversion applies; te.MultiheadAttention is a different module (its own fused QKV layout and arguments): port the attention block by hand to use it.`);
+      } else if (/(^|\.)LazyLinear$/.test(L.resolved) && !L.isTe) {
+        reasons.push(`${L.constructor} infers in_features at its first forward; Transformer Engine has no lazy Linear. Build an nn.Linear with an explicit in_features first, then it can be considered for te.Linear.`);
+      } else if (/^torch\.nn\.(modules\.\w+\.)?Transformer(Encoder|Decoder)?(Layer)?$/.test(L.resolved) && !L.isTe) {
+        reasons.push(`${L.constructor} runs its projections inside PyTorch's own code, so its Linears cannot be converted one by one. te.TransformerLayer (layer_type="encoder" / "decoder") is TE's block, but not a drop-in: other parameter names (map the checkpoint), pre-LN where PyTorch defaults to post-LN (norm_first=False), a different default activation. Port the block by hand to use it.`);
       } else reasons.push(`${L.constructor} has no Transformer Engine equivalent to convert to.`);
   }
   const axis = (L.kind === 'layernorm' || L.kind === 'rmsnorm') ? c.local?.info.channelAxis : undefined;
@@ -430,6 +436,12 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
 function normExtras(rec: LayerRec, ev: Evaluator, te: string, reasons: string[]): void {
   const L = rec.layer;
   if (L.convertible === false) return;
+  if (rec.ctor.local?.info.weightless) {
+    L.convertible = false;
+    for (let i = reasons.length - 1; i >= 0; i--) if (/ can become te\./.test(reasons[i])) reasons.splice(i, 1);
+    reasons.push(`${L.localClass} has no learnable weight (no nn.Parameter), but ${te} always has one: converting it would add parameters and change training and the checkpoint. Keep it.`);
+    return;
+  }
   const extra = rec.ctor.local?.info.extraInputs;
   if (extra?.length) {
     L.convertible = false;
