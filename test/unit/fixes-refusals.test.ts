@@ -332,4 +332,41 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     assert.match(fixed('self.b'), /self\.b = te\.Linear\(d, d, bias=use_bias\)/);
     assert.match(fixed('self.n'), /self\.n = te\.LayerNorm\(d, eps=1e-5, zero_centered_gamma=True\)/);
   });
+
+  it('after the wrapper is inserted, its own layers and autocast are not analysed, so no fix rewrites the wrapper', async () => {
+    const text = [
+      'import torch',
+      'import transformer_engine.pytorch as te',
+      '',
+      'class M(torch.nn.Module):',
+      '    def __init__(self):',
+      '        super().__init__()',
+      '        self.a = te.Linear(64, 64)',
+      '        self.b = te.Linear(64, 64)',
+      '        self.c = torch.nn.Linear(64, 64)',
+      '',
+      'def step(m, x):',
+      '    with te.autocast(enabled=True):',
+      '        y = m(x)',
+      '    y.sum().backward()',
+      '',
+    ].join('\n');
+    const first = await analyse(text);
+    const insert = sourceFixes(text, first.ir, DEFAULT_SETTINGS).find((f) => f.id === 'insert-wrapper')!;
+    assert.ok(insert, 'insert-wrapper offered');
+    const wrapped = applyEdits(text, insert.edits);
+    const start = wrapped.indexOf('# precision-lens: fp8 fallback');
+    const end = wrapped.indexOf('# precision-lens: end of fp8 fallback');
+    assert.ok(start > 0 && end > start);
+    const after = await analyse(wrapped);
+    const inWrapper = (o: number) => o >= start && o <= end;
+    assert.ok(after.ir.layers.every((l) => !inWrapper(l.span.startOffset)), after.ir.layers.map((l) => l.name).join());
+    assert.ok(after.findings.every((f) => !inWrapper(f.span.startOffset)), after.findings.map((f) => `${f.code}@${f.span.startLine}`).join());
+    // Each layer built through fp8_linear is seen as both of what the factory can return (te.Linear with FP8,
+    // torch.nn.Linear without); the torch.nn one is the fallback of its te.* twin.
+    assert.deepEqual([...new Set(after.ir.layers.map((l) => l.name))], ['self.a', 'self.b', 'self.c']);
+    // Every fix still offered leaves the wrapper alone (no fp8_linear calling itself).
+    const fixes = [...sourceFixes(wrapped, after.ir, DEFAULT_SETTINGS), ...after.findings.flatMap((f) => fixOutcome(wrapped, after.ir, f, DEFAULT_SETTINGS).fixes)];
+    for (const f of fixes) for (const e of f.edits) assert.ok(!inWrapper(e.startOffset), `${f.title} edits the wrapper at ${e.startOffset}`);
+  });
 });

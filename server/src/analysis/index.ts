@@ -14,6 +14,7 @@ import { assignRoles } from './roles';
 import { decide, keepInFp32, keepTorchFallbacks } from './verdict';
 import { walkNodes, type CallRec } from './walk';
 import { AnalysisCache, copyOf, mirrorWalkNodes, stmtOf, WALK_TYPES, type Stmt, type SyntaxNode } from './node';
+import { WRAPPER_END_MARKER, wrapperRanges } from './known';
 import { useText } from './spans';
 
 export type * from './ir';
@@ -113,6 +114,11 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
   const autocastRegions = collectAutocast(src, imports, walk.withs, walk.calls, walk.assigns);
   const autocastContexts = collectAutocastContexts(src, imports, walk.calls, callees, autocastRegions);
 
+  // The inserted FP8 fallback wrapper is the project's own code: its te.* and torch.nn layers, its autocast and its
+  // checks are not the user's model (routing or converting them would make the wrapper call itself).
+  const skip = src.includes(WRAPPER_END_MARKER) ? wrapperRanges(src) : [];
+  const outside = (span: { startOffset: number }): boolean => !skip.some(([a, b]) => span.startOffset >= a && span.startOffset < b);
+  const layers = skip.length ? recs.filter((r) => outside(r.layer.span)).map((r) => r.layer) : recs.map((r) => r.layer);
   const teBindings = imports.bindings.filter((b) => b.target.startsWith('transformer_engine'));
   return {
     importsTorch: imports.bindings.some((b) => /^torch(\.|$)/.test(b.target)),
@@ -120,14 +126,14 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
     teImportUnguarded: teBindings.some((b) => !b.guarded),
     imports: imports.bindings,
     classes: [...classes.values()].map((c) => c.info),
-    layers: recs.map((r) => r.layer),
-    autocastRegions,
-    autocastContexts,
+    layers,
+    autocastRegions: skip.length ? autocastRegions.filter((r) => outside(r.span)) : autocastRegions,
+    autocastContexts: skip.length ? autocastContexts.filter(outside) : autocastContexts,
     weightTies: ties,
     fp8Conversions: facts.conversions,
     quantization: facts.quantization,
-    recipes: facts.recipes,
-    calls: facts.calls,
+    recipes: skip.length ? facts.recipes.filter((r) => outside(r.span)) : facts.recipes,
+    calls: skip.length ? facts.calls.filter((c) => outside(c.span) || c.kind === 'fp8_check' || c.kind === 'log_precision') : facts.calls,
     vocabNames: [...vocabNames],
     hasSyntaxErrors,
   };

@@ -119,3 +119,20 @@ export const VOCAB_EXPR = /\blen\(\s*(self\.)?[\w.]*(dictionary|dict|tokenizer|v
 export const CLASSIFIER_NAME = /(^|[._])(num_classes|n_classes|nclasses|num_class|n_class|num_labels|n_labels|nlabels|num_outputs|n_outputs|num_actions|n_actions|output_classes|classes|num_targets)\)?$/i;
 
 export const EXPERTS_NAME = /(^|[._])(num_experts|n_experts|num_local_experts|n_routed_experts|moe_num_experts|num_experts_per_tok|experts|n_expert|expert_num|num_moe_experts)\)?$/i;
+
+/** First and last lines of the FP8 fallback wrapper the fixes insert (fixes/wrapper.ts writes them). */
+export const WRAPPER_MARKER = '# precision-lens: fp8 fallback';
+export const WRAPPER_END_MARKER = '# precision-lens: end of fp8 fallback';
+
+/** Offset ranges of the inserted wrapper blocks: the project's own code, which the analysis does not report on. */
+export function wrapperRanges(src: string): [number, number][] {
+  const out: [number, number][] = [];
+  let at = src.indexOf(WRAPPER_MARKER);
+  while (at >= 0) {
+    const end = src.indexOf(WRAPPER_END_MARKER, at);
+    if (end < 0) break;
+    out.push([at, end + WRAPPER_END_MARKER.length]);
+    at = src.indexOf(WRAPPER_MARKER, end + WRAPPER_END_MARKER.length);
+  }
+  return out;
+}

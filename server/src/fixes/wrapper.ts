@@ -13,8 +13,9 @@ import { statementAt, statementText, type Statement } from './source';
 import { recipeExpression, recipeLabel } from './te-api';
 import type { FixContext } from './types';
 
-/** First line of the block: how fixes (and people) recognise it. */
-export const WRAPPER_MARKER = '# precision-lens: fp8 fallback';
+/** First line of the block: how fixes (and people) recognise it (defined with the analysis, which skips the block). */
+export { WRAPPER_MARKER } from '../analysis/known';
+import { WRAPPER_END_MARKER, WRAPPER_MARKER, wrapperRanges } from '../analysis/known';
 
 export const CONTEXT_FACTORY = 'fp8_autocast_context';
 
@@ -164,7 +165,7 @@ def ${CONTEXT_FACTORY}(enabled=True, recipe=None):
         # GPUs without BF16 (V100, T4) get FP16 autocast rather than an error.
         return torch.autocast("cuda", dtype=torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
     return torch.autocast("cpu", dtype=torch.bfloat16)
-# precision-lens: end of fp8 fallback
+${WRAPPER_END_MARKER}
 `;
 }
 
@@ -233,11 +234,15 @@ export function planWrapper(ctx: FixContext): WrapperPlan {
     }
   }
 
+  // A layer built through the wrapper's own factory (`fp8_linear(...)`) is seen at the te.Linear inside the wrapper:
+  // it is routed already, and rewriting that te.Linear would make the factory call itself.
+  const own = ctx.hasWrapper ? wrapperRanges(text) : [];
   for (const layer of ir.layers) {
     if (!layer.isTe) continue;
+    const site = constructorSite(text, layer);
+    if (own.some(([a, b]) => site.calleeStart >= a && site.calleeStart < b)) continue;
     const factory = TE_FACTORY_BY_CLASS[baseName(layer.resolved)];
     if (!factory) { remaining.push(layer.constructor); continue; }
-    const site = constructorSite(text, layer);
     edits.push(replace(site.calleeStart, site.calleeEnd, factory));
     rewired++;
   }
