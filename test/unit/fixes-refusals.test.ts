@@ -369,4 +369,53 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     const fixes = [...sourceFixes(wrapped, after.ir, DEFAULT_SETTINGS), ...after.findings.flatMap((f) => fixOutcome(wrapped, after.ir, f, DEFAULT_SETTINGS).fixes)];
     for (const f of fixes) for (const e of f.edits) assert.ok(!inWrapper(e.startOffset), `${f.title} edits the wrapper at ${e.startOffset}`);
   });
+
+  it('wrapping a selection in FP8 autocast refuses imports, half an if statement, an existing region and __init__', async () => {
+    const text = [
+      'import torch',
+      'import torch.nn as nn',
+      '',
+      'class M(nn.Module):',
+      '    def __init__(self):',
+      '        super().__init__()',
+      '        self.fc = nn.Linear(64, 64)',
+      '',
+      'def step(model, x, ok):',
+      '    if ok:',
+      '        y = model(x)',
+      '    else:',
+      '        y = model(x * 2)',
+      '    z = model(y)',
+      '    return z',
+      '',
+    ].join('\n');
+    const { ir } = await analyse(text);
+    const sel = (from: string, to: string) => ({ startOffset: text.indexOf(from), endOffset: text.indexOf(to) + to.length });
+    const refusal = (from: string, to: string) => sourceFixOutcome(text, ir, DEFAULT_SETTINGS, { selection: sel(from, to) }).refusals.join(' ');
+    const wraps = (from: string, to: string) => sourceFixOutcome(text, ir, DEFAULT_SETTINGS, { selection: sel(from, to) }).fixes.some((f) => f.id === 'wrap-selection');
+    assert.match(refusal('import torch', 'import torch.nn as nn'), /holds an import/);
+    assert.match(refusal('if ok:', 'y = model(x)'), /ends inside an if\/try statement/);
+    assert.match(refusal('self.fc = nn.Linear(64, 64)', 'self.fc = nn.Linear(64, 64)'), /in __init__/);
+    assert.ok(wraps('if ok:', 'y = model(x * 2)'), 'the whole if/else wraps');
+    assert.ok(wraps('z = model(y)', 'z = model(y)'));
+  });
+
+  it('the wrapper refuses autocast arguments its context cannot carry (calibrating=, **kwargs) instead of dropping them', async () => {
+    const text = [
+      'import torch',
+      'import transformer_engine.pytorch as te',
+      '',
+      'def run(model, x, kw):',
+      '    with te.autocast(enabled=True, calibrating=True):',
+      '        y = model(x)',
+      '    return y',
+      '',
+    ].join('\n');
+    const { ir, findings } = await analyse(text);
+    const out = sourceFixOutcome(text, ir, DEFAULT_SETTINGS);
+    assert.equal(out.fixes.find((f) => f.id === 'insert-wrapper'), undefined);
+    assert.ok(out.refusals.some((r) => /passes calibrating=True, which the fallback wrapper's context does not take/.test(r)), out.refusals.join('\n'));
+    const pl401 = findings.find((f) => f.code === 'PL401');
+    if (pl401) assert.equal(fixOutcome(text, ir, pl401, DEFAULT_SETTINGS).fixes.find((f) => /wrapper/.test(f.title)), undefined);
+  });
 });

@@ -90,7 +90,9 @@ function inside(s: Statement, pred: (a: Statement) => boolean): boolean {
  * The statements of a selection to wrap: the siblings it covers in their common block, ending before the first
  * backward() or optimizer step among them (those stay outside the autocast block).
  */
-export function selectedStatements(model: SourceModel, sel: { startOffset: number; endOffset: number }): { first: Statement; last: Statement } | string {
+export function selectedStatements(
+  model: SourceModel, sel: { startOffset: number; endOffset: number }, regions: readonly AutocastRegion[] = [],
+): { first: Statement; last: Statement } | string {
   let a = statementAt(model, sel.startOffset);
   let b = statementAt(model, Math.max(sel.startOffset, sel.endOffset - 1));
   if (!a || !b) return 'the selection holds no statement.';
@@ -106,7 +108,28 @@ export function selectedStatements(model: SourceModel, sel: { startOffset: numbe
     if (BACKWARD_RE.test(t) || /\.step\s*\(/.test(t)) { to = i - 1; break; }
   }
   if (to < from) return 'the selection starts with backward() or an optimizer step, which must stay outside FP8 autocast.';
-  return { first: siblings[from], last: siblings[to] };
+  const first = siblings[from];
+  const last = siblings[to];
+  // Only statements that run the model: not imports or definitions, not half of an if/try statement, not a region
+  // that already is (or is inside) FP8 autocast, not the model's constructor.
+  for (let i = from; i <= to; i++) {
+    const head = statementText(model, siblings[i]);
+    if (/^(import|from)\s/.test(head)) return 'the selection holds an import, which must not run inside a with block.';
+    if (/^(async\s+def|def|class)\s|^@/.test(head)) return 'the selection holds a definition; select the statements that run the model.';
+  }
+  if (/^(else|elif|except|finally)\b/.test(statementText(model, first))) return 'the selection starts inside an if/try statement; select the whole statement.';
+  const next = siblings[to + 1];
+  if (next && /^(else|elif|except|finally)\b/.test(statementText(model, next))) return 'the selection ends inside an if/try statement (its else/except part is not selected); select the whole statement.';
+  const from0 = first.start;
+  const to0 = blockEnd(last);
+  if (regions.some((r) => (r.span.startOffset <= from0 && to0 <= r.span.endOffset) || (from0 <= r.span.startOffset && r.span.startOffset < to0))) {
+    return 'the selection already is, or holds, an FP8 autocast region.';
+  }
+  for (let p = first.parent; p; p = p.parent) {
+    if (/^(async\s+)?def\s+__init__\s*\(/.test(statementText(model, p))) return "the selection is in __init__, which builds the model; FP8 autocast belongs around the forward pass of the training step.";
+    if (/^(async\s+)?def\s/.test(statementText(model, p))) break;
+  }
+  return { first, last };
 }
 
 /** The `with` header that turns FP8 on: always the wrapper's context factory, so the file also runs without TE. */

@@ -119,17 +119,33 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
  * "Insert FP8 fallback wrapper" (and PL401's "Guard FP8 with a capability check", the same edit): inserts the wrapper
  * once and routes the file's TE uses through it. With the wrapper already there and nothing left to route, nothing.
  */
-function wrapperOutcome(ctx: FixContext, code?: 'PL401'): FixOutcome {
-  // What the wrapper cannot carry over: a distributed amax reduction group (its context takes none), and TE-only
-  // forward arguments that the torch.nn fallback layers would reject.
+/**
+ * What the wrapper cannot carry over, as a refusal: a distributed amax reduction group (its context takes none), any
+ * other autocast argument than enabled and the recipe (`calibrating=True`, `**kwargs`: they would be dropped), and
+ * TE-only forward arguments that the torch.nn fallback layers would reject.
+ */
+function wrapperRefusal(ctx: FixContext): string | undefined {
   const grouped = ctx.ir.autocastRegions.find((r) => !r.disabled && (r.args.fp8_group !== undefined || r.args.amax_reduction_group !== undefined));
   if (grouped) {
-    return refuse(`No automatic fix: the FP8 autocast at line ${grouped.span.startLine + 1} reduces amax over a process group (${grouped.args.fp8_group ?? grouped.args.amax_reduction_group}), which the fallback wrapper's context does not take. Guard it by hand: enabled=te.is_fp8_available() and a BF16 path.`);
+    return `No automatic fix: the FP8 autocast at line ${grouped.span.startLine + 1} reduces amax over a process group (${grouped.args.fp8_group ?? grouped.args.amax_reduction_group}), which the fallback wrapper's context does not take. Guard it by hand: enabled=te.is_fp8_available() and a BF16 path.`;
+  }
+  for (const r of ctx.ir.autocastRegions) {
+    const other = Object.keys(r.args).filter((k) => !/^(enabled|recipe|fp8_recipe)$/.test(k));
+    if (other.length) {
+      const shown = other.map((k) => (k === '**' || k === '*' ? r.args[k] : `${k}=${r.args[k]}`)).join(', ');
+      return `No automatic fix: the FP8 autocast at line ${r.span.startLine + 1} passes ${shown}, which the fallback wrapper's context does not take (it would be dropped). Guard it by hand: enabled=te.is_fp8_available() and a BF16 path.`;
+    }
   }
   const teOnlyKw = /\b(is_first_microbatch|fp8_output|fp8_grad)\s*=/.exec(ctx.text);
   if (teOnlyKw) {
-    return refuse(`No automatic fix: the file passes ${teOnlyKw[1]}= to TE layers, which the torch.nn fallback layers do not accept. Guard FP8 by hand (enabled=te.is_fp8_available()) and keep the TE layers.`);
+    return `No automatic fix: the file passes ${teOnlyKw[1]}= to TE layers, which the torch.nn fallback layers do not accept. Guard FP8 by hand (enabled=te.is_fp8_available()) and keep the TE layers.`;
   }
+  return undefined;
+}
+
+function wrapperOutcome(ctx: FixContext, code?: 'PL401'): FixOutcome {
+  const why = wrapperRefusal(ctx);
+  if (why) return refuse(why);
   const plan = planWrapper(ctx);
   if (!plan.edits.length) return refuse('The FP8 fallback wrapper is already in place and every TE use goes through it.');
   const remaining = plan.remainingTeUses.length
@@ -190,8 +206,11 @@ export function sourceFixOutcome(text: string, ir: ModelIR, settings: PrecisionL
 /** "Wrap the training step in FP8 autocast", using the wrapper's context factory (inserted with it when missing). */
 function wrapTrainingStep(ctx: FixContext, selection?: { startOffset: number; endOffset: number }): { fix?: Fix; refusal?: string } {
   const targets: { first: Statement; last: Statement }[] = [];
+  // The wrap uses the wrapper's context and routes the file's TE uses through it: the same limits apply.
+  const why = ctx.hasWrapper ? undefined : wrapperRefusal(ctx);
+  if (why) return { refusal: why.replace(/^No automatic fix/, 'No FP8 autocast wrap') };
   if (selection) {
-    const sel = selectedStatements(ctx.model, selection);
+    const sel = selectedStatements(ctx.model, selection, ctx.ir.autocastRegions);
     if (typeof sel === 'string') return { refusal: `No FP8 autocast wrap: ${sel}` };
     targets.push(sel);
   } else {
