@@ -26,6 +26,7 @@ interface GoldenCase {
 }
 
 const legacy = settingsWith({ apiVersion: 'legacy' });
+const modern = settingsWith({ apiVersion: 'modern' });
 const CASES: GoldenCase[] = [
   { input: 'convert_linear.py', name: 'up', code: 'PL101', at: 'self.up' },
   { input: 'convert_linear.py', name: 'down', code: 'PL101', at: 'self.down' },
@@ -44,7 +45,9 @@ const CASES: GoldenCase[] = [
   { input: 'train_tabs.py', name: 'step', source: {}, fix: 'wrap-training-step' },
   { input: 'train_tabs.py', name: 'selection', source: { selection: ['logits = model(x)', 'optimizer.step()'] }, fix: 'wrap-selection' },
   { input: 'te_unguarded_legacy.py', name: 'pl401', code: 'PL401', settings: legacy },
-  { input: 'te_unguarded_legacy.py', name: 'pl401-modern', code: 'PL401' },
+  // With the TE version unknown the generated code follows the file (legacy here); the modern setting overrides that.
+  { input: 'te_unguarded_legacy.py', name: 'pl401-modern', code: 'PL401', settings: modern },
+  { input: 'te_unguarded_legacy.py', name: 'pl401-auto', code: 'PL401' },
   { input: 'backward_inside.py', name: 'pl301', code: 'PL301', at: 'loss.backward()' },
   { input: 'te_head.py', name: 'revert', code: 'PL201', fix: 'keep-bf16' },
   { input: 'te_head.py', name: 'outside', code: 'PL201', fix: 'head-outside-fp8' },

@@ -38,7 +38,7 @@ let lastContext: { ctx: FixContext; teVersion?: string } | undefined;
 export function fixContext(text: string, ir: ModelIR, settings: PrecisionLensSettings, env: FixEnv = {}): FixContext {
   const last = lastContext;
   if (last && last.ctx.text === text && last.ctx.ir === ir && last.ctx.settings === settings && last.teVersion === env.teVersion && last.ctx.otherStack === env.otherStack) return last.ctx;
-  const ctx: FixContext = { text, ir, settings, model: scanSource(text), api: resolveApi(settings, env), hasWrapper: hasWrapper(text) };
+  const ctx: FixContext = { text, ir, settings, model: scanSource(text), api: resolveApi(settings, env, text), hasWrapper: hasWrapper(text) };
   if (env.otherStack) ctx.otherStack = env.otherStack;
   lastContext = { ctx, teVersion: env.teVersion };
   return ctx;

@@ -19,9 +19,14 @@ function atLeast2_9(version: string | undefined): boolean | undefined {
 }
 
 /** settings.te.apiVersion, with 'auto' resolved from the interpreter's TE version (modern when unknown). */
-export function resolveApi(settings: PrecisionLensSettings, env: FixEnv = {}): 'modern' | 'legacy' {
+export function resolveApi(settings: PrecisionLensSettings, env: FixEnv = {}, text?: string): 'modern' | 'legacy' {
   if (settings.te.apiVersion !== 'auto') return settings.te.apiVersion;
-  return atLeast2_9(env.teVersion) === false ? 'legacy' : 'modern';
+  const atLeast = atLeast2_9(env.teVersion);
+  if (atLeast !== undefined) return atLeast ? 'modern' : 'legacy';
+  // Version unknown: generated code follows the file. One that uses only the pre-2.9 names (fp8_autocast,
+  // fp8_model_init, check_fp8_support) may run on an older TE, where te.autocast / is_fp8_available do not exist.
+  if (text && /\b(fp8_autocast|fp8_model_init|check_fp8_support)\b/.test(text) && !/\b(te|transformer_engine\.pytorch)\s*\.\s*(autocast|quantized_model_init|is_fp8_available)\s*\(/.test(text)) return 'legacy';
+  return 'modern';
 }
 
 /** `DelayedScaling/HYBRID`: how the log line names the recipe. */
