@@ -418,4 +418,36 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     const pl401 = findings.find((f) => f.code === 'PL401');
     if (pl401) assert.equal(fixOutcome(text, ir, pl401, DEFAULT_SETTINGS).fixes.find((f) => /wrapper/.test(f.title)), undefined);
   });
+
+  it('does not rebuild a TE head as nn.Linear when that would drop its init_method; running it outside FP8 is still offered', async () => {
+    const text = [
+      'import torch',
+      'import torch.nn as nn',
+      'import transformer_engine.pytorch as te',
+      '',
+      'VOCAB = 32000',
+      '',
+      'class LM(nn.Module):',
+      '    def __init__(self, hidden, init_fn):',
+      '        super().__init__()',
+      '        self.emb = nn.Embedding(VOCAB, hidden)',
+      '        self.lm_head = te.Linear(hidden, VOCAB, bias=False, init_method=init_fn)',
+      '',
+      '    def forward(self, idx):',
+      '        x = self.emb(idx)',
+      '        return self.lm_head(x)',
+      '',
+      'def step(model, idx):',
+      '    with te.autocast(enabled=True):',
+      '        logits = model(idx)',
+      '    logits.sum().backward()',
+      '',
+    ].join('\n');
+    const { ir, findings } = await analyse(text);
+    const pl201 = findings.find((f) => f.code === 'PL201')!;
+    const out = fixOutcome(text, ir, pl201, DEFAULT_SETTINGS);
+    assert.equal(out.fixes.find((f) => f.id.startsWith('keep-bf16')), undefined);
+    assert.ok(out.refusals.some((r) => /init_method=init_fn has no torch\.nn\.Linear equivalent/.test(r)), out.refusals.join('\n'));
+    assert.ok(out.fixes.some((f) => f.id.startsWith('head-outside-fp8')), out.fixes.map((f) => f.id).join());
+  });
 });

@@ -31,8 +31,14 @@ function revertToTorch(ctx: FixContext, layer: Layer, code: 'PL201' | 'PL202'): 
   for (const arg of call.args) {
     if (!arg.name) continue;
     if (arg.name === 'params_dtype') edits.push(renameArg(arg, 'dtype'));
-    else if (!TORCH_LINEAR_KWARGS.has(arg.name)) drop.push(arg);
+    // A custom init or a tensor-parallel layout has no torch.nn.Linear twin: dropping it would silently change the
+    // model (its init, its sharding), so the rebuild is refused and the head kept out of FP8 at its call instead.
+    else if (/^(init_method|parallel_mode|tp_group|tp_size|sequence_parallel|parameters_split|return_bias)$/.test(arg.name)) {
+      return `its ${arg.name}=${arg.value.trim()} has no torch.nn.Linear equivalent (it would be dropped). Run its call outside FP8 instead.`;
+    } else if (!TORCH_LINEAR_KWARGS.has(arg.name)) drop.push(arg);
   }
+  // A positional third argument of te.Linear is sequence_parallel, not bias.
+  if (call.args.filter((a) => !a.name).length > 2) return 'it passes more than two positional arguments (te.Linear\'s third is sequence_parallel). Run its call outside FP8 instead.';
   edits.push(...removeArgs(ctx.text, call, drop));
   if (nn.importLine) edits.push(addImport(ctx.model, nn.importLine));
   const what = code === 'PL201' ? 'lm-head' : 'embedding-tied layer';
