@@ -1162,3 +1162,37 @@ describe('analysis: PyTorch API edge cases', () => {
     assert.match(ir.layers.find((x) => x.name === 'self.enc')!.reasons.join(' '), /te\.TransformerLayer .* not a drop-in/);
   });
 });
+
+describe('analysis: norm scale parameters with other names', () => {
+  before(initParser);
+
+  it('an RMSNorm whose scale is called gain is uncertain: the checkpoint keys change', () => {
+    const ir = analyze(py`
+      import math
+      import torch
+      import torch.nn as nn
+
+      class RMSNorm(nn.Module):
+          def __init__(self, ndim):
+              super().__init__()
+              self.gain = nn.Parameter(torch.ones(ndim))
+
+          def forward(self, x):
+              rms = x.norm(2, dim=-1, keepdim=True) / math.sqrt(x.size(-1))
+              return x / rms * self.gain
+
+      class Block(nn.Module):
+          def __init__(self):
+              super().__init__()
+              self.ln_1 = RMSNorm(64)
+              self.fc = nn.Linear(64, 64)
+
+          def forward(self, x):
+              return self.fc(self.ln_1(x))
+
+    `);
+    const n = ir.layers.find((l) => l.name === 'self.ln_1')!;
+    assert.equal(n.convertible, 'uncertain');
+    assert.match(n.reasons.join(' '), /\(ln_1\.gain -> ln_1\.weight\)/);
+  });
+});

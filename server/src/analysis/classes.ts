@@ -384,7 +384,7 @@ function zeroCentred(fwd: string, m: ClassModel): void {
   }
 }
 
-const subclassCache = new WeakMap<SyntaxNode, Pick<ClassInfo, 'extraParams' | 'weightReplacedBy' | 'grouped' | 'extraInputs' | 'weightless' | 'zeroCenteredGamma' | 'zeroCenteredConditional' | 'layerKindReason'>>();
+const subclassCache = new WeakMap<SyntaxNode, Pick<ClassInfo, 'extraParams' | 'weightReplacedBy' | 'grouped' | 'extraInputs' | 'weightless' | 'scaleName' | 'zeroCenteredGamma' | 'zeroCenteredConditional' | 'layerKindReason'>>();
 
 /**
  * What a local Linear or norm class adds to what TE's module can carry, from its own text: parameters of its own
@@ -413,6 +413,8 @@ function layerSubclassFacts(src: string, m: ClassModel, kindFromBase: boolean): 
     } else if ((kind === 'layernorm' || kind === 'rmsnorm') && m.forward) {
       const params = paramsOf(src, m.forward).map((p) => p.name).filter((n) => n !== 'self');
       if (params.length > 1) r.extraInputs = params.slice(1);
+      const own = [...text.matchAll(/self\.(\w+)\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\s*\(/g)].map((x) => x[1]);
+      if (own.length && !own.includes('weight')) r.scaleName = own.find((n) => n !== 'bias') ?? own[0];
       // `class RMSNorm(nn.Module): def forward(self, x): return F.rms_norm(x, (x.size(-1),))` (modded-nanogpt).
       if (!kindFromBase && !m.info.resolvedBases.some((b) => b.startsWith('local:')) && !/Parameter\s*\(|register_parameter|self\.(weight|scale|gamma|g|w)\s*=|(LayerNorm|RMSNorm|RmsNorm)\s*\(\s*[^)]/.test(text.slice(text.indexOf(':') + 1))) r.weightless = true;
       if (kindFromBase && info.zeroCenteredGamma === undefined && info.zeroCenteredConditional === undefined) {

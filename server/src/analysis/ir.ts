@@ -146,6 +146,8 @@ export interface ClassInfo {
   extraInputs?: string[];
   /** A norm class with no learnable weight at all (no Parameter, no norm module inside): te.* norms always have one. */
   weightless?: boolean;
+  /** A norm class whose scale parameter has another name than `weight` (`gain`): checkpoint keys change with te.*. */
+  scaleName?: string;
   /** `forward` method span, if any. */
   forwardSpan?: Span;
   /** Methods defined. */

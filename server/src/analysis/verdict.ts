@@ -142,7 +142,7 @@ function ctorFacts(c: LayerRec['ctor']): string {
     f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}\u0001${c.imported}`
       + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}`
         + `\u0001${JSON.stringify(info.channelAxis ?? null)}\u0001${JSON.stringify(c.local?.normDefaults ?? null)}\u0001${c.local?.rmsBias}`
-        + `\u0001${info.extraParams?.join(',')}\u0001${info.weightReplacedBy}\u0001${info.grouped}\u0001${info.extraInputs?.join(',')}\u0001${info.weightless}` : '');
+        + `\u0001${info.extraParams?.join(',')}\u0001${info.weightReplacedBy}\u0001${info.grouped}\u0001${info.extraInputs?.join(',')}\u0001${info.weightless}\u0001${info.scaleName}` : '');
     ctorFactsCache.set(c, f);
   }
   return f;
@@ -441,6 +441,12 @@ function normExtras(rec: LayerRec, ev: Evaluator, te: string, reasons: string[])
     for (let i = reasons.length - 1; i >= 0; i--) if (/ can become te\./.test(reasons[i])) reasons.splice(i, 1);
     reasons.push(`${L.localClass} has no learnable weight (no nn.Parameter), but ${te} always has one: converting it would add parameters and change training and the checkpoint. Keep it.`);
     return;
+  }
+  const scale = rec.ctor.local?.info.scaleName;
+  if (scale && L.convertible === true) {
+    L.convertible = 'uncertain';
+    const at = L.name ? `${L.name.replace(/^self\./, '')}.` : '';
+    reasons.push(`${L.localClass} calls its scale ${scale}, ${te} calls it weight: the state_dict keys change (${at}${scale} -> ${at}weight), so map them when loading a checkpoint (training from scratch is unaffected).`);
   }
   const extra = rec.ctor.local?.info.extraInputs;
   if (extra?.length) {
