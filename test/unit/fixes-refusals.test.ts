@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_SETTINGS } from '../../common/settings';
 import { applyEdits, explainRefusal, fixOutcome, sourceFixes, sourceFixOutcome } from '../../server/src/fixes';
-import { analyse, FIXTURES } from './fixes-support';
+import { analyse, FIXTURES, pyCompileError } from './fixes-support';
 
 async function load(name: string) {
   const text = readFileSync(join(FIXTURES, name), 'utf8');
@@ -449,5 +449,26 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     assert.equal(out.fixes.find((f) => f.id.startsWith('keep-bf16')), undefined);
     assert.ok(out.refusals.some((r) => /init_method=init_fn has no torch\.nn\.Linear equivalent/.test(r)), out.refusals.join('\n'));
     assert.ok(out.fixes.some((f) => f.id.startsWith('head-outside-fp8')), out.fixes.map((f) => f.id).join());
+  });
+
+  it('inserting the wrapper into a file that imports contextlib already does not import it twice', async () => {
+    const text = [
+      'import contextlib',
+      'import torch',
+      'import transformer_engine.pytorch as te',
+      '',
+      'layer = te.Linear(64, 64)',
+      '',
+      'def step(x):',
+      '    with te.autocast(enabled=True):',
+      '        y = layer(x)',
+      '    y.sum().backward()',
+      '',
+    ].join('\n');
+    const { ir } = await analyse(text);
+    const insert = sourceFixes(text, ir, DEFAULT_SETTINGS).find((f) => f.id === 'insert-wrapper')!;
+    const out = applyEdits(text, insert.edits);
+    assert.equal(out.match(/^import contextlib$/gm)?.length, 1, out);
+    assert.equal(pyCompileError(out), undefined);
   });
 });

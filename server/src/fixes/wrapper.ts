@@ -35,6 +35,8 @@ export function wrapperSource(ctx: FixContext, movedImports: string[], movedName
   const te = wrapperTeName(ctx.ir);
   const modern = ctx.api === 'modern';
   const importTorch = torchName(ctx.ir) === 'torch' ? '' : 'import torch\n';
+  // The file may import contextlib already (a context factory of its own): once is enough.
+  const importContextlib = ctx.ir.imports.some((b) => b.local === 'contextlib' && b.target === 'contextlib') ? '' : 'import contextlib\n\n';
   const tryImports = [`import transformer_engine.pytorch as ${te}`, 'from transformer_engine.common import recipe as te_recipe', ...movedImports]
     .filter((line, i, all) => all.indexOf(line) === i);
   const noneNames = [te, 'te_recipe', ...movedNames].filter((n, i, all) => all.indexOf(n) === i);
@@ -61,9 +63,7 @@ def _pl_norm_kwargs(kwargs):
 # FP8 through Transformer Engine where this machine supports it, BF16 everywhere else (no TE, no GPU, A100...).
 # fp8_linear / fp8_layernorm / fp8_rmsnorm build te.* layers or their torch.nn twins; run the forward pass and the
 # loss under \`with ${CONTEXT_FACTORY}():\` and call backward() after the block.
-import contextlib
-
-${importTorch}try:
+${importContextlib}${importTorch}try:
 ${tryImports.map((l) => `    ${l}`).join('\n')}
 except ImportError as _pl_error:  # not installed, or a build that does not match this torch/CUDA
 ${noneNames.map((n) => `    ${n} = None`).join('\n')}
