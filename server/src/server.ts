@@ -13,7 +13,7 @@ import { SOURCE } from '../../common/codes';
 import { EnvironmentNotification, StatusNotification, type EnvironmentParams, type StatusParams } from '../../common/protocol';
 import { resolveSettings, SETTINGS_SECTION, type PrecisionLensSettings } from '../../common/settings';
 import { fixesForFinding, sourceFixes } from './fixes';
-import { factsForFile, hasAutocast, importedModules, otherStackOf, trains } from './engine';
+import { factsForFile, workspaceFactsOf } from './engine';
 import { findingToDiagnostic, fixToCodeAction, REWRITE_KIND, type DiagnosticData } from './lsp-convert';
 import { createPythonParser } from './parser';
 import type { WorkspaceFacts } from './rules/types';
@@ -50,7 +50,6 @@ function settingsFor(uri: string): Promise<PrecisionLensSettings> {
   return cached;
 }
 
-/** What the workspace as a whole says; PL302 stays quiet (undefined) until the scan has proven there is no autocast. */
 /** A document's path for module-name matching (the URI's path when it is a file URI). */
 function uriPath(uri: string): string {
   try {
@@ -60,24 +59,18 @@ function uriPath(uri: string): string {
   }
 }
 
+/** What the workspace as a whole says; PL302 stays quiet (undefined) until the scan has proven there is no autocast. */
 function workspaceFacts(): WorkspaceFacts {
-  const open = [...(session?.all() ?? [])];
-  const openAutocast = open.some((d) => d.analysis && hasAutocast(d.analysis.ir));
-  const openCompile = open.some((d) => d.analysis?.ir.calls.some((c) => c.kind === 'compile'));
-  const openTraining = open.some((d) => d.analysis && trains(d.analysis.ir));
-  // Modules imported by files using another FP8 / quantization stack: open documents first, then the scan's.
-  const stackImports: Record<string, string> = {};
-  for (const d of open) {
-    const stack = d.analysis && otherStackOf(d.analysis.ir);
-    if (stack) for (const mod of importedModules(d.analysis!.ir)) stackImports[mod] ??= stack;
-  }
+  // The open documents' facts as the CLI derives them from its inputs, then what the scan found in the others.
+  const open = workspaceFactsOf([...(session?.all() ?? [])].flatMap((d) => (d.analysis ? [d.analysis.ir] : [])));
+  const stackImports = { ...open.stackImports };
   for (const [file, mods] of scan?.stackFiles ?? []) for (const mod of mods) stackImports[mod] ??= `the FP8 conversion or quantization in ${basename(file)}`;
   const scanned = scan && !scan.truncated;
   return {
-    anyAutocastRegion: openAutocast || (scan && scan.autocastFiles.size > 0) ? true : scanned ? false : undefined,
-    anyTraining: openTraining || (scan && scan.trainFiles.size > 0) ? true : scanned ? false : undefined,
+    anyAutocastRegion: open.anyAutocastRegion || (scan && scan.autocastFiles.size > 0) ? true : scanned ? false : undefined,
+    anyTraining: open.anyTraining || (scan && scan.trainFiles.size > 0) ? true : scanned ? false : undefined,
     ...(Object.keys(stackImports).length ? { stackImports } : {}),
-    anyCompile: openCompile || (scan ? scan.compileFiles.size > 0 : undefined),
+    anyCompile: open.anyCompile || (scan ? scan.compileFiles.size > 0 : undefined),
     teVersion: environment.teVersion,
   };
 }
@@ -91,8 +84,9 @@ function offsetAt(state: DocumentState, position: Position): number {
 async function publish(uri: string): Promise<void> {
   if (!session?.get(uri)) return;
   const settings = await settingsFor(uri);
-  const before = JSON.stringify(workspaceFacts());
-  const analysis = session.analyze(uri, settings, factsForFile(workspaceFacts(), uriPath(uri)));
+  const facts = workspaceFacts();
+  const before = JSON.stringify(facts);
+  const analysis = session.analyze(uri, settings, factsForFile(facts, uriPath(uri)));
   const state = session.get(uri);
   if (!analysis || !state) return;
   const diagnostics: Diagnostic[] = analysis.findings.map((f, i) => findingToDiagnostic(f, i, analysis.version));
@@ -183,11 +177,12 @@ connection.onCodeAction(async (params: CodeActionParams, token): Promise<CodeAct
   const uri = params.textDocument.uri;
   const settings = await settingsFor(uri);
   if (token.isCancellationRequested || !session?.get(uri)) return [];
-  const analysis = session.analyze(uri, settings, factsForFile(workspaceFacts(), uriPath(uri)));
+  const facts = factsForFile(workspaceFacts(), uriPath(uri));
+  const analysis = session.analyze(uri, settings, facts);
   const state = session.get(uri)!;
   if (!analysis || analysis.skipped) return [];
   const document = TextDocument.create(uri, 'python', state.version, state.text);
-  const env = { teVersion: environment.teVersion, otherStack: factsForFile(workspaceFacts(), uriPath(uri)).otherStack };
+  const env = { teVersion: environment.teVersion, otherStack: facts.otherStack };
   const actions: CodeAction[] = [];
   const wantsQuickFix = !params.context.only || params.context.only.some((k) => k === CodeActionKind.QuickFix || CodeActionKind.QuickFix.startsWith(k));
   if (wantsQuickFix) {

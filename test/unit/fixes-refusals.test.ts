@@ -416,7 +416,8 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     assert.equal(out.fixes.find((f) => f.id === 'insert-wrapper'), undefined);
     assert.ok(out.refusals.some((r) => /passes calibrating=True, which the fallback wrapper's context does not take/.test(r)), out.refusals.join('\n'));
     const pl401 = findings.find((f) => f.code === 'PL401');
-    if (pl401) assert.equal(fixOutcome(text, ir, pl401, DEFAULT_SETTINGS).fixes.find((f) => /wrapper/.test(f.title)), undefined);
+    assert.ok(pl401, 'the unguarded TE import is flagged');
+    assert.equal(fixOutcome(text, ir, pl401, DEFAULT_SETTINGS).fixes.find((f) => /wrapper/.test(f.title)), undefined);
   });
 
   it('does not rebuild a TE head as nn.Linear when that would drop its init_method; running it outside FP8 is still offered', async () => {

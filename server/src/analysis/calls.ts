@@ -196,7 +196,7 @@ export function collectCalls(
         span: spanOf(node), kind, callee, text: shortText(src.slice(node.startIndex, node.endIndex)), args: rec2, argSpans: spans,
       };
       if (receiver) nc.receiver = receiver;
-      if (rec.scope.fn) nc.ownerFunction = rec.scope.fn.name;
+      if (rec.scope.fn) { nc.ownerFunction = rec.scope.fn.name; nc.ownerSpan = spanOf(rec.scope.fn.node); }
       facts.calls.push(nc);
       return nc;
     };

@@ -427,7 +427,6 @@ function layerSubclassFacts(src: string, m: ClassModel, kindFromBase: boolean): 
     subclassCache.set(m.rec.node, r);
   }
   Object.assign(m.info, r);
-  if (r.zeroCenteredGamma) m.info.zeroCenteredGamma = true;
 }
 
 /** A keyword argument's value node in a call. */

@@ -241,6 +241,8 @@ export interface NotableCall {
   /** Receiver of a method call (`model` for `model.half()`). */
   receiver?: string;
   ownerFunction?: string;
+  /** Where that function is (its whole definition), for rules that read its text. */
+  ownerSpan?: Span;
 }
 
 export interface ModelIR {

@@ -4,7 +4,7 @@
  */
 import type { RecipeCall } from '../analysis/ir';
 import type { TargetGpu } from '../../../common/settings';
-import { enclosingFunctionText, supportsOldTe, TE_VERSION_CHECK } from './format';
+import { supportsOldTe, TE_VERSION_CHECK } from './format';
 import type { Finding, RuleContext, RuleModule } from './types';
 
 /** Minimum compute capability per recipe, and the GPU families that have it (FP8-FACTS.md, "Recipes and GPUs"). */
@@ -94,7 +94,8 @@ export const autocastRules: RuleModule = {
         // The old-API path of code that tests the TE version (`if hasattr(te, "autocast"): ... else te.fp8_autocast`):
         // deliberate, and needed on TE < 2.9.
         versionAware ??= supportsOldTe(ctx.text);
-        if (versionAware && TE_VERSION_CHECK.test(enclosingFunctionText(ctx.text, call.span.startOffset))) return;
+        const owner = call.ownerSpan ? ctx.text.slice(call.ownerSpan.startOffset, call.ownerSpan.endOffset) : ctx.text;
+        if (versionAware && TE_VERSION_CHECK.test(owner)) return;
         findings.push({
           code: 'PL303', span: call.span, severity: 'hint', callIndex,
           message: `${call.callee} is deprecated since Transformer Engine 2.9 (DeprecationWarning; it will be removed). ${migrationFor(call.callee, call.args, ir.imports.find((b) => b.local === call.callee)?.target)}`,

@@ -49,11 +49,6 @@ export function typeTestAt(text: string, kind: string): number {
   return -1;
 }
 
-/** Offset of a type test of nn.Linear (see typeTestAt), or -1. */
-export function isinstanceLinearAt(text: string): number {
-  return typeTestAt(text, 'linear');
-}
-
 /**
  * A test of which Transformer Engine version or API is installed: `hasattr(te, "autocast")`, `te.__version__`,
  * `is_te_min_version("1.0")`, `get_te_version()`, `RequirementCache("transformer_engine>=...")`, `version.parse(te...)`.
@@ -66,38 +61,4 @@ export function supportsOldTe(text: string): boolean {
   // A plain substring test first: most files have none of these words, and the regex then never runs.
   return (text.includes('hasattr') || text.includes('version') || text.includes('VERSION') || text.includes('RequirementCache'))
     && TE_VERSION_CHECK.test(text);
-}
-
-/**
- * The text of the innermost function around an offset (from its `def` line to the end of its body), or the whole
- * module's top-level code for an offset outside any function. Read from indentation, so it works on any text.
- */
-export function enclosingFunctionText(text: string, offset: number): string {
-  const lineStart = text.lastIndexOf('\n', offset - 1) + 1;
-  const indentOf = (s: number): number => { let i = s; while (text[i] === ' ' || text[i] === '\t') i++; return i - s; };
-  const own = indentOf(lineStart);
-  // Backwards: the first `def` line less indented than the offset's line.
-  let s = lineStart;
-  let defStart = -1;
-  let defIndent = 0;
-  while (s > 0) {
-    const prev = text.lastIndexOf('\n', s - 2) + 1;
-    const ind = indentOf(prev);
-    const body = text.slice(prev + ind, prev + ind + 10);
-    if (ind < own && /^(async\s+)?def\s/.test(body)) { defStart = prev; defIndent = ind; break; }
-    s = prev;
-    if (prev === 0) break;
-  }
-  if (defStart < 0) return text;
-  // Forwards: until a non-blank line indented no deeper than the def.
-  let e = text.indexOf('\n', defStart);
-  while (e >= 0 && e < text.length) {
-    const next = e + 1;
-    const lineEnd = text.indexOf('\n', next);
-    const line = text.slice(next, lineEnd < 0 ? text.length : lineEnd);
-    if (line.trim() && !line.trim().startsWith('#') && indentOf(next) <= defIndent) return text.slice(defStart, e);
-    if (lineEnd < 0) break;
-    e = lineEnd;
-  }
-  return text.slice(defStart);
 }
