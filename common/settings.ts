@@ -25,6 +25,13 @@ export interface PrecisionLensSettings {
   maxFileSize: number;
   /** Python interpreter for the benchmark and TE version detection; empty: discovered. */
   pythonPath: string;
+  /**
+   * Sizes the user declares, by name (`{"hidden_size": 4096, "dim": 1024}`); a config field `config.hidden_size` is
+   * matched by its field name. A list gives several sizes (presets), each checked. Filled from the
+   * `precisionLens.dims` setting and from `[tool.precision-lens] dims` in pyproject.toml (the loader merges both).
+   * They come first when the analysis resolves a dimension.
+   */
+  dims: Record<string, number | number[]>;
 }
 
 export const SETTINGS_SECTION = 'precisionLens';
@@ -36,7 +43,21 @@ export const DEFAULT_SETTINGS: PrecisionLensSettings = {
   // ~50k lines of Python: larger files are generated or vendored, and analysing them would stall the editor.
   maxFileSize: 2 * 1024 * 1024,
   pythonPath: '',
+  dims: {},
 };
+
+/** A declared dims table (user-written: settings or pyproject.toml) with only positive integer sizes kept. */
+export function resolveDims(raw: unknown): Record<string, number | number[]> {
+  const out: Record<string, number | number[]> = {};
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return out;
+  const size = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0;
+  for (const [k, v] of Object.entries(raw as Record<string, unknown>)) {
+    if (!/^[A-Za-z_][\w.]*$/.test(k)) continue;
+    if (size(v)) out[k] = v;
+    else if (Array.isArray(v) && v.length && v.every(size)) out[k] = v.slice(0, 64);
+  }
+  return out;
+}
 
 /** Merges a partial (possibly malformed, user-written) settings object over the defaults. */
 export function resolveSettings(raw: unknown): PrecisionLensSettings {
@@ -61,5 +82,6 @@ export function resolveSettings(raw: unknown): PrecisionLensSettings {
     targetGpu: pick(r.targetGpu, ['any', 'ada', 'hopper', 'blackwell'] as const, DEFAULT_SETTINGS.targetGpu),
     maxFileSize: typeof r.maxFileSize === 'number' && r.maxFileSize > 0 ? r.maxFileSize : DEFAULT_SETTINGS.maxFileSize,
     pythonPath: typeof r.pythonPath === 'string' ? r.pythonPath : '',
+    dims: resolveDims(r.dims),
   };
 }

@@ -9,7 +9,7 @@ const pkg = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'),
 /** `te.apiVersion`-style keys of the settings object (rules is one object-valued key). */
 function flatKeys(obj: Record<string, unknown>, prefix = ''): string[] {
   return Object.entries(obj).flatMap(([k, v]) =>
-    v && typeof v === 'object' && k !== 'rules' ? flatKeys(v as Record<string, unknown>, `${prefix}${k}.`) : [`${prefix}${k}`]);
+    v && typeof v === 'object' && k !== 'rules' && k !== 'dims' ? flatKeys(v as Record<string, unknown>, `${prefix}${k}.`) : [`${prefix}${k}`]);
 }
 
 describe('settings: one source of truth', () => {
@@ -35,6 +35,12 @@ describe('settings: one source of truth', () => {
     assert.equal(s.targetGpu, 'hopper');
     assert.equal(s.maxFileSize, DEFAULT_SETTINGS.maxFileSize);
     assert.deepEqual(resolveSettings(null), DEFAULT_SETTINGS);
+  });
+
+  it('resolveSettings keeps declared dims that are positive integers (or lists of them) under identifier names', () => {
+    const s = resolveSettings({ dims: { hidden_size: 4096, 'config.dim': 1024, presets: [768, 1024], bad: -3, half: 1.5, 'x y': 8, empty: [], mixed: [8, 'a'] } });
+    assert.deepEqual(s.dims, { hidden_size: 4096, 'config.dim': 1024, presets: [768, 1024] });
+    assert.deepEqual(resolveSettings({ dims: [1, 2] }).dims, {});
   });
 
   it('the README rule table lists every code', () => {

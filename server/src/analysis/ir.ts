@@ -29,12 +29,72 @@ export type LayerKind = 'linear' | 'layernorm' | 'rmsnorm' | 'embedding' | 'conv
 export type LayerRole = 'lm_head' | 'embedding' | 'attention' | 'mlp' | 'norm' | 'classifier' | 'router' | 'other';
 export type Convertible = true | false | 'uncertain';
 
+/** Where a dimension's value came from, in the order the analysis tries them (user declarations win). */
+export type DimSourceKind =
+  | 'literal' // written in the call: nn.Linear(768, 3072)
+  | 'expression' // computed from module constants or locals in the file
+  | 'default' // a parameter's default (callers may pass another value)
+  | 'declared' // the user's precisionLens.dims setting or [tool.precision-lens] dims in pyproject.toml
+  | 'construction-site' // where the class is built: ViT(dim=1024, mlp_dim=4096)
+  | 'config-default' // a config class's field default (dataclass, class attribute)
+  | 'config-preset' // a preset: a dict or config instance in a list of configurations
+  | 'config-file' // config.json / YAML / TOML beside the code
+  | 'argparse'; // parser.add_argument("--dim", default=512)
+
+export interface DimSource {
+  kind: DimSourceKind;
+  /** Where exactly, for people: `ViT(dim=1024) at line 88`, `config.json beside the file`. */
+  detail: string;
+}
+
+/** One possible value of a dimension among several (presets, construction sites that disagree). */
+export interface DimValue {
+  value: number;
+  source: DimSource;
+}
+
 /** A dimension argument: its source text and, when statically known, its value. */
 export interface Dim {
   text: string;
   value?: number;
   /** Why the value is unknown, or how it was found (`config.n_embd default 768`). */
   note?: string;
+  /** Where `value` came from. */
+  source?: DimSource;
+  /** Several possible values (a list of presets, construction sites with different sizes): each with its source.
+   *  `value` is then unset unless they all agree; the shape verdict holds for all of them or names the one that fails. */
+  values?: DimValue[];
+}
+
+/**
+ * Sizes known from outside the analysed file, by name (`hidden_size`, `dim`; a config field `config.hidden_size` is
+ * looked up by its field name): the user's declarations, config files beside the code, other analysed files. Each
+ * name may have several values (one per preset or file).
+ */
+export type ExternalDims = Record<string, DimValue[]>;
+
+/** A facet's state: `ok`, `fails`, or `guarded` (structure: decided at run time; shape: dims unknown where built,
+ *  checked by the fallback module's factory when the layer is built). */
+export type FacetState = 'ok' | 'fails' | 'guarded';
+
+/** One fact of a verdict: its state, the sentence that says why, and the named check that established it. */
+export interface FacetFact {
+  state: FacetState;
+  reason: string;
+  check: string;
+}
+
+/**
+ * The verdict in three independent facets. convertible = structure ok, role ok (not protected) and shape not fails;
+ * 'uncertain' only when the structure is `guarded` (it depends on run time).
+ *  - structure: can the te.* class represent this construction exactly (arguments, subclass forward, norm axis...);
+ *  - role: whether the layer's role (lm_head, embedding, tie, classifier, router) keeps it in high precision;
+ *  - shape: the FP8 GEMM rule on known dims (`ok` / `fails`), or `guarded` when the dims are unknown where built.
+ */
+export interface LayerFacets {
+  structure: FacetFact;
+  role: FacetFact & { role: LayerRole };
+  shape: FacetFact;
 }
 
 export interface LayerArg {
@@ -99,6 +159,8 @@ export interface Layer {
   zeroCenteredGamma?: boolean;
   /** Shape rule: undefined when dims unknown; false with the failing dims in reasons. */
   shapeOk?: boolean;
+  /** The verdict's three facets, each with its reason (set for every layer the analysis decides). */
+  facets?: LayerFacets;
   /** Wrapped inside a container or comprehension (ModuleList, Sequential, loop...). */
   container?: 'ModuleList' | 'Sequential' | 'ModuleDict' | 'loop' | 'comprehension' | 'helper';
   /** Constructed by a local helper function (factory) rather than directly. */
