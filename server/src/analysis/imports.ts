@@ -4,6 +4,7 @@
  */
 import type { SyntaxNode } from './node';
 import type { ImportBinding } from './ir';
+import { isLibraryName, torchNnStarName } from './catalogue';
 import { spanOf } from './spans';
 import type { AssignRec, ImportRec } from './walk';
 
@@ -113,14 +114,12 @@ export function collectAliases(src: string, table: ImportTable, assigns: AssignR
     if (right.type === 'conditional_expression') right = right.namedChild(0) ?? right;
     if (right.type !== 'attribute' && right.type !== 'identifier') continue;
     const target = resolveName(table, src.slice(right.startIndex, right.endIndex));
-    if (/^(torch|transformer_engine|megatron|fairscale|apex|torchao|accelerate)\b/.test(target)) {
+    if (isLibraryName(target)) {
       const local = src.slice(left.startIndex, left.endIndex);
       if (!table.map.has(local)) table.map.set(local, target);
     }
   }
 }
-
-const TORCH_NN_STAR = /^(Linear|LayerNorm|RMSNorm|Embedding|EmbeddingBag|Conv[123]d|Module|ModuleList|ModuleDict|Sequential|Parameter|Dropout|GELU|ReLU|SiLU)$/;
 
 /** Resolves a dotted expression through the import table; unknown heads stay as written. */
 export function resolveName(table: ImportTable, text: string): string {
@@ -132,7 +131,7 @@ export function resolveName(table: ImportTable, text: string): string {
   if (target !== undefined) return target + rest;
   if (dot < 0) {
     for (const m of table.starModules) {
-      if (m === 'torch.nn' && TORCH_NN_STAR.test(head)) return `torch.nn.${head}`;
+      if (m === 'torch.nn' && torchNnStarName(head)) return `torch.nn.${head}`;
       if (m === 'transformer_engine.pytorch' && /^[A-Z]/.test(head)) return `transformer_engine.pytorch.${head}`;
     }
   }

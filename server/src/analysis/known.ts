@@ -1,4 +1,8 @@
-/** What the analysis knows about library classes: kinds and constructor signatures. */
+/**
+ * What the analysis knows about library classes, read from the catalogue (catalogue.ts): kinds, constructor
+ * signatures, role hints and te.* mappings, in the shape the layer collector uses.
+ */
+import { displayName, lookupClass, type RoleHint } from './catalogue';
 import type { LayerKind } from './ir';
 
 export interface KnownCtor {
@@ -15,96 +19,25 @@ export interface KnownCtor {
   transposedWeight?: boolean;
   /** A model library's own norm class, imported (its forward is not in the file): the resolved name. */
   imported?: string;
+  /** What the class is in a model (a framework's output layer or embedding module), from the catalogue. */
+  roleHint?: RoleHint;
+  /** Why a Linear or norm class has no te.* twin in place. */
+  noTe?: string;
 }
 
-const LINEAR = ['in_features', 'out_features', 'bias', 'device', 'dtype'];
-const CONV = ['in_channels', 'out_channels', 'kernel_size', 'stride', 'padding', 'dilation', 'groups', 'bias'];
-
-const TORCH_NN: Record<string, [LayerKind, string[]]> = {
-  Linear: ['linear', LINEAR],
-  // in_features is inferred at the first forward: no te.* twin (verdict.ts says what to do).
-  LazyLinear: ['other', ['out_features', 'bias', 'device', 'dtype']],
-  LayerNorm: ['layernorm', ['normalized_shape', 'eps', 'elementwise_affine', 'bias', 'device', 'dtype']],
-  RMSNorm: ['rmsnorm', ['normalized_shape', 'eps', 'elementwise_affine', 'device', 'dtype']],
-  Embedding: ['embedding', ['num_embeddings', 'embedding_dim', 'padding_idx', 'max_norm', 'norm_type', 'scale_grad_by_freq', 'sparse']],
-  EmbeddingBag: ['embedding', ['num_embeddings', 'embedding_dim']],
-  Conv1d: ['conv', CONV],
-  Conv2d: ['conv', CONV],
-  Conv3d: ['conv', CONV],
-  ConvTranspose1d: ['conv', CONV],
-  ConvTranspose2d: ['conv', CONV],
-  ConvTranspose3d: ['conv', CONV],
-};
-
-/** Containers and non-module names under torch.nn that are not layers. */
-const TORCH_NN_NOT_LAYERS = new Set([
-  'Module', 'ModuleList', 'ModuleDict', 'Sequential', 'Parameter', 'ParameterList', 'ParameterDict', 'Buffer',
-  'DataParallel', 'init', 'functional', 'utils', 'parallel', 'UninitializedParameter',
-]);
-
-const TE: Record<string, [LayerKind, string[]]> = {
-  Linear: ['linear', ['in_features', 'out_features']],
-  LayerNorm: ['layernorm', ['normalized_shape', 'eps']],
-  RMSNorm: ['rmsnorm', ['normalized_shape', 'eps']],
-  LayerNormLinear: ['linear', ['in_features', 'out_features']],
-  GroupedLinear: ['linear', ['num_gemms', 'in_features', 'out_features']],
-  LayerNormMLP: ['other', ['hidden_size', 'ffn_hidden_size']],
-  DotProductAttention: ['other', ['num_attention_heads', 'kv_channels']],
-  MultiheadAttention: ['other', ['hidden_size', 'num_attention_heads']],
-  TransformerLayer: ['other', ['hidden_size', 'ffn_hidden_size', 'num_attention_heads']],
-};
-
-const PARALLEL_LINEAR = ['input_size', 'output_size'];
-
-/** Recognises a library layer constructor from its resolved dotted name. */
+/** Recognises a library layer constructor from its resolved dotted name (a catalogue lookup). */
 export function knownCtor(resolved: string): KnownCtor | undefined {
-  const parts = resolved.split('.');
-  const last = parts[parts.length - 1];
-  if (!/^[A-Z]/.test(last)) return undefined;
-  // `self.LayerNorm(x)` / `cls.Norm(...)` calls a submodule or a stored class held by the instance; it never
-  // constructs a library layer, whatever the attribute is called (BERT names its norm attribute `LayerNorm`).
-  if (parts[0] === 'self' || parts[0] === 'cls') return undefined;
-  if (resolved.startsWith('transformer_engine.')) {
-    if (!/^transformer_engine\.(pytorch\.)?[A-Z]\w*$/.test(resolved) && !resolved.startsWith('transformer_engine.pytorch.')) return undefined;
-    // Recipes, quantizers, tensors and optimizers are not layers (te.optimizers.FusedAdam, te.Float8Quantizer).
-    if (/Recipe|Scaling|Format|Config$|Calibration|Quantizer$|Tensor$|Storage$|Stream$|Group$/.test(last) || resolved.includes('.optimizers.')) return undefined;
-    const t = TE[last];
-    return { kind: t ? t[0] : 'other', params: t ? t[1] : [], isTe: true, display: `te.${last}` };
-  }
-  if (/^torch\.nn\.(modules\.(\w+\.)?)?[A-Z]\w*$/.test(resolved)) {
-    // Losses (`loss_fct = CrossEntropyLoss()` inside forward) hold no weights and are not model layers.
-    if (TORCH_NN_NOT_LAYERS.has(last) || /Loss$/.test(last)) return undefined;
-    const t = TORCH_NN[last];
-    const kind = t ? t[0] : 'other';
-    const te = kind === 'linear' ? 'te.Linear' : kind === 'layernorm' ? 'te.LayerNorm' : kind === 'rmsnorm' ? 'te.RMSNorm' : undefined;
-    return { kind, params: t ? t[1] : [], isTe: false, display: `nn.${last}`, te };
-  }
-  if (/^(Column|Row)ParallelLinear$/.test(last)) {
-    const mode = last.startsWith('Column') ? 'column' : 'row';
-    const fairscale = resolved.includes('fairscale');
-    return {
-      kind: 'parallel-linear', params: fairscale ? ['in_features', 'out_features'] : PARALLEL_LINEAR, isTe: false,
-      display: last, te: 'te.Linear', parallelMode: mode,
-    };
-  }
-  if (/^(Vocab)?ParallelEmbedding$/.test(last)) {
-    return { kind: 'embedding', params: ['num_embeddings', 'embedding_dim'], isTe: false, display: last };
-  }
-  // apex / other libraries' fused norms, imported rather than defined here. Model libraries' own norms
-  // (transformers' LlamaRMSNorm, T5LayerNorm, GemmaRMSNorm) are named for what they are, but their forward is not in
-  // this file (Gemma's scales by 1 + weight): `imported` makes their verdict uncertain.
-  const fusedLib = /^(apex|megatron|flash_attn|torch\.nn)(\.|$)/.test(resolved) || /^(Fused|MixedFused)/.test(last);
-  if ((/^(Fused|Mixed)?(Fused)?RMSNorm$|RMSNorm$|RmsNorm$|^T5LayerNorm$|^RMSLayerNorm$/.test(last)) && !resolved.startsWith('local:')) {
-    return { kind: 'rmsnorm', params: ['normalized_shape', 'eps'], isTe: false, display: last, te: 'te.RMSNorm', ...(fusedLib ? {} : { imported: resolved }) };
-  }
-  if (/^(Fused|MixedFused)?LayerNorm$/.test(last) && !resolved.startsWith('local:')) {
-    return { kind: 'layernorm', params: ['normalized_shape', 'eps'], isTe: false, display: last, te: 'te.LayerNorm', ...(fusedLib || last === 'LayerNorm' ? {} : { imported: resolved }) };
-  }
-  if (/^Conv1D$/.test(last) && /transformers|pytorch_utils|modeling_utils/.test(resolved)) {
-    // Hugging Face's GPT-2 Conv1D: a Linear with its weight stored transposed ([in, out]), Conv1D(nf=out, nx=in).
-    return { kind: 'linear', params: ['nf', 'nx'], isTe: false, display: last, te: 'te.Linear', transposedWeight: true };
-  }
-  return undefined;
+  const hit = lookupClass(resolved);
+  if (!hit) return undefined;
+  const e = hit.entry;
+  const k: KnownCtor = { kind: e.kind, params: e.params, isTe: !!e.isTe, display: displayName(e) };
+  if (e.te && !e.isTe) k.te = e.te.cls;
+  if (e.te?.parallelMode) k.parallelMode = e.te.parallelMode;
+  if (e.te?.transposedWeight) k.transposedWeight = true;
+  if (e.imported) k.imported = resolved;
+  if (e.role) k.roleHint = e.role;
+  if (e.noTe) k.noTe = e.noTe;
+  return k;
 }
 
 /** Name patterns for input and output size parameters of custom layer classes. */

@@ -8,6 +8,7 @@ import type { Layer, LayerArg, LayerKind, Span } from './ir';
 import { ctorParams, paramsOf, type ClassModel } from './classes';
 import { argFor, type EvalScope, type Evaluator } from './dims';
 import { resolveName, type ImportTable } from './imports';
+import type { RoleHint } from './catalogue';
 import { IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
 import { positionAt, spanOf, stringValue } from './spans';
 import type { CallRec, FuncRec, WalkResult } from './walk';
@@ -28,6 +29,10 @@ export interface CtorInfo {
   transposedWeight?: boolean;
   /** A model library's own norm class, imported: its resolved name (its forward is not in the file). */
   imported?: string;
+  /** The catalogue's role hint for a library class (a framework's output layer or embedding module). */
+  roleHint?: RoleHint;
+  /** Why a library Linear or norm class has no te.* twin in place (the catalogue's reason). */
+  noTe?: string;
 }
 
 interface Placement {
@@ -594,6 +599,9 @@ function makeLayer(
   };
   if (ctor.local) layer.localClass = ctor.local.info.name;
   if (ctor.factory) layer.viaFactory = ctor.factory;
+  // A module that holds weights only under a flag (fairseq's PositionalEmbedding(learned=False) is sinusoidal).
+  const weightsFlag = ctor.roleHint?.weightsOnlyWhen;
+  if (weightsFlag && options[weightsFlag] === 'False') layer.kind = 'other';
   const rec: LayerRec = { layer, call, ctor, scope, argNodes, outVia: [] };
   fillDims(ctx, rec);
   return rec;

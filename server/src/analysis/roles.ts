@@ -271,6 +271,13 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     // Hugging Face ties the keys it lists only when the config says so (tie_word_embeddings).
     if (!tie && keyTie) L.tiedByConfig = true;
 
+    // A library class that says what it is (an adaptive softmax, a word + position embedding module): the catalogue.
+    const hint = r.ctor.roleHint;
+    if (hint && (hint.role === 'lm_head' || hint.role === 'embedding') && L.kind === 'other') {
+      if (hint.weightsOnlyWhen && L.options[hint.weightsOnlyWhen] === 'False') { setRole(L, 'other', []); return vocab; }
+      setRole(L, hint.role, [tie ? `${hint.note}, weights tied to ${tie}` : `${r.ctor.display} is ${hint.note}`]);
+      return vocab;
+    }
     if (L.kind === 'embedding') {
       setRole(L, 'embedding', [tie ? `embedding table, weights tied to ${tie}` : `${r.ctor.display} is a lookup table (embedding)`]);
       return vocab;
@@ -280,9 +287,8 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       return vocab;
     }
     if (L.kind === 'other' || L.kind === 'conv') {
-      // Whole TE blocks say what they are.
-      if (/(^|\.)(MultiheadAttention|DotProductAttention)$/.test(L.resolved)) setRole(L, 'attention', [`${r.ctor.display} is an attention block`]);
-      else if (/(^|\.)LayerNormMLP$/.test(L.resolved)) setRole(L, 'mlp', [`${r.ctor.display} is an MLP block`]);
+      // Library blocks say what they are (the catalogue's role hints: TE's attention, timm's Mlp).
+      if (hint && (hint.role === 'attention' || hint.role === 'mlp')) setRole(L, hint.role, [`${r.ctor.display} is ${hint.note}`]);
       else setRole(L, 'other', []);
       return vocab;
     }

@@ -139,7 +139,7 @@ function ctorFacts(c: LayerRec['ctor']): string {
   let f = ctorFactsCache.get(c);
   if (f === undefined) {
     const info = c.local?.info;
-    f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}\u0001${c.imported}`
+    f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}\u0001${c.imported}\u0001${c.noTe}`
       + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}`
         + `\u0001${JSON.stringify(info.channelAxis ?? null)}\u0001${JSON.stringify(c.local?.normDefaults ?? null)}\u0001${c.local?.rmsBias}`
         + `\u0001${info.extraParams?.join(',')}\u0001${info.weightReplacedBy}\u0001${info.grouped}\u0001${info.extraInputs?.join(',')}\u0001${info.weightless}\u0001${info.scaleName}` : '');
@@ -173,6 +173,11 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
     }
     if (L.role === 'lm_head') reasons.push('It is the lm-head: run it outside FP8 autocast (or under te.autocast(enabled=False)) to keep the logits in BF16.');
     L.reasons = reasons;
+    return;
+  }
+  if (c.noTe && !c.local && L.role !== 'lm_head' && L.role !== 'embedding') {
+    L.convertible = false;
+    L.reasons = [c.noTe];
     return;
   }
   switch (L.kind) {

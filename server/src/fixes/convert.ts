@@ -3,6 +3,7 @@
  * the file has the wrapper), and "convert all eligible layers" in a class or the file. Only the callee and the
  * specific arguments that differ are edited; comments and layout stay.
  */
+import { teRenames } from '../analysis/catalogue';
 import type { Layer, ModelIR } from '../analysis/ir';
 import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
 import { addImport, teAccess } from './imports';
@@ -30,10 +31,8 @@ const TE_LINEAR_KWARGS = new Set([
   'sequence_parallel', 'return_bias', 'get_rng_state_tracker', 'rng_tracker_name', 'fuse_wgrad_accumulation',
   'skip_weight_param_allocation', 'name',
 ]);
-/** Megatron / fairscale spellings of te.Linear arguments. */
-const LINEAR_RENAMES: Record<string, string> = {
-  dtype: 'params_dtype', input_size: 'in_features', output_size: 'out_features', skip_bias_add: 'return_bias',
-};
+/** te.Linear spellings for a class the catalogue does not list (a local subclass or factory): torch.nn's dtype. */
+const LINEAR_RENAMES: Record<string, string> = { dtype: 'params_dtype' };
 /** Names custom norm classes give their size argument. */
 const NORM_SIZE_NAMES = new Set(['normalized_shape', 'hidden_size', 'dim', 'd_model', 'n_embd', 'size', 'features', 'num_features']);
 const NORM_KWARGS = new Set(['eps', 'device', 'dtype', 'params_dtype', 'zero_centered_gamma', 'sequence_parallel']);
@@ -109,9 +108,11 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
       edits.push(replace(third.start, third.end, `bias=${third.value.trim()}`));
       present.add('bias');
     }
+    // The class's own spellings (Megatron's input_size / skip_bias_add) come from the catalogue.
+    const renames = { ...LINEAR_RENAMES, ...teRenames(layer.resolved) };
     for (const arg of call.args) {
       if (!arg.name) continue;
-      const target = LINEAR_RENAMES[arg.name] ?? arg.name;
+      const target = renames[arg.name] ?? arg.name;
       if (target !== arg.name) edits.push(renameArg(arg, target));
       if (!TE_LINEAR_KWARGS.has(target)) { drop.push(arg); droppedMeaningful.push(arg.name); continue; }
       present.add(target);
