@@ -32,6 +32,12 @@ export interface PrecisionLensSettings {
    * They come first when the analysis resolves a dimension.
    */
   dims: Record<string, number | number[]>;
+  /**
+   * The project's FP8 fallback module: a module name (`fp8_fallback`: found in the converted file's folder or one
+   * above it within the workspace folder, else created beside the first file converted) or a path relative to the
+   * workspace folder (`src/utils/fp8_fallback.py`).
+   */
+  fallbackModule: string;
 }
 
 export const SETTINGS_SECTION = 'precisionLens';
@@ -44,7 +50,15 @@ export const DEFAULT_SETTINGS: PrecisionLensSettings = {
   maxFileSize: 2 * 1024 * 1024,
   pythonPath: '',
   dims: {},
+  fallbackModule: 'fp8_fallback',
 };
+
+/** A module name or a relative path to a .py file, without `..`: anything else falls back to the default. */
+function fallbackModuleValue(v: unknown): string {
+  if (typeof v !== 'string') return DEFAULT_SETTINGS.fallbackModule;
+  const t = v.trim();
+  return /^[A-Za-z_]\w*$/.test(t) || (/^([A-Za-z_][\w-]*\/)*[A-Za-z_]\w*\.py$/.test(t)) ? t : DEFAULT_SETTINGS.fallbackModule;
+}
 
 /** A declared dims table (user-written: settings or pyproject.toml) with only positive integer sizes kept. */
 export function resolveDims(raw: unknown): Record<string, number | number[]> {
@@ -83,5 +97,6 @@ export function resolveSettings(raw: unknown): PrecisionLensSettings {
     maxFileSize: typeof r.maxFileSize === 'number' && r.maxFileSize > 0 ? r.maxFileSize : DEFAULT_SETTINGS.maxFileSize,
     pythonPath: typeof r.pythonPath === 'string' ? r.pythonPath : '',
     dims: resolveDims(r.dims),
+    fallbackModule: fallbackModuleValue(r.fallbackModule),
   };
 }

@@ -1,7 +1,10 @@
 /**
  * Conversions between the engine's types and LSP's: findings -> diagnostics, fixes -> code actions.
  */
-import { CodeAction, CodeActionKind, Diagnostic, DiagnosticSeverity, type Range, type TextEdit } from 'vscode-languageserver/node';
+import { pathToFileURL } from 'node:url';
+import {
+  CodeAction, CodeActionKind, CreateFile, Diagnostic, DiagnosticSeverity, TextDocumentEdit, type Range, type TextEdit, type WorkspaceEdit,
+} from 'vscode-languageserver/node';
 import type { TextDocument } from 'vscode-languageserver-textdocument';
 import { ruleDocUrl, SOURCE, type Severity } from '../../common/codes';
 import type { Span } from './analysis/ir';
@@ -47,8 +50,25 @@ export function fixToCodeAction(fix: Fix, document: TextDocument, diagnostics: D
   }));
   // File- and class-wide rewrites are refactorings: they show in the lightbulb menu next to the quick fixes.
   const kind = fix.kind === 'quickfix' ? CodeActionKind.QuickFix : REWRITE_KIND;
-  const action = CodeAction.create(fix.title, { changes: { [document.uri]: edits } }, kind);
+  const action = CodeAction.create(fix.title, workspaceEdit(fix, document, edits), kind);
   if (diagnostics.length) action.diagnostics = diagnostics;
   if (fix.isPreferred) action.isPreferred = true;
   return action;
+}
+
+/**
+ * The fix as a WorkspaceEdit: plain `changes` for edits of the document; `documentChanges` (LSP 3.13 resource
+ * operations: CreateFile, then its text) when the fix creates the project's FP8 fallback module. The server offers
+ * module creation only to clients that announce workspaceEdit.resourceOperations "create".
+ */
+function workspaceEdit(fix: Fix, document: TextDocument, edits: TextEdit[]): WorkspaceEdit {
+  if (!fix.createFiles?.length) return { changes: { [document.uri]: edits } };
+  const created = fix.createFiles.flatMap((f) => {
+    const uri = pathToFileURL(f.path).toString();
+    return [
+      CreateFile.create(uri, { ignoreIfExists: true }),
+      TextDocumentEdit.create({ uri, version: null }, [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, newText: f.text }]),
+    ];
+  });
+  return { documentChanges: [...created, TextDocumentEdit.create({ uri: document.uri, version: document.version }, edits)] };
 }

@@ -2,6 +2,7 @@
  * The language server: wiring only. LSP events feed the AnalysisSession (incremental trees, per-URI cache); analysis
  * is debounced off the keystroke path; findings become diagnostics; fixes become code actions.
  */
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { basename } from 'node:path';
 import {
@@ -12,7 +13,8 @@ import { TextDocument } from 'vscode-languageserver-textdocument';
 import { SOURCE } from '../../common/codes';
 import { EnvironmentNotification, StatusNotification, type EnvironmentParams, type StatusParams } from '../../common/protocol';
 import { resolveSettings, SETTINGS_SECTION, type PrecisionLensSettings } from '../../common/settings';
-import { fixesForFinding, sourceFixes } from './fixes';
+import { locateFallbackModule } from './fallback-location';
+import { fixesForFinding, sourceFixes, type FallbackModule } from './fixes';
 import { factsForFile, workspaceFactsOf } from './engine';
 import { findingToDiagnostic, fixToCodeAction, REWRITE_KIND, type DiagnosticData } from './lsp-convert';
 import { createPythonParser } from './parser';
@@ -30,6 +32,8 @@ let workspaceRoots: string[] = [];
 let scan: ScanResult | undefined;
 let environment: EnvironmentParams = {};
 let canAskConfiguration = false;
+/** The client applies CreateFile in a WorkspaceEdit: the project's fallback module can be created by a fix. */
+let canCreateFiles = false;
 
 function log(message: string): void {
   connection.console.log(message);
@@ -112,6 +116,8 @@ function reanalyzeAll(except?: string): void {
 connection.onInitialize(async (params): Promise<InitializeResult> => {
   session = new AnalysisSession(await createPythonParser());
   canAskConfiguration = !!params.capabilities.workspace?.configuration;
+  const workspaceEdit = params.capabilities.workspace?.workspaceEdit;
+  canCreateFiles = !!workspaceEdit?.documentChanges && !!workspaceEdit.resourceOperations?.includes('create');
   workspaceRoots = (params.workspaceFolders ?? [])
     .filter((f) => f.uri.startsWith('file:'))
     .map((f) => fileURLToPath(f.uri));
@@ -173,6 +179,17 @@ connection.onDidCloseTextDocument(({ textDocument }) => {
   void connection.sendDiagnostics({ uri: textDocument.uri, diagnostics: [] });
 });
 
+/**
+ * The project's FP8 fallback module for a document, found on disk or among the open documents. Undefined (an inline
+ * block) outside any workspace folder, and for a client that cannot create files until the module exists.
+ */
+function fallbackModuleFor(uri: string, text: string, settings: PrecisionLensSettings): FallbackModule | undefined {
+  if (!uri.startsWith('file:')) return undefined;
+  const open = new Set([...(session?.all() ?? [])].map((d) => uriPath(d.uri)));
+  const found = locateFallbackModule(uriPath(uri), workspaceRoots, settings.fallbackModule, (p) => open.has(p) || existsSync(p), text);
+  return found && (found.exists || canCreateFiles) ? found : undefined;
+}
+
 connection.onCodeAction(async (params: CodeActionParams, token): Promise<CodeAction[]> => {
   const uri = params.textDocument.uri;
   const settings = await settingsFor(uri);
@@ -182,7 +199,7 @@ connection.onCodeAction(async (params: CodeActionParams, token): Promise<CodeAct
   const state = session.get(uri)!;
   if (!analysis || analysis.skipped) return [];
   const document = TextDocument.create(uri, 'python', state.version, state.text);
-  const env = { teVersion: environment.teVersion, otherStack: facts.otherStack };
+  const env = { teVersion: environment.teVersion, otherStack: facts.otherStack, fallbackModule: fallbackModuleFor(uri, state.text, settings) };
   const actions: CodeAction[] = [];
   const wantsQuickFix = !params.context.only || params.context.only.some((k) => k === CodeActionKind.QuickFix || CodeActionKind.QuickFix.startsWith(k));
   if (wantsQuickFix) {

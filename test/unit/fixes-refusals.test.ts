@@ -58,15 +58,17 @@ describe('fixes: refusals and safety', () => {
   it('convert all skips protected and failing layers and reports them', async () => {
     const { text, ir } = await load('gpt_convert_all.py');
     const all = sourceFixes(text, ir, DEFAULT_SETTINGS).find((f) => f.id === 'convert-all:file')!;
-    assert.equal(all.title, 'Convert 5 layers in this file to te.* (skipped 3: shape, embedding, lm-head)');
-    // Offered, but not for a batch --fix: it would add the file's first, unguarded TE import (PL401 would follow).
+    assert.equal(all.title, 'Convert 5 layers in this file to FP8 (with fallback; skipped 3: shape, embedding, lm-head)');
+    // One runnable edit: the factories and the fallback that defines them, never a bare TE import.
+    assert.doesNotMatch(applyEdits(text, all.edits), /^import transformer_engine/m);
+    // Offered, but not for a batch --fix: it brings in new code (the fallback).
     assert.equal(all.safe, false);
     const withTe = text.replace('import torch\n', 'import torch\nimport transformer_engine.pytorch as te\n');
     const again = await analyse(withTe);
     assert.equal(sourceFixes(withTe, again.ir, DEFAULT_SETTINGS).find((f) => f.id === 'convert-all:file')?.safe, true);
   });
 
-  it('refuses te.* conversions in a file that converts its model with torchao, and warns about isinstance(nn.Linear)', async () => {
+  it('refuses te.* conversions in a file that converts its model with torchao; extends isinstance(nn.Linear) tests with the conversion', async () => {
     const base = [
       'import torch',
       'import torch.nn as nn',
@@ -82,28 +84,37 @@ describe('fixes: refusals and safety', () => {
     const plain = await analyse(base);
     const pl101 = plain.findings.filter((f) => f.code === 'PL101');
     assert.equal(pl101.length, 2);
-    assert.match(pl101[0].message, /tests the layer's class \(isinstance\(\.\.\., nn\.Linear\) or the like, line 6\)/);
-    assert.equal(fixOutcome(base, plain.ir, pl101[0], DEFAULT_SETTINGS).fixes[0]?.safe, false);
-    // The other ways to test a class hold the batch fix back too, per layer kind (minGPT's configure_optimizers).
-    // (A name bound on a line with several tuples holds back every kind named on that line: conservative.)
-    const forms: [string, string[]][] = [
-      ['white = (torch.nn.Linear,)\ndef groups(m):\n    return isinstance(m, white)\n', ['linear']],
-      ['def groups(m):\n    return type(m) == nn.Linear\n', ['linear']],
-      ['def groups(m):\n    return m.__class__ in (nn.Linear, nn.Embedding)\n', ['linear']],
-      ['black = (torch.nn.LayerNorm, torch.nn.Embedding)\ndef groups(m):\n    return isinstance(m, black)\n', ['layernorm']],
-      ['white, black = (te.Linear,), (torch.nn.LayerNorm, torch.nn.Embedding)\ndef groups(m):\n    return isinstance(m, black)\n', ['linear', 'layernorm']],
-      ['def groups(m):\n    return isinstance(m, (nn.Embedding,))\n', []],
+    assert.doesNotMatch(pl101[0].message, /tests the layer's class/, 'said once, by the conversion, not on every layer');
+    const one = fixOutcome(base, plain.ir, pl101[0], DEFAULT_SETTINGS).fixes[0];
+    assert.equal(one.title, 'Convert to te.Linear (extending 1 class test)');
+    assert.match(applyEdits(base, one.edits), /isinstance\(m, \(nn\.Linear, te\.Linear\)\)/);
+    assert.equal(one.safe, false);
+    // The other ways to test a class are extended too, per layer kind converted (minGPT's configure_optimizers).
+    const forms: [string, string[], RegExp | undefined][] = [
+      ['white = (torch.nn.Linear,)\ndef groups(m):\n    return isinstance(m, white)\n', ['linear'], /white = \(torch\.nn\.Linear, te\.Linear,\)/],
+      ['def groups(m):\n    return type(m) == nn.Linear\n', ['linear'], /type\(m\) in \(nn\.Linear, te\.Linear\)/],
+      ['def groups(m):\n    return m.__class__ in (nn.Linear, nn.Embedding)\n', ['linear'], /\(nn\.Linear, te\.Linear, nn\.Embedding\)/],
+      ['black = (torch.nn.LayerNorm, torch.nn.Embedding)\ndef groups(m):\n    return isinstance(m, black)\n', ['layernorm'], /\(torch\.nn\.LayerNorm, te\.LayerNorm, torch\.nn\.Embedding\)/],
+      ['white, black = (te.Linear,), (torch.nn.LayerNorm, torch.nn.Embedding)\ndef groups(m):\n    return isinstance(m, black)\n', ['layernorm'], undefined],
+      ['def groups(m):\n    return isinstance(m, (nn.Embedding,))\n', [], undefined],
     ];
-    for (const [code, kinds] of forms) {
+    for (const [code, kinds, extended] of forms) {
       const text = `import torch\nimport torch.nn as nn\nimport transformer_engine.pytorch as te\n${code}\nm = nn.Sequential(nn.Linear(2048, 4096), nn.LayerNorm(4096))\n`;
       const a = await analyse(text);
       assert.equal(a.findings.filter((x) => x.code === 'PL101' || x.code === 'PL102').length, 2, code);
       for (const f of a.findings.filter((x) => x.code === 'PL101' || x.code === 'PL102')) {
         const held = kinds.includes(f.code === 'PL101' ? 'linear' : 'layernorm');
-        assert.equal(fixOutcome(text, a.ir, f, DEFAULT_SETTINGS).fixes[0]?.safe, !held, `${code} / ${f.code}`);
-        if (held) assert.match(f.message, /tests the layer's class/, code);
+        const fix = fixOutcome(text, a.ir, f, DEFAULT_SETTINGS).fixes[0];
+        assert.equal(fix?.safe, !held, `${code} / ${f.code}`);
+        if (held && extended) assert.match(applyEdits(text, fix.edits), extended, code);
       }
     }
+    // A case pattern cannot list the te.* class: the conversion is refused with the reason.
+    const match = `${base}def kind(m):\n    match m:\n        case nn.Linear():\n            return 1\n`;
+    const mm = await analyse(match);
+    const refused = fixOutcome(match, mm.ir, mm.findings.find((f) => f.code === 'PL101')!, DEFAULT_SETTINGS);
+    assert.equal(refused.fixes.length, 0);
+    assert.match(refused.refusals[0], /case pattern/);
     const torchao = `${base}from torchao.float8 import convert_to_float8_training\nconvert_to_float8_training(m)\n`;
     const conv = await analyse(torchao);
     assert.equal(conv.findings.filter((f) => f.code === 'PL101').length, 0);

@@ -8,10 +8,13 @@ import { resolveName, type ImportTable } from './imports';
 import { shortText, spanOf } from './spans';
 import type { AssignRec, CallRec, WithRec } from './walk';
 
+const FALLBACK_CONTEXT = /^(\.*[A-Za-z_][\w.]*\.)?fp8_autocast_context$/;
 const TE_AUTOCAST = /^transformer_engine(\.pytorch)?(\.[a-z_]\w*)*\.(fp8_autocast|autocast)$/;
 
 /** Whether a resolved callee is a TE autocast; which API. */
 export function teAutocastApi(resolved: string): AutocastApi | undefined {
+  // The FP8 fallback's context (its inline block's, or imported from the project's module) is TE autocast where FP8 runs.
+  if (FALLBACK_CONTEXT.test(resolved)) return 'fallback';
   const m = TE_AUTOCAST.exec(resolved);
   if (!m) return undefined;
   return m[3] === 'fp8_autocast' ? 'fp8_autocast' : 'autocast';
@@ -100,7 +103,8 @@ export function collectAutocast(src: string, imports: ImportTable, withs: WithRe
         pos = Infinity;
       } else {
         // fp8_autocast(enabled, calibrating, fp8_recipe, ...) / autocast(enabled, calibrating, recipe, ...)
-        const names = hit.api === 'fp8_autocast' ? ['enabled', 'calibrating', 'fp8_recipe', 'fp8_group'] : ['enabled', 'calibrating', 'recipe', 'amax_reduction_group'];
+        const names = hit.api === 'fp8_autocast' ? ['enabled', 'calibrating', 'fp8_recipe', 'fp8_group']
+          : hit.api === 'fallback' ? ['enabled', 'recipe'] : ['enabled', 'calibrating', 'recipe', 'amax_reduction_group'];
         const name = names[pos++];
         if (name) args[name] = src.slice(a.startIndex, a.endIndex).replace(/\s+/g, ' ');
       }

@@ -218,7 +218,8 @@ export interface ClassInfo {
   fieldDefaults: Record<string, string>;
 }
 
-export type AutocastApi = 'fp8_autocast' | 'autocast';
+/** TE's two autocast APIs, and the FP8 fallback's `fp8_autocast_context()` (TE autocast where FP8 runs). */
+export type AutocastApi = 'fp8_autocast' | 'autocast' | 'fallback';
 
 export interface CallSite {
   span: Span;
@@ -229,7 +230,7 @@ export interface CallSite {
   text: string;
 }
 
-/** A `with te.fp8_autocast(...)` / `with te.autocast(...)` block. */
+/** A `with te.fp8_autocast(...)` / `with te.autocast(...)` / `with fp8_autocast_context(...)` block. */
 export interface AutocastRegion {
   /** The whole with statement. */
   span: Span;

@@ -5,10 +5,16 @@
  */
 import { teRenames } from '../analysis/catalogue';
 import type { Layer, ModelIR } from '../analysis/ir';
+import { classRefsOf, extendClassTests, type ClassRef } from './class-tests';
 import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
+import { convertsThroughFallback } from './fallback';
+import { bringInFallback } from './wrapper';
+import { PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
 import { addImport, teAccess } from './imports';
-import { typeTestAt } from '../rules/format';
-import { splitCallArgs, type CallArg } from './source';
+import { planParallel } from './parallel';
+import { constructorSite, splitCallArgs, type CallArg, type CallArgs } from './source';
+
+export { constructorSite } from './source';
 import type { Fix, FixContext } from './types';
 
 /** Factory per layer kind; they take te.* argument names (params_dtype) and map them back for torch.nn. */
@@ -71,21 +77,14 @@ interface ArgPlan {
   /** Arguments dropped that changed nothing (elementwise_affine=True) do not count; these do. */
   droppedMeaningful: string[];
   refusal?: string;
+  /** An import the new arguments need (the model-parallel getters). */
+  importLine?: string;
+  /** The source call's arguments. */
+  call?: CallArgs;
 }
 
 function isTrue(value: string): boolean {
   return value.trim() === 'True';
-}
-
-/**
- * Where the constructor call is written: for a layer built through a local helper the IR's spans point at the helper's
- * call site, and `constructionSpan` at the `nn.Linear(...)` inside the helper, which is what gets converted.
- */
-export function constructorSite(text: string, layer: Layer): { calleeStart: number; calleeEnd: number; open: number } {
-  if (!layer.constructionSpan) return { calleeStart: layer.calleeSpan.startOffset, calleeEnd: layer.calleeSpan.endOffset, open: layer.argsSpan.startOffset };
-  const start = layer.constructionSpan.startOffset;
-  const open = text.indexOf('(', start);
-  return { calleeStart: start, calleeEnd: start + text.slice(start, open).trimEnd().length, open };
 }
 
 function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
@@ -99,6 +98,8 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
   if (call.args.some((a) => /^\*/.test(a.value) && !a.name)) return { edits, droppedMeaningful, refusal: 'it passes *args/**kwargs, whose names cannot be checked.' };
   const legacy = ctx.api === 'legacy';
 
+  const parallel = layer.kind === 'parallel-linear' ? planParallel(ctx.ir, layer, call) : undefined;
+  if (parallel?.refusal) return { edits, droppedMeaningful, refusal: parallel.refusal };
   if (layer.kind === 'linear' || layer.kind === 'parallel-linear') {
     if (positional.length > 3) return { edits, droppedMeaningful, refusal: 'it passes more than three positional arguments, which te.Linear does not take in that order.' };
     // nn.Linear(in, out, bias): te.Linear's third parameter is sequence_parallel, so bias must be named.
@@ -112,6 +113,7 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
     const renames = { ...LINEAR_RENAMES, ...teRenames(layer.resolved) };
     for (const arg of call.args) {
       if (!arg.name) continue;
+      if (parallel?.handled.has(arg.name)) { drop.push(arg); continue; }
       const target = renames[arg.name] ?? arg.name;
       if (target !== arg.name) edits.push(renameArg(arg, target));
       if (!TE_LINEAR_KWARGS.has(target)) { drop.push(arg); droppedMeaningful.push(arg.name); continue; }
@@ -165,11 +167,12 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
     if (!mode) return { edits, droppedMeaningful, refusal: 'whether it is column- or row-parallel is unknown.' };
     extra.push(`parallel_mode=${mode}`);
   }
+  if (parallel) extra.push(...parallel.extra);
   // Keep the trailing-comma-free insertion after the last kept argument.
   const kept = { ...call, args: call.args.filter((a) => !drop.includes(a)) };
   const add = appendArgs(ctx.text, kept, extra);
   if (add) edits.push(add);
-  return { edits, droppedMeaningful };
+  return { edits, droppedMeaningful, call, ...(parallel?.importLine ? { importLine: parallel.importLine } : {}) };
 }
 
 /** The `eps=` default of a local norm class's __init__, when it has one. */
@@ -187,6 +190,10 @@ export interface LayerConversion {
   safe: boolean;
   target: string;
   refusal?: string;
+  /** The fallback names the edits call (`fp8_linear`): the caller brings the fallback in. */
+  fallbackNames: string[];
+  /** Imports the edits need, added once per batch. */
+  importLines: string[];
 }
 
 /** Why no layer of the file converts: it, or a file importing it, uses another FP8 or quantization stack. */
@@ -205,32 +212,39 @@ function stackRefusal(ctx: FixContext): string | undefined {
   return undefined;
 }
 
+function refused(refusal: string, target = ''): LayerConversion {
+  return { edits: [], safe: false, target, refusal, fallbackNames: [], importLines: [] };
+}
+
 /**
- * Converts one layer. With the wrapper present the callee becomes the factory (te.* with FP8, torch.nn without);
- * otherwise te.<Class> under the file's TE alias, adding the import when the file has none.
+ * Converts one layer's construction. Through the fallback (the file does not import TE unconditionally, or has the
+ * fallback already) the callee becomes the factory: te.* where FP8 runs, torch.nn elsewhere, and for a parallel
+ * linear the library's own layer (`fp8_parallel_linear(lambda: ColumnParallelLinear(...), ...)`) so the shards stay.
+ * Otherwise te.<Class> under the file's TE alias. The caller brings the fallback in (bringInFallback).
  */
 export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   const skip = skipReason(layer);
   const cls = teClass(layer);
-  if (skip || !cls) return { edits: [], safe: false, target: '', refusal: `Not converted: ${skip?.sentence ?? 'no te.* equivalent.'}` };
+  if (skip || !cls) return refused(`Not converted: ${skip?.sentence ?? 'no te.* equivalent.'}`);
   const stack = stackRefusal(ctx);
-  if (stack) return { edits: [], safe: false, target: '', refusal: stack };
-  const viaFactory = ctx.hasWrapper;
+  if (stack) return refused(stack);
+  const viaFactory = convertsThroughFallback(ctx);
+  const parallel = layer.kind === 'parallel-linear';
   const access = teAccess(ctx.ir);
-  const target = viaFactory ? FACTORY[layer.kind]! : `${access.prefix}${cls}`;
+  const target = viaFactory ? (parallel ? PARALLEL_FACTORY : FACTORY[layer.kind]!) : `${access.prefix}${cls}`;
   const args = planArgs(ctx, layer, viaFactory);
-  if (args.refusal) return { edits: [], safe: false, target, refusal: `Not converted: ${args.refusal}` };
+  if (args.refusal) return refused(`Not converted: ${args.refusal}`, target);
   const site = constructorSite(ctx.text, layer);
-  const edits = [replace(site.calleeStart, site.calleeEnd, target), ...args.edits];
-  if (!viaFactory && access.importLine) edits.push(addImport(ctx.model, access.importLine));
-  // A local subclass (custom forward) or a parallel linear (dropped TP options) deserves a look before it is applied.
-  // Not for a batch --fix either unless the file already depends on TE unconditionally: adding the first TE import
-  // (the fallback wrapper is the way to do that) or using a guarded one (`except ImportError: te = None`: the layer
-  // would fail where TE is missing) needs a person. Nor when the file tests isinstance(..., nn.Linear) (init code would
-  // skip the converted layer).
-  const safe = layer.convertible === true && !args.droppedMeaningful.length && layer.kind !== 'parallel-linear' && !layer.resolved.startsWith('local:')
-    && (viaFactory || ctx.ir.teImportUnguarded) && typeTestAt(ctx.text, layer.kind) < 0;
-  return { edits, safe, target };
+  const importLines = args.importLine ? [args.importLine] : [];
+  if (!viaFactory && access.importLine) importLines.push(access.importLine);
+  const callee = viaFactory && parallel && args.call
+    // The library's layer, built where FP8 does not run: its original call, unchanged, behind a lambda.
+    ? replace(site.calleeStart, site.open + 1, `${target}(lambda: ${ctx.text.slice(site.calleeStart, args.call.close + 1)}, `)
+    : replace(site.calleeStart, site.calleeEnd, target);
+  // A local subclass (custom forward) or a parallel linear (dropped TP options) deserves a look before it is applied;
+  // so does anything that brings in new code (the fallback, an import): `check --fix` applies only edits of one call.
+  const safe = layer.convertible === true && !args.droppedMeaningful.length && !parallel && !layer.resolved.startsWith('local:');
+  return { edits: [callee, ...args.edits], safe, target, fallbackNames: viaFactory ? [target] : [], importLines };
 }
 
 /** Stable id part for a layer: owner and attribute path, or its constructor text, plus its ordinal among equals. */
@@ -253,13 +267,63 @@ export function layerKey(ctx: FixContext, layer: Layer): string {
   return keys.get(layer) ?? `${layer.ownerClass ?? ''}.${layer.name || layer.constructor}#?`;
 }
 
+/** The te.* classes a batch of conversions introduces, as class references to extend in the file's class tests. */
+function classRefsFor(ctx: FixContext, layers: readonly Layer[], viaFallback: boolean): ClassRef[] {
+  const refs = new Map<string, ClassRef>();
+  const prefix = teAccess(ctx.ir).prefix;
+  for (const layer of layers) {
+    const cls = teClass(layer);
+    if (!cls) continue;
+    const teName = viaFallback ? TE_CLASS_NAME[cls] : `${prefix}${cls}`;
+    for (const text of classRefsOf(ctx.ir, layer)) refs.set(text, { text, teName });
+  }
+  return [...refs.values()];
+}
+
+/**
+ * The whole edit for converting `layers` (already converted one by one): the class tests extended, the fallback
+ * brought in, the imports added once. A refusal when the class tests or the fallback cannot follow.
+ */
+function completeConversion(ctx: FixContext, layers: readonly Layer[], convs: readonly LayerConversion[]): {
+  edits: TextEdit[]; createFiles: Fix['createFiles']; tests: number; where?: string; refusal?: string;
+  /** The edit brings in new code (the fallback, an import), beyond the calls it rewrites. */
+  addsCode?: boolean;
+} {
+  const viaFallback = convs.some((c) => c.fallbackNames.length);
+  const tests = extendClassTests(ctx.text, ctx.model, classRefsFor(ctx, layers, viaFallback));
+  if (tests.refusal) return { edits: [], createFiles: [], tests: 0, refusal: `Not converted: the file tests the layer class and ${tests.refusal}` };
+  const edits = [...convs.flatMap((c) => c.edits), ...tests.edits];
+  const lines = new Set(convs.flatMap((c) => c.importLines));
+  for (const line of lines) edits.push(addImport(ctx.model, line));
+  if (!viaFallback) return { edits, createFiles: [], tests: tests.count, addsCode: lines.size > 0 };
+  const names = [...convs.flatMap((c) => c.fallbackNames), ...tests.names];
+  const bring = bringInFallback(ctx, names);
+  if (bring.refusal) return { edits: [], createFiles: [], tests: 0, refusal: `Not converted: ${bring.refusal}` };
+  return {
+    edits: [...edits, ...bring.edits], createFiles: bring.createFiles, tests: tests.count, where: bring.where,
+    addsCode: lines.size > 0 || bring.edits.length > 0 || bring.createFiles.length > 0,
+  };
+}
+
+function testsNote(n: number): string {
+  return n ? `, extending ${n} class test${n === 1 ? '' : 's'}` : '';
+}
+
 /** The quick fix for one layer's PL101/102/103/106 finding. */
 export function conversionFix(ctx: FixContext, layer: Layer, code: Fix['codes'][number]): { fix?: Fix; refusal?: string } {
   const conv = convertLayer(ctx, layer);
   if (conv.refusal) return { refusal: conv.refusal };
-  const via = ctx.hasWrapper ? ` (${conv.target}: te.${teClass(layer)} with FP8, torch.nn without)` : '';
-  const title = ctx.hasWrapper ? `Convert to te.${teClass(layer)}${via}` : `Convert to ${conv.target}`;
-  return { fix: { id: `convert:${layerKey(ctx, layer)}`, title, kind: 'quickfix', codes: [code], safe: conv.safe, isPreferred: true, edits: conv.edits } };
+  const done = completeConversion(ctx, [layer], [conv]);
+  if (done.refusal) return { refusal: done.refusal };
+  const cls = `te.${teClass(layer)}`;
+  const title = done.where ? `Convert to ${cls} (with fallback: ${conv.target}${testsNote(done.tests)})` : `Convert to ${conv.target}${done.tests ? ` (${testsNote(done.tests).slice(2)})` : ''}`;
+  const safe = conv.safe && !done.addsCode && !done.tests;
+  return {
+    fix: {
+      id: `convert:${layerKey(ctx, layer)}`, title, kind: 'quickfix', codes: [code], safe, isPreferred: true, edits: done.edits,
+      ...(done.createFiles?.length ? { createFiles: done.createFiles } : {}),
+    },
+  };
 }
 
 const CODE_BY_KIND: Partial<Record<Layer['kind'], Fix['codes'][number]>> = { linear: 'PL101', layernorm: 'PL102', rmsnorm: 'PL103', 'parallel-linear': 'PL106' };
@@ -268,18 +332,18 @@ const CODE_BY_KIND: Partial<Record<Layer['kind'], Fix['codes'][number]>> = { lin
 const CANDIDATE_KINDS = new Set<Layer['kind']>(['linear', 'layernorm', 'rmsnorm', 'parallel-linear', 'embedding']);
 
 /**
- * "Convert all eligible layers" over `layers` (a class, the file or a selection): converts every layer that may be
- * converted and reports how many were skipped and why, e.g. "Convert 4 layers to te.* (skipped 2: lm-head, embedding)".
+ * "Convert all eligible layers" over `layers` (a class, the file or a selection), in one runnable edit: every layer
+ * that may be converted, through the fallback (brought in by the same edit) unless the file imports TE itself, with
+ * the file's class tests extended; says how many were skipped and why, e.g. "Convert 4 layers in this file to FP8
+ * (with fallback; skipped 2: lm-head, embedding)".
  */
 export function convertAllFix(ctx: FixContext, layers: Layer[], scope: { id: string; where: string }): { fix?: Fix; refusal?: string } {
   const stack = stackRefusal(ctx);
   if (stack) return { refusal: stack };
-  const edits: TextEdit[] = [];
   const skipped = new Map<string, number>();
-  let converted = 0;
-  let safe = true;
+  const convs: LayerConversion[] = [];
+  const converted: Layer[] = [];
   const codes = new Set<Fix['codes'][number]>();
-  let importEdit: TextEdit | undefined;
   for (const layer of layers) {
     if (!CANDIDATE_KINDS.has(layer.kind)) continue;
     const conv = convertLayer(ctx, layer);
@@ -288,24 +352,22 @@ export function convertAllFix(ctx: FixContext, layers: Layer[], scope: { id: str
       skipped.set(label, (skipped.get(label) ?? 0) + 1);
       continue;
     }
-    converted++;
-    safe &&= conv.safe;
+    convs.push(conv);
+    converted.push(layer);
     codes.add(CODE_BY_KIND[layer.kind]!);
-    for (const e of conv.edits) {
-      // One import for the whole batch.
-      if (e.startOffset === e.endOffset && /^\n?import /.test(e.newText)) importEdit = e; else edits.push(e);
-    }
   }
   const skippedCount = [...skipped.values()].reduce((a, b) => a + b, 0);
-  const skipText = skippedCount ? ` (skipped ${skippedCount}: ${[...skipped.entries()].map(([l, n]) => (n > 1 ? `${n} ${l}` : l)).join(', ')})` : '';
-  if (!converted) return { refusal: `No layer ${scope.where} can be converted${skipText}.` };
-  if (importEdit) edits.push(importEdit);
-  const noun = converted === 1 ? 'layer' : 'layers';
+  const skipList = skippedCount ? `skipped ${skippedCount}: ${[...skipped.entries()].map(([l, n]) => (n > 1 ? `${n} ${l}` : l)).join(', ')}` : '';
+  if (!convs.length) return { refusal: `No layer ${scope.where} can be converted${skipList ? ` (${skipList})` : ''}.` };
+  const done = completeConversion(ctx, converted, convs);
+  if (done.refusal) return { refusal: done.refusal };
+  const noun = convs.length === 1 ? 'layer' : 'layers';
+  const notes = [done.where ? 'with fallback' : '', done.tests ? testsNote(done.tests).slice(2) : '', skipList].filter(Boolean).join('; ');
+  const safe = convs.every((c) => c.safe) && !done.addsCode && !done.tests;
   return {
     fix: {
-      id: `convert-all:${scope.id}`, title: `Convert ${converted} ${noun} ${scope.where} to te.*${skipText}`, kind: 'source',
-      codes: [...codes], safe, edits,
+      id: `convert-all:${scope.id}`, title: `Convert ${convs.length} ${noun} ${scope.where} to ${done.where ? 'FP8' : 'te.*'}${notes ? ` (${notes})` : ''}`,
+      kind: 'source', codes: [...codes], safe, edits: done.edits, ...(done.createFiles?.length ? { createFiles: done.createFiles } : {}),
     },
   };
 }
-

@@ -20,10 +20,11 @@ import { filterHeadFromConversion, keepLayerInBf16 } from './head';
 import { eol } from './indent';
 import { scanSource, type Statement } from './source';
 import { migrateDeprecated, repairRecipe, replaceDelayedScaling, resolveApi } from './te-api';
-import { outcome, refuse, type Fix, type FixContext, type FixEnv, type FixOutcome } from './types';
-import { hasWrapper, planWrapper } from './wrapper';
+import { outcome, refuse, type FallbackModule, type Fix, type FixContext, type FixEnv, type FixOutcome } from './types';
+import { CONTEXT_FACTORY } from './fallback-source';
+import { hasWrapper, planWrapper, wrapperRefusal } from './wrapper';
 
-export type { Fix, FixEnv, FixOutcome } from './types';
+export type { CreatedFile, FallbackModule, Fix, FixEnv, FixOutcome } from './types';
 export type { TextEdit } from './edits';
 export { applyEdits, editsConflict } from './edits';
 export { WRAPPER_MARKER } from './wrapper';
@@ -37,11 +38,18 @@ let lastContext: { ctx: FixContext; teVersion?: string } | undefined;
  */
 export function fixContext(text: string, ir: ModelIR, settings: PrecisionLensSettings, env: FixEnv = {}): FixContext {
   const last = lastContext;
-  if (last && last.ctx.text === text && last.ctx.ir === ir && last.ctx.settings === settings && last.teVersion === env.teVersion && last.ctx.otherStack === env.otherStack) return last.ctx;
+  if (last && last.ctx.text === text && last.ctx.ir === ir && last.ctx.settings === settings && last.teVersion === env.teVersion
+    && last.ctx.otherStack === env.otherStack && sameModule(last.ctx.fallbackModule, env.fallbackModule)) return last.ctx;
   const ctx: FixContext = { text, ir, settings, model: scanSource(text), api: resolveApi(settings, env, text), hasWrapper: hasWrapper(text) };
   if (env.otherStack) ctx.otherStack = env.otherStack;
+  // A file with an inline block keeps it: the block is its FP8 state, a module beside it would be a second one.
+  if (env.fallbackModule && !ctx.hasWrapper) ctx.fallbackModule = env.fallbackModule;
   lastContext = { ctx, teVersion: env.teVersion };
   return ctx;
+}
+
+function sameModule(a?: FallbackModule, b?: FallbackModule): boolean {
+  return a === b || (!!a && !!b && a.path === b.path && a.importFrom === b.importFrom && a.exists === b.exists);
 }
 
 /** Generated text uses '\n'; a CRLF file gets CRLF. */
@@ -119,44 +127,25 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
  * "Insert FP8 fallback wrapper" (and PL401's "Guard FP8 with a capability check", the same edit): inserts the wrapper
  * once and routes the file's TE uses through it. With the wrapper already there and nothing left to route, nothing.
  */
-/**
- * What the wrapper cannot carry over, as a refusal: a distributed amax reduction group (its context takes none), any
- * other autocast argument than enabled and the recipe (`calibrating=True`, `**kwargs`: they would be dropped), and
- * TE-only forward arguments that the torch.nn fallback layers would reject.
- */
-function wrapperRefusal(ctx: FixContext): string | undefined {
-  const grouped = ctx.ir.autocastRegions.find((r) => !r.disabled && (r.args.fp8_group !== undefined || r.args.amax_reduction_group !== undefined));
-  if (grouped) {
-    return `No automatic fix: the FP8 autocast at line ${grouped.span.startLine + 1} reduces amax over a process group (${grouped.args.fp8_group ?? grouped.args.amax_reduction_group}), which the fallback wrapper's context does not take. Guard it by hand: enabled=te.is_fp8_available() and a BF16 path.`;
-  }
-  for (const r of ctx.ir.autocastRegions) {
-    const other = Object.keys(r.args).filter((k) => !/^(enabled|recipe|fp8_recipe)$/.test(k));
-    if (other.length) {
-      const shown = other.map((k) => (k === '**' || k === '*' ? r.args[k] : `${k}=${r.args[k]}`)).join(', ');
-      return `No automatic fix: the FP8 autocast at line ${r.span.startLine + 1} passes ${shown}, which the fallback wrapper's context does not take (it would be dropped). Guard it by hand: enabled=te.is_fp8_available() and a BF16 path.`;
-    }
-  }
-  const teOnlyKw = /\b(is_first_microbatch|fp8_output|fp8_grad)\s*=/.exec(ctx.text);
-  if (teOnlyKw) {
-    return `No automatic fix: the file passes ${teOnlyKw[1]}= to TE layers, which the torch.nn fallback layers do not accept. Guard FP8 by hand (enabled=te.is_fp8_available()) and keep the TE layers.`;
-  }
-  return undefined;
-}
-
 function wrapperOutcome(ctx: FixContext, code?: 'PL401'): FixOutcome {
   const why = wrapperRefusal(ctx);
   if (why) return refuse(why);
   const plan = planWrapper(ctx);
-  if (!plan.edits.length) return refuse('The FP8 fallback wrapper is already in place and every TE use goes through it.');
+  if (!plan.edits.length) {
+    return refuse(ctx.fallbackModule && !plan.rewired && !ctx.ir.importsTe
+      ? `Nothing to route: the file uses no Transformer Engine; a conversion or the training-step wrap imports ${ctx.fallbackModule.importFrom} when it needs it.`
+      : 'The FP8 fallback wrapper is already in place and every TE use goes through it.');
+  }
   const remaining = plan.remainingTeUses.length
     ? ` (${plan.remainingTeUses.length} other te.* use${plan.remainingTeUses.length > 1 ? 's' : ''} still need${plan.remainingTeUses.length > 1 ? '' : 's'} TE: ${[...new Set(plan.remainingTeUses)].join(', ')})`
     : '';
+  const module = ctx.fallbackModule ? ` (${ctx.fallbackModule.importFrom}${ctx.fallbackModule.exists ? '' : ', created once for the project'})` : '';
   const title = plan.inserted
-    ? (code ? 'Guard FP8 with a capability check (insert the FP8 fallback wrapper)' : 'Insert FP8 fallback wrapper') + remaining
-    : `Route ${plan.rewired} te.* use${plan.rewired === 1 ? '' : 's'} through the FP8 fallback wrapper${remaining}`;
+    ? (code ? `Guard FP8 with a capability check (${module ? `import the FP8 fallback module${module}` : 'insert the FP8 fallback wrapper'})` : module ? `Import the FP8 fallback module${module}` : 'Insert FP8 fallback wrapper') + remaining
+    : `Route ${plan.rewired} te.* use${plan.rewired === 1 ? '' : 's'} through the FP8 fallback ${module ? 'module' : 'wrapper'}${remaining}`;
   return outcome([{
     id: plan.inserted ? 'insert-wrapper' : 'route-through-wrapper', title, kind: code ? 'quickfix' : 'source', codes: code ? [code] : ['PL401'],
-    safe: false, isPreferred: !!code, edits: plan.edits,
+    safe: false, isPreferred: !!code, edits: plan.edits, ...(plan.createFiles.length ? { createFiles: plan.createFiles } : {}),
   }]);
 }
 
@@ -218,16 +207,18 @@ function wrapTrainingStep(ctx: FixContext, selection?: { startOffset: number; en
   }
   if (!targets.length) return {};
   const edits: TextEdit[] = targets.map((t) => wrapStatements(ctx.model, t.first, t.last, fp8ContextHeader()));
-  if (!ctx.hasWrapper) {
-    const plan = planWrapper(ctx);
-    // Routing an existing region through the wrapper would overlap the wrap only if the step is already in one.
-    edits.push(...plan.edits.filter((e) => !edits.some((w) => e.startOffset < w.endOffset && w.startOffset < e.endOffset)));
-  }
+  // The context comes from the project's module (imported, created with this edit if it is the first to need it) or
+  // the inline block; routing the file's own TE uses through the fallback comes with it.
+  const plan = ctx.hasWrapper ? undefined : planWrapper(ctx, [CONTEXT_FACTORY]);
+  // Routing an existing region through the wrapper would overlap the wrap only if the step is already in one.
+  edits.push(...(plan?.edits ?? []).filter((e) => !edits.some((w) => e.startOffset < w.endOffset && w.startOffset < e.endOffset)));
+  const createFiles = plan?.createFiles ?? [];
   const what = selection ? 'the selected statements' : targets.length > 1 ? `${targets.length} training steps` : 'the training step';
+  const via = ctx.fallbackModule ? `; context from ${ctx.fallbackModule.importFrom}${ctx.fallbackModule.exists ? '' : ', created once for the project'}` : '';
   return {
     fix: {
-      id: selection ? 'wrap-selection' : 'wrap-training-step', title: `Wrap ${what} in FP8 autocast (backward() stays outside)`, kind: 'source',
-      codes: [], safe: false, edits,
+      id: selection ? 'wrap-selection' : 'wrap-training-step', title: `Wrap ${what} in FP8 autocast (backward() stays outside${via})`, kind: 'source',
+      codes: [], safe: false, edits, ...(createFiles.length ? { createFiles } : {}),
     },
   };
 }

@@ -4,6 +4,7 @@
  * call (to rename or drop one keyword without touching comments or layout). Fixes stay synchronous functions of the
  * text this way, and never re-parse with tree-sitter on the code-action path.
  */
+import type { Layer } from '../analysis/ir';
 import { lineAt, lineStartsOf } from '../lines';
 
 /** One logical line: a simple statement or a block header, possibly spanning physical lines. */
@@ -234,4 +235,15 @@ export function splitCallArgs(text: string, open: number): CallArgs | undefined 
     j++;
   }
   return undefined;
+}
+
+/**
+ * Where the constructor call is written: for a layer built through a local helper the IR's spans point at the helper's
+ * call site, and `constructionSpan` at the `nn.Linear(...)` inside the helper, which is what gets converted.
+ */
+export function constructorSite(text: string, layer: Layer): { calleeStart: number; calleeEnd: number; open: number } {
+  if (!layer.constructionSpan) return { calleeStart: layer.calleeSpan.startOffset, calleeEnd: layer.calleeSpan.endOffset, open: layer.argsSpan.startOffset };
+  const start = layer.constructionSpan.startOffset;
+  const open = text.indexOf('(', start);
+  return { calleeStart: start, calleeEnd: start + text.slice(start, open).trimEnd().length, open };
 }

@@ -17,6 +17,25 @@ export interface Fix {
   safe: boolean;
   isPreferred?: boolean;
   edits: TextEdit[];
+  /** Files the fix creates (the project's FP8 fallback module): in the editor an LSP CreateFile, in the CLI a write. */
+  createFiles?: CreatedFile[];
+}
+
+/** A file a fix creates, with its whole text. */
+export interface CreatedFile {
+  /** Absolute path. */
+  path: string;
+  text: string;
+}
+
+/** The project's FP8 fallback module, as the server or the CLI located it (fallback-location.ts). */
+export interface FallbackModule {
+  /** What `from X import ...` names: `fp8_fallback`, `.fp8_fallback`, `pkg.fp8_fallback`. */
+  importFrom: string;
+  /** Absolute path of the module file. */
+  path: string;
+  /** The file is there: fixes import it; otherwise the first fix that needs it creates it. */
+  exists: boolean;
 }
 
 /** Facts about the user's environment that generated code depends on. */
@@ -25,6 +44,9 @@ export interface FixEnv {
   teVersion?: string;
   /** Another FP8 / quantization stack that a file importing this one uses (WorkspaceFacts.otherStack). */
   otherStack?: string;
+  /** The project's fallback module; absent: an inline block in the file (outside any workspace folder, or a client
+   * that cannot create files). */
+  fallbackModule?: FallbackModule;
 }
 
 /** Fixes for one finding, and why the ones that might be expected are not offered. */
@@ -42,8 +64,10 @@ export interface FixContext {
   model: SourceModel;
   /** The TE API generated code uses. */
   api: 'modern' | 'legacy';
-  /** The file already defines the FP8 fallback wrapper. */
+  /** The file already defines the FP8 fallback wrapper (an inline block). */
   hasWrapper: boolean;
+  /** The project's fallback module (FixEnv.fallbackModule); undefined: the inline block. */
+  fallbackModule?: FallbackModule;
   /** Another FP8 / quantization stack that a file importing this one uses: no te.* conversion then. */
   otherStack?: string;
 }

@@ -4,9 +4,8 @@
  * conversion diagnostic here.
  */
 import type { RuleCode } from '../../../common/codes';
-import { lineAt, lineStartsOf } from '../lines';
 import type { Layer } from '../analysis/ir';
-import { joinReasons, layerLabel, shapeText, typeTestAt } from './format';
+import { joinReasons, layerLabel, shapeText } from './format';
 import type { Finding, RuleContext, RuleModule } from './types';
 
 const CODE_BY_KIND: Partial<Record<Layer['kind'], RuleCode>> = {
@@ -43,15 +42,8 @@ function conversionMessage(layer: Layer): string {
 
 export const conversionRules: RuleModule = {
   codes: ['PL101', 'PL102', 'PL103', 'PL106', 'PL110'],
-  check({ ir, text, workspace }: RuleContext): Finding[] {
+  check({ ir, workspace }: RuleContext): Finding[] {
     const findings: Finding[] = [];
-    // Where the file tests the class a conversion replaces (per kind, read once).
-    const testAt = new Map<string, number>();
-    const typeTestLine = (kind: string): number => {
-      let at = testAt.get(kind);
-      if (at === undefined) { at = typeTestAt(text, kind); testAt.set(kind, at); }
-      return at >= 0 ? lineAt(lineStartsOf(text), at) + 1 : 0;
-    };
     // A file that converts its model with a whole-model FP8 conversion (torchao convert_to_float8_training, accelerate)
     // has chosen its FP8 stack: a te.* layer would leave that conversion (it swaps nn.Linear only) and need TE autocast.
     // Also when another analysed file converts or quantizes the model (a training script's torchao conversion, QLoRA).
@@ -77,13 +69,8 @@ export const conversionRules: RuleModule = {
       // A tiny classifier or router gains nothing from FP8 and the reason says so; only explain the non-obvious
       // refusals (norms TE cannot represent exactly) as diagnostics, so the editor is not covered in "no" notes.
       if (layer.convertible === false && layer.kind !== 'layernorm' && layer.kind !== 'rmsnorm') return;
-      let message = conversionMessage(layer);
-      const tested = layer.convertible !== false ? typeTestLine(layer.kind) : 0;
-      if (tested) {
-        const torchCls = layer.kind === 'layernorm' ? 'nn.LayerNorm' : layer.kind === 'rmsnorm' ? 'nn.RMSNorm' : 'nn.Linear';
-        const teCls = layer.kind === 'layernorm' ? 'te.LayerNorm' : layer.kind === 'rmsnorm' ? 'te.RMSNorm' : 'te.Linear';
-        message += ` Note: this file tests the layer's class (isinstance(..., ${torchCls}) or the like, line ${tested}), e.g. to initialise weights or group parameters for the optimizer; ${teCls} is not a ${torchCls}, so that code would skip the converted layer: extend the check when converting.`;
-      }
+      // Class tests (isinstance(m, nn.Linear) in weight init, optimizer groups) are extended by the conversion itself.
+      const message = conversionMessage(layer);
       findings.push({ code, span: layer.span, severity: 'information', layerIndex, message });
     });
     return findings;

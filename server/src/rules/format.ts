@@ -21,34 +21,6 @@ export function joinReasons(reasons: readonly string[]): string {
   return reasons.map((r) => r.trim()).filter(Boolean).map((r) => (/[.!?]$/.test(r) ? r : `${r}.`)).join(' ');
 }
 
-const TYPE_TEST_CLASS: Record<string, string> = { linear: 'Linear', 'parallel-linear': 'Linear', layernorm: 'LayerNorm', rmsnorm: '(?:RMSNorm|RmsNorm)' };
-const typeTestCache = new Map<string, RegExp>();
-
-/**
- * Offset of a type test of the layer class a conversion replaces (`linear` -> nn.Linear), or -1: `isinstance(m,
- * nn.Linear)` (also a tuple of classes), `isinstance(m, whitelist)` where `whitelist = (torch.nn.Linear,)` (minGPT),
- * `type(m) == nn.Linear`, `type(m) in (...)`, `m.__class__ is nn.Linear`, `issubclass(type(m), nn.Linear)`. Code that
- * tests the class (weight init, optimizer groups) would skip the converted te.* layer.
- */
-export function typeTestAt(text: string, kind: string): number {
-  const cls = TYPE_TEST_CLASS[kind];
-  if (!cls || !(text.includes('isinstance') || text.includes('type(') || text.includes('__class__') || text.includes('issubclass'))) return -1;
-  let re = typeTestCache.get(cls);
-  if (!re) {
-    re = new RegExp(String.raw`\b(?:isinstance|issubclass)\s*\([^,()]+(?:\([^()]*\))?\s*,\s*\(?[^()]*\b${cls}\b|\btype\s*\([^()]+\)\s*(?:==|is|in)\s*\(?[^()\n]*\b${cls}\b|__class__\s*(?:==|is|in)\s*\(?[^()\n]*\b${cls}\b`, 'g');
-    typeTestCache.set(cls, re);
-  }
-  re.lastIndex = 0;
-  const m = re.exec(text);
-  if (m) return m.index;
-  // isinstance(m, NAME) with NAME bound to classes on its line: `white = (torch.nn.Linear,)`, `a, b = (X,), (Y,)`.
-  for (const t of text.matchAll(/\bisinstance\s*\([^,()]+,\s*([A-Za-z_]\w*)\s*\)/g)) {
-    const bound = new RegExp(String.raw`(?:^|\n)[ \t]*[\w, \t]*\b${t[1]}\b[\w, \t]*=(?!=)[^\n]*\b${cls}\b`);
-    if (bound.test(text)) return t.index ?? -1;
-  }
-  return -1;
-}
-
 /**
  * A test of which Transformer Engine version or API is installed: `hasattr(te, "autocast")`, `te.__version__`,
  * `is_te_min_version("1.0")`, `get_te_version()`, `RequirementCache("transformer_engine>=...")`, `version.parse(te...)`.

@@ -1,0 +1,343 @@
+/**
+ * The Python source of the FP8 fallback (DESIGN.md, "The FP8 fallback module"): one module per project, or an inline
+ * block for a file outside any workspace folder; both are this text between the same marker lines. What it provides,
+ * under stable names that generated code imports:
+ *
+ * - `fp8_available()`: (True, "") when FP8 runs here, else (False, reason); TE imported, the GPU supports FP8 and the
+ *   selected recipe (MXFP8 needs SM 10.x, block scaling SM 9.0 + CUDA 12.9, NVFP4 SM 10). Logs the mode once.
+ * - `fp8_linear` / `fp8_layernorm` / `fp8_rmsnorm`: te.* when FP8 runs, torch.nn otherwise; fp8_linear keeps torch.nn
+ *   for a layer whose shape breaks the FP8 GEMM rule (in % 16, out % 8) and pads the rows of an input whose leading
+ *   dimensions do not multiply to a multiple of 8. `fp8_parallel_linear` builds the source library's tensor-parallel
+ *   layer (a callable) when FP8 does not run, so the shards stay the same.
+ * - `fp8_autocast_context()`: TE autocast with the recipe, else BF16 torch.autocast.
+ * - `TE_LINEAR`, `TE_LAYERNORM`, `TE_RMSNORM`: the te.* classes (a class nothing is an instance of when TE is absent),
+ *   for isinstance tests and optimizer parameter groups.
+ */
+import type { PrecisionLensSettings } from '../../../common/settings';
+import { WRAPPER_END_MARKER, WRAPPER_MARKER } from '../analysis/known';
+import { recipeExpression, recipeLabel } from './te-api';
+
+export const CONTEXT_FACTORY = 'fp8_autocast_context';
+
+/** Factory per te.* class. */
+export const FACTORY_BY_TE_CLASS: Record<string, string> = { Linear: 'fp8_linear', LayerNorm: 'fp8_layernorm', RMSNorm: 'fp8_rmsnorm' };
+
+/** The stable names of the te.* classes, per te.* class. */
+export const TE_CLASS_NAME: Record<string, string> = { Linear: 'TE_LINEAR', LayerNorm: 'TE_LAYERNORM', RMSNorm: 'TE_RMSNORM' };
+
+export const PARALLEL_FACTORY = 'fp8_parallel_linear';
+
+/** Every name the fallback defines for other code (what a file may import from the module). */
+export const FALLBACK_EXPORTS = [
+  'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, CONTEXT_FACTORY, 'FP8_RECIPE',
+  'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', 'te', 'te_recipe',
+] as const;
+
+export interface FallbackSourceOptions {
+  api: 'modern' | 'legacy';
+  settings: PrecisionLensSettings;
+  /** The local name TE is bound to (`te`, or `te_pytorch` where the file uses `te` for something else). */
+  teName: string;
+  /** Inline block: the file's own bare TE imports, now guarded in the try block, and the names they bind. */
+  movedImports?: string[];
+  movedNames?: string[];
+  /** The file imports torch / contextlib / sys already (inline block). */
+  hasTorch?: boolean;
+  hasContextlib?: boolean;
+  /** A module of its own: a docstring and the standard imports. */
+  module?: boolean;
+}
+
+function header(o: FallbackSourceOptions): string {
+  const intro = o.module
+    ? `"""FP8 through Transformer Engine where this machine supports it, BF16 everywhere else (no TE, no GPU, A100...).
+
+Written by Precision Lens once for the project; every file that builds FP8 layers or runs FP8 autocast imports it, so
+the project has one FP8 state and logs its mode once. Build layers with fp8_linear / fp8_layernorm / fp8_rmsnorm, run
+the forward pass and the loss under \`with ${CONTEXT_FACTORY}():\` and call backward() after the block. TE_LINEAR,
+TE_LAYERNORM and TE_RMSNORM name the te.* classes for isinstance tests and optimizer parameter groups.
+"""
+`
+    : `# FP8 through Transformer Engine where this machine supports it, BF16 everywhere else (no TE, no GPU, A100...).
+# fp8_linear / fp8_layernorm / fp8_rmsnorm build te.* layers or their torch.nn twins; run the forward pass and the
+# loss under \`with ${CONTEXT_FACTORY}():\` and call backward() after the block.
+`;
+  const std = [o.hasContextlib ? '' : 'import contextlib\n', 'import os\n', 'import sys\n'].join('');
+  return `${WRAPPER_MARKER}\n${intro}${std}\n${o.hasTorch ? '' : 'import torch\n\n'}`;
+}
+
+function tryImport(o: FallbackSourceOptions): string {
+  const te = o.teName;
+  const lines = [`import transformer_engine.pytorch as ${te}`, 'from transformer_engine.common import recipe as te_recipe', ...(o.movedImports ?? [])]
+    .filter((l, i, all) => all.indexOf(l) === i);
+  const none = [te, 'te_recipe', ...(o.movedNames ?? [])].filter((n, i, all) => all.indexOf(n) === i);
+  return `try:
+${lines.map((l) => `    ${l}`).join('\n')}
+except ImportError as _pl_error:  # not installed, or a build that does not match this torch/CUDA
+${none.map((n) => `    ${n} = None`).join('\n')}
+    _PL_TE_MISSING = (
+        "Transformer Engine not installed" if isinstance(_pl_error, ModuleNotFoundError)
+        else "Transformer Engine failed to import: %s" % _pl_error
+    )
+else:
+    _PL_TE_MISSING = None
+`;
+}
+
+function support(o: FallbackSourceOptions): string {
+  const te = o.teName;
+  const check = o.api === 'modern'
+    ? `        ok, reason = ${te}.is_fp8_available(return_reason=True)`
+    : '        from transformer_engine.pytorch.fp8 import check_fp8_support\n\n        ok, reason = check_fp8_support()';
+  return `
+# The recipe, defined once: every FP8 autocast region uses it unless given another.
+FP8_RECIPE = ${recipeExpression(o.settings, 'te_recipe')} if te_recipe is not None else None
+_PL_FP8_STATE = None
+_PL_RECIPE_STATE = {}
+_PL_KEPT = []
+
+
+class _PLNotTE(torch.nn.Module):
+    """Stands in for a te.* class where Transformer Engine is absent: no module is an instance of it."""
+
+
+if ${te} is not None:
+    TE_LINEAR, TE_LAYERNORM = ${te}.Linear, ${te}.LayerNorm
+    TE_RMSNORM = getattr(${te}, "RMSNorm", _PLNotTE)
+else:
+    TE_LINEAR = TE_LAYERNORM = TE_RMSNORM = _PLNotTE
+
+
+def _pl_cuda_at_least(major, minor):
+    try:
+        return tuple(int(p) for p in str(torch.version.cuda).split(".")[:2]) >= (major, minor)
+    except ValueError:  # no CUDA build
+        return False
+
+
+# What each recipe needs beyond FP8 itself: TE's own check where this TE has it, else the documented requirement.
+_PL_RECIPE_NEEDS = {
+    "MXFP8BlockScaling": ("is_mxfp8_available", lambda cc: (10, 0) <= cc < (12, 0), "MXFP8 needs compute capability 10.x"),
+    "Float8BlockScaling": ("is_fp8_block_scaling_available", lambda cc: cc >= (9, 0) and _pl_cuda_at_least(12, 9),
+                           "FP8 block scaling needs compute capability 9.0 and CUDA 12.9"),
+    "NVFP4BlockScaling": ("is_nvfp4_available", lambda cc: cc >= (10, 0), "NVFP4 needs compute capability 10.0"),
+}
+
+
+def _pl_recipe_support(recipe):
+    """(True, "") when this GPU runs the recipe, else (False, reason)."""
+    name = type(recipe).__name__
+    if recipe is None or name not in _PL_RECIPE_NEEDS:
+        return True, ""
+    if name not in _PL_RECIPE_STATE:
+        check, needs, why = _PL_RECIPE_NEEDS[name]
+        try:
+            if getattr(${te}, check, None) is not None:
+                ok, reason = getattr(${te}, check)(return_reason=True)
+            else:
+                ok, reason = needs(torch.cuda.get_device_capability()), why
+        except Exception as err:  # a driver or runtime mismatch must not stop training: fall back to BF16
+            ok, reason = False, "recipe check failed: %s" % err
+        _PL_RECIPE_STATE[name] = (bool(ok), "" if ok else "%s is not supported here: %s" % (name, reason or why))
+    return _PL_RECIPE_STATE[name]
+
+
+def _pl_fp8_support():
+    if ${te} is None:
+        if torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 9):
+            return False, _PL_TE_MISSING + " (this GPU supports FP8: pip install transformer_engine[pytorch])"
+        return False, _PL_TE_MISSING
+    if not torch.cuda.is_available():
+        return False, "no CUDA device"
+    try:
+${check}
+    except Exception as err:  # a driver or runtime mismatch must not stop training: fall back to BF16
+        return False, "FP8 check failed: %s" % err
+    if not ok:
+        return False, str(reason or "FP8 not supported on this GPU")
+    return _pl_recipe_support(FP8_RECIPE)
+
+
+def fp8_available():
+    """(True, "") when this process runs FP8 through Transformer Engine, else (False, reason). Logs the choice once."""
+    global _PL_FP8_STATE
+    if _PL_FP8_STATE is None:
+        _PL_FP8_STATE = _pl_fp8_support()
+        if _PL_FP8_STATE[0]:
+            major, minor = torch.cuda.get_device_capability()
+            label = type(FP8_RECIPE).__name__
+            label = "${recipeLabel(o.settings)}" if label == "${o.settings.te.recipe}" else label
+            print("Running in FP8 mode on %s (sm_%d%d), recipe %s" % (torch.cuda.get_device_name(), major, minor, label), flush=True)
+        else:
+            print("Running in BF16 fallback: %s" % _PL_FP8_STATE[1], flush=True)
+    return _PL_FP8_STATE
+`;
+}
+
+function factories(o: FallbackSourceOptions): string {
+  const te = o.teName;
+  const modern = o.api === 'modern';
+  // TE >= 2.9 names the norms' dtype argument `dtype` (params_dtype is a deprecated alias); older TE only knows params_dtype.
+  const normKwargs = modern ? '_pl_norm_kwargs(kwargs)' : 'kwargs';
+  const normHelper = modern
+    ? `
+
+def _pl_norm_kwargs(kwargs):
+    """te.LayerNorm / te.RMSNorm (TE >= 2.9) take dtype= where te.Linear takes params_dtype=."""
+    kwargs = dict(kwargs)
+    if "params_dtype" in kwargs:
+        kwargs["dtype"] = kwargs.pop("params_dtype")
+    return kwargs
+`
+    : '';
+  return `
+
+def _pl_torch_kwargs(kwargs):
+    """te.* keyword arguments as torch.nn takes them: params_dtype is dtype there, TE-only options have no twin."""
+    out = {k: v for k, v in kwargs.items() if k in ("device", "dtype")}
+    if kwargs.get("params_dtype") is not None:
+        out["dtype"] = kwargs["params_dtype"]
+    return out
+${normHelper}
+
+def _pl_caller():
+    """file:line of the code that called the factory (where the layer is built), for the log."""
+    try:
+        frame = sys._getframe(2)
+        return "%s:%d" % (os.path.basename(frame.f_code.co_filename), frame.f_lineno)
+    except (AttributeError, ValueError):
+        return "?"
+
+
+def _pl_shape_problem(in_features, out_features):
+    """Why te.Linear(in_features, out_features) cannot run its GEMMs in FP8, or "" when it can."""
+    if not isinstance(in_features, int) or not isinstance(out_features, int):
+        return ""
+    bad = ["in_features %d is not a multiple of 16" % in_features] if in_features % 16 else []
+    if out_features % 8:
+        bad.append("out_features %d is not a multiple of 8" % out_features)
+    return ", ".join(bad)
+
+
+def _pl_pad_rows(module, args):
+    """FP8 GEMMs need the input's leading dimensions to multiply to a multiple of 8: pad the rows with zeros."""
+    x = args[0] if args else None
+    if not torch.is_tensor(x) or x.dim() == 0 or x.shape[-1] == 0:
+        return None
+    rows = x.numel() // x.shape[-1]
+    if rows % 8 == 0:
+        return None
+    module._pl_rows = (tuple(x.shape[:-1]), rows)
+    flat = x.reshape(rows, x.shape[-1])
+    return (torch.cat([flat, flat.new_zeros((-rows) % 8, x.shape[-1])]),) + tuple(args[1:])
+
+
+def _pl_unpad_rows(module, args, output):
+    if getattr(module, "_pl_rows", None) is None:
+        return None
+    shape, rows = module._pl_rows
+    module._pl_rows = None
+    cut = lambda y: y[:rows].reshape(shape + (y.shape[-1],))
+    return (cut(output[0]),) + tuple(output[1:]) if isinstance(output, tuple) else cut(output)
+
+
+def _pl_guard_rows(layer):
+    layer._pl_rows = None
+    layer.register_forward_pre_hook(_pl_pad_rows)
+    layer.register_forward_hook(_pl_unpad_rows)
+    return layer
+
+
+def fp8_linear(in_features, out_features, bias=True, **kwargs):
+    """te.Linear when FP8 runs here and the shape allows it, else torch.nn.Linear of the same shape."""
+    if fp8_available()[0]:
+        problem = _pl_shape_problem(in_features, out_features)
+        if not problem:
+            return _pl_guard_rows(${te}.Linear(in_features, out_features, bias=bias, **kwargs))
+        _PL_KEPT.append("%s Linear(%s, %s): %s" % (_pl_caller(), in_features, out_features, problem))
+    return torch.nn.Linear(in_features, out_features, bias=bias, **_pl_torch_kwargs(kwargs))
+
+
+def ${PARALLEL_FACTORY}(fallback, in_features, out_features, bias=True, **kwargs):
+    """te.Linear(parallel_mode=...) when FP8 runs here and the shape allows it, else fallback(): the library's own layer."""
+    if fp8_available()[0]:
+        problem = _pl_shape_problem(in_features, out_features)
+        if not problem:
+            return _pl_guard_rows(${te}.Linear(in_features, out_features, bias=bias, **kwargs))
+        _PL_KEPT.append("%s parallel Linear(%s, %s): %s" % (_pl_caller(), in_features, out_features, problem))
+    return fallback()
+
+
+def fp8_layernorm(normalized_shape, eps=1e-5, **kwargs):
+    """te.LayerNorm when FP8 runs here, else torch.nn.LayerNorm."""
+    if fp8_available()[0]:
+        return ${te}.LayerNorm(normalized_shape, eps=eps, **${normKwargs})
+    return torch.nn.LayerNorm(normalized_shape, eps=eps, **_pl_torch_kwargs(kwargs))
+
+
+class _PLRMSNorm(torch.nn.Module):
+    """RMSNorm for torch < 2.4 (no torch.nn.RMSNorm) and for the (1 + weight) variant."""
+
+    def __init__(self, normalized_shape, eps=1e-5, zero_centered_gamma=False, device=None, dtype=None):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        self.zero_centered_gamma = zero_centered_gamma
+        init = torch.zeros if zero_centered_gamma else torch.ones
+        self.weight = torch.nn.Parameter(init(shape, device=device, dtype=dtype))
+
+    def forward(self, x):
+        dims = tuple(range(-self.weight.dim(), 0))
+        gamma = self.weight + 1 if self.zero_centered_gamma else self.weight
+        return x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + self.eps) * gamma
+
+
+def fp8_rmsnorm(normalized_shape, eps=1e-5, **kwargs):
+    """te.RMSNorm when FP8 runs here, else torch.nn.RMSNorm (or a built-in one on older torch)."""
+    if fp8_available()[0]:
+        return ${te}.RMSNorm(normalized_shape, eps=eps, **${normKwargs})
+    zero_centered = bool(kwargs.get("zero_centered_gamma", False))
+    if hasattr(torch.nn, "RMSNorm") and not zero_centered:
+        return torch.nn.RMSNorm(normalized_shape, eps=eps, **_pl_torch_kwargs(kwargs))
+    return _PLRMSNorm(normalized_shape, eps=eps, zero_centered_gamma=zero_centered, **_pl_torch_kwargs(kwargs))
+`;
+}
+
+function context(o: FallbackSourceOptions): string {
+  const te = o.teName;
+  const autocast = o.api === 'modern'
+    ? `${te}.autocast(enabled=enabled, recipe=recipe)`
+    : `${te}.fp8_autocast(enabled=enabled, fp8_recipe=recipe)`;
+  return `
+
+def _pl_bf16_autocast():
+    if torch.cuda.is_available():
+        # GPUs without BF16 (V100, T4) get FP16 autocast rather than an error.
+        return torch.autocast("cuda", dtype=torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def ${CONTEXT_FACTORY}(enabled=True, recipe=None):
+    """TE FP8 autocast when FP8 runs here, else BF16 torch.autocast. enabled=False keeps a region out of FP8."""
+    if fp8_available()[0]:
+        if _PL_KEPT:
+            print("FP8: %d layer(s) kept in high precision by the FP8 shape rule: %s" % (len(_PL_KEPT), "; ".join(_PL_KEPT)), flush=True)
+            del _PL_KEPT[:]
+        recipe = recipe or FP8_RECIPE
+        ok, reason = _pl_recipe_support(recipe)
+        if ok or not enabled:
+            return ${autocast}
+        if not _PL_RECIPE_STATE.get(("logged", reason)):
+            _PL_RECIPE_STATE[("logged", reason)] = True
+            print("FP8 autocast falls back to BF16: %s" % reason, flush=True)
+    elif not enabled:
+        return contextlib.nullcontext()
+    return _pl_bf16_autocast()
+${WRAPPER_END_MARKER}
+`;
+}
+
+/** The fallback's Python source, from its first marker line to its last (a module of its own, or an inline block). */
+export function fallbackSource(o: FallbackSourceOptions): string {
+  return header(o) + tryImport(o) + support(o) + factories(o) + context(o);
+}
