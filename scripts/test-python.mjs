@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Runs the benchmark's Python tests (bench/tests) with pytest and exits with pytest's exit code.
+// Runs the Python tests (bench/tests: the benchmark; test/python: generated code trained on the CPU) with pytest and exits with pytest's exit code.
 // Interpreter: /usr/bin/python3 (Debian's python3-torch + python3-pytest on CI), else `python3` on PATH.
 // Fails clearly when neither has both torch and pytest. PYTHON=/path/to/python overrides the search.
 import { spawnSync } from 'node:child_process';
@@ -45,7 +45,7 @@ if (!chosen) {
 
 const [torchVersion, pytestVersion] = chosen.versions.split(' ');
 console.error(`test:python: ${chosen.python} (torch ${torchVersion}, pytest ${pytestVersion})`);
-const r = spawnSync(chosen.python, ['-m', 'pytest', '-q', 'bench/tests', ...extraArgs], {
+const r = spawnSync(chosen.python, ['-m', 'pytest', '-q', 'bench/tests', 'test/python', ...extraArgs], {
   cwd: root,
   stdio: 'inherit',
   env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },

@@ -30,7 +30,7 @@ function importName(file: string, modulePath: string, root: string, relativeImpo
 
 /**
  * The fallback module for `file`, or undefined for an inline block (the file is outside every workspace folder).
- * `setting` is settings.fallbackModule: a module name, looked for in the file's folder and each folder above it up to
+ * `setting` is settings.fallbackModule: a module name, looked for in the file's folder and the packages above it up to
  * the workspace folder (created beside the file when none has it), or a path relative to the workspace folder.
  * `fileText` tells whether the file imports package-relatively (`from .model import`).
  */
@@ -45,10 +45,12 @@ export function locateFallbackModule(
     if (path === file) return undefined;
     return { importFrom: importName(file, path, root, relativeImports), path, exists: exists(path) };
   }
+  // Up from the file's folder while that folder is a package (a module above a plain folder would not be importable
+  // from a script run there); a layout where it is (the project root on sys.path) names the path in the setting.
   for (let dir = dirname(file); ; dir = dirname(dir)) {
     const path = join(dir, `${setting}.py`);
     if (path !== file && exists(path)) return { importFrom: importName(file, path, root, relativeImports), path, exists: true };
-    if (dir === root || dirname(dir) === dir || relative(root, dir).startsWith('..')) break;
+    if (dir === root || dirname(dir) === dir || relative(root, dir).startsWith('..') || !exists(join(dir, '__init__.py'))) break;
   }
   const path = join(dirname(file), `${setting}.py`);
   return path === file ? undefined : { importFrom: importName(file, path, root, relativeImports), path, exists: false };

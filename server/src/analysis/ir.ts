@@ -165,6 +165,9 @@ export interface Layer {
   container?: 'ModuleList' | 'Sequential' | 'ModuleDict' | 'loop' | 'comprehension' | 'helper';
   /** Constructed by a local helper function (factory) rather than directly. */
   viaFactory?: string;
+  /** Built by the project's FP8 fallback module (`fp8_linear(...)`): te.* where FP8 runs; the factory checks the
+   *  shape rule when it builds the layer and keeps torch.nn where it fails. */
+  viaFallback?: boolean;
   /** The class is chosen at run time, here is where: a parameter with a layer-class default (`the parameter
    *  norm_layer (partial(nn.LayerNorm, eps=1e-6) by default)`) or a local function returning layer classes. */
   classFrom?: string;

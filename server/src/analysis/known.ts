@@ -25,6 +25,14 @@ export interface KnownCtor {
   noTe?: string;
 }
 
+/** The FP8 fallback's layer factories (fixes/fallback-source.ts writes them) and the kind of layer each builds. */
+export const FALLBACK_FACTORIES: Record<string, { kind: LayerKind; params: string[]; te: string }> = {
+  fp8_linear: { kind: 'linear', params: ['in_features', 'out_features', 'bias'], te: 'te.Linear' },
+  fp8_parallel_linear: { kind: 'parallel-linear', params: ['fallback', 'in_features', 'out_features', 'bias'], te: 'te.Linear' },
+  fp8_layernorm: { kind: 'layernorm', params: ['normalized_shape', 'eps'], te: 'te.LayerNorm' },
+  fp8_rmsnorm: { kind: 'rmsnorm', params: ['normalized_shape', 'eps'], te: 'te.RMSNorm' },
+};
+
 /** Recognises a library layer constructor from its resolved dotted name (a catalogue lookup). */
 export function knownCtor(resolved: string): KnownCtor | undefined {
   const hit = lookupClass(resolved);

@@ -9,7 +9,7 @@ import { ctorParams, paramsOf, type ClassModel } from './classes';
 import { argFor, type EvalScope, type Evaluator } from './dims';
 import { resolveName, type ImportTable } from './imports';
 import type { RoleHint } from './catalogue';
-import { IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
+import { FALLBACK_FACTORIES, IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
 import { positionAt, spanOf, stringValue } from './spans';
 import type { CallRec, FuncRec, WalkResult } from './walk';
 
@@ -25,6 +25,8 @@ export interface CtorInfo {
   display: string;
   /** An imported factory function that returns a layer (`lora_or_linear`). */
   factory?: string;
+  /** A factory of the project's FP8 fallback module (`fp8_linear`). */
+  viaFallback?: boolean;
   /** The weight is stored [in, out] (Hugging Face Conv1D). */
   transposedWeight?: boolean;
   /** A model library's own norm class, imported: its resolved name (its forward is not in the file). */
@@ -191,6 +193,11 @@ function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; c
   const k = knownCtor(resolved);
   if (k) return { resolved, ctor: { ...k } };
   const last = resolved.split('.').pop() ?? '';
+  // The FP8 fallback's factories imported from the project's module: already converted (te.* where FP8 runs).
+  const fallback = FALLBACK_FACTORIES[last];
+  if (fallback && resolved !== text && !ctx.walk.functions.some((f) => f.name === last)) {
+    return { resolved, ctor: { kind: fallback.kind, isTe: true, params: fallback.params, te: fallback.te, display: last, viaFallback: true } };
+  }
   // Imported layer factories (`lora_or_linear(dim, out, bias=...)`, `make_linear(...)`): a function named *linear.
   // A bare name or one reached through an import; `self.dense_linear(x)` calls a submodule, it builds nothing.
   const head = text.split('.')[0];
@@ -602,6 +609,7 @@ function makeLayer(
   // A module that holds weights only under a flag (fairseq's PositionalEmbedding(learned=False) is sinusoidal).
   const weightsFlag = ctor.roleHint?.weightsOnlyWhen;
   if (weightsFlag && options[weightsFlag] === 'False') layer.kind = 'other';
+  if (ctor.viaFallback) layer.viaFallback = true;
   const rec: LayerRec = { layer, call, ctor, scope, argNodes, outVia: [] };
   fillDims(ctx, rec);
   return rec;

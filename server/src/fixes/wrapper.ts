@@ -123,7 +123,7 @@ function routeTeUses(ctx: FixContext, teName: string, used: Set<string>): { edit
   // it is routed already, and rewriting that te.Linear would make the factory call itself.
   const own = ctx.hasWrapper ? wrapperRanges(text) : [];
   for (const layer of ir.layers) {
-    if (!layer.isTe) continue;
+    if (!layer.isTe || layer.viaFallback) continue;
     const site = constructorSite(text, layer);
     if (own.some(([a, b]) => site.calleeStart >= a && site.calleeStart < b)) continue;
     const factory = TE_FACTORY_BY_CLASS[baseName(layer.resolved)];

@@ -51,7 +51,8 @@ export const conversionRules: RuleModule = {
     ir.layers.forEach((layer, layerIndex) => {
       // A tiny classifier or router was never a candidate: its odd shape is only news when it already is a te.* layer.
       const candidate = layer.isTe || !NEVER_CANDIDATES.has(layer.role);
-      if (layer.shapeOk === false && candidate && (layer.kind === 'linear' || layer.kind === 'parallel-linear')) {
+      // The fallback's factory keeps torch.nn for a layer that fails the rule: nothing raises there.
+      if (layer.shapeOk === false && candidate && !layer.viaFallback && (layer.kind === 'linear' || layer.kind === 'parallel-linear')) {
         findings.push({
           code: 'PL110',
           span: layer.span,

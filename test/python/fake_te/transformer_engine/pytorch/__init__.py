@@ -1,0 +1,90 @@
+"""Fake transformer_engine.pytorch: te.Linear / LayerNorm / RMSNorm are torch modules with TE's constructor
+signatures that, like the real ones, are not torch.nn.Linear / LayerNorm subclasses (so class tests must name them);
+they build on the CPU. FAKE_TE_API=legacy removes the TE >= 2.9 names (autocast, is_fp8_available, the per-recipe
+checks), as TE before 2.9 lacks them; FAKE_TE_MXFP8=0 makes is_mxfp8_available say no. Autocast entries and TE layer
+calls are recorded in CALLS."""
+import contextlib
+import os
+
+import torch
+import torch.nn.functional as F
+
+CALLS = []
+_FP8 = []
+
+
+def _check_device(device):
+    return "cpu" if device in (None, "cuda") else device
+
+
+class Linear(torch.nn.Module):
+    def __init__(self, in_features, out_features, bias=True, params_dtype=None, device="cuda", init_method=None,
+                 parallel_mode=None, tp_group=None, tp_size=1, sequence_parallel=False, return_bias=False, **kwargs):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = torch.nn.Parameter(torch.empty(out_features, in_features, device=_check_device(device), dtype=params_dtype))
+        torch.nn.init.normal_(self.weight, std=0.023)
+        self.bias = torch.nn.Parameter(torch.zeros(out_features, device=_check_device(device), dtype=params_dtype)) if bias else None
+
+    def forward(self, inp, is_first_microbatch=None):
+        if _FP8 and _FP8[-1]:
+            rows = inp.numel() // inp.shape[-1]
+            if rows % 8 or inp.shape[-1] % 16:
+                raise ValueError("FP8 execution requires the product of all dimensions except the last to be divisible by 8 and the last dimension to be divisible by 16, but got tensor with dims=%s" % list(inp.shape))
+            CALLS.append("linear")
+        return F.linear(inp, self.weight, self.bias)
+
+
+class LayerNorm(torch.nn.Module):
+    def __init__(self, normalized_shape, eps=1e-5, sequence_parallel=None, params_dtype=None,
+                 zero_centered_gamma=False, device="cuda", dtype=None):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.ones(normalized_shape, device=_check_device(device), dtype=dtype or params_dtype))
+        self.bias = torch.nn.Parameter(torch.zeros(normalized_shape, device=_check_device(device), dtype=dtype or params_dtype))
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self, normalized_shape, eps=1e-5, sequence_parallel=None, params_dtype=None,
+                 zero_centered_gamma=False, device="cuda", dtype=None):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.ones(normalized_shape, device=_check_device(device), dtype=dtype or params_dtype))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+@contextlib.contextmanager
+def _region(api, enabled, recipe):
+    CALLS.append((api, enabled, type(recipe).__name__))
+    _FP8.append(bool(enabled))
+    try:
+        yield
+    finally:
+        _FP8.pop()
+
+
+def fp8_autocast(enabled=True, calibrating=False, fp8_recipe=None, fp8_group=None):
+    return _region("fp8_autocast", enabled, fp8_recipe)
+
+
+def autocast(enabled=True, calibrating=False, recipe=None, amax_reduction_group=None):
+    return _region("autocast", enabled, recipe)
+
+
+def is_fp8_available(return_reason=False):
+    return (True, "") if return_reason else True
+
+
+def is_mxfp8_available(return_reason=False):
+    ok = os.environ.get("FAKE_TE_MXFP8", "1") == "1"
+    reason = "" if ok else "Device compute capability 10.0 or higher required for MXFP8 execution."
+    return (ok, reason) if return_reason else ok
+
+
+if os.environ.get("FAKE_TE_API") == "legacy":
+    del autocast, is_fp8_available, is_mxfp8_available
