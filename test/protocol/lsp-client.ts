@@ -46,11 +46,12 @@ export class TestClient {
     waiters.forEach((w) => w());
   }
 
-  async initialize(rootDir?: string): Promise<unknown> {
+  /** `workspace` adds client capabilities (`{ workspaceEdit: { documentChanges: true, resourceOperations: ['create'] } }`). */
+  async initialize(rootDir?: string, workspace: Record<string, unknown> = {}): Promise<unknown> {
     const folders = rootDir ? [{ uri: `file://${rootDir}`, name: 'ws' }] : null;
     const result = await this.connection.sendRequest('initialize', {
       processId: process.pid, rootUri: folders?.[0].uri ?? null, workspaceFolders: folders,
-      capabilities: { workspace: { configuration: true }, textDocument: { publishDiagnostics: { versionSupport: true } } },
+      capabilities: { workspace: { configuration: true, ...workspace }, textDocument: { publishDiagnostics: { versionSupport: true } } },
     });
     await this.connection.sendNotification('initialized', {});
     return result;

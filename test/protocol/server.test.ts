@@ -96,6 +96,40 @@ describe('language server over JSON-RPC (out/server.js)', function () {
     assert.ok(convert.edit.changes[uri].some((e) => e.newText.includes('te.Linear') || e.newText.includes('transformer_engine')));
   });
 
+  it('creates the project\'s fallback module with a CreateFile where the client can, else an inline block', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pl-fb-'));
+    try {
+      const uri = `file://${join(dir, 'model.py')}`;
+      type Action = { title: string; edit: { changes?: Record<string, Array<{ newText: string }>>; documentChanges?: Array<{ kind?: string; uri?: string; textDocument?: { uri: string }; edits?: Array<{ newText: string }> }> } };
+      const convertWith = async (workspace: Record<string, unknown>): Promise<Action> => {
+        const c = new TestClient();
+        await c.initialize(dir, workspace);
+        await c.open(uri, MODEL);
+        const published = await c.diagnostics(uri, (p) => p.diagnostics.some((d) => d.code === 'PL101'));
+        const d = published.diagnostics.find((x) => x.code === 'PL101')!;
+        const actions = (await c.connection.sendRequest('textDocument/codeAction', {
+          textDocument: { uri }, range: d.range, context: { diagnostics: [d], only: ['quickfix'] },
+        })) as Action[];
+        await c.stop();
+        const convert = actions.find((a) => /^Convert to te\.Linear/.test(a.title));
+        assert.ok(convert, JSON.stringify(actions.map((a) => a.title)));
+        return convert;
+      };
+      const created = await convertWith({ workspaceEdit: { documentChanges: true, resourceOperations: ['create', 'rename', 'delete'] } });
+      const ops = created.edit.documentChanges!;
+      const module = `file://${join(dir, 'fp8_fallback.py')}`;
+      assert.deepEqual(ops.map((o) => o.kind ?? o.textDocument!.uri), ['create', module, uri]);
+      assert.equal(ops[0].uri, module);
+      assert.match(ops[1].edits![0].newText, /^# precision-lens: fp8 fallback\n/);
+      assert.ok(ops[2].edits!.some((e) => /^from fp8_fallback import fp8_linear\n$/.test(e.newText)), JSON.stringify(ops[2].edits));
+      // A client without resource operations: the same conversion with the fallback inline.
+      const inline = await convertWith({});
+      assert.ok(inline.edit.changes![uri].some((e) => e.newText.includes('# precision-lens: fp8 fallback')));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('generates the TE API of the interpreter\'s TE version (precisionLens/environment)', async () => {
     const uri = 'file:///ws/api.py';
     const actionsFor = async (teVersion: string | undefined) => {
