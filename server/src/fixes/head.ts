@@ -9,7 +9,8 @@ import { addImport, teAccess, torchNnAccess } from './imports';
 import { splitCallArgs, statementAt, statementText } from './source';
 import { autocastCall } from './te-api';
 import { wrapStatements } from './autocast';
-import { CONTEXT_FACTORY } from './wrapper';
+import { hasFallback } from './fallback';
+import { bringInFallback, CONTEXT_FACTORY } from './wrapper';
 import { constructorSite, layerKey } from './convert';
 import { outcome, type Fix, type FixContext, type FixOutcome } from './types';
 
@@ -68,13 +69,15 @@ function runOutsideFp8(ctx: FixContext, layer: Layer, code: 'PL201' | 'PL202'): 
   if (others.length > 1) {
     return `the statement that calls self.${attr} also calls ${others.filter((c) => !c.replace(/\s+/g, '').startsWith(`self.${attr}(`)).map((c) => c.replace(/\s+/g, '').replace(/\($/, '()')).join(', ')}, which would leave FP8 too: compute its input in a statement of its own first.`;
   }
-  const header = ctx.hasWrapper ? `${CONTEXT_FACTORY}(enabled=False)` : autocastCall(ctx.api, teAccess(ctx.ir).prefix, { enabled: 'False' });
-  const edits = [wrapStatements(ctx.model, stmt, stmt, header)];
-  const access = teAccess(ctx.ir);
-  if (!ctx.hasWrapper && access.importLine) edits.push(addImport(ctx.model, access.importLine));
+  // Through the fallback's context where the file has the fallback or no TE import of its own: never a bare TE import.
+  const viaFallback = hasFallback(ctx) || !ctx.ir.teImportUnguarded;
+  const bring = viaFallback ? bringInFallback(ctx, [CONTEXT_FACTORY]) : undefined;
+  if (bring?.refusal) return bring.refusal;
+  const header = viaFallback ? `${CONTEXT_FACTORY}(enabled=False)` : autocastCall(ctx.api, teAccess(ctx.ir).prefix, { enabled: 'False' });
+  const edits = [wrapStatements(ctx.model, stmt, stmt, header), ...(bring?.edits ?? [])];
   return {
     id: `head-outside-fp8:${layerKey(ctx, layer)}`, title: `Run self.${attr} outside FP8 (autocast(enabled=False) around its call)`, kind: 'quickfix',
-    codes: [code], safe: false, edits,
+    codes: [code], safe: false, edits, ...(bring?.createFiles.length ? { createFiles: bring.createFiles } : {}),
   };
 }
 

@@ -8,7 +8,7 @@ import type { ModelIR } from '../analysis/ir';
 import { insert, replace, type TextEdit } from './edits';
 import { afterImportsOffset, torchName } from './imports';
 import { indentUnit } from './indent';
-import { constructorSite, statementAt, statementText, type Statement } from './source';
+import { constructorSite, splitCallArgs, statementAt, statementText, type Statement } from './source';
 import { CONTEXT_FACTORY, FACTORY_BY_TE_CLASS, fallbackSource } from './fallback-source';
 import { boundFallbackNames, importNames, moduleFiles } from './fallback';
 import type { CreatedFile, FixContext } from './types';
@@ -127,7 +127,9 @@ function routeTeUses(ctx: FixContext, teName: string, used: Set<string>): { edit
     const site = constructorSite(text, layer);
     if (own.some(([a, b]) => site.calleeStart >= a && site.calleeStart < b)) continue;
     const factory = TE_FACTORY_BY_CLASS[baseName(layer.resolved)];
-    if (!factory) { remaining.push(layer.constructor); continue; }
+    // A tensor-parallel te.Linear has no torch.nn twin of the same shard: fp8_linear would build full-size weights.
+    const parallel = splitCallArgs(text, site.open)?.args.some((a) => a.name === 'parallel_mode' || a.name === 'tp_group');
+    if (!factory || parallel) { remaining.push(parallel ? `${layer.constructor}(parallel_mode=...)` : layer.constructor); continue; }
     edits.push(replace(site.calleeStart, site.calleeEnd, factory));
     used.add(factory);
     rewired++;
