@@ -228,7 +228,9 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   if (skip || !cls) return refused(`Not converted: ${skip?.sentence ?? 'no te.* equivalent.'}`);
   const stack = stackRefusal(ctx);
   if (stack) return refused(stack);
-  const viaFactory = convertsThroughFallback(ctx);
+  // A layer whose dims are unknown where it is built (shape `guarded`) goes through the factory even in a file that
+  // imports TE: the factory checks the FP8 shape rule when it builds the layer and keeps torch.nn where it fails.
+  const viaFactory = convertsThroughFallback(ctx) || layer.facets?.shape.state === 'guarded';
   const parallel = layer.kind === 'parallel-linear';
   const access = teAccess(ctx.ir);
   const target = viaFactory ? (parallel ? PARALLEL_FACTORY : FACTORY[layer.kind]!) : `${access.prefix}${cls}`;
