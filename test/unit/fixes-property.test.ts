@@ -1,7 +1,8 @@
 /**
  * Properties every fix must have, on every fixture and every real model file in corpus/ (git-ignored; skipped when
- * absent): applied alone, and all together, the result parses with no new ERROR nodes, compiles with Python, and a
- * second pass does not offer an applied fix again (idempotence).
+ * absent): applied alone, and all together, the result parses with no new ERROR nodes, compiles with Python, adds no
+ * bare Transformer Engine import to a file that had none, and a second pass does not offer an applied fix again
+ * (idempotence).
  */
 import * as assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -35,6 +36,9 @@ async function checkFile(file: string): Promise<{ fixes: number; problems: strin
   const together = combineFixes(fixes);
   outputs.push({ label: `all together (${together.applied.length} of ${fixes.length})`, text: applyEdits(text, together.edits), applied: together.applied });
 
+  // No edit leaves a bare (top-level, unguarded) TE import in a file that had none: the fallback comes with it.
+  const BARE_TE = /^(import transformer_engine|from transformer_engine)\b/m;
+  if (!BARE_TE.test(text)) for (const o of outputs) if (BARE_TE.test(o.text)) problems.push(`${o.label}: adds a bare Transformer Engine import`);
   const compileErrors = pyCompileMany(outputs.map((o) => o.text));
   for (const [i, o] of outputs.entries()) {
     if (compileErrors.has(i)) problems.push(`${o.label}: does not compile: ${compileErrors.get(i)}`);
@@ -49,7 +53,7 @@ async function checkFile(file: string): Promise<{ fixes: number; problems: strin
 
 describe('fixes: properties over fixtures and corpus', function () {
   this.timeout(300_000);
-  const files = [...pyFiles(FIXTURES), ...pyFiles(CORPUS)];
+  const files = [...pyFiles(FIXTURES), ...pyFiles(join(FIXTURES, 'project')), ...pyFiles(CORPUS)];
   for (const file of files) {
     it(file.replace(/.*\/(fixtures|corpus)\//, '$1/'), async () => {
       const { problems } = await checkFile(file);
