@@ -44,10 +44,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     run: { module: serverModule, transport: TransportKind.ipc },
     debug: { module: serverModule, transport: TransportKind.ipc, options: { execArgv: ['--nolazy', '--inspect=6019'] } },
   };
+  // pyproject.toml's [tool.precision-lens] table configures the server too: it re-reads it when one changes.
+  const pyprojectWatcher = vscode.workspace.createFileSystemWatcher('**/pyproject.toml');
+  context.subscriptions.push(pyprojectWatcher);
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ language: 'python' }],
     outputChannel: log,
-    synchronize: { configurationSection: SETTINGS_SECTION },
+    synchronize: { configurationSection: SETTINGS_SECTION, fileEvents: pyprojectWatcher },
   };
   client = new LanguageClient('precisionLens', SERVER_NAME, serverOptions, clientOptions);
 

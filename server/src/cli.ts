@@ -2,7 +2,8 @@
  * `precision-lens`: the editor's analysis as a command line tool for CI.
  *
  *   precision-lens check PATH... [--format text|json|sarif] [--fail-on SEVERITY|none] [--rule PLnnn=off|SEVERITY]
- *                                [--te-api legacy|modern] [--target-gpu any|ada|hopper|blackwell] [--fix [--diff]] [--jobs N]
+ *                                [--te-api legacy|modern] [--target-gpu any|ada|hopper|blackwell]
+ *                                [--fix] [--unsafe-fixes] [--diff] [--show-fixes] [--isolated] [--jobs N]
  *   precision-lens inspect PATH... --format json
  *
  * Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 usage or I/O error (message on stderr).
@@ -18,20 +19,81 @@ import { collectInputs } from './cli/files';
 import { formatText } from './cli/format-text';
 import { checkJson, inspectJson, type FixTitles } from './cli/format-json';
 import { sarif } from './cli/format-sarif';
-import { fixFiles, fixTitlesFor } from './cli/fix';
+import { fixabilityOf, fixFiles, fixTitlesFor, type AppliedFix } from './cli/fix';
+import { teVersionFromEnvironment } from './cli/environment';
+import { findProjectConfig, overlaySettings } from './config';
+import type { FixEnv } from './fixes';
+import { statSync } from 'node:fs';
+import { dirname, resolve as resolvePath, sep } from 'node:path';
 import { runBench } from './cli/bench';
 import { analyseParallel, canUseWorkers, startWorkerIfAny, threadCount } from './cli/parallel';
 
 const RANK: Record<Severity, number> = { error: 4, warning: 3, information: 2, hint: 1 };
 
-/** Settings as the editor would have them, built from flags. */
-export function settingsFromOptions(options: CliOptions): PrecisionLensSettings {
-  return resolveSettings({
-    rules: options.rules,
-    te: { apiVersion: options.teApi ?? 'auto' },
-    targetGpu: options.targetGpu ?? 'any',
-    maxFileSize: options.maxFileSize,
+/** Settings as the editor would have them: the project's [tool.precision-lens] table, overridden by the flags given. */
+export function settingsFromOptions(options: CliOptions, project: Record<string, unknown> = {}): PrecisionLensSettings {
+  const flags: Record<string, unknown> = {};
+  if (Object.keys(options.rules).length) flags.rules = options.rules;
+  if (options.teApi) flags.te = { apiVersion: options.teApi };
+  if (options.targetGpu) flags.targetGpu = options.targetGpu;
+  if (options.maxFileSize !== undefined) flags.maxFileSize = options.maxFileSize;
+  return resolveSettings(overlaySettings(project, flags));
+}
+
+/** The deepest folder holding every input: where the walk up to the project's pyproject.toml starts. */
+function commonFolder(paths: readonly string[], cwd: string): string {
+  const dirs = paths.map((p) => {
+    const abs = resolvePath(cwd, p);
+    try { return statSync(abs).isDirectory() ? abs : dirname(abs); } catch { return dirname(abs); }
   });
+  let common = dirs[0] ?? cwd;
+  for (const d of dirs.slice(1)) {
+    while (common !== dirname(common) && d !== common && !d.startsWith(common.endsWith(sep) ? common : common + sep)) common = dirname(common);
+  }
+  return common;
+}
+
+/** `[*] 3 fixable with --fix (2 more with --fix --unsafe-fixes).`, or undefined when nothing is left to fix. */
+export function fixHint(counts: { safe: number; unsafe: number }, options: CliOptions): string | undefined {
+  const { safe, unsafe } = counts;
+  if (options.fix) {
+    const left = options.unsafeFixes ? 0 : unsafe;
+    return left ? `[*] ${left} more fixable with --fix --unsafe-fixes (they change behaviour: review the diff with --diff first).` : undefined;
+  }
+  if (options.unsafeFixes) return safe + unsafe ? `[*] ${safe + unsafe} fixable with --fix --unsafe-fixes.` : undefined;
+  if (safe && unsafe) return `[*] ${safe} fixable with --fix (${unsafe} more with --fix --unsafe-fixes).`;
+  if (safe) return `[*] ${safe} fixable with --fix.`;
+  return unsafe ? `[*] No fix is behaviour-preserving; ${unsafe} fixable with --fix --unsafe-fixes (see them with --diff --unsafe-fixes).` : undefined;
+}
+
+/** Per finding, whether --fix / --fix --unsafe-fixes could fix it (computed here, or by the worker that had the IR). */
+function fixableCounts(files: readonly AnalysedFile[], settings: PrecisionLensSettings, env: FixEnv): { safe: number; unsafe: number } {
+  const counts = { safe: 0, unsafe: 0 };
+  for (const file of files) {
+    file.findings.forEach((finding, i) => {
+      const cls = file.fixability ? file.fixability[i] : fixabilityOf(file, finding, settings, env);
+      if (cls) counts[cls]++;
+    });
+  }
+  return counts;
+}
+
+/** `--show-fixes`: what was applied, per file and title. */
+function showFixes(applied: readonly AppliedFix[], wrote: boolean): string {
+  if (!applied.length) return `No fixes ${wrote ? 'applied' : 'available'}.\n`;
+  const byFile = new Map<string, Map<string, number>>();
+  for (const a of applied) {
+    const titles = byFile.get(a.file) ?? new Map<string, number>();
+    const key = `${a.codes.join(', ') || 'source'} ${a.title}`;
+    titles.set(key, (titles.get(key) ?? 0) + 1);
+    byFile.set(a.file, titles);
+  }
+  const lines = [`${wrote ? 'Fixed' : 'Would fix'} ${applied.length} problem${applied.length === 1 ? '' : 's'}:`];
+  for (const [file, titles] of byFile) {
+    lines.push(`- ${file}:`);
+    for (const [title, n] of titles) lines.push(`    ${n} × ${title}`);
+  }
+  return `${lines.join('\n')}\n`;
 }
 
 function failing(files: readonly AnalysedFile[], failOn: CliOptions['failOn']): boolean {
@@ -47,7 +109,10 @@ interface Io {
 }
 
 async function run(options: CliOptions, io: Io): Promise<number> {
-  const settings = settingsFromOptions(options);
+  const project = options.isolated ? undefined : findProjectConfig(commonFolder(options.paths, io.cwd));
+  for (const p of project?.problems ?? []) io.stderr(`precision-lens: warning: ${p}\n`);
+  const settings = settingsFromOptions(options, project?.settings);
+  const env: FixEnv = { teVersion: teVersionFromEnvironment() };
   const { files: inputs, errors } = collectInputs(options.paths, io.cwd);
   for (const e of errors) io.stderr(`precision-lens: ${e}\n`);
   if (errors.length && inputs.length === 0) return 2;
@@ -58,12 +123,13 @@ async function run(options: CliOptions, io: Io): Promise<number> {
     let files = threads > 1
       ? await analyseParallel(parser, inputs, settings, {
         threads, wantIR: options.command === 'inspect', wantTitles: options.command === 'check' && options.format !== 'text',
+        wantFixability: options.command === 'check' && !options.fix, env,
       })
       : undefined;
     files ??= analyseAll(parser, inputs, settings, {}, options.command !== 'inspect').files;
     let fixOutcome: Awaited<ReturnType<typeof fixFiles>> | undefined;
     if (options.fix) {
-      fixOutcome = fixFiles(parser, files, settings, { write: !options.diff });
+      fixOutcome = fixFiles(parser, files, settings, { write: !options.diff, unsafe: options.unsafeFixes, env });
       files = fixOutcome.files;
     }
     let ioError = errors.length > 0;
@@ -75,20 +141,29 @@ async function run(options: CliOptions, io: Io): Promise<number> {
       for (const e of fixOutcome.errors) { io.stderr(`precision-lens: ${e}\n`); ioError = true; }
       if (options.diff) {
         io.stdout(fixOutcome.diff);
+        if (options.showFixes) io.stderr(showFixes(fixOutcome.applied, false));
+        const hint = fixHint(fixableCounts(files, settings, env), options);
+        if (hint) io.stderr(`${hint}\n`);
         if (ioError) return 2;
         return fixOutcome.changedFiles > 0 ? 1 : 0;
       }
       io.stderr(`precision-lens: applied ${fixOutcome.appliedFixes} fix${fixOutcome.appliedFixes === 1 ? '' : 'es'} in ${fixOutcome.changedFiles} file${fixOutcome.changedFiles === 1 ? '' : 's'}\n`);
+      if (options.showFixes) (options.format === 'text' ? io.stdout : io.stderr)(showFixes(fixOutcome.applied, true));
     }
 
     if (options.command === 'inspect') {
       io.stdout(JSON.stringify(inspectJson(files), null, 2) + '\n');
       return ioError ? 2 : 0;
     }
-    const titles: FixTitles = (file, finding) => fixTitlesFor(file, finding, settings);
-    if (options.format === 'json') io.stdout(JSON.stringify(checkJson(files, titles), null, 2) + '\n');
+    const titles: FixTitles = (file, finding) => fixTitlesFor(file, finding, settings, env);
+    const fixable = fixableCounts(files, settings, env);
+    if (options.format === 'json') io.stdout(JSON.stringify(checkJson(files, titles, fixable), null, 2) + '\n');
     else if (options.format === 'sarif') io.stdout(JSON.stringify(sarif(files, { version: packageVersion, cwd: io.cwd, fixTitles: titles }), null, 2) + '\n');
-    else io.stdout(formatText(files));
+    else {
+      io.stdout(formatText(files));
+      const hint = fixHint(fixable, options);
+      if (hint) io.stdout(`${hint}\n`);
+    }
     if (ioError) return 2;
     return failing(files, options.failOn) ? 1 : 0;
   } finally {

@@ -8,7 +8,9 @@ import { analyzeTree, emptyIR, type AnalysisCache } from './analysis';
 export { emptyIR };
 import type { ModelIR } from './analysis/ir';
 import type { Parser, Tree } from './parser';
+import { argumentRefusal } from './fixes';
 import { runRules } from './rules';
+import { withRefusedConversion } from './rules/conversion';
 import type { Finding, WorkspaceFacts } from './rules/types';
 
 export interface DocumentAnalysis {
@@ -49,7 +51,28 @@ export function analyzeParsed(
   tree: Tree, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts, cache?: AnalysisCache,
 ): DocumentAnalysis {
   const ir = analyzeTree(tree, text, cache);
-  return { ir, findings: inScope(ir) ? runRules({ ir, text, settings, workspace }) : [] };
+  return { ir, findings: findingsOf(ir, text, settings, workspace) };
+}
+
+/** The rules on an IR, as the editor and the CLI report them (nothing for a file out of scope). */
+export function findingsOf(ir: ModelIR, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts): Finding[] {
+  if (!inScope(ir)) return [];
+  return reconcileConversions(runRules({ ir, text, settings, workspace }), ir, text, settings, workspace);
+}
+
+const CONVERSION_CODES = new Set(['PL101', 'PL102', 'PL103', 'PL106']);
+
+/**
+ * A layer the analysis calls convertible whose fix still refuses its arguments as written says so in its message
+ * (never "can become" and then refused). Reads only the constructor calls: cheap on the keystroke path.
+ */
+function reconcileConversions(findings: Finding[], ir: ModelIR, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts): Finding[] {
+  return findings.map((f) => {
+    const layer = f.layerIndex !== undefined && CONVERSION_CODES.has(f.code) ? ir.layers[f.layerIndex] : undefined;
+    if (!layer || layer.convertible !== true) return f;
+    const refusal = argumentRefusal(text, ir, layer, settings, { teVersion: workspace.teVersion, otherStack: workspace.otherStack });
+    return refusal ? withRefusedConversion(f, layer, refusal) : f;
+  });
 }
 
 /** Parses and analyses one document from scratch. The caller owns (and must delete) the returned tree. */

@@ -3,12 +3,13 @@
  */
 import { pathToFileURL } from 'node:url';
 import {
-  CodeAction, CodeActionKind, CreateFile, Diagnostic, DiagnosticSeverity, TextDocumentEdit, type Range, type TextEdit, type WorkspaceEdit,
+  CodeAction, CodeActionKind, Command, CreateFile, Diagnostic, DiagnosticSeverity, TextDocumentEdit, type Range, type TextEdit, type WorkspaceEdit,
 } from 'vscode-languageserver/node';
 import type { TextDocument } from 'vscode-languageserver-textdocument';
 import { ruleDocUrl, SOURCE, type Severity } from '../../common/codes';
 import type { Span } from './analysis/ir';
-import type { Fix } from './fixes';
+import type { Fix, RefusedFix } from './fixes';
+import { gistOf } from './rules/explain';
 import type { Finding } from './rules/types';
 
 const SEVERITY: Record<Severity, DiagnosticSeverity> = {
@@ -19,6 +20,16 @@ const SEVERITY: Record<Severity, DiagnosticSeverity> = {
 };
 
 export const REWRITE_KIND = `${CodeActionKind.RefactorRewrite}.precisionLens`;
+/** The action that explains a refused quick fix (a quick fix sub-kind, so Ctrl+. lists it). */
+export const EXPLAIN_KIND = `${CodeActionKind.QuickFix}.precisionLens.explain`;
+/** File- and class-wide actions also under VS Code's "Source Action..." menu (which asks for `source` kinds only). */
+export const SOURCE_KIND = `${CodeActionKind.Source}.precisionLens`;
+
+/** `source.precisionLens.convertAll` for `convert-all:class:Block`, `source.precisionLens.wrapTrainingStep`... */
+export function sourceKindOf(id: string): string {
+  const head = id.split(':')[0].replace(/^refused-?/, '') || 'action';
+  return `${SOURCE_KIND}.${head.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())}`;
+}
 
 /** What a diagnostic carries so a code action request can find its finding again. */
 export interface DiagnosticData {
@@ -30,8 +41,15 @@ export function spanToRange(span: Span): Range {
   return { start: { line: span.startLine, character: span.startColumn }, end: { line: span.endLine, character: span.endColumn } };
 }
 
-export function findingToDiagnostic(finding: Finding, index: number, version: number): Diagnostic {
+/**
+ * A finding as an LSP diagnostic: the one-sentence message, and its evidence as relatedInformation (locations in the
+ * same document) when the client shows it (`publishDiagnostics.relatedInformation`).
+ */
+export function findingToDiagnostic(finding: Finding, index: number, version: number, uri?: string): Diagnostic {
   const data: DiagnosticData = { version, index };
+  const related = uri && finding.related?.length
+    ? { relatedInformation: finding.related.map((r) => ({ location: { uri, range: spanToRange(r.span) }, message: r.message })) }
+    : {};
   return {
     range: spanToRange(finding.span),
     severity: SEVERITY[finding.severity],
@@ -39,17 +57,21 @@ export function findingToDiagnostic(finding: Finding, index: number, version: nu
     codeDescription: { href: ruleDocUrl(finding.code) },
     source: SOURCE,
     message: finding.message,
+    ...related,
     data,
   };
 }
 
-export function fixToCodeAction(fix: Fix, document: TextDocument, diagnostics: Diagnostic[]): CodeAction {
+/**
+ * A fix as a code action. File- and class-wide rewrites are refactorings (they show in the lightbulb menu next to the
+ * quick fixes); `asSource` gives them a `source.*` kind instead, for the "Source Action..." menu.
+ */
+export function fixToCodeAction(fix: Fix, document: TextDocument, diagnostics: Diagnostic[], asSource = false): CodeAction {
   const edits: TextEdit[] = fix.edits.map((e) => ({
     range: { start: document.positionAt(e.startOffset), end: document.positionAt(e.endOffset) },
     newText: e.newText,
   }));
-  // File- and class-wide rewrites are refactorings: they show in the lightbulb menu next to the quick fixes.
-  const kind = fix.kind === 'quickfix' ? CodeActionKind.QuickFix : REWRITE_KIND;
+  const kind = fix.kind === 'quickfix' ? CodeActionKind.QuickFix : asSource ? sourceKindOf(fix.id) : REWRITE_KIND;
   const action = CodeAction.create(fix.title, workspaceEdit(fix, document, edits), kind);
   if (diagnostics.length) action.diagnostics = diagnostics;
   if (fix.isPreferred) action.isPreferred = true;
@@ -71,4 +93,24 @@ function workspaceEdit(fix: Fix, document: TextDocument, edits: TextEdit[]): Wor
     ];
   });
   return { documentChanges: [...created, TextDocumentEdit.create({ uri: document.uri, version: document.version }, edits)] };
+}
+
+/** A refused fix as a disabled code action: no edit, and `disabled.reason` says why (LSP 3.16). */
+export function refusedToCodeAction(refused: RefusedFix, diagnostics: Diagnostic[], asSource = false): CodeAction {
+  const kind = refused.kind === 'quickfix' ? CodeActionKind.QuickFix : asSource ? sourceKindOf(refused.id) : REWRITE_KIND;
+  const action = CodeAction.create(refused.title, kind);
+  if (diagnostics.length) action.diagnostics = diagnostics;
+  action.disabled = { reason: refused.reason };
+  return action;
+}
+
+/**
+ * For a refused quick fix, an enabled action that says why in its title and opens the hover card: VS Code hides
+ * disabled actions from a plain Ctrl+. (it shows them only when a kind is asked for), so without it Ctrl+. on a
+ * refused layer would say "No code actions available".
+ */
+export function explainRefusalAction(refused: RefusedFix, diagnostics: Diagnostic[]): CodeAction {
+  const action = CodeAction.create(`Why no fix: ${gistOf(refused.reason)}`, Command.create('Show why', 'editor.action.showHover'), EXPLAIN_KIND);
+  if (diagnostics.length) action.diagnostics = diagnostics;
+  return action;
 }

@@ -2,21 +2,23 @@
  * The language server: wiring only. LSP events feed the AnalysisSession (incremental trees, per-URI cache); analysis
  * is debounced off the keystroke path; findings become diagnostics; fixes become code actions.
  */
-import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { basename } from 'node:path';
+import { existsSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import {
-  CodeActionKind, createConnection, ProposedFeatures, TextDocumentSyncKind,
-  type CodeAction, type CodeActionParams, type Diagnostic, type InitializeResult, type Position,
+  CodeActionKind, createConnection, MarkupKind, ProposedFeatures, TextDocumentSyncKind,
+  type CodeAction, type CodeActionParams, type Diagnostic, type Hover, type HoverParams, type InitializeResult, type Position,
 } from 'vscode-languageserver/node';
 import { TextDocument } from 'vscode-languageserver-textdocument';
 import { SOURCE } from '../../common/codes';
 import { EnvironmentNotification, StatusNotification, type EnvironmentParams, type StatusParams } from '../../common/protocol';
 import { resolveSettings, SETTINGS_SECTION, type PrecisionLensSettings } from '../../common/settings';
+import { clearProjectConfigCache, findProjectConfig, overlaySettings } from './config';
 import { locateFallbackModule } from './fallback-location';
-import { fixesForFinding, sourceFixes, type FallbackModule } from './fixes';
+import { fixOutcome, sourceFixOutcome, type FallbackModule } from './fixes';
 import { factsForFile, workspaceFactsOf } from './engine';
-import { findingToDiagnostic, fixToCodeAction, REWRITE_KIND, type DiagnosticData } from './lsp-convert';
+import { hoverMarkdown } from './hover';
+import { explainRefusalAction, findingToDiagnostic, fixToCodeAction, refusedToCodeAction, REWRITE_KIND, SOURCE_KIND, spanToRange, type DiagnosticData } from './lsp-convert';
 import { createPythonParser } from './parser';
 import type { WorkspaceFacts } from './rules/types';
 import { AnalysisSession, type DocumentState } from './session';
@@ -32,8 +34,12 @@ let workspaceRoots: string[] = [];
 let scan: ScanResult | undefined;
 let environment: EnvironmentParams = {};
 let canAskConfiguration = false;
+/** The client shows a diagnostic's relatedInformation (LSP publishDiagnostics capability). */
+let relatedInformation = false;
 /** The client applies CreateFile in a WorkspaceEdit: the project's fallback module can be created by a fix. */
 let canCreateFiles = false;
+/** The client shows disabled code actions with their reason (LSP 3.16 codeAction.disabledSupport). */
+let disabledActions = false;
 
 function log(message: string): void {
   connection.console.log(message);
@@ -43,12 +49,26 @@ function status(params: Omit<StatusParams, 'documents'>): void {
   void connection.sendNotification(StatusNotification, { ...params, documents: session?.size ?? 0 } satisfies StatusParams);
 }
 
+/** pyproject.toml files whose problems were already logged (once per file and content). */
+const reportedConfigs = new Set<string>();
+
+/** The editor's settings for the document, with the project's [tool.precision-lens] table laid over them. */
 function settingsFor(uri: string): Promise<PrecisionLensSettings> {
   let cached = settingsCache.get(uri);
   if (!cached) {
-    cached = canAskConfiguration
-      ? connection.workspace.getConfiguration({ scopeUri: uri, section: SETTINGS_SECTION }).then(resolveSettings, () => resolveSettings({}))
-      : Promise.resolve(resolveSettings({}));
+    const editor: Promise<unknown> = canAskConfiguration
+      ? connection.workspace.getConfiguration({ scopeUri: uri, section: SETTINGS_SECTION }).then((v) => v, () => ({}))
+      : Promise.resolve({});
+    cached = editor.then((raw) => {
+      const project = uri.startsWith('file:') ? findProjectConfig(dirname(uriPath(uri))) : undefined;
+      for (const problem of project?.problems ?? []) {
+        if (reportedConfigs.has(problem)) continue;
+        reportedConfigs.add(problem);
+        log(problem);
+        void connection.window.showWarningMessage(`Precision Lens: ${problem}`);
+      }
+      return resolveSettings(overlaySettings(raw, project?.settings));
+    });
     settingsCache.set(uri, cached);
   }
   return cached;
@@ -93,7 +113,7 @@ async function publish(uri: string): Promise<void> {
   const analysis = session.analyze(uri, settings, factsForFile(facts, uriPath(uri)));
   const state = session.get(uri);
   if (!analysis || !state) return;
-  const diagnostics: Diagnostic[] = analysis.findings.map((f, i) => findingToDiagnostic(f, i, analysis.version));
+  const diagnostics: Diagnostic[] = analysis.findings.map((f, i) => findingToDiagnostic(f, i, analysis.version, relatedInformation ? uri : undefined));
   void connection.sendDiagnostics({ uri, version: analysis.version, diagnostics });
   status({ state: 'ready', message: analysis.skipped ?? `${diagnostics.length} finding${diagnostics.length === 1 ? '' : 's'}`, lastAnalysisMs: analysis.ms });
   // A document that gained or lost an autocast region changes what other documents may be told (PL302).
@@ -116,6 +136,8 @@ function reanalyzeAll(except?: string): void {
 connection.onInitialize(async (params): Promise<InitializeResult> => {
   session = new AnalysisSession(await createPythonParser());
   canAskConfiguration = !!params.capabilities.workspace?.configuration;
+  relatedInformation = !!params.capabilities.textDocument?.publishDiagnostics?.relatedInformation;
+  disabledActions = !!params.capabilities.textDocument?.codeAction?.disabledSupport;
   const workspaceEdit = params.capabilities.workspace?.workspaceEdit;
   canCreateFiles = !!workspaceEdit?.documentChanges && !!workspaceEdit.resourceOperations?.includes('create');
   workspaceRoots = (params.workspaceFolders ?? [])
@@ -124,7 +146,8 @@ connection.onInitialize(async (params): Promise<InitializeResult> => {
   return {
     capabilities: {
       textDocumentSync: { openClose: true, change: TextDocumentSyncKind.Incremental },
-      codeActionProvider: { codeActionKinds: [CodeActionKind.QuickFix, REWRITE_KIND], resolveProvider: false },
+      codeActionProvider: { codeActionKinds: [CodeActionKind.QuickFix, REWRITE_KIND, SOURCE_KIND], resolveProvider: false },
+      hoverProvider: true,
     },
     serverInfo: { name: SOURCE, version: '0.1.0' },
   };
@@ -142,6 +165,15 @@ connection.onInitialized(() => {
 });
 
 connection.onDidChangeConfiguration(() => {
+  settingsCache.clear();
+  reanalyzeAll();
+});
+
+// A pyproject.toml changed (the client watches them): its [tool.precision-lens] table may say something else now.
+connection.onDidChangeWatchedFiles(({ changes }) => {
+  if (!changes.some((c) => /(^|\/)pyproject\.toml$/.test(c.uri))) return;
+  clearProjectConfigCache();
+  reportedConfigs.clear();
   settingsCache.clear();
   reanalyzeAll();
 });
@@ -201,8 +233,9 @@ connection.onCodeAction(async (params: CodeActionParams, token): Promise<CodeAct
   const document = TextDocument.create(uri, 'python', state.version, state.text);
   const env = { teVersion: environment.teVersion, otherStack: facts.otherStack, fallbackModule: fallbackModuleFor(uri, state.text, settings) };
   const actions: CodeAction[] = [];
-  const wantsQuickFix = !params.context.only || params.context.only.some((k) => k === CodeActionKind.QuickFix || CodeActionKind.QuickFix.startsWith(k));
-  if (wantsQuickFix) {
+  const only = params.context.only;
+  const wants = (kind: string) => !only || only.some((k) => kind === k || kind.startsWith(`${k}.`));
+  if (wants(CodeActionKind.QuickFix)) {
     for (const diagnostic of params.context.diagnostics) {
       if (diagnostic.source !== SOURCE) continue;
       const data = diagnostic.data as DiagnosticData | undefined;
@@ -211,18 +244,40 @@ connection.onCodeAction(async (params: CodeActionParams, token): Promise<CodeAct
         ? analysis.findings[data.index]
         : analysis.findings.find((f) => f.code === diagnostic.code && f.span.startLine === diagnostic.range.start.line && f.span.startColumn === diagnostic.range.start.character);
       if (!finding) continue;
-      for (const fix of fixesForFinding(state.text, analysis.ir, finding, settings, env)) actions.push(fixToCodeAction(fix, document, [diagnostic]));
+      const result = fixOutcome(state.text, analysis.ir, finding, settings, env);
+      for (const fix of result.fixes) actions.push(fixToCodeAction(fix, document, [diagnostic]));
+      if (disabledActions) for (const r of result.refused ?? []) actions.push(refusedToCodeAction(r, [diagnostic]), explainRefusalAction(r, [diagnostic]));
     }
   }
-  const wantsRewrite = !params.context.only || params.context.only.some((k) => REWRITE_KIND.startsWith(k));
-  if (wantsRewrite) {
+  // The same file- and class-wide actions under two kinds: refactor (lightbulb) and source ("Source Action...").
+  const asRewrite = wants(REWRITE_KIND);
+  const asSource = !!only && only.some((k) => k.startsWith(CodeActionKind.Source));
+  if (asRewrite || asSource) {
     const start = document.offsetAt(params.range.start);
     const end = document.offsetAt(params.range.end);
     const owner = analysis.ir.classes.find((c) => c.span.startOffset <= start && start <= c.span.endOffset);
     const options = { className: owner?.name, selection: end > start ? { startOffset: start, endOffset: end } : undefined };
-    for (const fix of sourceFixes(state.text, analysis.ir, settings, { ...options, env })) actions.push(fixToCodeAction(fix, document, []));
+    const result = sourceFixOutcome(state.text, analysis.ir, settings, { ...options, env });
+    for (const kindAsSource of [...(asRewrite ? [false] : []), ...(asSource ? [true] : [])]) {
+      for (const fix of result.fixes) actions.push(fixToCodeAction(fix, document, [], kindAsSource));
+      if (disabledActions) for (const r of result.refused ?? []) actions.push(refusedToCodeAction(r, [], kindAsSource));
+    }
   }
-  return token.isCancellationRequested ? [] : actions;
+  if (token.isCancellationRequested) return [];
+  return only ? actions.filter((a) => only.some((k) => a.kind === k || !!a.kind?.startsWith(`${k}.`))) : actions;
+});
+
+connection.onHover(async (params: HoverParams, token): Promise<Hover | null> => {
+  const uri = params.textDocument.uri;
+  const settings = await settingsFor(uri);
+  if (token.isCancellationRequested || !session?.get(uri)) return null;
+  const facts = factsForFile(workspaceFacts(), uriPath(uri));
+  const analysis = session.analyze(uri, settings, facts);
+  const state = session.get(uri)!;
+  if (!analysis || analysis.skipped) return null;
+  const env = { teVersion: environment.teVersion, otherStack: facts.otherStack, fallbackModule: fallbackModuleFor(uri, state.text, settings) };
+  const card = hoverMarkdown(state.text, analysis.ir, analysis.findings, offsetAt(state, params.position), settings, env);
+  return card ? { contents: { kind: MarkupKind.Markdown, value: card.markdown }, range: spanToRange(card.finding.span) } : null;
 });
 
 connection.onShutdown(() => {

@@ -8,10 +8,15 @@ import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type
 
 export const ROOT = join(__dirname, '..', '..');
 
+export interface Range { start: { line: number; character: number }; end: { line: number; character: number } }
+
 export interface PublishedDiagnostics {
   uri: string;
   version?: number;
-  diagnostics: Array<{ range: { start: { line: number; character: number }; end: { line: number; character: number } }; code: string; message: string; severity: number; source: string; codeDescription?: { href: string }; data?: unknown }>;
+  diagnostics: Array<{
+    range: Range; code: string; message: string; severity: number; source: string; codeDescription?: { href: string }; data?: unknown;
+    relatedInformation?: Array<{ location: { uri: string; range: Range }; message: string }>;
+  }>;
 }
 
 export class TestClient {
@@ -46,12 +51,15 @@ export class TestClient {
     waiters.forEach((w) => w());
   }
 
-  /** `workspace` adds client capabilities (`{ workspaceEdit: { documentChanges: true, resourceOperations: ['create'] } }`). */
-  async initialize(rootDir?: string, workspace: Record<string, unknown> = {}): Promise<unknown> {
+  /**
+   * `workspace` adds client capabilities (`{ workspaceEdit: { documentChanges: true, resourceOperations: ['create'] } }`),
+   * `textDocument` too, beyond publishDiagnostics.versionSupport (relatedInformation, codeAction...).
+   */
+  async initialize(rootDir?: string, workspace: Record<string, unknown> = {}, textDocument: Record<string, unknown> = {}): Promise<unknown> {
     const folders = rootDir ? [{ uri: `file://${rootDir}`, name: 'ws' }] : null;
     const result = await this.connection.sendRequest('initialize', {
       processId: process.pid, rootUri: folders?.[0].uri ?? null, workspaceFolders: folders,
-      capabilities: { workspace: { configuration: true, ...workspace }, textDocument: { publishDiagnostics: { versionSupport: true } } },
+      capabilities: { workspace: { configuration: true, ...workspace }, textDocument: { publishDiagnostics: { versionSupport: true }, ...textDocument } },
     });
     await this.connection.sendNotification('initialized', {});
     return result;

@@ -30,6 +30,14 @@ describe('cli args', () => {
     assert.ok(o.fix && o.diff);
   });
 
+  it('fix flags as in ruff: --diff implies --fix; --unsafe-fixes, --show-fixes and --isolated are switches', () => {
+    const d = options(['check', 'x', '--diff']);
+    assert.ok(d.fix && d.diff && !d.unsafeFixes);
+    const u = options(['check', 'x', '--fix', '--unsafe-fixes', '--show-fixes', '--isolated']);
+    assert.ok(u.fix && !u.diff && u.unsafeFixes && u.showFixes && u.isolated);
+    assert.ok(options(['check', 'x', '--unsafe-fixes']).unsafeFixes && !options(['check', 'x', '--unsafe-fixes']).fix);
+  });
+
   it('recognises help, version and the hidden bench command', () => {
     assert.equal(parseArgs(['--help']).kind, 'help');
     assert.equal(parseArgs(['check', 'x', '-h']).kind, 'help');
@@ -40,7 +48,7 @@ describe('cli args', () => {
   for (const argv of [
     [], ['lint'], ['check'], ['check', 'x', '--format', 'xml'], ['check', 'x', '--fail-on'], ['check', 'x', '--rule', 'PL000=off'],
     ['check', 'x', '--rule', 'PL101=loud'], ['check', 'x', '--rule', '=off'], ['check', 'x', '--te-api', '2.9'], ['check', 'x', '--target-gpu', 'ampere'],
-    ['check', 'x', '--diff'], ['check', 'x', '--fix=yes'], ['check', 'x', '--max-file-size', '-1'], ['inspect', 'x', '--format', 'sarif'],
+    ['inspect', 'x', '--unsafe-fixes'], ['check', 'x', '--fix=yes'], ['check', 'x', '--max-file-size', '-1'], ['inspect', 'x', '--format', 'sarif'],
     ['inspect', 'x', '--fix'], ['check', 'x', '--nope'],
   ]) {
     it(`rejects ${JSON.stringify(argv)}`, () => {

@@ -113,7 +113,8 @@ describe('precision-lens check (built CLI)', function () {
         const pl302 = out.diagnostics.filter((d) => d.code === 'PL302');
         assert.equal(pl302.length, 1, JSON.stringify(out.diagnostics.map((d) => d.code)));
         assert.equal(pl302[0].file, 'project/model.py');
-        assert.match(pl302[0].message, /which train the model/);
+        assert.match(pl302[0].message, /no FP8 autocast anywhere/);
+        assert.match(pl302[0].explanation, /the analysed files train the model/);
       } finally {
         rmSync(plain, { force: true });
       }
@@ -163,6 +164,8 @@ describe('precision-lens check (built CLI)', function () {
     it('prints path:line:col: severity CODE message [rule] and a summary line', () => {
       const run = runCli(['check', 'project'], dir);
       const lines = run.stdout.trimEnd().split('\n');
+      // Last: how to apply the fixes, as ruff says it.
+      assert.match(lines.pop()!, /^\[\*\] .*fixable with --fix/);
       const summary = lines.pop()!;
       assert.ok(lines.length > 0);
       for (const l of lines) assert.match(l, /^project\/(model|train)\.py:\d+:\d+: (error|warning|information|hint) PL\d{3} .+ \[[a-z0-9-]+\]$/);
@@ -216,7 +219,7 @@ describe('precision-lens check (built CLI)', function () {
     for (const args of [
       [], ['lint', 'x'], ['check'], ['check', 'project', '--format', 'xml'], ['check', 'project', '--fail-on', 'fatal'],
       ['check', 'project', '--rule', 'PL999=off'], ['check', 'project', '--rule', 'PL101'], ['check', 'project', '--bogus'],
-      ['check', 'project', '--diff'], ['inspect', 'project', '--format', 'text'], ['check', 'project', '--format'],
+      ['check', 'project', '--unsafe-fixes=yes'], ['inspect', 'project', '--format', 'text'], ['check', 'project', '--format'],
     ]) {
       it(`2 on a usage error: ${args.join(' ') || '(no arguments)'}`, () => {
         const run = runCli(args, dir);

@@ -1,6 +1,7 @@
 /**
- * `check --fix` and `check --fix --diff`: only `safe` fixes, re-analysed in rounds; files replaced atomically; a
- * second run changes nothing; the diff applies and matches what --fix writes.
+ * `check --fix` and `check --fix --diff`: only `safe` fixes (no behaviour change), re-analysed in rounds; files
+ * replaced atomically; a second run changes nothing; the diff applies and matches what --fix writes. `--unsafe-fixes`
+ * converts through the FP8 fallback and the result still trains without TE; [tool.precision-lens] configures it.
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -105,7 +106,7 @@ describe('precision-lens check --fix (built CLI)', function () {
     const file = join(dir, 'two_sites.py');
     const call = 'with te.fp8_autocast(enabled=True, fp8_recipe=fp8_recipe):\n    out = model(inp)\n';
     writeFileSync(file, `import torch\nimport transformer_engine.pytorch as te\nfrom transformer_engine.common import recipe\n\nfp8_recipe = recipe.DelayedScaling()\nmodel = te.Linear(768, 768)\ninp = torch.randn(16, 768)\n${call}${call}`);
-    runCli(['check', 'two_sites.py', '--fix', '--fail-on', 'none'], dir);
+    runCli(['check', 'two_sites.py', '--fix', '--te-api', 'modern', '--fail-on', 'none'], dir);
     const fixed = readFileSync(file, 'utf8');
     assert.equal(fixed.match(/te\.autocast\(enabled=True, recipe=fp8_recipe\)/g)?.length, 2, fixed);
     assert.doesNotMatch(fixed, /fp8_autocast/);
@@ -120,5 +121,76 @@ describe('precision-lens check --fix (built CLI)', function () {
     assert.ok(text.startsWith('\ufeff'));
     assert.ok(!/[^\r]\n/.test(text), 'a bare LF crept in');
     assertValidPython(text.slice(1), 'CRLF file');
+  });
+
+  it('--fix changes nothing that changes behaviour: conversions wait for --unsafe-fixes, and the summary says how', () => {
+    const project = join(dir, 'runnable');
+    const before = readFileSync(join(project, 'model.py'), 'utf8');
+    const hint = runCli(['check', 'runnable', '--fail-on', 'none'], dir);
+    assert.match(hint.stdout, /^\[\*\] No fix is behaviour-preserving; 3 fixable with --fix --unsafe-fixes/m);
+    const safe = runCli(['check', 'runnable', '--fix', '--fail-on', 'none'], dir);
+    assert.match(safe.stderr, /applied 0 fixes in 0 files/);
+    assert.match(safe.stdout, /^\[\*\] 3 more fixable with --fix --unsafe-fixes/m);
+    assert.equal(readFileSync(join(project, 'model.py'), 'utf8'), before);
+  });
+
+  it('--fix --unsafe-fixes converts through the FP8 fallback: the files compile, train where they trained, and a second pass changes nothing', function () {
+    const project = join(dir, 'runnable');
+    const run = (what: string) => spawnSync(PYTHON, ['train.py'], { cwd: project, encoding: 'utf8', timeout: 120_000 });
+    const hasTorch = spawnSync(PYTHON, ['-c', 'import torch'], { timeout: 60_000 }).status === 0;
+    const original = hasTorch ? run('original') : undefined;
+    if (original) assert.equal(original.status, 0, original.stderr);
+    const fixed = runCli(['check', 'runnable', '--fix', '--unsafe-fixes', '--show-fixes', '--fail-on', 'none'], dir);
+    assert.equal(fixed.status, 0, fixed.stderr);
+    assert.match(fixed.stdout, /^Fixed 3 problems:\n- runnable\/model\.py:\n/m);
+    assert.match(fixed.stdout, /    2 × PL101 Convert to te\.Linear \(with fallback: fp8_linear\)/);
+    const model = readFileSync(join(project, 'model.py'), 'utf8');
+    assertValidPython(model, 'model.py after --unsafe-fixes');
+    assert.match(model, /self\.fc1 = fp8_linear\(dim, hidden\)/);
+    assert.doesNotMatch(model, /^import transformer_engine/m, 'no bare TE import');
+    if (original) {
+      const after = run('fixed');
+      assert.equal(after.status, 0, after.stderr);
+      assert.match(after.stdout, /Running in BF16 fallback: Transformer Engine not installed/);
+      assert.equal(after.stdout.split('\n').find((l) => l.startsWith('loss ')), original.stdout.trim(), 'same loss without TE');
+    }
+    const again = runCli(['check', 'runnable', '--fix', '--unsafe-fixes', '--fail-on', 'none'], dir);
+    assert.match(again.stderr, /applied 0 fixes in 0 files/);
+    assert.equal(readFileSync(join(project, 'model.py'), 'utf8'), model);
+  });
+
+  it('reads [tool.precision-lens] from the nearest pyproject.toml: ignored rules, and te-api = "modern" lets --fix migrate PL303', () => {
+    const proj = join(dir, 'configured');
+    const sub = join(proj, 'src');
+    rmSync(proj, { recursive: true, force: true });
+    spawnSync('mkdir', ['-p', sub]);
+    writeFileSync(join(proj, 'pyproject.toml'), '[project]\nname = "demo"\n\n[tool.precision-lens]\nte-api = "modern"\nignore = ["PL401", "linear-to-te"]\n\n[tool.precision-lens.rules]\nPL304 = "warning"\n');
+    const code = 'import torch\nimport transformer_engine.pytorch as te\nfrom transformer_engine.common.recipe import DelayedScaling, Format\n\nmodel = torch.nn.Linear(1024, 1024)\nlayer = te.Linear(1024, 1024)\nrecipe = DelayedScaling(fp8_format=Format.E5M2)\nwith te.fp8_autocast(enabled=True, fp8_recipe=recipe):\n    y = layer(torch.randn(16, 1024))\n';
+    writeFileSync(join(sub, 'step.py'), code);
+    const out = parseJson<CheckJson>(runCli(['check', 'configured/src', '--format', 'json', '--fail-on', 'none'], dir));
+    const codes = out.diagnostics.map((d) => d.code);
+    assert.ok(!codes.includes('PL401') && !codes.includes('PL101'), codes.join());
+    assert.equal(out.diagnostics.find((d) => d.code === 'PL304')?.severity, 'warning');
+    // The flags win over the table; --isolated ignores it.
+    assert.ok(parseJson<CheckJson>(runCli(['check', 'configured/src', '--format', 'json', '--isolated', '--fail-on', 'none'], dir)).diagnostics.some((d) => d.code === 'PL401'));
+    runCli(['check', 'configured/src', '--fix', '--fail-on', 'none'], dir);
+    const fixed = readFileSync(join(sub, 'step.py'), 'utf8');
+    assert.match(fixed, /with te\.autocast\(enabled=True, recipe=recipe\):/, fixed);
+    // A broken table is a warning, not a failure.
+    writeFileSync(join(proj, 'pyproject.toml'), '[tool.precision-lens]\nte-api = "newest"\n');
+    const warned = runCli(['check', 'configured/src', '--fail-on', 'none'], dir);
+    assert.equal(warned.status, 0);
+    assert.match(warned.stderr, /warning: te-api = "newest" is not one of auto, legacy, modern/);
+  });
+
+  it('applies PL303 in batch only when TE >= 2.9 is known (PRECISION_LENS_TE_VERSION)', () => {
+    const file = join(dir, 'versioned.py');
+    writeFileSync(file, 'import torch\nimport transformer_engine.pytorch as te\n\nlayer = te.Linear(64, 64)\nwith te.fp8_autocast(enabled=True):\n    y = layer(torch.randn(16, 64))\n');
+    const cli = join(__dirname, '..', '..', 'out', 'cli.js');
+    const old = spawnSync(process.execPath, [cli, 'check', 'versioned.py', '--fix', '--fail-on', 'none'], { cwd: dir, encoding: 'utf8', env: { ...process.env, PRECISION_LENS_TE_VERSION: '2.8.0' } });
+    assert.match(old.stderr, /applied 0 fixes/);
+    const modern = spawnSync(process.execPath, [cli, 'check', 'versioned.py', '--fix', '--fail-on', 'none'], { cwd: dir, encoding: 'utf8', env: { ...process.env, PRECISION_LENS_TE_VERSION: '2.10.0' } });
+    assert.match(modern.stderr, /applied 1 fix in 1 file/);
+    assert.match(readFileSync(file, 'utf8'), /with te\.autocast\(enabled=True\):/);
   });
 });

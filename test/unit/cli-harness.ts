@@ -51,6 +51,7 @@ export interface CheckJson {
   diagnostics: {
     file: string; line: number; column: number; endLine: number; endColumn: number;
     code: string; rule: string; severity: string; message: string; fixes: string[];
+    explanation: string; related: Array<{ line: number; column: number; endLine: number; endColumn: number; message: string }>;
   }[];
 }
 

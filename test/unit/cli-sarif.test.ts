@@ -73,6 +73,10 @@ describe('precision-lens check --format sarif (built CLI)', function () {
       assert.equal(loc.artifactLocation.uriBaseId, '%SRCROOT%');
       assert.doesNotMatch(loc.artifactLocation.uri, /^\//);
       assert.deepEqual(loc.region, { startLine: d.line, startColumn: d.column, endLine: d.endLine, endColumn: d.endColumn });
+      // The evidence as relatedLocations (as JSON's `related`), the explanation as a property.
+      const related = (r as unknown as { relatedLocations?: Array<{ message: { text: string }; physicalLocation: { region: { startLine: number } } }> }).relatedLocations ?? [];
+      assert.deepEqual(related.map((x) => [x.physicalLocation.region.startLine, x.message.text]), d.related.map((x) => [x.line, x.message]));
+      assert.equal((r as unknown as { properties: { explanation: string } }).properties.explanation, d.explanation);
     });
     assert.ok(results.some((r) => r.level === 'warning') && results.some((r) => r.level === 'note'));
   });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { resolveSettings } from '../../common/settings';
 import { analyzeText } from '../../server/src/engine';
 import { createPythonParser } from '../../server/src/parser';
+import { explanationText } from '../../server/src/rules/explain';
 
 describe('rules: PL104 / PL105 fusion hints from the data flow in forward', () => {
   let byClass: Map<string, string[]>;
@@ -19,7 +20,7 @@ describe('rules: PL104 / PL105 fusion hints from the data flow in forward', () =
     for (const f of findings.filter((x) => x.code === 'PL104' || x.code === 'PL105')) {
       const owner = ir.layers[f.layerIndex!].ownerClass!;
       byClass.set(owner, [...(byClass.get(owner) ?? []), f.code]);
-      messages.push(f.message);
+      messages.push(`${f.message} ${explanationText(f)}`);
     }
   });
 

@@ -2,6 +2,11 @@
 import * as assert from 'node:assert/strict';
 import { DEFAULT_SETTINGS, resolveSettings } from '../../common/settings';
 import { fixOutcome } from '../../server/src/fixes';
+import { explanationText } from '../../server/src/rules/explain';
+import type { Finding } from '../../server/src/rules/types';
+
+/** What the user reads of a finding: the message and the hover's explanation. */
+const fullText = (f: Finding): string => `${f.message} ${explanationText(f)}`;
 import { analyzeText, stackFor, workspaceFactsOf } from '../../server/src/engine';
 import { createPythonParser, type Parser } from '../../server/src/parser';
 
@@ -24,13 +29,13 @@ describe('rules: PL201 on whole-model conversions', () => {
   const pl201 = (text: string): string[] => {
     const { tree, findings } = analyzeText(parser, text, resolveSettings({}), { anyAutocastRegion: true });
     tree?.delete();
-    return findings.filter((f) => f.code === 'PL201').map((f) => f.message);
+    return findings.filter((f) => f.code === 'PL201').map(fullText);
   };
 
   it('torchao: pass a module_filter_fn', () => {
     const msgs = pl201(`${MODEL}from torchao.float8 import convert_to_float8_training\nconvert_to_float8_training(model)\n`);
     assert.equal(msgs.length, 1);
-    assert.match(msgs[0], /the lm-head \(self\.lm_head\) will run in FP8/);
+    assert.match(msgs[0], /would run the lm-head self\.lm_head in FP8/);
     assert.match(msgs[0], /module_filter_fn that skips it \(torchao\)/);
   });
 
@@ -66,7 +71,7 @@ describe('rules: PL401 for FP8 through torchao', () => {
   it('warns when the conversion runs with no capability check, not when it is guarded', () => {
     const bare = pl401(`${MODEL2}convert_to_float8_training(m)\n`);
     assert.equal(bare.length, 1);
-    assert.match(bare[0].message, /below compute capability 8\.9 \(A100, V100, RTX 3090\) the first FP8 GEMM \(torch\._scaled_mm\) raises/);
+    assert.match(fullText(bare[0]), /below compute capability 8\.9 \(A100, V100, RTX 3090\) the first FP8 GEMM \(torch\._scaled_mm\) raises/);
     const guarded = pl401(`${MODEL2}if torch.cuda.get_device_capability() >= (8, 9):\n    convert_to_float8_training(m)\n`);
     assert.equal(guarded.length, 0);
   });
@@ -108,17 +113,17 @@ describe('rules: PL502 casts of the model only', () => {
     // after the optimizer too: the cast swaps the parameters' data in place
     const after = pl502(`${head}opt = torch.optim.AdamW(model.parameters())\nmodel.bfloat16()\n`);
     assert.equal(after.length, 1);
-    assert.match(after[0].message, /after the optimizer/);
+    assert.match(fullText(after[0]), /after the optimizer/);
   });
 
   it('a cast after device moves, a 16-bit from_pretrained, and the FP16 step in the message', () => {
     const chain = pl502('import torch\ndef a(model):\n    model = model.cuda().half()\n    return torch.optim.AdamW(model.parameters(), lr=1e-5)\n');
     assert.equal(chain.length, 1);
-    assert.match(chain[0].message, /FP16 step \(about 0\.05 % of a weight\)/);
+    assert.match(fullText(chain[0]), /FP16 step \(about 0\.05 % of a weight\)/);
     const hf = pl502('import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\ndef b():\n    tok = AutoTokenizer.from_pretrained("x", torch_dtype=torch.bfloat16)\n    model = AutoModelForCausalLM.from_pretrained("x", torch_dtype=torch.bfloat16)\n    return torch.optim.AdamW(model.parameters(), lr=1e-5)\n');
     assert.equal(hf.length, 1);
-    assert.match(hf[0].message, /^AutoModelForCausalLM\.from_pretrained\(\.\.\., torch_dtype=torch\.bfloat16\) loads the model's weights in 16-bit before the optimizer/);
-    assert.match(hf[0].message, /BF16 step \(about 0\.4 %/);
+    assert.match(fullText(hf[0]), /AutoModelForCausalLM\.from_pretrained\(\.\.\., torch_dtype=torch\.bfloat16\) loads the model's weights in 16-bit before the optimizer/);
+    assert.match(fullText(hf[0]), /BF16 step \(about 0\.4 %/);
     assert.equal(pl502('import torch\ndef c(model):\n    x = torch.randn(3).cuda().half()\n    return torch.optim.AdamW(model.parameters())\n').length, 0);
     // Built and cast in one expression; from_config with a dtype.
     assert.equal(pl502('import torch\ndef a(model_cls, cfg):\n    model = model_cls(cfg).to(dtype=torch.bfloat16)\n    return torch.optim.AdamW(model.parameters())\n').length, 1);
@@ -155,7 +160,7 @@ describe('rules: PL201 for accelerate with the precision from a variable', () =>
     tree?.delete();
     const pl201 = findings.filter((f) => f.code === 'PL201');
     assert.equal(pl201.length, 1);
-    assert.match(pl201[0].message, /accelerate's Transformer Engine backend/);
+    assert.match(fullText(pl201[0]), /accelerate's Transformer Engine backend/);
     const bf16 = `${MODEL}from accelerate import Accelerator\naccelerator = Accelerator(mixed_precision=hp.mixed_precision)\n`;
     const t2 = analyzeText(parser, bf16, resolveSettings({}), { anyAutocastRegion: true });
     t2.tree?.delete();
@@ -186,7 +191,7 @@ describe('rules: PL303 through an import alias', () => {
     const pl303 = findings.filter((f) => f.code === 'PL303' && f.span.startLine === 4);
     assert.equal(pl303.length, 1, findings.map((f) => `${f.code}@${f.span.startLine}`).join());
     // Imported by name: the advice names the import, not a `te.` the file may not have.
-    assert.match(pl303[0].message, /Import autocast from transformer_engine\.pytorch/);
+    assert.match(fullText(pl303[0]), /Import autocast from transformer_engine\.pytorch/);
   });
 });
 

@@ -247,7 +247,7 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
       const outV = L.outFeatures?.value;
       if (s.ok === false) {
         L.convertible = false;
-        reasons.push(`FP8 GEMMs need in_features % 16 == 0 and out_features % 8 == 0, but ${s.failing.join(' and ')}: te.Linear would fail under FP8 autocast. Keep this layer in BF16, or pad the dimension to a multiple of 16.`);
+        reasons.push(`FP8 GEMMs need in_features % 16 == 0 and out_features % 8 == 0, but ${s.failing.join(' and ')}: te.Linear would fail under FP8 autocast. Keep this layer in BF16, or pad ${[inV !== undefined && inV % 16 !== 0 ? 'in_features to a multiple of 16' : '', outV !== undefined && outV % 8 !== 0 ? 'out_features to a multiple of 8' : ''].filter(Boolean).join(' and ')}.`);
       } else if (s.ok) {
         L.convertible = true;
         reasons.push(`${inV} -> ${outV} meets the FP8 rule (in_features % 16 == 0, out_features % 8 == 0), so ${L.constructor} can become te.Linear.`);

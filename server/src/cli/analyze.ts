@@ -6,9 +6,8 @@ import * as fs from 'node:fs';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { analyzeTree, emptyIR } from '../analysis';
 import type { ModelIR } from '../analysis/ir';
-import { factsForFile, inScope, mayHaveFindings, skipReason, workspaceFactsOf } from '../engine';
+import { factsForFile, findingsOf, inScope, mayHaveFindings, skipReason, workspaceFactsOf } from '../engine';
 import type { Parser } from '../parser';
-import { runRules } from '../rules';
 import type { Finding, WorkspaceFacts } from '../rules/types';
 import type { InputFile } from './files';
 
@@ -28,6 +27,8 @@ export interface AnalysedFile {
   analysed?: boolean;
   /** Fix titles per finding (same order), computed by the worker thread that holds the IR. */
   titles?: string[][];
+  /** Per finding (same order), whether --fix or --fix --unsafe-fixes could fix it; from the worker thread. */
+  fixability?: Array<'safe' | 'unsafe' | undefined>;
 }
 
 /** Whether the file was parsed and analysed (an IR was built), here or in a worker. */
@@ -88,7 +89,7 @@ export function runFileRules(file: AnalysedFile, settings: PrecisionLensSettings
   const ir = file.ir;
   if (!ir || !inScope(ir)) return;
   try {
-    file.findings = runRules({ ir, text: file.text, settings, workspace: factsForFile(workspace, file.input.absolute) });
+    file.findings = findingsOf(ir, file.text, settings, factsForFile(workspace, file.input.absolute));
   } catch (e) {
     file.error = `rules failed: ${(e as Error).message}`;
   }

@@ -19,6 +19,12 @@ export interface CliOptions {
   maxFileSize?: number;
   fix: boolean;
   diff: boolean;
+  /** Also apply (or count as fixable) the fixes that change behaviour: conversions, through the FP8 fallback. */
+  unsafeFixes: boolean;
+  /** List the fixes applied. */
+  showFixes: boolean;
+  /** Ignore [tool.precision-lens] in pyproject.toml. */
+  isolated: boolean;
   /** Threads to analyse on (--jobs); undefined: PRECISION_LENS_JOBS, else one per core when the input is large enough. */
   jobs?: number;
 }
@@ -36,14 +42,22 @@ export const USAGE = `Usage:
   precision-lens check PATH... [--format text|json|sarif] [--fail-on error|warning|information|hint|none]
                                [--rule PLnnn=off|error|warning|information|hint ...]
                                [--te-api legacy|modern] [--target-gpu any|ada|hopper|blackwell]
-                               [--max-file-size BYTES] [--fix [--diff]] [--jobs N]
+                               [--max-file-size BYTES] [--fix] [--unsafe-fixes] [--diff] [--show-fixes]
+                               [--isolated] [--jobs N]
   precision-lens inspect PATH... [--format json] [--jobs N]
   precision-lens --help | --version
 
 PATH is a file or a directory; directories are searched for *.py files (skipping .git, node_modules, __pycache__
 and virtual environments). Lines and columns are 1-based; columns count UTF-16 code units, as editors and LSP do.
 Exit codes: 0 no findings at or above --fail-on (default: warning), 1 findings at or above it, 2 usage or I/O error.
---fix applies the safe quick fixes in place; --fix --diff prints them as a unified diff instead (exit 1 if non-empty).
+Fixes work as in ruff: --fix applies in place only the fixes that change no behaviour (renames, removed arguments);
+--unsafe-fixes (with --fix or --diff) also applies the ones that do (te.* conversions, brought in through the FP8
+fallback so the file still runs without Transformer Engine; backward() moved out of autocast); --diff prints the
+fixes as a unified diff instead of writing them (exit 1 if non-empty); --show-fixes lists what was applied.
+PL303's migration to the TE >= 2.9 API is applied only when TE >= 2.9 is known: --te-api modern, te-api in
+pyproject.toml, or PRECISION_LENS_TE_VERSION / the transformer_engine installed in $VIRTUAL_ENV.
+Configuration: the [tool.precision-lens] table of the nearest pyproject.toml above the inputs (flags override it;
+--isolated ignores it).
 --jobs N analyses on N threads (default: the PRECISION_LENS_JOBS environment variable, else one per CPU core when the
 inputs are large enough to repay starting the threads); --jobs 1 analyses in-process. The output is the same either way.`;
 
@@ -82,6 +96,7 @@ export function parseArgs(argv: readonly string[]): ParsedCommand {
 
   const options: CliOptions = {
     command, paths: [], format: command === 'inspect' ? 'json' : 'text', failOn: 'warning', rules: {}, fix: false, diff: false,
+    unsafeFixes: false, showFixes: false, isolated: false,
   };
   let onlyPaths = false;
   for (let i = 0; i < rest.length; i++) {
@@ -124,14 +139,18 @@ export function parseArgs(argv: readonly string[]): ParsedCommand {
       }
       case '--fix': if (inline !== undefined) throw new UsageError('--fix takes no value'); options.fix = true; break;
       case '--diff': if (inline !== undefined) throw new UsageError('--diff takes no value'); options.diff = true; break;
+      case '--unsafe-fixes': if (inline !== undefined) throw new UsageError('--unsafe-fixes takes no value'); options.unsafeFixes = true; break;
+      case '--show-fixes': if (inline !== undefined) throw new UsageError('--show-fixes takes no value'); options.showFixes = true; break;
+      case '--isolated': if (inline !== undefined) throw new UsageError('--isolated takes no value'); options.isolated = true; break;
       default: throw new UsageError(`unknown option '${arg}'`);
     }
   }
   if (options.paths.length === 0) throw new UsageError(`${command}: missing PATH`);
   if (command === 'inspect') {
     if (options.format !== 'json') throw new UsageError(`inspect: only --format json is supported`);
-    if (options.fix || options.diff) throw new UsageError('inspect: --fix and --diff apply to check only');
+    if (options.fix || options.diff || options.unsafeFixes || options.showFixes) throw new UsageError('inspect: --fix, --unsafe-fixes, --diff and --show-fixes apply to check only');
   }
-  if (options.diff && !options.fix) throw new UsageError('--diff needs --fix (it prints the fixes instead of writing them)');
+  // As in ruff: --diff shows the fixes instead of writing them, so it implies --fix.
+  if (options.diff) options.fix = true;
   return { kind: 'run', options };
 }

@@ -1,22 +1,30 @@
 /**
- * `check --fix`: applies the quick fixes marked `safe`, file by file, re-analysing after each round so a fix that
- * only becomes possible after another (or a second finding the first one exposed) is applied too; at most three
- * rounds. Files are replaced atomically (temp file + rename); `--diff` prints a unified diff instead of writing.
+ * `check --fix`, as in ruff: applies the quick fixes that change no behaviour (`safe`), file by file, re-analysing
+ * after each round so a fix that only becomes possible after another (or a second finding the first one exposed) is
+ * applied too; at most four rounds. `--unsafe-fixes` also applies the others, except an edit that would add the file's
+ * first bare Transformer Engine import: the FP8 fallback wrapper goes in first, and the next round's conversions go
+ * through its factories, so the file still runs without TE. PL303's migration needs TE >= 2.9 to be known (its fix is
+ * `safe` only then). Files are replaced atomically (temp file + rename); `--diff` prints a unified diff instead.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import type { RuleCode } from '../../../common/codes';
 import type { PrecisionLensSettings } from '../../../common/settings';
-import { applyEdits, combineFixes, fixesForFinding, type Fix } from '../fixes';
+import { applyEdits, combineFixes, fixesForFinding, sourceFixes, type Fix, type FixEnv } from '../fixes';
 import type { Parser } from '../parser';
+import type { ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { buildIR, factsOf, runFileRules, type AnalysedFile } from './analyze';
 
-const MAX_ROUNDS = 3;
+const MAX_ROUNDS = 4;
+
+/** A top-level (unguarded) Transformer Engine import in generated text: the file would need TE to import. */
+const BARE_TE_IMPORT = /^(?:import transformer_engine|from transformer_engine)/m;
 
 const precomputed = new WeakMap<AnalysedFile, Map<Finding, string[]>>();
 
 /** Titles of the quick fixes offered for one finding (what the editor's light bulb shows). */
-export function fixTitlesFor(file: AnalysedFile, finding: Finding, settings: PrecisionLensSettings): string[] {
+export function fixTitlesFor(file: AnalysedFile, finding: Finding, settings: PrecisionLensSettings, env: FixEnv = {}): string[] {
   if (file.titles) {
     // Computed by the worker thread that analysed the file (its IR stayed there).
     let byFinding = precomputed.get(file);
@@ -26,10 +34,17 @@ export function fixTitlesFor(file: AnalysedFile, finding: Finding, settings: Pre
   }
   if (!file.ir) return [];
   try {
-    return fixesForFinding(file.text, file.ir, finding, settings, {}).map((f) => f.title);
+    return fixesForFinding(file.text, file.ir, finding, settings, env).map((f) => f.title);
   } catch {
     return [];
   }
+}
+
+/** One fix applied by --fix, for --show-fixes. */
+export interface AppliedFix {
+  file: string;
+  codes: RuleCode[];
+  title: string;
 }
 
 export interface FixOutcome {
@@ -39,27 +54,79 @@ export interface FixOutcome {
   diff: string;
   changedFiles: number;
   appliedFixes: number;
+  applied: AppliedFix[];
   errors: string[];
 }
 
-/** The safe fixes of one round, in finding order; ids already applied in an earlier round are not offered again. */
-function safeFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, applied: ReadonlySet<string>): Fix[] {
+/** How --fix treats one fix: applied by --fix (`safe`), only with --unsafe-fixes (`unsafe`), or never in batch. */
+export type BatchClass = 'safe' | 'unsafe' | undefined;
+
+/**
+ * `safe` fixes change no behaviour. Others are `unsafe`, except PL303's migration while the TE version is unknown
+ * (its fix is safe once it is known) and, unless the file already needs TE, an edit that adds a bare TE import
+ * (`needsWrapper`: applied after the fallback wrapper, through its factories).
+ */
+export function batchClass(fix: Fix, ir: ModelIR): { cls: BatchClass; needsWrapper?: boolean } {
+  if (!fix.edits.length) return { cls: undefined };
+  if (fix.safe) return { cls: 'safe' };
+  if (fix.codes.includes('PL303')) return { cls: undefined };
+  if (!ir.teImportUnguarded && fix.edits.some((e) => BARE_TE_IMPORT.test(e.newText))) return { cls: 'unsafe', needsWrapper: true };
+  return { cls: 'unsafe' };
+}
+
+/** The best batch class among a finding's fixes (what the summary counts as fixable). */
+export function fixabilityOf(file: AnalysedFile, finding: Finding, settings: PrecisionLensSettings, env: FixEnv): BatchClass {
+  if (!file.ir) return undefined;
+  let best: BatchClass;
+  try {
+    for (const fix of fixesForFinding(file.text, file.ir, finding, settings, env)) {
+      const { cls } = batchClass(fix, file.ir);
+      if (cls === 'safe') return 'safe';
+      best ??= cls;
+    }
+  } catch {
+    return undefined;
+  }
+  return best;
+}
+
+/** The fixes of one round, in finding order; ids already applied in an earlier round are not offered again. */
+function roundFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, applied: ReadonlySet<string>, mode: FixMode): Fix[] {
   const candidates: Fix[] = [];
   const seen = new Set<string>();
+  let wrapperWanted = false;
   for (const finding of file.findings) {
     let fixes: Fix[];
     try {
-      fixes = fixesForFinding(file.text, file.ir!, finding, settings, {});
+      fixes = fixesForFinding(file.text, file.ir!, finding, settings, mode.env);
     } catch {
       continue;
     }
     for (const fix of fixes) {
-      if (!fix.safe || fix.edits.length === 0 || seen.has(fix.id) || applied.has(fix.id)) continue;
+      if (seen.has(fix.id) || applied.has(fix.id)) continue;
+      const { cls, needsWrapper } = batchClass(fix, file.ir!);
+      if (cls !== 'safe' && !(cls === 'unsafe' && mode.unsafe)) continue;
+      if (needsWrapper) { wrapperWanted = true; continue; }
       seen.add(fix.id);
       candidates.push(fix);
     }
   }
+  // The fallback wrapper first, alone in its round: the next round's conversions then use its factories.
+  const offered = candidates.find((f) => f.id === 'insert-wrapper');
+  if (offered) return [offered];
+  if (wrapperWanted) {
+    const wrapper = sourceFixes(file.text, file.ir!, settings, { env: mode.env }).find((f) => f.id === 'insert-wrapper');
+    if (wrapper && !applied.has(wrapper.id)) return [wrapper];
+  }
   return candidates;
+}
+
+/** What --fix may apply and where the result goes. */
+export interface FixMode {
+  write: boolean;
+  /** --unsafe-fixes. */
+  unsafe: boolean;
+  env: FixEnv;
 }
 
 /** Writes next to the target, then renames over it: a reader never sees half a file. */
@@ -76,8 +143,8 @@ export function writeAtomically(target: string, text: string): void {
   }
 }
 
-export function fixFiles(parser: Parser, files: AnalysedFile[], settings: PrecisionLensSettings, opts: { write: boolean }): FixOutcome {
-  const outcome: FixOutcome = { files, diff: '', changedFiles: 0, appliedFixes: 0, errors: [] };
+export function fixFiles(parser: Parser, files: AnalysedFile[], settings: PrecisionLensSettings, opts: FixMode): FixOutcome {
+  const outcome: FixOutcome = { files, diff: '', changedFiles: 0, appliedFixes: 0, applied: [], errors: [] };
   let workspace = factsOf(files);
   let createTwoFilesPatch: typeof import('diff').createTwoFilesPatch | undefined;
   let FILE_HEADERS_ONLY: typeof import('diff').FILE_HEADERS_ONLY | undefined;
@@ -86,7 +153,7 @@ export function fixFiles(parser: Parser, files: AnalysedFile[], settings: Precis
     const original = file.text;
     const appliedIds = new Set<string>();
     for (let round = 0; round < MAX_ROUNDS; round++) {
-      const { edits, applied } = combineFixes(safeFixesOf(file, settings, appliedIds));
+      const { edits, applied } = combineFixes(roundFixesOf(file, settings, appliedIds, opts));
       if (applied.length === 0) break;
       let next: string;
       try {
@@ -98,6 +165,7 @@ export function fixFiles(parser: Parser, files: AnalysedFile[], settings: Precis
       for (const fix of applied) appliedIds.add(fix.id);
       if (next === file.text) break;
       outcome.appliedFixes += applied.length;
+      for (const fix of applied) outcome.applied.push({ file: file.input.display, codes: fix.codes, title: fix.title });
       file.text = next;
       buildIR(parser, file, true);
       if (file.error) break;

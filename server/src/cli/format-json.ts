@@ -5,13 +5,14 @@
 import { RULES } from '../../../common/codes';
 import type { Dim, Layer } from '../analysis/ir';
 import type { Finding } from '../rules/types';
+import { explanationText } from '../rules/explain';
 import { isAnalysed, type AnalysedFile } from './analyze';
 import { countBySeverity } from './format-text';
 import { oneBased } from './positions';
 
 export type FixTitles = (file: AnalysedFile, finding: Finding) => string[];
 
-export function checkJson(files: readonly AnalysedFile[], fixTitles: FixTitles): object {
+export function checkJson(files: readonly AnalysedFile[], fixTitles: FixTitles, fixable?: { safe: number; unsafe: number }): object {
   const diagnostics = [];
   for (const f of files) {
     for (const d of f.findings) {
@@ -23,13 +24,17 @@ export function checkJson(files: readonly AnalysedFile[], fixTitles: FixTitles):
         severity: d.severity,
         message: d.message,
         fixes: fixTitles(f, d),
+        // Beyond the contract: the explanation the editor's hover shows, and the evidence with its locations.
+        explanation: explanationText(d),
+        related: (d.related ?? []).map((r) => ({ ...oneBased(r.span), message: r.message })),
       });
     }
   }
   return {
     version: 1,
     diagnostics,
-    summary: { files: files.length, analysed: files.filter(isAnalysed).length, ...countBySeverity(files) },
+    // Beyond the contract: how many findings --fix (fixable) and --fix --unsafe-fixes (unsafeFixable) would fix.
+    summary: { files: files.length, analysed: files.filter(isAnalysed).length, ...countBySeverity(files), ...(fixable ? { fixable: fixable.safe, unsafeFixable: fixable.unsafe } : {}) },
     notAnalysed: files.filter((f) => f.skipped || f.error).map((f) => ({ file: f.input.display, reason: (f.skipped ?? f.error)! })),
   };
 }

@@ -6,6 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { RULES, RULE_CODES, ruleDocUrl, SOURCE, type RuleCode, type Severity } from '../../../common/codes';
 import type { Finding } from '../rules/types';
 import type { AnalysedFile } from './analyze';
+import { explanationText } from '../rules/explain';
 import { oneBased } from './positions';
 
 const LEVEL: Record<Severity, 'error' | 'warning' | 'note'> = { error: 'error', warning: 'warning', information: 'note', hint: 'note' };
@@ -38,7 +39,13 @@ export function sarif(files: readonly AnalysedFile[], opts: { version: string; c
             region: { startLine: p.line, startColumn: p.column, endLine: p.endLine, endColumn: p.endColumn },
           },
         }],
-        properties: { severity: d.severity, rule: RULES[d.code].rule, ...(titles.length ? { fixes: titles } : {}) },
+        ...(d.related?.length ? {
+          relatedLocations: d.related.map((r, id) => {
+            const q = oneBased(r.span);
+            return { id, message: { text: r.message }, physicalLocation: { artifactLocation, region: { startLine: q.line, startColumn: q.column, endLine: q.endLine, endColumn: q.endColumn } } };
+          }),
+        } : {}),
+        properties: { severity: d.severity, rule: RULES[d.code].rule, explanation: explanationText(d), ...(titles.length ? { fixes: titles } : {}) },
       });
     }
   }

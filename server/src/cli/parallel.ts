@@ -15,7 +15,8 @@ import { workspaceFactsOf } from '../engine';
 import { createPythonParser, type Parser } from '../parser';
 import type { Finding, WorkspaceFacts } from '../rules/types';
 import { buildIR, readInput, runFileRules, type AnalysedFile } from './analyze';
-import { fixTitlesFor } from './fix';
+import { fixabilityOf, fixTitlesFor, type BatchClass } from './fix';
+import type { FixEnv } from '../fixes';
 import type { InputFile } from './files';
 
 /**
@@ -37,6 +38,10 @@ interface WorkerInit {
   settings: PrecisionLensSettings;
   wantIR: boolean;
   wantTitles: boolean;
+  /** Per finding, whether --fix (or --fix --unsafe-fixes) could fix it: the summary's hint. */
+  wantFixability: boolean;
+  /** The environment fixes depend on (the TE version). */
+  env: FixEnv;
   /** Test hook: the worker throws instead of working (PRECISION_LENS_TEST_WORKER_CRASH). */
   crash?: boolean;
 }
@@ -46,6 +51,7 @@ interface FileResult {
   index: number;
   findings: Finding[];
   titles?: string[][];
+  fixability?: BatchClass[];
   ir?: ModelIR;
   analysed: boolean;
   bom?: boolean;
@@ -139,10 +145,11 @@ async function workerMain(init: WorkerInit): Promise<void> {
   port.close();
 }
 
-function resultOf(index: number, file: AnalysedFile, settings: PrecisionLensSettings, workspace: WorkspaceFacts, want: { wantIR: boolean; wantTitles: boolean }): FileResult {
+function resultOf(index: number, file: AnalysedFile, settings: PrecisionLensSettings, workspace: WorkspaceFacts, want: { wantIR: boolean; wantTitles: boolean; wantFixability: boolean; env: FixEnv }): FileResult {
   runFileRules(file, settings, workspace);
   const result: FileResult = { index, findings: file.findings, analysed: file.ir !== undefined };
-  if (want.wantTitles && file.ir) result.titles = file.findings.map((f) => fixTitlesFor(file, f, settings));
+  if (want.wantTitles && file.ir) result.titles = file.findings.map((f) => fixTitlesFor(file, f, settings, want.env));
+  if (want.wantFixability && file.ir) result.fixability = file.findings.map((f) => fixabilityOf(file, f, settings, want.env));
   if (want.wantIR && file.ir) result.ir = file.ir;
   if (file.bom) result.bom = true;
   if (file.skipped !== undefined) result.skipped = file.skipped;
@@ -187,6 +194,8 @@ export interface ParallelOptions {
   threads: number;
   wantIR: boolean;
   wantTitles: boolean;
+  wantFixability?: boolean;
+  env?: FixEnv;
   base?: WorkspaceFacts;
 }
 
@@ -202,6 +211,7 @@ export async function analyseParallel(parser: Parser, inputs: readonly InputFile
   const counter = new SharedArrayBuffer(4);
   const init: WorkerInit = {
     tag: WORKER_TAG, inputs: [...inputs], order, counter, settings, wantIR: opts.wantIR, wantTitles: opts.wantTitles,
+    wantFixability: opts.wantFixability ?? false, env: opts.env ?? {},
     crash: process.env.PRECISION_LENS_TEST_WORKER_CRASH === '1' || undefined,
   };
   let fail!: (e: Error) => void;
@@ -230,6 +240,7 @@ export async function analyseParallel(parser: Parser, inputs: readonly InputFile
         const file: AnalysedFile = { input: inputs[r.index], text: '', findings: r.findings, analysed: r.analysed };
         if (r.ir) file.ir = r.ir;
         if (r.titles) file.titles = r.titles;
+        if (r.fixability) file.fixability = r.fixability;
         if (r.bom) file.bom = true;
         if (r.skipped !== undefined) file.skipped = r.skipped;
         if (r.error !== undefined) file.error = r.error;

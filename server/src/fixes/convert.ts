@@ -64,6 +64,9 @@ export function skipReason(layer: Layer): SkipReason | undefined {
   if (layer.role === 'lm_head') return { label: 'lm-head', sentence: 'it is the lm-head, the most precision-sensitive layer: it stays in BF16.' };
   if (layer.role === 'embedding' || layer.kind === 'embedding') return { label: 'embedding', sentence: 'it is an embedding: Transformer Engine has no FP8 embedding.' };
   if (layer.tied) return { label: 'tied', sentence: 'its weight is tied to the embedding, so converting it would quantize the embedding too.' };
+  if (layer.role === 'classifier' || layer.role === 'router') {
+    return { label: layer.role, sentence: `it is a ${layer.role === 'router' ? 'mixture-of-experts router' : 'classifier head'}: a small GEMM that gains nothing from FP8 and is precision-sensitive, so it stays in BF16.` };
+  }
   if (!teClass(layer)) return { label: 'no te.* twin', sentence: `${layer.constructor} has no te.* equivalent.` };
   if (layer.shapeOk === false) return { label: 'shape', sentence: `its dimensions break the FP8 shape rule (in % 16, out % 8). ${layer.reasons.join(' ')}`.trim() };
   if (layer.convertible === 'uncertain') return { label: 'uncertain', sentence: `whether it can run in FP8 depends on runtime values. ${layer.reasons.join(' ')}`.trim() };
@@ -77,6 +80,8 @@ interface ArgPlan {
   /** Arguments dropped that changed nothing (elementwise_affine=True) do not count; these do. */
   droppedMeaningful: string[];
   refusal?: string;
+  /** A few words for convert-all's summary ("bias set at run time", "*args"). */
+  label?: string;
   /** An import the new arguments need (the model-parallel getters). */
   importLine?: string;
   /** The source call's arguments. */
@@ -89,23 +94,23 @@ function isTrue(value: string): boolean {
 
 function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
   const call = splitCallArgs(ctx.text, constructorSite(ctx.text, layer).open);
-  if (!call) return { edits: [], droppedMeaningful: [], refusal: 'the argument list could not be read.' };
+  if (!call) return { edits: [], droppedMeaningful: [], refusal: 'the argument list could not be read.', label: 'unreadable call' };
   const edits: TextEdit[] = [];
   const drop: CallArg[] = [];
   const droppedMeaningful: string[] = [];
   const present = new Set<string>();
   const positional = call.args.filter((a) => !a.name);
-  if (call.args.some((a) => /^\*/.test(a.value) && !a.name)) return { edits, droppedMeaningful, refusal: 'it passes *args/**kwargs, whose names cannot be checked.' };
+  if (call.args.some((a) => /^\*/.test(a.value) && !a.name)) return { edits, droppedMeaningful, refusal: 'it passes *args/**kwargs, whose names cannot be checked.', label: '*args/**kwargs' };
   const legacy = ctx.api === 'legacy';
 
   const parallel = layer.kind === 'parallel-linear' ? planParallel(ctx.ir, layer, call) : undefined;
-  if (parallel?.refusal) return { edits, droppedMeaningful, refusal: parallel.refusal };
+  if (parallel?.refusal) return { edits, droppedMeaningful, refusal: parallel.refusal, label: 'tensor-parallel options' };
   if (layer.kind === 'linear' || layer.kind === 'parallel-linear') {
-    if (positional.length > 3) return { edits, droppedMeaningful, refusal: 'it passes more than three positional arguments, which te.Linear does not take in that order.' };
+    if (positional.length > 3) return { edits, droppedMeaningful, refusal: 'it passes more than three positional arguments, which te.Linear does not take in that order.', label: 'positional arguments' };
     // nn.Linear(in, out, bias): te.Linear's third parameter is sequence_parallel, so bias must be named.
     if (positional.length === 3) {
       const third = positional[2];
-      if (call.args.some((a) => a.name === 'bias')) return { edits, droppedMeaningful, refusal: 'it passes bias twice.' };
+      if (call.args.some((a) => a.name === 'bias')) return { edits, droppedMeaningful, refusal: 'it passes bias twice.', label: 'bias twice' };
       edits.push(replace(third.start, third.end, `bias=${third.value.trim()}`));
       present.add('bias');
     }
@@ -128,7 +133,7 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
     if (positional.length > 2) {
       const third = positional[2];
       if (layer.kind === 'layernorm' && isTrue(third.value)) drop.push(third);
-      else return { edits, droppedMeaningful, refusal: 'it passes elementwise_affine (or more) positionally with a value Transformer Engine cannot represent.' };
+      else return { edits, droppedMeaningful, refusal: 'it passes elementwise_affine (or more) positionally with a value Transformer Engine cannot represent.', label: 'positional affine flag' };
     }
     for (const arg of call.args) {
       if (!arg.name) continue;
@@ -143,7 +148,13 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
       }
       if (arg.name === 'elementwise_affine' || (arg.name === 'bias' && layer.kind === 'layernorm')) {
         // TE norms always have an affine weight (and LayerNorm a bias): True is the only value they can represent.
-        if (!isTrue(arg.value)) return { edits, droppedMeaningful, refusal: `${arg.name}=${arg.value.trim()} cannot be represented: te.${teClass(layer)} always has ${layer.kind === 'layernorm' ? 'a weight and a bias' : 'a weight'}.` };
+        if (!isTrue(arg.value)) {
+          const has = layer.kind === 'layernorm' ? 'a weight and a bias' : 'a weight';
+          // A value read at run time (`bias=config.bias`) may be True; the edit cannot know, so a person decides.
+          return /^(False|0|None)$/.test(arg.value.trim())
+            ? { edits, droppedMeaningful, refusal: `${arg.name}=${arg.value.trim()} cannot be represented: te.${teClass(layer)} always has ${has}.`, label: `${arg.name}=False` }
+            : { edits, droppedMeaningful, refusal: `${arg.name}=${arg.value.trim()} is decided at run time: te.${teClass(layer)} always has ${has}, so it matches only while that is True; convert by hand if it is.`, label: `${arg.name} set at run time` };
+        }
         drop.push(arg);
         continue;
       }
@@ -164,7 +175,7 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
   if ((layer.kind === 'rmsnorm' || layer.kind === 'layernorm') && wantsZeroCentered && !present.has('zero_centered_gamma')) extra.push('zero_centered_gamma=True');
   if (layer.kind === 'parallel-linear' && !present.has('parallel_mode')) {
     const mode = layer.teArgs?.parallel_mode ?? (/Row/.test(layer.constructor) ? '"row"' : /Column/.test(layer.constructor) ? '"column"' : undefined);
-    if (!mode) return { edits, droppedMeaningful, refusal: 'whether it is column- or row-parallel is unknown.' };
+    if (!mode) return { edits, droppedMeaningful, refusal: 'whether it is column- or row-parallel is unknown.', label: 'parallel layout unknown' };
     extra.push(`parallel_mode=${mode}`);
   }
   if (parallel) extra.push(...parallel.extra);
@@ -194,6 +205,8 @@ export interface LayerConversion {
   fallbackNames: string[];
   /** Imports the edits need, added once per batch. */
   importLines: string[];
+  /** A few words for convert-all's summary. */
+  label?: string;
 }
 
 /** Why no layer of the file converts: it, or a file importing it, uses another FP8 or quantization stack. */
@@ -212,8 +225,8 @@ function stackRefusal(ctx: FixContext): string | undefined {
   return undefined;
 }
 
-function refused(refusal: string, target = ''): LayerConversion {
-  return { edits: [], safe: false, target, refusal, fallbackNames: [], importLines: [] };
+function refused(refusal: string, target = '', label?: string): LayerConversion {
+  return { edits: [], safe: false, target, refusal, fallbackNames: [], importLines: [], ...(label ? { label } : {}) };
 }
 
 /**
@@ -225,7 +238,7 @@ function refused(refusal: string, target = ''): LayerConversion {
 export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   const skip = skipReason(layer);
   const cls = teClass(layer);
-  if (skip || !cls) return refused(`Not converted: ${skip?.sentence ?? 'no te.* equivalent.'}`);
+  if (skip || !cls) return refused(`Not converted: ${skip?.sentence ?? 'no te.* equivalent.'}`, '', skip?.label ?? 'no te.* twin');
   const stack = stackRefusal(ctx);
   if (stack) return refused(stack);
   // A layer whose dims are unknown where it is built (shape `guarded`) goes through the factory even in a file that
@@ -235,7 +248,7 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   const access = teAccess(ctx.ir);
   const target = viaFactory ? (parallel ? PARALLEL_FACTORY : FACTORY[layer.kind]!) : `${access.prefix}${cls}`;
   const args = planArgs(ctx, layer, viaFactory);
-  if (args.refusal) return refused(`Not converted: ${args.refusal}`, target);
+  if (args.refusal) return refused(`Not converted: ${args.refusal}`, target, args.label);
   const site = constructorSite(ctx.text, layer);
   const importLines = args.importLine ? [args.importLine] : [];
   if (!viaFactory && access.importLine) importLines.push(access.importLine);
@@ -243,10 +256,17 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
     // The library's layer, built where FP8 does not run: its original call, unchanged, behind a lambda.
     ? replace(site.calleeStart, site.open + 1, `${target}(lambda: ${ctx.text.slice(site.calleeStart, args.call.close + 1)}, `)
     : replace(site.calleeStart, site.calleeEnd, target);
-  // A local subclass (custom forward) or a parallel linear (dropped TP options) deserves a look before it is applied;
-  // so does anything that brings in new code (the fallback, an import): `check --fix` applies only edits of one call.
-  const safe = layer.convertible === true && !args.droppedMeaningful.length && !parallel && !layer.resolved.startsWith('local:');
+  // A conversion changes what the layer computes (FP8 under autocast, te.Linear's own weight init): `check --fix`
+  // never applies it, only --unsafe-fixes does (through the fallback, so the file still runs without TE).
+  const safe = false;
   return { edits: [callee, ...args.edits], safe, target, fallbackNames: viaFactory ? [target] : [], importLines };
+}
+
+/** Why the layer's arguments as written keep it from converting (see argumentRefusal), or undefined. */
+export function conversionArgumentRefusal(ctx: FixContext, layer: Layer): string | undefined {
+  if (skipReason(layer) || !teClass(layer)) return undefined;
+  const refusal = planArgs(ctx, layer, convertsThroughFallback(ctx)).refusal;
+  return refusal ? `Not converted: ${refusal}` : undefined;
 }
 
 /** Stable id part for a layer: owner and attribute path, or its constructor text, plus its ordinal among equals. */
@@ -350,7 +370,7 @@ export function convertAllFix(ctx: FixContext, layers: Layer[], scope: { id: str
     if (!CANDIDATE_KINDS.has(layer.kind)) continue;
     const conv = convertLayer(ctx, layer);
     if (conv.refusal) {
-      const label = skipReason(layer)?.label ?? 'arguments';
+      const label = conv.label ?? skipReason(layer)?.label ?? 'arguments';
       skipped.set(label, (skipped.get(label) ?? 0) + 1);
       continue;
     }

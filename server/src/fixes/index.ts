@@ -10,21 +10,22 @@
  * - `applyEdits` / `combineFixes`: apply one fix, or as many compatible fixes as possible, to the text.
  */
 import type { PrecisionLensSettings } from '../../../common/settings';
-import type { ModelIR } from '../analysis/ir';
+import type { Layer, ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { findTrainingSteps, fp8ContextHeader, moveBackwardOut, selectedStatements, wrapStatements } from './autocast';
 import { loadNonStrict } from './checkpoint';
-import { conversionFix, convertAllFix } from './convert';
+import { conversionArgumentRefusal, conversionFix, convertAllFix } from './convert';
 import { applyEdits, editsConflict, normalizeEdits, type TextEdit } from './edits';
 import { filterHeadFromConversion, keepLayerInBf16 } from './head';
 import { eol } from './indent';
-import { scanSource, type Statement } from './source';
+import { scanSource, type SourceModel, type Statement } from './source';
+import { teAtLeast } from '../rules/autocast';
 import { migrateDeprecated, repairRecipe, replaceDelayedScaling, resolveApi } from './te-api';
-import { outcome, refuse, type FallbackModule, type Fix, type FixContext, type FixEnv, type FixOutcome } from './types';
+import { outcome, refuse, type FallbackModule, type Fix, type FixContext, type FixEnv, type FixOutcome, type RefusedFix } from './types';
 import { CONTEXT_FACTORY } from './fallback-source';
 import { hasWrapper, planWrapper, wrapperRefusal } from './wrapper';
 
-export type { CreatedFile, FallbackModule, Fix, FixEnv, FixOutcome } from './types';
+export type { CreatedFile, FallbackModule, Fix, FixEnv, FixOutcome, RefusedFix } from './types';
 export type { TextEdit } from './edits';
 export { applyEdits, editsConflict } from './edits';
 export { WRAPPER_MARKER } from './wrapper';
@@ -40,7 +41,14 @@ export function fixContext(text: string, ir: ModelIR, settings: PrecisionLensSet
   const last = lastContext;
   if (last && last.ctx.text === text && last.ctx.ir === ir && last.ctx.settings === settings && last.teVersion === env.teVersion
     && last.ctx.otherStack === env.otherStack && sameModule(last.ctx.fallbackModule, env.fallbackModule)) return last.ctx;
-  const ctx: FixContext = { text, ir, settings, model: scanSource(text), api: resolveApi(settings, env, text), hasWrapper: hasWrapper(text) };
+  // The statement scan is the costly part (~50 ms for 20k lines): made on first use, so a check that needs only the
+  // arguments (argumentRefusal, on the analysis path) never pays for it.
+  let model: SourceModel | undefined;
+  const ctx: FixContext = {
+    text, ir, settings, api: resolveApi(settings, env, text), hasWrapper: hasWrapper(text),
+    teKnownModern: settings.te.apiVersion === 'modern' || (settings.te.apiVersion === 'auto' && teAtLeast(env.teVersion, 2, 9) === true),
+    get model(): SourceModel { return (model ??= scanSource(text)); },
+  };
   if (env.otherStack) ctx.otherStack = env.otherStack;
   // A file with an inline block keeps it: the block is its FP8 state, a module beside it would be a second one.
   if (env.fallbackModule && !ctx.hasWrapper) ctx.fallbackModule = env.fallbackModule;
@@ -62,12 +70,45 @@ function withFileEol(text: string, fixes: Fix[]): Fix[] {
 export function fixOutcome(text: string, ir: ModelIR, finding: Finding, settings: PrecisionLensSettings, env?: FixEnv): FixOutcome {
   const ctx = fixContext(text, ir, settings, env);
   const result = outcomeFor(ctx, finding);
-  return { fixes: withFileEol(text, result.fixes), refusals: result.refusals };
+  const refused: RefusedFix[] = !result.fixes.length && result.refusals.length
+    ? [{ id: `refused:${finding.code}:${finding.span.startLine}`, title: refusedTitle(ir, finding), kind: 'quickfix', reason: result.refusals.join(' ') }]
+    : [];
+  return { fixes: withFileEol(text, result.fixes), refusals: result.refusals, refused };
+}
+
+/** What the refused quick fix would have done, as the title of its disabled code action. */
+export function refusedTitle(ir: ModelIR, finding: Finding): string {
+  const layer = finding.layerIndex !== undefined ? ir.layers[finding.layerIndex] : undefined;
+  const label = layer ? layer.name || layer.constructor : undefined;
+  switch (finding.code) {
+    case 'PL101': case 'PL102': case 'PL103': case 'PL106': case 'PL110':
+      return `Convert ${label ?? 'the layer'} to ${layer?.teEquivalent ?? 'te.*'}`;
+    case 'PL104': return `Fuse ${label ?? 'the norm'} and its Linear into te.LayerNormLinear`;
+    case 'PL105': return `Fuse the MLP block of ${label ?? 'the norm'} into te.LayerNormMLP`;
+    case 'PL201': case 'PL202': return label ? `Keep ${label} in BF16` : 'Keep the lm-head and the embedding in BF16';
+    case 'PL301': return 'Move backward() out of the FP8 autocast block';
+    case 'PL302': return 'Wrap the training step in FP8 autocast';
+    case 'PL303': return 'Migrate to the Transformer Engine >= 2.9 API';
+    case 'PL304': return 'Repair the FP8 recipe';
+    case 'PL305': return 'Use Float8CurrentScaling';
+    case 'PL401': return 'Guard FP8 with a capability check';
+    case 'PL402': return 'Log the precision mode';
+    case 'PL501': return 'Load the checkpoint with strict=False';
+    case 'PL502': return 'Keep the parameters in FP32';
+  }
 }
 
 /** The quick fixes for one finding (see fixOutcome for the refusals). */
 export function fixesForFinding(text: string, ir: ModelIR, finding: Finding, settings: PrecisionLensSettings, env?: FixEnv): Fix[] {
   return fixOutcome(text, ir, finding, settings, env).fixes;
+}
+
+/**
+ * Why the conversion of a layer the analysis calls convertible is still refused for its arguments as written
+ * (`bias=config.bias`: te.LayerNorm takes no bias flag, *args), or undefined. Cheap: it reads the call only.
+ */
+export function argumentRefusal(text: string, ir: ModelIR, layer: Layer, settings: PrecisionLensSettings, env?: FixEnv): string | undefined {
+  return conversionArgumentRefusal(fixContext(text, ir, settings, env), layer);
 }
 
 /** Why no fix is offered for this finding (undefined when one is), for the diagnostic message or hover. */
@@ -118,6 +159,14 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
     case 'PL104':
     case 'PL105':
       return refuse('No automatic fix: fusing into te.LayerNormLinear / te.LayerNormMLP changes the module structure and the checkpoint keys; restructure by hand.');
+    case 'PL110':
+      return layer && !layer.isTe
+        ? refuse('Not converted: its shape breaks the FP8 rule (in_features % 16 == 0, out_features % 8 == 0), and padding changes the model and its checkpoint, so that is left to you.')
+        : refuse('No automatic fix: padding a dimension changes the model and its checkpoint; pad it by hand or rebuild the layer as torch.nn.Linear.');
+    case 'PL302':
+      return refuse('No automatic fix in this file: run "Wrap the training step in FP8 autocast" (Source Action) in the training script.');
+    case 'PL402':
+      return refuse('No automatic fix: log the mode where the FP8 check is made; the FP8 fallback wrapper logs it once at start.');
     default:
       return outcome();
   }
@@ -172,24 +221,36 @@ export function sourceFixOutcome(text: string, ir: ModelIR, settings: PrecisionL
   const ctx = fixContext(text, ir, settings, options.env);
   const fixes: Fix[] = [];
   const refusals: string[] = [];
-  const take = (r: { fix?: Fix; refusal?: string }) => { if (r.fix) fixes.push(r.fix); else if (r.refusal) refusals.push(r.refusal); };
+  const refused: RefusedFix[] = [];
+  // A refused action stays visible (disabled, with the reason) under the title it would have had.
+  const take = (r: { fix?: Fix; refusal?: string }, id: string, title: string) => {
+    if (r.fix) fixes.push(r.fix);
+    else if (r.refusal) { refusals.push(r.refusal); refused.push({ id, title, kind: 'source', reason: r.refusal }); }
+  };
 
   if (options.className) {
-    take(convertAllFix(ctx, ir.layers.filter((l) => l.ownerClass === options.className), { id: `class:${options.className}`, where: `in class ${options.className}` }));
+    take(convertAllFix(ctx, ir.layers.filter((l) => l.ownerClass === options.className), { id: `class:${options.className}`, where: `in class ${options.className}` }),
+      `convert-all:class:${options.className}`, `Convert the layers in class ${options.className} to te.*`);
   }
   if (options.selection) {
     const { startOffset, endOffset } = options.selection;
     const inSel = ir.layers.filter((l) => l.span.startOffset >= startOffset && l.span.endOffset <= endOffset);
-    if (inSel.length) take(convertAllFix(ctx, inSel, { id: 'selection', where: 'in the selection' }));
+    if (inSel.length) take(convertAllFix(ctx, inSel, { id: 'selection', where: 'in the selection' }), 'convert-all:selection', 'Convert the layers in the selection to te.*');
   }
-  take(convertAllFix(ctx, ir.layers, { id: 'file', where: 'in this file' }));
+  // A file without a single conversion candidate has nothing to refuse.
+  if (ir.layers.some((l) => !l.isTe && (l.kind === 'linear' || l.kind === 'layernorm' || l.kind === 'rmsnorm' || l.kind === 'parallel-linear'))) {
+    take(convertAllFix(ctx, ir.layers, { id: 'file', where: 'in this file' }), 'convert-all:file', 'Convert the layers in this file to te.*');
+  }
 
   const wrapper = wrapperOutcome(ctx);
   fixes.push(...wrapper.fixes);
+  // "Already in place" is no limit; a wrapper that cannot carry the file's autocast arguments is.
+  const wrapperWhy = ctx.ir.importsTe && !wrapper.fixes.length ? wrapperRefusal(ctx) : undefined;
+  if (wrapperWhy) take({ refusal: wrapperWhy }, 'insert-wrapper', 'Insert FP8 fallback wrapper');
 
-  if (options.selection && options.selection.endOffset > options.selection.startOffset) take(wrapTrainingStep(ctx, options.selection));
-  take(wrapTrainingStep(ctx));
-  return { fixes: withFileEol(text, fixes), refusals };
+  if (options.selection && options.selection.endOffset > options.selection.startOffset) take(wrapTrainingStep(ctx, options.selection), 'wrap-selection', 'Wrap the selected statements in FP8 autocast');
+  take(wrapTrainingStep(ctx), 'wrap-training-step', 'Wrap the training step in FP8 autocast');
+  return { fixes: withFileEol(text, fixes), refusals, refused };
 }
 
 /** "Wrap the training step in FP8 autocast", using the wrapper's context factory (inserted with it when missing). */

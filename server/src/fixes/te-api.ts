@@ -69,7 +69,7 @@ export function migrateDeprecated(ctx: FixContext, span: Span): FixOutcome {
   const stmt = statementAt(ctx.model, span.startOffset);
   const stmtText = stmt ? statementText(ctx.model, stmt) : '';
   if (stmt && /^(from|import)\s/.test(stmtText) && stmtText.includes('transformer_engine.pytorch.fp8')) {
-    return migrateFp8Import(stmt.start, stmt.end, stmtText, stmt.indent, !supportsOldTe(ctx.text));
+    return migrateFp8Import(stmt.start, stmt.end, stmtText, stmt.indent, ctx.teKnownModern && !supportsOldTe(ctx.text));
   }
   const m = /^([A-Za-z_][\w.]*)\s*\(/.exec(text.slice(span.startOffset, span.endOffset));
   if (!m) return refuse('No automatic fix: the deprecated use is not a call or an import Precision Lens can rewrite.');
@@ -94,8 +94,9 @@ export function migrateDeprecated(ctx: FixContext, span: Span): FixOutcome {
   }
   if (!edits.length) return refuse('No automatic fix: nothing deprecated found in this call.');
   const title = FUNCTION_RENAMES[last] ? `Use ${FUNCTION_RENAMES[last]} (Transformer Engine >= 2.9 API)` : 'Use the Transformer Engine >= 2.9 argument names';
-  // A file that tests the TE version supports old TE on purpose: offered, never batch-applied.
-  return outcome([{ id: `PL303:${callee}:${spanKey(ctx, span)}`, title, kind: 'quickfix', codes: ['PL303'], safe: !supportsOldTe(ctx.text), isPreferred: true, edits }]);
+  // The new names exist only on TE >= 2.9: batch-applied only when that is known. A file that tests the TE version
+  // supports old TE on purpose: offered, never batch-applied.
+  return outcome([{ id: `PL303:${callee}:${spanKey(ctx, span)}`, title, kind: 'quickfix', codes: ['PL303'], safe: ctx.teKnownModern && !supportsOldTe(ctx.text), isPreferred: true, edits }]);
 }
 
 /** `from transformer_engine.pytorch.fp8 import A, B` -> imports from the modules that define them now. */

@@ -49,11 +49,27 @@ export interface FixEnv {
   fallbackModule?: FallbackModule;
 }
 
+/**
+ * A fix the user might expect but that is not offered, with the reason: a disabled code action in the editor
+ * (`disabled.reason`, LSP 3.16), so Ctrl+. on a refused layer says why.
+ */
+export interface RefusedFix {
+  /** Like Fix.id. */
+  id: string;
+  /** What the action would do ("Convert self.ln_f to te.LayerNorm"). */
+  title: string;
+  kind: 'quickfix' | 'source';
+  /** Full sentences, as in FixOutcome.refusals. */
+  reason: string;
+}
+
 /** Fixes for one finding, and why the ones that might be expected are not offered. */
 export interface FixOutcome {
   fixes: Fix[];
   /** Full sentences, e.g. "No automatic fix: backward() is followed by `x = y` inside the block (line 12)". */
   refusals: string[];
+  /** The refused actions, with titles (set by fixOutcome / sourceFixOutcome for the editor's disabled actions). */
+  refused?: RefusedFix[];
 }
 
 /** Everything a fix function reads; built once per request. */
@@ -64,6 +80,8 @@ export interface FixContext {
   model: SourceModel;
   /** The TE API generated code uses. */
   api: 'modern' | 'legacy';
+  /** TE >= 2.9 is known (te.apiVersion "modern", or the interpreter's TE version): PL303's migration may be batch-applied. */
+  teKnownModern: boolean;
   /** The file already defines the FP8 fallback wrapper (an inline block). */
   hasWrapper: boolean;
   /** The project's fallback module (FixEnv.fallbackModule); undefined: the inline block. */

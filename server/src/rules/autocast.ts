@@ -4,6 +4,7 @@
  */
 import type { RecipeCall } from '../analysis/ir';
 import type { TargetGpu } from '../../../common/settings';
+import { asClause } from './explain';
 import { supportsOldTe, TE_VERSION_CHECK } from './format';
 import type { Finding, RuleContext, RuleModule } from './types';
 
@@ -27,18 +28,25 @@ export function teAtLeast(version: string | undefined, major: number, minor: num
 }
 
 function recipeFindings(recipe: RecipeCall, recipeIndex: number, ctx: RuleContext, compiled: boolean): Finding[] {
+  const compileCall = ctx.ir.calls.find((c) => c.kind === 'compile');
   const out: Finding[] = [];
   const fmt = recipe.args.fp8_format;
   if (fmt && /\bE5M2\s*$/.test(fmt)) {
     out.push({
       code: 'PL304', span: recipe.argSpans.fp8_format ?? recipe.span, severity: 'error', recipeIndex,
-      message: `${recipe.recipe}(fp8_format=${fmt}): pure E5M2 training is not supported, TE raises "Pure E5M2 training is not supported." E5M2 keeps range but only 2 mantissa bits, too coarse for activations and weights. Use Format.HYBRID (E4M3 forward, E5M2 gradients).`,
+      message: `${recipe.recipe}(fp8_format=${fmt}): TE does not train in E5M2 alone; use Format.HYBRID`,
+      explanation: {
+        facts: ['TE raises "Pure E5M2 training is not supported." when the recipe is used.'],
+        consequence: 'E5M2 keeps range but has only 2 mantissa bits, too coarse for activations and weights.',
+        fix: 'The fix sets Format.HYBRID: E4M3 in the forward pass, E5M2 for gradients.',
+      },
     });
   }
   if ('interval' in recipe.args) {
     out.push({
       code: 'PL304', span: recipe.argSpans.interval ?? recipe.span, severity: 'error', recipeIndex,
-      message: `${recipe.recipe}(interval=...) was removed in Transformer Engine 2.2: the constructor raises TypeError. Scaling factors are now updated every step; drop the argument.`,
+      message: `${recipe.recipe}(interval=...) raises TypeError since Transformer Engine 2.2; drop the argument`,
+      explanation: { facts: ['The interval argument was removed in TE 2.2.'], consequence: 'Scaling factors are now updated every step, so the argument has no replacement.', fix: 'The fix removes the argument.' },
     });
   }
   const gpus = RECIPE_GPUS[recipe.recipe];
@@ -46,13 +54,23 @@ function recipeFindings(recipe: RecipeCall, recipeIndex: number, ctx: RuleContex
   if (gpus && target !== 'any' && !gpus.families.includes(target)) {
     out.push({
       code: 'PL304', span: recipe.span, severity: 'error', recipeIndex,
-      message: `${recipe.recipe} needs ${gpus.needs}, which ${GPU_NAMES[target]} (precisionLens.targetGpu) lacks: TE refuses the recipe at the first autocast. Use DelayedScaling or Float8CurrentScaling there.`,
+      message: `${recipe.recipe} needs ${gpus.needs}, which the target GPU lacks; use Float8CurrentScaling there`,
+      explanation: {
+        facts: [`The target GPU is ${GPU_NAMES[target]} (precisionLens.targetGpu, or target-gpu in pyproject.toml).`],
+        consequence: 'TE refuses the recipe at the first autocast.',
+        fix: 'DelayedScaling and Float8CurrentScaling run on every FP8 GPU (compute capability 8.9 or higher).',
+      },
     });
   }
   if (recipe.recipe === 'DelayedScaling' && compiled) {
     out.push({
       code: 'PL305', span: recipe.span, severity: 'warning', recipeIndex,
-      message: 'DelayedScaling keeps an amax history that torch.compile cannot trace: since TE 2.16 it raises "DelayedScaling is not supported under torch.compile". Use Float8CurrentScaling (same formats, scales from the current tensor).',
+      message: 'DelayedScaling fails under torch.compile since TE 2.16; use Float8CurrentScaling',
+      explanation: {
+        facts: ['DelayedScaling keeps an amax history that torch.compile cannot trace.', 'TE >= 2.16 raises "DelayedScaling is not supported under torch.compile".'],
+        fix: 'Float8CurrentScaling uses the same formats and takes its scales from the current tensor.',
+      },
+      ...(compileCall ? { related: [{ span: compileCall.span, message: 'torch.compile is called here' }] } : {}),
     });
   }
   return out;
@@ -69,7 +87,13 @@ export const autocastRules: RuleModule = {
       for (const call of region.backwardInside) {
         findings.push({
           code: 'PL301', span: call.span, severity: 'warning', regionIndex,
-          message: `${call.text.replace(/\s+/g, ' ').replace(/\(\s+/g, '(').replace(/,?\s*\)/g, ')')} runs inside the FP8 autocast block (line ${region.span.startLine + 1}). TE's docs run only the forward pass (and the loss) under autocast: backward uses the recipe state the forward recorded, and inside the region it can reuse stale scaling and amax reductions. Move backward() after the with block.`,
+          message: `${shortCall(call.text)} runs inside the FP8 autocast block; move it after the with block`,
+          related: [{ span: region.callSpan, message: 'the FP8 autocast block starts here' }],
+          explanation: {
+            facts: ["TE's docs run only the forward pass (and the loss) under autocast."],
+            consequence: 'Backward uses the recipe state the forward recorded; inside the region it can reuse stale scaling and amax reductions.',
+            fix: 'The fix moves backward() and what follows it in the block after the with statement.',
+          },
         });
       }
     });
@@ -81,7 +105,12 @@ export const autocastRules: RuleModule = {
       const first = teLayers[0];
       findings.push({
         code: 'PL302', span: first.span, severity: 'information', layerIndex: ir.layers.indexOf(first),
-        message: `${teLayers.length} te.* layer${teLayers.length > 1 ? 's are' : ' is'} defined, but no FP8 autocast region (te.autocast / te.fp8_autocast) exists in the analysed files, which train the model: TE modules then compute in BF16/FP32 and FP8 buys nothing. Wrap the forward pass of the training step in FP8 autocast.`,
+        message: `${teLayers.length} te.* layer${teLayers.length > 1 ? 's' : ''} but no FP8 autocast anywhere; wrap the training step's forward in FP8 autocast`,
+        explanation: {
+          facts: ['No analysed file enters te.autocast / te.fp8_autocast, and the analysed files train the model.'],
+          consequence: 'TE modules then compute in BF16/FP32 and FP8 buys nothing.',
+          fix: '"Wrap the training step in FP8 autocast" in the training script does it (backward() stays outside).',
+        },
       });
     }
 
@@ -98,7 +127,11 @@ export const autocastRules: RuleModule = {
         if (versionAware && TE_VERSION_CHECK.test(owner)) return;
         findings.push({
           code: 'PL303', span: call.span, severity: 'hint', callIndex,
-          message: `${call.callee} is deprecated since Transformer Engine 2.9 (DeprecationWarning; it will be removed). ${migrationFor(call.callee, call.args, ir.imports.find((b) => b.local === call.callee)?.target)}`,
+          message: `${call.callee} is deprecated since Transformer Engine 2.9; ${asClause(shortMigration(call.callee, call.args, ir.imports.find((b) => b.local === call.callee)?.target))}`,
+          explanation: {
+            facts: ['TE >= 2.9 warns (DeprecationWarning) and will remove the old names.'],
+            fix: migrationFor(call.callee, call.args, ir.imports.find((b) => b.local === call.callee)?.target),
+          },
         });
       });
     }
@@ -108,6 +141,21 @@ export const autocastRules: RuleModule = {
     return findings;
   },
 };
+
+/** The call's text on one line, shortened: `loss.backward()`. */
+function shortCall(text: string): string {
+  const one = text.replace(/\s+/g, ' ').replace(/\(\s+/g, '(').replace(/,?\s*\)/g, ')');
+  return one.length <= 50 ? one : `${one.slice(0, 47)}...`;
+}
+
+/** The migration in a few words, for the message. */
+function shortMigration(callee: string, args: Record<string, string>, imported?: string): string {
+  const last = (imported ?? callee).split('.').pop() ?? '';
+  if (last === 'fp8_autocast') return callee.includes('.') ? `use te.autocast${args.fp8_recipe !== undefined ? ' with recipe=' : ''}` : 'use autocast from transformer_engine.pytorch';
+  if (last === 'fp8_model_init') return callee.includes('.') ? 'use te.quantized_model_init' : 'use quantized_model_init from transformer_engine.pytorch';
+  if (/\.fp8$/.test(callee)) return 'import from transformer_engine.pytorch instead';
+  return args.fp8_recipe !== undefined ? 'pass recipe= instead of fp8_recipe=' : 'use the TE >= 2.9 names';
+}
 
 /** The migration that applies to one deprecated use (TE >= 2.9 names). */
 function migrationFor(callee: string, args: Record<string, string>, imported?: string): string {

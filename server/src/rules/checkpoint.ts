@@ -5,6 +5,12 @@
  */
 import type { Finding, RuleContext, RuleModule } from './types';
 
+/** A call's text on one line, at most 44 characters. */
+function shortText(text: string): string {
+  const one = text.replace(/\s+/g, ' ');
+  return one.length <= 44 ? one : `${one.slice(0, 41)}...`;
+}
+
 /** Training only adapters on frozen 16-bit weights: PEFT / LoRA, QLoRA preparation, a frozen base. */
 const FROZEN_BASE = /\bget_peft_model\s*\(|\bprepare_model_for_kbit_training\s*\(|\bLoraConfig\s*\(|\b(model|base_model|backbone)\s*\.\s*requires_grad_\s*\(\s*False\s*\)/;
 
@@ -19,7 +25,12 @@ export const checkpointRules: RuleModule = {
       if (call.kind === 'load_state_dict' && usesTe && (call.args.strict ?? 'True').trim() !== 'False') {
         findings.push({
           code: 'PL501', span: call.span, severity: 'information', callIndex,
-          message: 'This file uses Transformer Engine (its modules or FP8 autocast); TE modules save FP8 metadata under "<prefix>._extra_state" keys. Loading a checkpoint from a plain torch.nn model (or into one) with strict=True then fails with missing or unexpected "_extra_state" keys. Pass strict=False (TE\'s own Hugging Face loader does) or filter those keys, and check the returned missing keys.',
+          message: 'strict=True fails across TE and torch.nn checkpoints (_extra_state keys); pass strict=False',
+          explanation: {
+            facts: ['This file uses Transformer Engine (its modules or FP8 autocast).', 'TE modules save FP8 metadata under "<prefix>._extra_state" keys.'],
+            consequence: 'Loading a checkpoint from a plain torch.nn model (or into one) with strict=True fails with missing or unexpected "_extra_state" keys.',
+            fix: "The fix passes strict=False (TE's own Hugging Face loader does); check the returned missing keys, or filter the _extra_state keys instead.",
+          },
         });
       }
     });
@@ -43,7 +54,13 @@ export const checkpointRules: RuleModule = {
         : 'updates smaller than the BF16 step (about 0.4 % of a weight) round away and training stalls';
       findings.push({
         code: 'PL502', span: call.span, severity: 'warning', callIndex,
-        message: `${loads ? call.text : call.text.slice(0, 60)} ${loads ? 'loads the model\'s weights in 16-bit' : 'casts the whole model to 16-bit'} ${when} (${optimizer.callee}) is created, so the optimizer updates 16-bit master weights: ${step}. Keep parameters in FP32 and use autocast (TE autocast computes FP8 from FP32/BF16 masters).`,
+        message: `${shortText(call.text)} ${loads ? 'loads 16-bit weights' : 'casts the model to 16-bit'} ${when}; keep FP32 parameters and use autocast`,
+        related: [{ span: optimizer.span, message: `the optimizer (${optimizer.callee}) is created here` }],
+        explanation: {
+          facts: [`${loads ? call.text : call.text.slice(0, 60)} ${loads ? 'loads the model\'s weights in 16-bit' : 'casts the whole model to 16-bit'} ${when} (${optimizer.callee}) is created, so the optimizer updates 16-bit master weights.`],
+          consequence: `${step[0].toUpperCase()}${step.slice(1)}.`,
+          fix: 'Keep parameters in FP32 and train under autocast (TE autocast computes FP8 from FP32/BF16 masters).',
+        },
       });
     });
     return findings;

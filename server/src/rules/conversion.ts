@@ -5,8 +5,20 @@
  */
 import type { RuleCode } from '../../../common/codes';
 import type { Layer } from '../analysis/ir';
-import { joinReasons, layerLabel, shapeText } from './format';
-import type { Finding, RuleContext, RuleModule } from './types';
+import { configDefaultEvidence, forwardCallEvidence, SpanMaker, tieEvidence } from './evidence';
+import { actionOf } from './explain';
+import { layerLabel, shapeText } from './format';
+import type { Explanation, Finding, RuleContext, RuleModule } from './types';
+
+const SHAPE_RULE = 'FP8 GEMMs need in_features % 16 == 0 and out_features % 8 == 0 (the product of the leading dimensions of the input must also be a multiple of 8).';
+
+/** Which dimension to pad, and to what: in_features to a multiple of 16, out_features to a multiple of 8. */
+function padAdvice(layer: Layer): string {
+  const pads: string[] = [];
+  if (layer.inFeatures?.value !== undefined && layer.inFeatures.value % 16 !== 0) pads.push(`in_features to ${Math.ceil(layer.inFeatures.value / 16) * 16}`);
+  if (layer.outFeatures?.value !== undefined && layer.outFeatures.value % 8 !== 0) pads.push(`out_features to ${Math.ceil(layer.outFeatures.value / 8) * 8}`);
+  return pads.length ? `pad ${pads.join(' and ')}` : 'pad it';
+}
 
 const CODE_BY_KIND: Partial<Record<Layer['kind'], RuleCode>> = {
   linear: 'PL101',
@@ -19,31 +31,85 @@ const CODE_BY_KIND: Partial<Record<Layer['kind'], RuleCode>> = {
 const PROTECTED_ROLES = new Set<Layer['role']>(['lm_head', 'embedding']);
 const NEVER_CANDIDATES = new Set<Layer['role']>(['lm_head', 'embedding', 'classifier', 'router']);
 
+/** `768->2304` for a linear layer, `768` for a norm, '' unless every size is known. */
+function compactShape(layer: Layer): string {
+  const dims = layer.kind === 'layernorm' || layer.kind === 'rmsnorm' ? [layer.normalizedShape ?? layer.inFeatures] : [layer.inFeatures, layer.outFeatures];
+  return dims.every((d) => d?.value !== undefined) ? ` ${shapeText(layer).replace(/ -> /, '->')}` : '';
+}
+
+/** For a Linear whose sizes are unknown statically: the condition on them (`if cfg.width % 16 == 0 and ...`). */
+function sizeCondition(layer: Layer, room: number): string | undefined {
+  if (layer.kind !== 'linear' && layer.kind !== 'parallel-linear') return undefined;
+  const conds: string[] = [];
+  if (layer.inFeatures?.value === undefined) conds.push(`${layer.inFeatures?.text ?? 'in_features'} % 16 == 0`);
+  if (layer.outFeatures?.value === undefined) conds.push(`${layer.outFeatures?.text ?? 'out_features'} % 8 == 0`);
+  if (!conds.length) return undefined;
+  const full = `if ${conds.join(' and ')}`;
+  return full.length <= room ? full : 'if its sizes meet the FP8 rule';
+}
+
+const TE_INIT = 'te.Linear initialises its weight from normal(0, 0.023) where nn.Linear uses Kaiming uniform: copy trained weights, or keep your own init when training from scratch.';
+
+/** The one-sentence message: verdict and action. */
 function conversionMessage(layer: Layer): string {
   const te = layer.teEquivalent ?? 'te.*';
-  const label = layerLabel(layer);
-  const why = joinReasons(layer.reasons);
+  const head = `${layerLabel(layer)}: ${layer.constructor}${compactShape(layer)}`;
   if (layer.convertible === true) {
     const extra = layer.kind === 'parallel-linear' && layer.teArgs?.parallel_mode
-      ? ` with parallel_mode=${layer.teArgs.parallel_mode}` : layer.zeroCenteredGamma ? ' with zero_centered_gamma=True' : '';
-    // TE keeps norms in high precision; what converting them buys is an FP8-ready output and later fusion.
-    const gain = layer.kind === 'layernorm' || layer.kind === 'rmsnorm'
-      ? 'TE computes the norm in high precision; on its own that gains nothing, the gain is fusing it with the Linear it feeds (te.LayerNormLinear / te.LayerNormMLP, PL104/PL105).'
-      : 'its GEMMs then run in FP8 inside TE autocast on Hopper/Blackwell. te.Linear initialises its weight from normal(0, 0.023) (nn.Linear: Kaiming uniform): copy trained weights, or keep your own init when training from scratch.';
-    return `${label} (${layer.constructor}, ${shapeText(layer)}) can become ${te}${extra}: ${gain} ${why}`.trim();
+      ? ` with parallel_mode="${layer.teArgs.parallel_mode.replace(/^["']|["']$/g, '')}"` : layer.zeroCenteredGamma ? ' with zero_centered_gamma=True' : '';
+    return layer.kind === 'layernorm' || layer.kind === 'rmsnorm' ? `${head} can become ${te}${extra}` : `${head} can run in FP8 as ${te}${extra}`;
   }
   if (layer.convertible === 'uncertain') {
-    const sizes = (layer.kind === 'linear' || layer.kind === 'parallel-linear') && layer.shapeOk === undefined
-      ? ' Check that the runtime sizes meet the FP8 rule (in % 16 == 0, out % 8 == 0) before converting.' : '';
-    return `${label} (${layer.constructor}) may become ${te}, uncertain: ${why}${sizes}`;
+    // Unknown sizes alone: say the condition; any other doubt: the action its reason ends with.
+    const onlySizes = layer.reasons.length === 1 && layer.shapeOk === undefined;
+    const condition = onlySizes ? sizeCondition(layer, 118 - head.length - te.length - 13) : undefined;
+    if (condition) return `${head} can run in FP8 as ${te} ${condition}`;
+    return `${head} may become ${te}; ${actionOf(layer.reasons) ?? 'check the reasons in the hover first'}`;
   }
-  return `${label} (${layer.constructor}) cannot become ${te} exactly: ${why}`;
+  const action = actionOf(layer.reasons);
+  return `${head} cannot become ${te} exactly; ${action ?? 'keep it'}`;
+}
+
+/** What converting buys and what the fix does, for the hover. */
+function conversionExplanation(layer: Layer): Explanation {
+  const norm = layer.kind === 'layernorm' || layer.kind === 'rmsnorm';
+  if (layer.convertible === false) {
+    return { facts: layer.reasons, consequence: `${layer.teEquivalent ?? 'The te.* layer'} would compute something else than this layer, so no conversion is offered.` };
+  }
+  if (layer.convertible === 'uncertain') return { facts: layer.reasons };
+  return {
+    facts: layer.reasons,
+    consequence: norm
+      ? 'TE computes norms in high precision: converting a norm alone gains nothing, fusing it with the Linear it feeds does (PL104, PL105).'
+      : 'Inside TE autocast on a GPU with FP8 (compute capability 8.9 or higher) its GEMMs run in FP8; large GEMMs gain most, small ones (about 1024 wide) gain nothing.',
+    fix: norm
+      ? `The fix builds it through the project's FP8 fallback (${layer.teEquivalent} where FP8 runs, the torch.nn norm elsewhere) with the same size, eps and affine parameters.`
+      : `The fix builds it through the project's FP8 fallback (${layer.teEquivalent ?? 'te.Linear'} where FP8 runs, torch.nn.Linear elsewhere) with the same sizes and bias. ${TE_INIT}`,
+  };
+}
+
+/**
+ * A conversion finding whose fix is refused for the arguments as written (`bias=config.bias`): the message must not
+ * promise a conversion the fix will not make ("can become ... and then refused"). The refusal goes to the hover.
+ */
+export function withRefusedConversion(finding: Finding, layer: Layer, refusal: string): Finding {
+  const te = layer.teEquivalent ?? 'te.*';
+  const head = `${layerLabel(layer)}: ${layer.constructor}${compactShape(layer)}`;
+  const why = refusal.replace(/^Not converted:\s*/, '').split(/[:;] |, which /)[0].replace(/[.]$/, '');
+  const message = `${head} can become ${te}, but not automatically: ${why}`;
+  return {
+    ...finding,
+    message: message.length <= 130 ? message : `${head} can become ${te}, but not automatically; convert it by hand`,
+    explanation: { facts: [...(finding.explanation?.facts ?? layer.reasons), `Not converted automatically: ${refusal.replace(/^Not converted:\s*/, '')}`], consequence: finding.explanation?.consequence },
+  };
 }
 
 export const conversionRules: RuleModule = {
   codes: ['PL101', 'PL102', 'PL103', 'PL106', 'PL110'],
-  check({ ir, workspace }: RuleContext): Finding[] {
+  check({ ir, text, workspace }: RuleContext): Finding[] {
     const findings: Finding[] = [];
+    let spanMaker: SpanMaker | undefined;
+    const spans = (): SpanMaker => (spanMaker ??= new SpanMaker(text));
     // A file that converts its model with a whole-model FP8 conversion (torchao convert_to_float8_training, accelerate)
     // has chosen its FP8 stack: a te.* layer would leave that conversion (it swaps nn.Linear only) and need TE autocast.
     // Also when another analysed file converts or quantizes the model (a training script's torchao conversion, QLoRA).
@@ -59,8 +125,12 @@ export const conversionRules: RuleModule = {
           severity: layer.isTe ? 'warning' : 'information',
           layerIndex,
           message: layer.isTe
-            ? `${layerLabel(layer)} is a te.* layer with ${shapeText(layer)}: FP8 GEMMs need in_features % 16 == 0 and out_features % 8 == 0, so TE raises "FP8 execution requires ..." under FP8 autocast. Pad the dimension or keep this layer as torch.nn.Linear.`
-            : `${layerLabel(layer)} (${shapeText(layer)}) breaks the FP8 shape rule (in_features % 16 == 0, out_features % 8 == 0): as te.Linear it would fail under FP8 autocast. ${joinReasons(layer.reasons)} Keep it in BF16 or pad the dimension.`,
+            ? `${layerLabel(layer)}: ${layer.constructor}${compactShape(layer)} breaks the FP8 shape rule; ${padAdvice(layer)} or keep it as nn.Linear`
+            : `${layerLabel(layer)}: ${layer.constructor}${compactShape(layer)} breaks the FP8 shape rule; keep it in BF16 or ${padAdvice(layer)}`,
+          explanation: layer.isTe
+            ? { facts: [SHAPE_RULE], consequence: 'Under FP8 autocast TE raises "FP8 execution requires the product of all dimensions except the last to be divisible by 8 and the last dimension to be divisible by 16".' }
+            : { facts: layer.reasons },
+          related: forwardCallEvidence(ir, text, layer, spans()),
         });
         return;
       }
@@ -70,9 +140,10 @@ export const conversionRules: RuleModule = {
       // A tiny classifier or router gains nothing from FP8 and the reason says so; only explain the non-obvious
       // refusals (norms TE cannot represent exactly) as diagnostics, so the editor is not covered in "no" notes.
       if (layer.convertible === false && layer.kind !== 'layernorm' && layer.kind !== 'rmsnorm') return;
+      const related = [...tieEvidence(ir, layer), ...configDefaultEvidence(ir, text, [...layer.reasons, layer.inFeatures, layer.outFeatures, layer.normalizedShape], spans())];
       // Class tests (isinstance(m, nn.Linear) in weight init, optimizer groups) are extended by the conversion itself.
-      const message = conversionMessage(layer);
-      findings.push({ code, span: layer.span, severity: 'information', layerIndex, message });
+      const explanation = conversionExplanation(layer);
+      findings.push({ code, span: layer.span, severity: 'information', layerIndex, message: conversionMessage(layer), explanation, ...(related.length ? { related } : {}) });
     });
     return findings;
   },

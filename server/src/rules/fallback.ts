@@ -28,7 +28,11 @@ export const fallbackRules: RuleModule = {
     if (conv && !hasCheck && !ir.importsTe) {
       findings.push({
         code: 'PL401', span: conv.span, severity: 'warning', conversionIndex: ir.fp8Conversions.indexOf(conv),
-        message: `${conv.callee} turns FP8 on with no capability check: on GPUs below compute capability 8.9 (A100, V100, RTX 3090) the first FP8 GEMM (torch._scaled_mm) raises. Convert only when torch.cuda.get_device_capability() >= (8, 9), train in BF16 otherwise, and log which one runs.`,
+        message: `${conv.callee} turns FP8 on with no capability check; convert only on GPUs with FP8`,
+        explanation: {
+          facts: ['On GPUs below compute capability 8.9 (A100, V100, RTX 3090) the first FP8 GEMM (torch._scaled_mm) raises.'],
+          fix: 'Convert only when torch.cuda.get_device_capability() >= (8, 9), train in BF16 otherwise, and log which one runs.',
+        },
       });
     }
     if (!ir.importsTe || !fp8Used(ir)) return findings;
@@ -39,13 +43,21 @@ export const fallbackRules: RuleModule = {
     if (ir.teImportUnguarded && teImport) {
       findings.push({
         code: 'PL401', span: teImport.span, severity: 'warning',
-        message: 'Transformer Engine is imported unconditionally: on a machine without TE (a laptop, CI, an A100 box without the package) this file fails with ImportError before training starts. Import it inside try/except ImportError and fall back to torch.nn layers and BF16 autocast (the "Insert FP8 fallback wrapper" fix does this).',
+        message: 'Transformer Engine is imported unconditionally; import it in try/except and fall back to BF16',
+        explanation: {
+          facts: ['Without TE installed (a laptop, CI, an A100 box without the package) this file fails with ImportError before training starts.'],
+          fix: 'The "Insert FP8 fallback wrapper" fix imports TE inside try/except ImportError and falls back to torch.nn layers and BF16 autocast.',
+        },
       });
     } else if (!hasCheck && unconditional.length) {
       const region = unconditional[0];
       findings.push({
         code: 'PL401', span: region.callSpan, severity: 'warning', regionIndex: ir.autocastRegions.indexOf(region),
-        message: 'FP8 autocast is always enabled, with no capability check: on GPUs below compute capability 8.9 (A100, V100, RTX 3090) TE raises "Device compute capability 8.9 or higher required for FP8 execution." Check te.is_fp8_available() (TE >= 2.9) or check_fp8_support() and pass the result as enabled=, falling back to BF16.',
+        message: 'FP8 autocast is always enabled; pass enabled= from an FP8 capability check',
+        explanation: {
+          facts: ['On GPUs below compute capability 8.9 (A100, V100, RTX 3090) TE raises "Device compute capability 8.9 or higher required for FP8 execution."'],
+          fix: 'Check te.is_fp8_available() (TE >= 2.9) or check_fp8_support() and pass the result as enabled=, falling back to BF16; the quick fix brings in the FP8 fallback wrapper, which does this.',
+        },
       });
     }
 
@@ -53,7 +65,12 @@ export const fallbackRules: RuleModule = {
       const check = ir.calls.find((c) => c.kind === 'fp8_check')!;
       findings.push({
         code: 'PL402', span: check.span, severity: 'hint', callIndex: ir.calls.indexOf(check),
-        message: 'The code checks FP8 support at run time but never logs which precision the run uses: where it falls back to BF16 (missing TE, older GPU) the job looks like a slow FP8 run. Log the active mode once at start ("Running in FP8 mode on ..." / "Running in BF16 fallback: <reason>").',
+        message: 'FP8 support is checked but the chosen precision is never logged; log the mode once at start',
+        explanation: {
+          consequence: 'Where the run falls back to BF16 (missing TE, older GPU) the job looks like a slow FP8 run.',
+          fix: 'Log the active mode once at start ("Running in FP8 mode on ..." / "Running in BF16 fallback: <reason>").',
+          facts: [],
+        },
       });
     }
     return findings;

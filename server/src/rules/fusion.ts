@@ -9,7 +9,8 @@
  * not followed: fusing them would move a layer between classes.
  */
 import { closeParen } from '../analysis/calls';
-import type { ClassInfo, Layer } from '../analysis/ir';
+import type { ClassInfo, Layer, ModelIR } from '../analysis/ir';
+import { forwardCallEvidence, SpanMaker } from './evidence';
 import { dimText, layerLabel } from './format';
 import type { Finding, RuleContext, RuleModule } from './types';
 
@@ -93,7 +94,7 @@ function callsOf(body: string, attr: string): CallAt[] {
   return out;
 }
 
-function checkClass(cls: ClassInfo, text: string, layers: Array<[Layer, number]>): Finding[] {
+function checkClass(ir: ModelIR, cls: ClassInfo, text: string, layers: Array<[Layer, number]>, spans: SpanMaker): Finding[] {
   if (!cls.forwardSpan) return [];
   const body = text.slice(cls.forwardSpan.startOffset, cls.forwardSpan.endOffset);
   const byAttr = new Map<string, [Layer, number]>();
@@ -122,21 +123,42 @@ function checkClass(cls: ClassInfo, text: string, layers: Array<[Layer, number]>
       ?? (actAttr && byAttr.get(actAttr) ? ACTIVATIONS[byAttr.get(actAttr)![0].constructor.replace(/^.*\./, '').toLowerCase()] : undefined));
     const fc2 = activation && actCall ? linearOf(soleConsumer(body, actCall.start, actCall.end)) : undefined;
     const where = `${cls.name}.forward`;
+    const related = [...forwardCallEvidence(ir, text, norm, spans), { span: fc1[0].span, message: `${layerLabel(fc1[0])} is built here` }];
+    const keys = 'There is no automatic fix: fusing changes the module structure, and the parameter names change';
     if (fc2 && activation) {
       // TE's "gelu" kernel is the tanh approximation; nn.GELU() and F.gelu default to the exact (erf) form.
       const actLayer = actAttr ? byAttr.get(actAttr)?.[0] : undefined;
       const tanh = /tanh/.test(actLayer?.options.approximate ?? '');
       const geluNote = activation === 'gelu' && !tanh
-        ? ` Note: TE's activation="gelu" is the tanh approximation of GELU, while ${actLayer ? `${actLayer.constructor}()` : actCall?.callee ?? 'this GELU'} is the exact (erf) form: outputs differ slightly (about 1e-3), harmless when training from scratch; re-check the accuracy of an already trained model.`
-        : '';
+        ? `TE's activation="gelu" is the tanh approximation of GELU, while ${actLayer ? `${actLayer.constructor}()` : actCall?.callee ?? 'this GELU'} is the exact (erf) form: outputs differ slightly (about 1e-3), harmless when training from scratch; re-check the accuracy of an already trained model.`
+        : undefined;
       findings.push({
         code: 'PL105', span: norm.span, severity: 'hint', layerIndex,
-        message: `${layerLabel(norm)} -> ${layerLabel(fc1[0])} -> ${activation} -> ${layerLabel(fc2[0])} in ${where} is a whole MLP block: te.LayerNormMLP(hidden_size=${dimText(norm.normalizedShape ?? norm.inFeatures)}, ffn_hidden_size=${dimText(fc1[0].outFeatures)}, normalization="${normalization}", activation="${activation}") runs it with the norm, the FP8 casts and the activation fused, so no BF16 activation is written between them. Parameter names change (layer_norm_weight, fc1_weight, fc2_weight): map checkpoint keys when loading.${geluNote}`,
+        message: `${layerLabel(norm)} -> ${layerLabel(fc1[0])} -> ${activation} -> ${layerLabel(fc2[0])} is one MLP block; fuse it as te.LayerNormMLP by hand`,
+        related: [...related, { span: fc2[0].span, message: `${layerLabel(fc2[0])} is built here` }],
+        explanation: {
+          facts: [
+            `In ${where} the norm's output goes only to ${layerLabel(fc1[0])}, then through ${activation} to ${layerLabel(fc2[0])}.`,
+            `te.LayerNormMLP(hidden_size=${dimText(norm.normalizedShape ?? norm.inFeatures)}, ffn_hidden_size=${dimText(fc1[0].outFeatures)}, normalization="${normalization}", activation="${activation}") computes the same block.`,
+            ...(geluNote ? [geluNote] : []),
+          ],
+          consequence: 'The fused module runs the norm, the FP8 casts and the activation in one pass, so no BF16 activation is written out between them; unfused FP8 loses much of its gain to separate cast kernels.',
+          fix: `${keys} (layer_norm_weight, fc1_weight, fc2_weight): map checkpoint keys when loading.`,
+        },
       });
     } else {
       findings.push({
         code: 'PL104', span: norm.span, severity: 'hint', layerIndex,
-        message: `${layerLabel(norm)} feeds only ${layerLabel(fc1[0])} in ${where}: te.LayerNormLinear(${dimText(fc1[0].inFeatures)}, ${dimText(fc1[0].outFeatures)}, normalization="${normalization}") normalises and casts to FP8 in one kernel before the GEMM, instead of writing the BF16 activation out and reading it back. Parameter names change (layer_norm_weight): map checkpoint keys when loading.`,
+        message: `${layerLabel(norm)} feeds only ${layerLabel(fc1[0])}; fuse both as te.LayerNormLinear(${dimText(fc1[0].inFeatures)}, ${dimText(fc1[0].outFeatures)}) by hand`,
+        related,
+        explanation: {
+          facts: [
+            `In ${where} the norm's output goes only to ${layerLabel(fc1[0])}.`,
+            `te.LayerNormLinear(${dimText(fc1[0].inFeatures)}, ${dimText(fc1[0].outFeatures)}, normalization="${normalization}") computes both.`,
+          ],
+          consequence: 'It normalises and casts to FP8 in one kernel before the GEMM, instead of writing the BF16 activation out and reading it back.',
+          fix: `${keys} (layer_norm_weight): map checkpoint keys when loading.`,
+        },
       });
     }
   }
@@ -154,9 +176,10 @@ export const fusionRules: RuleModule = {
       byClass.set(layer.ownerClass, list);
     });
     const findings: Finding[] = [];
+    const spans = new SpanMaker(text);
     for (const cls of ir.classes) {
       const layers = byClass.get(cls.name);
-      if (layers && layers.length >= 2) findings.push(...checkClass(cls, text, layers));
+      if (layers && layers.length >= 2) findings.push(...checkClass(ir, cls, text, layers, spans));
     }
     return findings;
   },

@@ -32,12 +32,40 @@ export interface RuleContext {
   workspace: WorkspaceFacts;
 }
 
-/** One problem found by a rule. Severity is the rule's default; the engine applies settings. */
+/** A piece of evidence for a finding, with its location: the tie statement, the config default, the forward return. */
+export interface Evidence {
+  span: Span;
+  /** Short, e.g. "ties lm_head.weight to transformer.wte.weight". */
+  message: string;
+}
+
+/**
+ * The long form of a finding, shown in the hover card and kept in the CLI's JSON (`explanation`): the message stays one
+ * short sentence. Each part is made of full sentences, and no sentence appears twice (in the message or here).
+ */
+export interface Explanation {
+  /** What the analysis found: dimensions and their sources, role evidence, the verdict's reasons. */
+  facts: string[];
+  /** What happens if nothing is done, or what the change buys. */
+  consequence?: string;
+  /** What the offered fix does, or what to do by hand. */
+  fix?: string;
+}
+
+/**
+ * One problem found by a rule. Severity is the rule's default; the engine applies settings.
+ * `message` is one sentence of about 120 characters at most: the verdict and the action
+ * (`self.c_attn: nn.Linear 768->2304 can run in FP8 as te.Linear`); the rest goes to `related` and `explanation`.
+ */
 export interface Finding {
   code: RuleCode;
   span: Span;
   message: string;
   severity: Severity;
+  /** Evidence elsewhere in the file, shown as LSP relatedInformation. */
+  related?: Evidence[];
+  /** The explanation for the hover card and the JSON output. */
+  explanation?: Explanation;
   /** Index into ir.layers when the finding is about one layer (fixes use it). */
   layerIndex?: number;
   /** Index into ir.autocastRegions, ir.recipes or ir.calls, per rule. */
