@@ -129,7 +129,9 @@ async function run(options: CliOptions, io: Io): Promise<number> {
     files ??= analyseAll(parser, inputs, settings, {}, options.command !== 'inspect').files;
     let fixOutcome: Awaited<ReturnType<typeof fixFiles>> | undefined;
     if (options.fix) {
-      fixOutcome = fixFiles(parser, files, settings, { write: !options.diff, unsafe: options.unsafeFixes, env });
+      // The project's folder: its fallback module lives there (created once), as in the editor's workspace folder.
+      const projectRoot = project ? dirname(project.path) : commonFolder(options.paths, io.cwd);
+      fixOutcome = fixFiles(parser, files, settings, { write: !options.diff, unsafe: options.unsafeFixes, env, projectRoot });
       files = fixOutcome.files;
     }
     let ioError = errors.length > 0;

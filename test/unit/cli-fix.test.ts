@@ -148,6 +148,9 @@ describe('precision-lens check --fix (built CLI)', function () {
     assertValidPython(model, 'model.py after --unsafe-fixes');
     assert.match(model, /self\.fc1 = fp8_linear\(dim, hidden\)/);
     assert.doesNotMatch(model, /^import transformer_engine/m, 'no bare TE import');
+    // Through the project's one fallback module, created once beside the first file converted.
+    assert.match(model, /^from fp8_fallback import fp8_linear$/m);
+    assertValidPython(readFileSync(join(project, 'fp8_fallback.py'), 'utf8'), 'fp8_fallback.py');
     if (original) {
       const after = run('fixed');
       assert.equal(after.status, 0, after.stderr);

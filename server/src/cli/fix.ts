@@ -14,6 +14,7 @@ import { applyEdits, combineFixes, fixesForFinding, sourceFixes, type Fix, type 
 import type { Parser } from '../parser';
 import type { ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
+import { locateFallbackModule } from '../fallback-location';
 import { buildIR, factsOf, runFileRules, type AnalysedFile } from './analyze';
 
 const MAX_ROUNDS = 4;
@@ -91,14 +92,14 @@ export function fixabilityOf(file: AnalysedFile, finding: Finding, settings: Pre
 }
 
 /** The fixes of one round, in finding order; ids already applied in an earlier round are not offered again. */
-function roundFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, applied: ReadonlySet<string>, mode: FixMode): Fix[] {
+function roundFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, applied: ReadonlySet<string>, mode: FixMode & { fileEnv: FixEnv }): Fix[] {
   const candidates: Fix[] = [];
   const seen = new Set<string>();
   let wrapperWanted = false;
   for (const finding of file.findings) {
     let fixes: Fix[];
     try {
-      fixes = fixesForFinding(file.text, file.ir!, finding, settings, mode.env);
+      fixes = fixesForFinding(file.text, file.ir!, finding, settings, mode.fileEnv);
     } catch {
       continue;
     }
@@ -115,7 +116,7 @@ function roundFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, appli
   const offered = candidates.find((f) => f.id === 'insert-wrapper');
   if (offered) return [offered];
   if (wrapperWanted) {
-    const wrapper = sourceFixes(file.text, file.ir!, settings, { env: mode.env }).find((f) => f.id === 'insert-wrapper');
+    const wrapper = sourceFixes(file.text, file.ir!, settings, { env: mode.fileEnv }).find((f) => f.id === 'insert-wrapper');
     if (wrapper && !applied.has(wrapper.id)) return [wrapper];
   }
   return candidates;
@@ -127,6 +128,26 @@ export interface FixMode {
   /** --unsafe-fixes. */
   unsafe: boolean;
   env: FixEnv;
+  /**
+   * The project's folder (where its pyproject.toml is, else the inputs' common folder): conversions there go through
+   * the project's one fallback module (settings.fallbackModule), created once; none: an inline block per file.
+   */
+  projectRoot?: string;
+}
+
+/** The file's fallback module, seen through the files this run created (or, with --diff, would create). */
+function envFor(file: AnalysedFile, settings: PrecisionLensSettings, mode: FixMode, created: ReadonlySet<string>): FixEnv {
+  if (!mode.projectRoot) return mode.env;
+  const fallbackModule = locateFallbackModule(file.input.absolute, [mode.projectRoot], settings.fallbackModule, (p) => created.has(p) || fs.existsSync(p), file.text);
+  return fallbackModule ? { ...mode.env, fallbackModule } : mode.env;
+}
+
+/** A unified diff in git's naming: `a/tmp/x.py`, not `a//tmp/x.py` (what `patch -p1` from / expects). */
+function patchOf(display: string, before: string | undefined, after: string): string {
+  const { createTwoFilesPatch, FILE_HEADERS_ONLY } = require('diff') as typeof import('diff');
+  const name = display.replace(/\\/g, '/').replace(/^(?:[A-Za-z]:)?\/+/, '');
+  const patch = createTwoFilesPatch(before === undefined ? '/dev/null' : `a/${name}`, `b/${name}`, before ?? '', after, undefined, undefined, { context: 3, headerOptions: FILE_HEADERS_ONLY });
+  return patch.endsWith('\n') ? patch : `${patch}\n`;
 }
 
 /** Writes next to the target, then renames over it: a reader never sees half a file. */
@@ -146,14 +167,15 @@ export function writeAtomically(target: string, text: string): void {
 export function fixFiles(parser: Parser, files: AnalysedFile[], settings: PrecisionLensSettings, opts: FixMode): FixOutcome {
   const outcome: FixOutcome = { files, diff: '', changedFiles: 0, appliedFixes: 0, applied: [], errors: [] };
   let workspace = factsOf(files);
-  let createTwoFilesPatch: typeof import('diff').createTwoFilesPatch | undefined;
-  let FILE_HEADERS_ONLY: typeof import('diff').FILE_HEADERS_ONLY | undefined;
+  /** Files this run created (the fallback module), or would create with --diff. */
+  const created = new Set<string>();
   for (const file of files) {
     if (!file.ir || file.findings.length === 0) continue;
     const original = file.text;
     const appliedIds = new Set<string>();
     for (let round = 0; round < MAX_ROUNDS; round++) {
-      const { edits, applied } = combineFixes(roundFixesOf(file, settings, appliedIds, opts));
+      const fileEnv = envFor(file, settings, opts, created);
+      const { edits, applied } = combineFixes(roundFixesOf(file, settings, appliedIds, { ...opts, fileEnv }));
       if (applied.length === 0) break;
       let next: string;
       try {
@@ -166,6 +188,18 @@ export function fixFiles(parser: Parser, files: AnalysedFile[], settings: Precis
       if (next === file.text) break;
       outcome.appliedFixes += applied.length;
       for (const fix of applied) outcome.applied.push({ file: file.input.display, codes: fix.codes, title: fix.title });
+      for (const f of applied.flatMap((x) => x.createFiles ?? [])) {
+        if (created.has(f.path) || fs.existsSync(f.path)) continue;
+        created.add(f.path);
+        const display = path.relative(path.dirname(file.input.absolute), f.path);
+        const shown = path.join(path.dirname(file.input.display), display);
+        if (!opts.write) { outcome.diff += patchOf(shown, undefined, f.text); continue; }
+        try {
+          fs.writeFileSync(f.path, f.text, { flag: 'wx' });
+        } catch (e) {
+          outcome.errors.push(`${shown}: could not create: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+        }
+      }
       file.text = next;
       buildIR(parser, file, true);
       if (file.error) break;
@@ -181,11 +215,7 @@ export function fixFiles(parser: Parser, files: AnalysedFile[], settings: Precis
         outcome.errors.push(`${file.input.display}: could not write: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
       }
     } else {
-      if (!createTwoFilesPatch) ({ createTwoFilesPatch, FILE_HEADERS_ONLY } = require('diff') as typeof import('diff'));
-      // git's convention for an absolute path: `a/tmp/x.py`, not `a//tmp/x.py` (what `patch -p1` from / expects).
-      const name = file.input.display.replace(/\\/g, '/').replace(/^(?:[A-Za-z]:)?\/+/, '');
-      const patch = createTwoFilesPatch(`a/${name}`, `b/${name}`, original, file.text, undefined, undefined, { context: 3, headerOptions: FILE_HEADERS_ONLY });
-      outcome.diff += patch.endsWith('\n') ? patch : `${patch}\n`;
+      outcome.diff += patchOf(file.input.display, original, file.text);
     }
   }
   // Facts may have changed (a wrapped training step adds an autocast region): report on the fixed set as a whole.
