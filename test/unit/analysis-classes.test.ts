@@ -30,7 +30,9 @@ describe('analysis: local layer classes', () => {
     assert.equal(q.localClass, 'Linear');
     assert.equal(q.inFeatures?.value, 512);
     assert.match(q.inFeatures?.note ?? '', /default/);
-    assert.equal(q.convertible, true);
+    // Its forward casts the weight to the input's dtype: neither te.Linear nor the fallback's nn.Linear would.
+    assert.equal(q.convertible, false);
+    assert.match(q.reasons[0], /Linear\.forward casts its weight to the input's dtype/);
     assert.equal(layer(ir, 'self.o').kind, 'linear');
     assert.equal(layer(ir, 'self.ln').kind, 'layernorm');
     assert.equal(layer(ir, 'self.ln').normalizedShape?.value, 512);

@@ -154,14 +154,15 @@ describe('analysis: conversions that would change the numerics or gain nothing',
   before(initParser);
   const ir = () => analyze(fixture('conversion_traps.py'));
 
-  it('a (1 + weight) norm under a condition is uncertain, an unconditional one needs zero_centered_gamma', () => {
+  it('a (1 + weight) norm switched by a constructor flag follows the flag at each call; an unconditional one needs zero_centered_gamma', () => {
     const layers = ir().layers;
     const get = (name: string) => layers.find((l) => l.name === name);
-    for (const n of ['self.norm_a', 'self.norm_b']) {
-      assert.equal(get(n)?.convertible, 'uncertain', n);
-      assert.equal(get(n)?.zeroCenteredGamma, undefined, n);
-      assert.match(get(n)?.reasons.join(' ') ?? '', /only when self\.add_unit_offset/, n);
-    }
+    // add_unit_offset defaults to False: no offset.
+    assert.equal(get('self.norm_a')?.convertible, true);
+    assert.equal(get('self.norm_a')?.zeroCenteredGamma, undefined);
+    assert.match(get('self.norm_a')?.reasons.join(' ') ?? '', /add_unit_offset=False/);
+    assert.equal(get('self.norm_b')?.convertible, true);
+    assert.equal(get('self.norm_b')?.zeroCenteredGamma, true);
     assert.equal(get('self.norm_c')?.convertible, true);
     assert.equal(get('self.norm_c')?.zeroCenteredGamma, true);
   });
@@ -508,7 +509,7 @@ describe('analysis: layer classes bound to names', () => {
     const get = (name: string) => ir.layers.find((l) => l.name === name);
     assert.equal(get('self.norm1')?.kind, 'rmsnorm');
     assert.equal(get('self.norm1')?.convertible, 'uncertain');
-    assert.match(get('self.norm1')?.reasons.join(' ') ?? '', /\(RMSNorm if rms_norm else nn\.LayerNorm\), chosen at run time, so convert where the class is chosen/);
+    assert.match(get('self.norm1')?.reasons.join(' ') ?? '', /\(RMSNorm if rms_norm else nn\.LayerNorm\), chosen at run time among classes that convert differently \(RMSNorm -> te\.RMSNorm; nn\.LayerNorm -> te\.LayerNorm\), so convert where the class is chosen/);
     assert.equal(get('self.norm2')?.kind, 'layernorm');
     assert.equal(get('self.norm2')?.convertible, 'uncertain');
     assert.match(get('self.norm2')?.classFrom ?? '', /partial\(nn\.LayerNorm if not rms_norm else RMSNorm, eps=1e-5\), chosen at run time/);
@@ -1026,9 +1027,10 @@ describe('analysis: what local Linear and norm classes add', () => {
       assert.equal(get(n).teArgs?.zero_centered_gamma, 'True', n);
       assert.match(why(n), /zero_centered_gamma=True/, n);
     }
-    // An fp32 upcast subclass is still a LayerNorm (TE norms compute in FP32).
-    assert.equal(get('self.f32').convertible, true);
-    assert.equal(get('self.f32').teArgs?.zero_centered_gamma, undefined);
+    // An fp32 upcast subclass is still a LayerNorm, but its float32 compute would be lost on the torch.nn fallback.
+    assert.equal(get('self.f32').kind, 'layernorm');
+    assert.equal(get('self.f32').convertible, false);
+    assert.match(why('self.f32'), /FP32LayerNorm\.forward computes in float32 and casts the result back/);
     // Mamba2's gated RMSNorm; a norm a fused kernel reads through its attributes.
     assert.equal(get('self.gn').convertible, false);
     assert.match(why('self.gn'), /takes gate besides the input/);
@@ -1042,7 +1044,9 @@ describe('analysis: what local Linear and norm classes add', () => {
     assert.match(why('self.q'), /adds parameters of its own \(lora_A, lora_B/);
     assert.equal(get('self.k').convertible, false);
     assert.match(why('self.k'), /replaces its weight with bnb\.nn\.Params4bit/);
-    assert.equal(get('self.c').convertible, true);
+    // Casts its weight to the input's dtype: the fallback's nn.Linear would meet a BF16 input with an FP32 weight.
+    assert.equal(get('self.c').convertible, false);
+    assert.match(why('self.c'), /CastLinear\.forward casts its weight to the input's dtype/);
     assert.equal(get('self.fc').convertible, true);
   });
 });

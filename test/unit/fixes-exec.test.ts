@@ -42,3 +42,31 @@ describe('fixes: the converted example trains without Transformer Engine', funct
     });
   }
 });
+
+describe('fixes: layer classes with behaviour of their own survive "convert all" on the fallback path', function () {
+  this.timeout(180_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'exec_semantics.py');
+
+  it('keeps weight-casting and float32 subclasses, maps the flag-switched offset, converts the Sequential, and runs on CPU', async function () {
+    if (!hasTorch) this.skip();
+    const { text, applied } = await convertExample(readFileSync(input, 'utf8'), settingsWith({}));
+    assert.match(applied[0], /^Convert 4 layers in this file to te\.\*/, applied.join('; '));
+    // Their forwards cast the weight / compute in float32: neither te.* nor the torch.nn fallback would.
+    assert.match(text, /self\.qkv = CastLinear\(dim, 3 \* dim, bias=False\)/);
+    assert.match(text, /self\.ln = Fp32LayerNorm\(dim\)/);
+    // The (1 + weight) offset follows the constructor flag, as the same expression.
+    assert.match(text, /self\.norm = fp8_rmsnorm\(dim, zero_centered_gamma=offset, eps=1e-6\)/);
+    // Every element of the Sequential converts, the LayerNorm and both Linears beside it.
+    assert.match(text, /nn\.Sequential\(fp8_layernorm\(dim\), fp8_linear\(dim, hidden\), nn\.GELU\(\), fp8_linear\(hidden, dim\)\)/);
+    const dir = mkdtempSync(join(tmpdir(), 'pl-exec-sem-'));
+    const file = join(dir, 'converted.py');
+    writeFileSync(file, text);
+    const run = spawnSync(PYTHON, [file], { encoding: 'utf8', timeout: 150_000, cwd: dir });
+    const output = `${run.stdout}${run.stderr}`;
+    assert.equal(run.status, 0, output);
+    assert.match(run.stdout, /^Running in BF16 fallback/m);
+    assert.equal(run.stdout.match(/^step \d: loss \d+\.\d+$/gm)?.length, 2, output);
+    // Forward outside autocast (BF16 activations, FP32 weights): the casting layers still cast.
+    assert.match(run.stdout, /^eval: logits \(2, 16, 256\)$/m, output);
+  });
+});

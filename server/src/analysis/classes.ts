@@ -384,7 +384,26 @@ function zeroCentred(fwd: string, m: ClassModel): void {
   }
 }
 
-const subclassCache = new WeakMap<SyntaxNode, Pick<ClassInfo, 'extraParams' | 'weightReplacedBy' | 'grouped' | 'extraInputs' | 'weightless' | 'scaleName' | 'zeroCenteredGamma' | 'zeroCenteredConditional' | 'layerKindReason'>>();
+const subclassCache = new WeakMap<SyntaxNode, Pick<ClassInfo, 'extraParams' | 'weightReplacedBy' | 'grouped' | 'extraInputs' | 'weightless' | 'scaleName' | 'zeroCenteredGamma' | 'zeroCenteredConditional' | 'layerKindReason' | 'forwardExtra'>>();
+
+/**
+ * What a library subclass's own forward adds to its base's that te.* and torch.nn would drop, in words, or undefined
+ * (it only calls the base, or does what other checks read: a (1 + weight) offset, the channel axis). Casting the weight to the input's dtype (Whisper's Linear, modded-nanogpt's
+ * CastedLinear) and computing in float32 then casting back (fairseq's Fp32LayerNorm) are named: te.* and the
+ * fallback's torch.nn layer do neither, and a BF16 input then meets an FP32 weight.
+ */
+function forwardExtraOf(fwd: string): string | undefined {
+  const colon = fwd.indexOf(':', fwd.indexOf(')'));
+  const body = fwd.slice(colon + 1).replace(/#[^\n]*/g, '').replace(/("""|''')[\s\S]*?\1/g, '').trim();
+  if (!body || /^return\s+super\(\s*(\w+\s*,\s*self\s*)?\)\.forward\(\s*[\w\s,*]*\)$/.test(body)) return undefined;
+  const weightCast = /self\.(weight|bias)\s*\.\s*(to|type_as|type|half|bfloat16|float)\s*\(/.test(body);
+  const upcast = /\.\s*float\s*\(\s*\)|torch\.float32|dtype\s*=\s*torch\.float\b/.test(body);
+  const castBack = /\.\s*(type_as|to|type)\s*\(\s*(dtype\s*=\s*)?[\w.]+\s*\)/.test(body);
+  if (upcast && castBack) return 'computes in float32 and casts the result back to the input dtype';
+  if (weightCast) return "casts its weight to the input's dtype before computing";
+  // Other forwards are read by the checks that know them: (1 + weight), the channel axis, gates, adapters.
+  return undefined;
+}
 
 /**
  * What a local Linear or norm class adds to what TE's module can carry, from its own text: parameters of its own
@@ -423,6 +442,10 @@ function layerSubclassFacts(src: string, m: ClassModel, kindFromBase: boolean): 
         if (info.zeroCenteredConditional !== before.zcIf) r.zeroCenteredConditional = info.zeroCenteredConditional;
         if (info.layerKindReason !== before.reason) r.layerKindReason = info.layerKindReason;
       }
+    }
+    if (kindFromBase && m.forward) {
+      const extra = forwardExtraOf(fwd);
+      if (extra) r.forwardExtra = extra;
     }
     subclassCache.set(m.rec.node, r);
   }

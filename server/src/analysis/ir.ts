@@ -171,6 +171,9 @@ export interface Layer {
   /** The class is chosen at run time, here is where: a parameter with a layer-class default (`the parameter
    *  norm_layer (partial(nn.LayerNorm, eps=1e-6) by default)`) or a local function returning layer classes. */
   classFrom?: string;
+  /** The class is chosen at run time among classes that all convert the same way: each, as written, with its
+   *  conversion (`nn.LayerNorm -> te.LayerNorm`). The verdict holds for every one of them. */
+  classCandidates?: string[];
   /** The te.* layer this torch.nn layer is the fallback of (the same attribute built as te.* in another branch). */
   fallbackFor?: string;
   /** Passed straight to a wrapper that reparametrises it (`quant_noise(nn.Linear(...))`). */
@@ -213,6 +216,9 @@ export interface ClassInfo {
   weightless?: boolean;
   /** A norm class whose scale parameter has another name than `weight` (`gain`): checkpoint keys change with te.*. */
   scaleName?: string;
+  /** A local Linear / norm subclass whose forward does more than its library base, in words (`casts the weight to
+   *  the input's dtype`): te.* and the fallback's torch.nn layer would not keep it. */
+  forwardExtra?: string;
   /** `forward` method span, if any. */
   forwardSpan?: Span;
   /** Methods defined. */

@@ -11,7 +11,7 @@ import { resolveName, type ImportTable } from './imports';
 import type { RoleHint } from './catalogue';
 import { FALLBACK_FACTORIES, IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
 import { positionAt, spanOf, stringValue } from './spans';
-import type { CallRec, FuncRec, WalkResult } from './walk';
+import type { CallRec, ClassRec, FuncRec, WalkResult } from './walk';
 
 /** What a callee builds. */
 export interface CtorInfo {
@@ -255,6 +255,7 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
         const fnode = call.node.childForFieldName('function') as SyntaxNode;
         const rec = makeLayer(ctx, call, fnode, ctx.src.slice(fnode.startIndex, fnode.endIndex).replace(/\s+/g, ' '), inline.resolved, inline.ctor, scopeOf(ctx, call));
         if (inline.via) rec.layer.classFrom = inline.via;
+        else if (inline.candidates) rec.layer.classCandidates = inline.candidates;
         built++;
         applyPlacement(rec, placement(ctx, call.node, call), call);
         out.push(rec);
@@ -263,11 +264,12 @@ export function collectLayers(ctx: LayerContext): LayerRec[] {
     }
     const found = ctorFor(ctx, text);
     if (!found) {
-      const viaParam = paramDefaultCtor(ctx, call, text) ?? assignedClassCtor(ctx, call, text);
+      const viaParam: ClassSite | undefined = paramDefaultCtor(ctx, call, text) ?? assignedClassCtor(ctx, call, text) ?? attrClassCtor(ctx, call, text);
       if (viaParam) {
         // Rare; not memoised (a returned class depends on another statement): rebuilt at each analysis.
         const rec = makeLayer(ctx, call, call.node.childForFieldName('function') as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
         if (viaParam.via) rec.layer.classFrom = viaParam.via;
+        else if (viaParam.candidates) rec.layer.classCandidates = viaParam.candidates;
         built++;
         applyPlacement(rec, placement(ctx, call.node, call), call);
         out.push(rec);
@@ -414,13 +416,44 @@ function paramDefaultCtor(ctx: LayerContext, call: CallRec, text: string): { res
   return { resolved: found.resolved, ctor: found.ctor, via: `the parameter ${text} (${ctx.src.slice(p.def.startIndex, p.def.endIndex).replace(/\s+/g, ' ')} by default)` };
 }
 
+/** A class expression's answer: the constructor, and for a run-time choice every candidate and whether they differ. */
+interface ClassExpr {
+  resolved: string;
+  ctor: CtorInfo;
+  /** A conditional picks among classes that convert differently (the branch with a TE equivalent is reported). */
+  chosen?: boolean;
+  /** Every class the expression can be, as written, with what it converts to (`nn.LayerNorm -> te.LayerNorm`). */
+  candidates?: string[];
+}
+
+/** What a constructor converts to, as one comparable key and as words for messages. */
+function conversionOf(c: CtorInfo): { key: string; words: string } {
+  const li = c.local?.info;
+  const key = `${c.kind}|${c.isTe}|${c.te ?? ''}|${c.parallelMode ?? ''}|${!!c.transposedWeight}|${!!c.imported}|${!!li?.zeroCenteredGamma}|${li?.zeroCenteredConditional ?? ''}|${li?.forwardExtra ?? ''}`;
+  const words = c.isTe ? 'already TE' : c.te ? `${c.te}${c.parallelMode ? ` (${c.parallelMode}-parallel)` : ''}${li?.zeroCenteredGamma ? ' (zero_centered_gamma)' : ''}` : 'no te.* twin';
+  return { key, words };
+}
+
+/**
+ * Candidates of a run-time class choice (`A if c else B`, a class attribute a subclass overrides): all convert the
+ * same way (commit: the first stands for all), or not (`chosen`, the one with a TE equivalent reported).
+ */
+export function chooseAmong(ctx: LayerContext, found: { node: SyntaxNode; c: ClassExpr }[]): ClassExpr | undefined {
+  const known = found.filter((f) => f.c.ctor.kind !== 'other' || f.c.ctor.isTe);
+  if (!known.length) return undefined;
+  const convs = known.map((f) => conversionOf(f.c.ctor));
+  const candidates = known.map((f, i) => `${ctx.src.slice(f.node.startIndex, f.node.endIndex).replace(/\s+/g, ' ')} -> ${convs[i].words}`);
+  const same = convs.every((v) => v.key === convs[0].key) && known.length === found.length;
+  const pick = same ? known[0].c : (known.find((f) => f.c.ctor.te && !f.c.ctor.isTe) ?? known[0]).c;
+  return { resolved: pick.resolved, ctor: pick.ctor, chosen: !same, candidates };
+}
+
 /**
  * A layer class as an expression: `nn.Linear`, `partial(LayerClass, ...)`, `(RMSNorm if rms else nn.LayerNorm)`,
- * `partial(nn.LayerNorm if not rms else RMSNorm, eps=1e-5)` (Mamba). Its constructor, undefined when unknown; `chosen`
- * when a conditional picks among classes at run time (the branch with a TE equivalent is reported, else the first
- * known layer class).
+ * `partial(nn.LayerNorm if not rms else RMSNorm, eps=1e-5)` (Mamba). Its constructor, undefined when unknown; for a
+ * conditional, its candidates (chooseAmong).
  */
-function classExprCtor(ctx: LayerContext, node: SyntaxNode | null, depth = 0): { resolved: string; ctor: CtorInfo; chosen?: boolean } | undefined {
+function classExprCtor(ctx: LayerContext, node: SyntaxNode | null, depth = 0): ClassExpr | undefined {
   let target = node;
   while (target?.type === 'parenthesized_expression') target = target.namedChild(0);
   if (!target || depth > 4) return undefined;
@@ -430,13 +463,15 @@ function classExprCtor(ctx: LayerContext, node: SyntaxNode | null, depth = 0): {
     return classExprCtor(ctx, target.childForFieldName('arguments')?.namedChild(0) ?? null, depth + 1);
   }
   if (target.type === 'conditional_expression') {
-    const known: { resolved: string; ctor: CtorInfo }[] = [];
+    const found: { node: SyntaxNode; c: ClassExpr }[] = [];
+    let unknown = false;
     for (const b of [target.namedChild(0), target.namedChild(2)]) {
-      const c = classExprCtor(ctx, b, depth + 1);
-      if (c && c.ctor.kind !== 'other') known.push(c);
+      const c = b ? classExprCtor(ctx, b, depth + 1) : undefined;
+      if (c && b) found.push({ node: b, c }); else unknown = true;
     }
-    const pick = known.find((c) => c.ctor.te) ?? known[0];
-    return pick ? { resolved: pick.resolved, ctor: pick.ctor, chosen: true } : undefined;
+    const r = chooseAmong(ctx, found);
+    // A branch that is no known class (None, a callable) makes the choice open.
+    return r && unknown ? { ...r, chosen: true } : r;
   }
   if (target.type !== 'identifier' && target.type !== 'attribute') return undefined;
   const found = ctorFor(ctx, ctx.src.slice(target.startIndex, target.endIndex).replace(/\s+/g, ''));
@@ -447,14 +482,22 @@ function classExprCtor(ctx: LayerContext, node: SyntaxNode | null, depth = 0): {
  * A call whose callee is a class expression in parentheses: `(RMSNorm if use_rms else nn.LayerNorm)(dim)`,
  * `(partial(nn.LayerNorm, eps=1e-6))(dim)`. Read from the tree only for calls that start with `(`.
  */
-function inlineClassCtor(ctx: LayerContext, call: CallRec): { resolved: string; ctor: CtorInfo; via?: string } | undefined {
+/** Where a class chosen at run time among classes that convert differently comes from, with the candidates. */
+function chosenVia(shown: string, c: ClassExpr): string {
+  return `${shown}, chosen at run time${c.candidates && c.candidates.length > 1 ? ` among classes that convert differently (${c.candidates.join('; ')})` : ''}`;
+}
+
+type ClassSite = { resolved: string; ctor: CtorInfo; via?: string; candidates?: string[] };
+
+function inlineClassCtor(ctx: LayerContext, call: CallRec): ClassSite | undefined {
   if (ctx.src.charCodeAt(call.start) !== 40 /* ( */) return undefined;
   const f = call.node.childForFieldName('function');
   if (f?.type !== 'parenthesized_expression') return undefined;
   const c = classExprCtor(ctx, f);
   if (!c || c.ctor.kind === 'other') return undefined;
   const shown = ctx.src.slice(f.startIndex, f.endIndex).replace(/\s+/g, ' ');
-  if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: `${shown}, chosen at run time` };
+  if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: chosenVia(shown, c) };
+  if (c.candidates) return { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates };
   // `(nn.Linear)(...)` is that class; `(partial(nn.LayerNorm, eps=1e-6))(...)` carries arguments of its own.
   return /^\(\s*[\w.\s]+\)$/.test(shown) ? { resolved: c.resolved, ctor: c.ctor } : { resolved: c.resolved, ctor: c.ctor, via: shown };
 }
@@ -466,7 +509,7 @@ function inlineClassCtor(ctx: LayerContext, call: CallRec): { resolved: string; 
  * enclosing function before the call, else at module level. Anything but a plain alias sets `via` (the class is chosen
  * elsewhere or carries arguments of its own).
  */
-function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): { resolved: string; ctor: CtorInfo; via?: string } | undefined {
+function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): ClassSite | undefined {
   if (!/^[A-Za-z_]\w*$/.test(text)) return undefined;
   const { src } = ctx;
   if (!ctx.classVars) {
@@ -518,7 +561,8 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): { re
   const rhs = src.slice(right.startIndex, right.endIndex).replace(/\s+/g, ' ');
   if (right.type === 'conditional_expression') {
     const pick = classExprCtor(ctx, right);
-    return pick && pick.ctor.kind !== 'other' ? { resolved: pick.resolved, ctor: pick.ctor, via: `${text} = ${rhs}, chosen at run time` } : undefined;
+    if (!pick || (pick.ctor.kind === 'other' && !pick.ctor.isTe)) return undefined;
+    return pick.chosen ? { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(`${text} = ${rhs}`, pick) } : { resolved: pick.resolved, ctor: pick.ctor, candidates: pick.candidates };
   }
   if (right.type === 'call') {
     const f = right.childForFieldName('function');
@@ -541,7 +585,8 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): { re
   }
   const c = classExprCtor(ctx, right);
   if (!c || c.ctor.kind === 'other') return undefined;
-  if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: `${text} = ${rhs}, chosen at run time` };
+  if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: chosenVia(`${text} = ${rhs}`, c) };
+  if (c.candidates) return { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates };
   return right.type === 'call' ? { resolved: c.resolved, ctor: c.ctor, via: `${text} = ${rhs}` } : { resolved: c.resolved, ctor: c.ctor };
 }
 
@@ -902,4 +947,117 @@ function applyPlacement(rec: LayerRec, pl: Placement, call: CallRec): void {
   if (pl.container) rec.layer.container = pl.container;
   else if (call.scope.loopDepth > 0 && name) rec.layer.container = 'loop';
   if (pl.wrappedBy) rec.layer.wrappedBy = pl.wrappedBy;
+}
+
+/**
+ * A class held in an attribute, then called: a class variable (`output_layer_cls = ColumnParallelLinear` in the
+ * class body, or `self.output_layer_cls = A if c else B` in a method, called as `self.output_layer_cls(...)`; a local
+ * subclass that assigns the attribute too adds a candidate), or a config's class attribute or property
+ * (`config.norm_class(...)` where a local class defines `norm_class`). The candidates decide as in chooseAmong.
+ */
+function attrClassCtor(ctx: LayerContext, call: CallRec, text: string): ClassSite | undefined {
+  const m = /^([A-Za-z_]\w*)\.([A-Za-z_]\w*)$/.exec(text);
+  if (!m) return undefined;
+  const [, head, attr] = m;
+  const exprs = head === 'self' || head === 'cls' ? selfClassExprs(ctx, call, attr) : configClassExprs(ctx, attr);
+  if (!exprs.length) return undefined;
+  const found: { node: SyntaxNode; c: ClassExpr }[] = [];
+  let unknown = false;
+  for (const e of exprs) {
+    const c = classExprCtor(ctx, e);
+    if (!c) { unknown = true; continue; }
+    // A conditional inside contributes its own candidates as they were decided there.
+    if (c.chosen || (c.candidates && c.candidates.length > 1)) return c.chosen ? { resolved: c.resolved, ctor: c.ctor, via: chosenVia(text, c) } : { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates };
+    found.push({ node: e, c });
+  }
+  const r = chooseAmong(ctx, found);
+  if (!r) return undefined;
+  const shown = exprs.map((e) => ctx.src.slice(e.startIndex, e.endIndex).replace(/\s+/g, ' ')).join(' or ');
+  if (r.chosen || unknown) return { resolved: r.resolved, ctor: r.ctor, via: chosenVia(`${text} (${shown})`, r) };
+  return found.length > 1 ? { resolved: r.resolved, ctor: r.ctor, candidates: r.candidates } : { resolved: r.resolved, ctor: r.ctor };
+}
+
+/** Whether an assigned expression may be a class (not a call that builds something, except partial). */
+function classLike(src: string, n: SyntaxNode): boolean {
+  const t = src.slice(n.startIndex, n.endIndex);
+  if (!/[A-Z]/.test(t)) return false;
+  if (n.type === 'identifier' || n.type === 'attribute' || n.type === 'conditional_expression') return true;
+  return n.type === 'call' && /^(functools\.)?partial\s*\(/.test(t);
+}
+
+/** Once per analysis: `self.<attr> = <class-like>` in methods, by attribute, with the class that assigns it. */
+const selfAttrCache = new WeakMap<LayerContext, Map<string, { cls: ClassRec; right: SyntaxNode }[]>>();
+function selfAttrAssigns(ctx: LayerContext): Map<string, { cls: ClassRec; right: SyntaxNode }[]> {
+  let m = selfAttrCache.get(ctx);
+  if (m) return m;
+  m = new Map();
+  const { src } = ctx;
+  for (const a of ctx.walk.assigns) {
+    if (!a.scope.fn || !a.scope.cls || src.charCodeAt(a.start) !== 115 /* s */ || !src.startsWith('self.', a.start)) continue;
+    const left = a.node.childForFieldName('left');
+    const right = a.node.childForFieldName('right');
+    if (!left || !right || left.type !== 'attribute' || !classLike(src, right)) continue;
+    const lt = src.slice(left.startIndex, left.endIndex);
+    if (!/^self\.\w+$/.test(lt)) continue;
+    const key = lt.slice(5);
+    const list = m.get(key);
+    if (list) list.push({ cls: a.scope.cls, right }); else m.set(key, [{ cls: a.scope.cls, right }]);
+  }
+  selfAttrCache.set(ctx, m);
+  return m;
+}
+
+/** Class expressions assigned to `attr` of the calling class: class body, its local bases and subclasses, methods. */
+function selfClassExprs(ctx: LayerContext, call: CallRec, attr: string): SyntaxNode[] {
+  const owner = call.scope.cls ? ctx.classes.get(call.scope.cls.name) : undefined;
+  if (!owner) return [];
+  const assigned = selfAttrAssigns(ctx).get(attr);
+  const fields = [...ctx.classes.values()].filter((c) => c.fieldNodes.has(attr));
+  if (!assigned && !fields.length) return [];
+  const related = (c: ClassModel): boolean => c === owner || inherits(ctx, owner, c) || inherits(ctx, c, owner);
+  const out: SyntaxNode[] = [];
+  for (const c of fields) {
+    const f = c.fieldNodes.get(attr);
+    if (f && related(c) && classLike(ctx.src, f)) out.push(f);
+  }
+  for (const a of assigned ?? []) {
+    const c = ctx.classes.get(a.cls.name);
+    if (c && related(c)) out.push(a.right);
+  }
+  return out;
+}
+
+/** Whether `sub` derives from `base` through local classes. */
+function inherits(ctx: LayerContext, sub: ClassModel, base: ClassModel, depth = 0): boolean {
+  if (depth > 8) return false;
+  return sub.info.resolvedBases.some((b) => {
+    if (!b.startsWith('local:')) return false;
+    const c = ctx.classes.get(b.slice(6));
+    return !!c && (c === base || inherits(ctx, c, base, depth + 1));
+  });
+}
+
+/** `config.<attr>`: a local config class's field default or property of that name (what it returns); by attribute,
+ *  found once per analysis. */
+const configAttrCache = new WeakMap<LayerContext, Map<string, SyntaxNode[]>>();
+function configClassExprs(ctx: LayerContext, attr: string): SyntaxNode[] {
+  let m = configAttrCache.get(ctx);
+  if (!m) {
+    m = new Map();
+    const add = (k: string, n: SyntaxNode): void => { const l = m!.get(k); if (l) l.push(n); else m!.set(k, [n]); };
+    const configish = (name: string): boolean => /Config|Args|Params/.test(name);
+    for (const c of ctx.classes.values()) {
+      if (!c.isConfig && !configish(c.info.name)) continue;
+      for (const [k, f] of c.fieldNodes) if (classLike(ctx.src, f)) add(k, f);
+    }
+    for (const fn of ctx.walk.functions) {
+      if (!fn.cls || !configish(fn.cls.name)) continue;
+      // A property that returns a class in one branch: every return is a candidate (one that is no known class,
+      // `getattr(torch.nn, self.norm_class_name)`, leaves the choice open).
+      const vals = fn.returns.map((r) => r.namedChild(0)).filter((v): v is SyntaxNode => !!v);
+      if (vals.some((v) => classLike(ctx.src, v))) for (const v of vals) add(fn.name, v);
+    }
+    configAttrCache.set(ctx, m);
+  }
+  return m.get(attr) ?? [];
 }

@@ -2,7 +2,9 @@
  * Verdicts: can this layer move to a te.* module, and why (full sentences: fact, consequence, what to do).
  */
 import type { Dim } from './ir';
+import type { SyntaxNode } from './node';
 import type { EvalScope, Evaluator } from './dims';
+import { ctorParams } from './classes';
 import type { LayerRec, LayerSnap } from './layers';
 import { isVocabText } from './roles';
 
@@ -142,7 +144,7 @@ function ctorFacts(c: LayerRec['ctor']): string {
     f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}\u0001${c.imported}\u0001${c.noTe}`
       + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}`
         + `\u0001${JSON.stringify(info.channelAxis ?? null)}\u0001${JSON.stringify(c.local?.normDefaults ?? null)}\u0001${c.local?.rmsBias}`
-        + `\u0001${info.extraParams?.join(',')}\u0001${info.weightReplacedBy}\u0001${info.grouped}\u0001${info.extraInputs?.join(',')}\u0001${info.weightless}\u0001${info.scaleName}` : '');
+        + `\u0001${info.extraParams?.join(',')}\u0001${info.forwardExtra}\u0001${info.weightReplacedBy}\u0001${info.grouped}\u0001${info.extraInputs?.join(',')}\u0001${info.weightless}\u0001${info.scaleName}` : '');
     ctorFactsCache.set(c, f);
   }
   return f;
@@ -292,6 +294,7 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
         reasons.push(`${L.localClass ?? L.constructor} ${what}. Converting it would change what the layer computes; keep it (convert the base layer inside it by hand if the library supports te.Linear).`);
         break;
       }
+      if (li?.forwardExtra && forwardRefusal(rec, 'te.Linear', 'torch.nn.Linear', reasons)) break;
       const own = c.local?.info.ownImplementation;
       if (own) {
         if (L.convertible === true) L.convertible = 'uncertain';
@@ -319,7 +322,7 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
       } else if (bias.text !== undefined && bias.value === undefined) {
         L.convertible = 'uncertain';
         reasons.push(`bias=${bias.text} is decided at run time: with bias=False te.LayerNorm (always weight + bias) is not an exact replacement, with bias=True it is.`);
-      } else if (c.local?.info.zeroCenteredConditional !== undefined) {
+      } else if (c.local?.info.zeroCenteredConditional !== undefined && !unitOffset(rec, ev, c.local.info.zeroCenteredConditional, 'te.LayerNorm', reasons)) {
         L.convertible = 'uncertain';
         reasons.push(`${L.localClass} scales by (1 + weight) only when ${c.local.info.zeroCenteredConditional}: te.LayerNorm needs zero_centered_gamma=True for the layers built that way and not for the others. Convert by hand with the setting that matches how this layer is built.`);
       } else if (c.local?.info.zeroCenteredGamma) {
@@ -353,7 +356,7 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
       } else if (bias.text !== undefined && bias.value === undefined) {
         L.convertible = 'uncertain';
         reasons.push(`bias=${bias.text} is decided at run time: te.RMSNorm has no bias, so it is an exact replacement only when that is False.`);
-      } else if (zcIf !== undefined) {
+      } else if (zcIf !== undefined && !unitOffset(rec, ev, zcIf, 'te.RMSNorm', reasons)) {
         L.convertible = 'uncertain';
         reasons.push(`${L.localClass ?? L.constructor} scales by (1 + weight) only when ${zcIf}: te.RMSNorm needs zero_centered_gamma=True for the layers built that way and not for the others. Convert by hand with the setting that matches how this layer is built.`);
       } else if (!c.local && /(^|\.)RMSNorm$/.test(L.resolved) && !L.isTe && (eps === undefined || /^None$/.test(eps))) {
@@ -426,11 +429,62 @@ function decideUncached(rec: LayerRec, ev: Evaluator): void {
     L.convertible = 'uncertain';
     reasons.push(`${owner.info.name} is a TorchScript module (torch.jit.ScriptModule / script_method): Transformer Engine modules cannot be scripted, so convert only after moving it to eager mode.`);
   }
-  if (L.classFrom && L.convertible === true) {
+  if (L.classCandidates && L.convertible === true) {
+    reasons.push(`Its class is chosen at run time (${L.classCandidates.join('; ')}): every candidate converts the same way, so the conversion holds for either.`);
+  }
+  if (L.classFrom && L.convertible !== false) {
     L.convertible = 'uncertain';
-    reasons.push(`Its class comes from ${L.classFrom}${L.classFrom.endsWith('chosen at run time') ? '' : ': another class may be chosen at run time'}, so convert where the class is chosen, not this call.`);
+    reasons.push(`Its class comes from ${L.classFrom}${L.classFrom.includes('chosen at run time') ? '' : ': another class may be chosen at run time'}, so convert where the class is chosen, not this call.`);
   }
   L.reasons = reasons;
+}
+
+/**
+ * A norm class that scales by (1 + weight) only under a constructor flag (`self.add_unit_offset = add_unit_offset`,
+ * then `(1 + self.weight) if self.add_unit_offset else self.weight`): the te.* norm takes the same expression as
+ * zero_centered_gamma. Sets the verdict and returns true when the flag's value at this call is known as an expression
+ * (the argument passed, or the parameter's default); false leaves the layer to the caller.
+ */
+function unitOffset(rec: LayerRec, ev: Evaluator, cond: string, te: string, reasons: string[]): boolean {
+  const L = rec.layer;
+  const local = rec.ctor.local;
+  const attr = /^self\.(\w+)$/.exec(cond.trim())?.[1];
+  // A class bound elsewhere (`partial(RMSNorm, add_unit_offset=...)`) carries the flag there, not at this call.
+  if (!local?.init || !attr || L.classFrom) return false;
+  const src = ev.source();
+  const initText = src.slice(local.init.start, local.init.end);
+  const param = new RegExp(String.raw`self\.${attr}\s*=\s*(\w+)\s*(?:\n|;|#|$)`).exec(initText)?.[1];
+  const p = param ? ctorParams(src, local.init).find((x) => x.name === param) : undefined;
+  if (!p) return false;
+  const arg = rec.argNodes.get(p.name);
+  const expr = (arg ? src.slice(arg.startIndex, arg.endIndex) : p.def ? src.slice(p.def.startIndex, p.def.endIndex) : undefined)?.replace(/\s+/g, ' ');
+  if (expr === undefined) return false;
+  L.convertible = true;
+  if (expr === 'False') {
+    reasons.push(`${L.localClass} is built with ${p.name}=False (no 1 + weight offset): it maps onto ${te} as is.`);
+  } else if (expr === 'True') {
+    L.zeroCenteredGamma = true;
+    reasons.push(`${L.localClass} is built with ${p.name}=True, so it scales by (1 + weight): it maps onto ${te}(zero_centered_gamma=True); copy the weight as is.`);
+  } else {
+    L.teArgs = { ...(L.teArgs ?? {}), zero_centered_gamma: expr };
+    reasons.push(`${L.localClass} scales by (1 + weight) when ${p.name} is true: it maps onto ${te}(zero_centered_gamma=${expr}), the same expression, so either way the offset matches.`);
+  }
+  return true;
+}
+
+/**
+ * A local subclass of a library layer whose forward does more than its base (casts the weight to the input's dtype,
+ * computes in float32): te.* would not keep it, nor would the fallback's torch.nn layer, so a converted model can
+ * fail on the fallback path ("expected scalar type BFloat16 but found Float"). Refused, with what it does.
+ */
+function forwardRefusal(rec: LayerRec, te: string, torch: string, reasons: string[]): boolean {
+  const L = rec.layer;
+  const what = rec.ctor.local?.info.forwardExtra;
+  if (!what || !L.localClass) return false;
+  L.convertible = false;
+  reasons.length = 0;
+  reasons.push(`${L.localClass}.forward ${what}: ${te} (and ${torch}, its fallback without FP8) would not, so converting this call changes what the layer computes. Keep it, or move that behaviour into te.* by hand.`);
+  return true;
 }
 
 /**
@@ -460,6 +514,8 @@ function normExtras(rec: LayerRec, ev: Evaluator, te: string, reasons: string[])
     reasons.push(`${L.localClass} takes ${extra.join(', ')} besides the input in forward (a gated norm): ${te}.forward takes one tensor, so it is no replacement. Keep it.`);
     return;
   }
+  const li = rec.ctor.local?.info;
+  if (li?.forwardExtra && !li.channelAxis && forwardRefusal(rec, te, L.kind === 'rmsnorm' ? 'torch.nn.RMSNorm' : 'torch.nn.LayerNorm', reasons)) return;
   const cls = rec.scope.cls;
   if (!cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return;
   const use = attrUses(ev.source(), cls).get(L.attr);
@@ -545,13 +601,39 @@ export function keepTorchFallbacks(recs: LayerRec[]): void {
     const L = r.layer;
     if (L.isTe || !L.ownerClass || !L.name || L.convertible === false) continue;
     const twin = te.get(`${L.ownerClass}\u0001${L.name}`);
-    if (!twin) continue;
+    // Elements of one container (`nn.Sequential(te.LayerNorm(d), nn.Linear(d, h))`) share their path but are
+    // siblings, not alternatives; and a fallback is the same kind of layer as its te.* twin.
+    if (!twin || sameContainer(r, twin) || !twinKind(twin.layer.kind, L.kind)) continue;
     L.convertible = false;
     L.fallbackFor = `${twin.layer.constructor} (line ${twin.layer.span.startLine + 1})`;
     L.reasons = [
       `${L.name} is also built as ${twin.layer.constructor} (line ${twin.layer.span.startLine + 1}) in ${L.ownerClass}: this ${L.constructor} is the fallback for when Transformer Engine is off or missing, so it stays as it is.`,
     ];
   }
+}
+
+/** Whether two layers are elements of the same container call (nn.Sequential / nn.ModuleList / a list literal). */
+function sameContainer(a: LayerRec, b: LayerRec): boolean {
+  if (!a.layer.container || !b.layer.container) return false;
+  for (let p = a.call.node.parent, i = 0; p && i < 12; p = p.parent, i++) {
+    if (p.type === 'assignment' || p.type === 'expression_statement' || p.type === 'return_statement') break;
+    if ((p.type === 'call' || p.type === 'list' || p.type === 'tuple') && p.startIndex <= b.call.node.startIndex && b.call.node.endIndex <= p.endIndex) {
+      // A conditional that picks one of the two is a choice, not a container.
+      return !hasConditionalBetween(p, a.call.node, b.call.node);
+    }
+  }
+  return false;
+}
+
+function hasConditionalBetween(top: SyntaxNode, a: SyntaxNode, b: SyntaxNode): boolean {
+  for (const n of [a, b]) for (let p = n.parent; p && p !== top; p = p.parent) if (p.type === 'conditional_expression') return true;
+  return false;
+}
+
+/** A torch.nn fallback has the kind of its te.* twin (te.LayerNormLinear and whole blocks accept any). */
+function twinKind(te: string, torch: string): boolean {
+  const norm = (k: string): string => (k === 'layernorm' || k === 'rmsnorm' ? 'norm' : k === 'parallel-linear' ? 'linear' : k);
+  return te === 'other' || norm(te) === norm(torch);
 }
 
 function isVocabDim(d: Dim | undefined): boolean {

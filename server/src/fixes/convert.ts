@@ -135,8 +135,15 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
       if (layer.kind === 'layernorm' && isTrue(third.value)) drop.push(third);
       else return { edits, droppedMeaningful, refusal: 'it passes elementwise_affine (or more) positionally with a value Transformer Engine cannot represent.', label: 'positional affine flag' };
     }
+    // A (1 + weight) offset switched by a constructor flag: the flag's argument becomes zero_centered_gamma.
+    const zcg = layer.teArgs?.zero_centered_gamma?.trim();
     for (const arg of call.args) {
       if (!arg.name) continue;
+      if (zcg && zcg !== 'True' && arg.name !== 'zero_centered_gamma' && !NORM_KWARGS.has(arg.name) && arg.value.trim().replace(/\s+/g, ' ') === zcg) {
+        edits.push(renameArg(arg, 'zero_centered_gamma'));
+        present.add('zero_centered_gamma');
+        continue;
+      }
       if (NORM_SIZE_NAMES.has(arg.name)) {
         if (arg.name !== sizeName) edits.push(renameArg(arg, sizeName));
         continue;
