@@ -50,7 +50,7 @@ describe('fixes: layer classes with behaviour of their own survive "convert all"
   it('keeps weight-casting and float32 subclasses, maps the flag-switched offset, converts the Sequential, and runs on CPU', async function () {
     if (!hasTorch) this.skip();
     const { text, applied } = await convertExample(readFileSync(input, 'utf8'), settingsWith({}));
-    assert.match(applied[0], /^Convert 4 layers in this file to te\.\*/, applied.join('; '));
+    assert.match(applied[0], /^Convert 4 layers in this file to FP8 \(with fallback; skipped 5: 3 not exact, embedding, lm-head\)$/, applied.join('; '));
     // Their forwards cast the weight / compute in float32: neither te.* nor the torch.nn fallback would.
     assert.match(text, /self\.qkv = CastLinear\(dim, 3 \* dim, bias=False\)/);
     assert.match(text, /self\.ln = Fp32LayerNorm\(dim\)/);
