@@ -1,6 +1,7 @@
 """Trains the small GPT from model.py on random tokens: runs anywhere (CPU included) in a few seconds.
 
-Try the Precision Lens quick fixes here: "Insert FP8 fallback wrapper", then "Wrap the training step in FP8 autocast".
+Try the Precision Lens actions: "Convert N layers in this file to FP8 (with fallback)" in model.py, then "Wrap the
+training step in FP8 autocast" here; both import the project's one FP8 fallback module (fp8_fallback.py).
 """
 import time
 

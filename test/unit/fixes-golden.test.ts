@@ -29,7 +29,13 @@ interface GoldenCase {
 
 const legacy = settingsWith({ apiVersion: 'legacy' });
 const modern = settingsWith({ apiVersion: 'modern' });
+/** The project's fallback module beside the file (fixes import it; the created module itself is golden in fixes-project). */
+const MODULE: FixEnv = { fallbackModule: { importFrom: 'fp8_fallback', path: '/ws/fp8_fallback.py', exists: true } };
 const CASES: GoldenCase[] = [
+  { input: 'convert_linear.py', name: 'up-module', code: 'PL101', at: 'self.up', env: MODULE },
+  { input: 'convert_norms.py', name: 'all-class-module', source: { className: 'Block' }, fix: 'convert-all:class:Block', env: MODULE },
+  { input: 'te_unguarded_legacy.py', name: 'pl401-module', code: 'PL401', settings: legacy, env: MODULE },
+  { input: 'train_tabs.py', name: 'step-module', source: {}, fix: 'wrap-training-step', env: MODULE },
   { input: 'convert_linear.py', name: 'up', code: 'PL101', at: 'self.up' },
   { input: 'convert_linear.py', name: 'down', code: 'PL101', at: 'self.down' },
   { input: 'convert_linear.py', name: 'all', source: {}, fix: 'convert-all:file' },
