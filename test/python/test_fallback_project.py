@@ -136,3 +136,19 @@ def test_shape_rule_keeps_torch_nn_and_rows_are_padded(tmp_path):
                      r"in_features 100 is not a multiple of 16, out_features 30 is not a multiple of 8$", out, re.M), out
     # The fake te.Linear raises TE's error on rows % 8 != 0 under FP8: the factory's layer pads them.
     assert "rows (3, 64) (1, 3, 64) True" in out, out
+
+
+@pytest.mark.parametrize("fake_te", [False, True])
+def test_parallel_factory_builds_the_library_layer_where_fp8_does_not_run(tmp_path, fake_te):
+    if not fake_te and te_installed():
+        pytest.skip("Transformer Engine is installed here")
+    code = (
+        "import torch, fp8_fallback as f\n"
+        "class ColumnParallelLinear(torch.nn.Linear):\n"
+        "    pass\n"
+        "layer = f.fp8_parallel_linear(lambda: ColumnParallelLinear(64, 32, bias=False), 64, 32, bias=False, parallel_mode='column', tp_group=None, tp_size=1)\n"
+        "print('built', type(layer).__module__, type(layer).__name__)\n"
+    )
+    out = run(project(tmp_path, "modern"), code=code, fake_te=fake_te)
+    expected = "built transformer_engine.pytorch Linear" if fake_te else "built __main__ ColumnParallelLinear"
+    assert expected in out, out

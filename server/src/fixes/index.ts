@@ -31,7 +31,7 @@ export { applyEdits, editsConflict } from './edits';
 export { WRAPPER_MARKER } from './wrapper';
 
 /** The last context built: the CLI and a code-action request ask for the fixes of many findings of one analysis. */
-let lastContext: { ctx: FixContext; teVersion?: string } | undefined;
+let lastContext: { ctx: FixContext; teVersion?: string; fallbackModule?: FallbackModule } | undefined;
 
 /**
  * Builds the shared context (the statement scan of the whole file is its costly part); reused while the text, the IR
@@ -40,7 +40,7 @@ let lastContext: { ctx: FixContext; teVersion?: string } | undefined;
 export function fixContext(text: string, ir: ModelIR, settings: PrecisionLensSettings, env: FixEnv = {}): FixContext {
   const last = lastContext;
   if (last && last.ctx.text === text && last.ctx.ir === ir && last.ctx.settings === settings && last.teVersion === env.teVersion
-    && last.ctx.otherStack === env.otherStack && sameModule(last.ctx.fallbackModule, env.fallbackModule)) return last.ctx;
+    && last.ctx.otherStack === env.otherStack && sameModule(last.fallbackModule, env.fallbackModule)) return last.ctx;
   // The statement scan is the costly part (~50 ms for 20k lines): made on first use, so a check that needs only the
   // arguments (argumentRefusal, on the analysis path) never pays for it.
   let model: SourceModel | undefined;
@@ -52,7 +52,7 @@ export function fixContext(text: string, ir: ModelIR, settings: PrecisionLensSet
   if (env.otherStack) ctx.otherStack = env.otherStack;
   // A file with an inline block keeps it: the block is its FP8 state, a module beside it would be a second one.
   if (env.fallbackModule && !ctx.hasWrapper) ctx.fallbackModule = env.fallbackModule;
-  lastContext = { ctx, teVersion: env.teVersion };
+  lastContext = { ctx, teVersion: env.teVersion, fallbackModule: env.fallbackModule };
   return ctx;
 }
 
