@@ -48,8 +48,9 @@ describe('analysis: dimensions', () => {
     const e = layer(ir, 'self.e');
     assert.equal(e.inFeatures?.value, undefined);
     assert.equal(e.inFeatures?.text, 'unknown_dim');
-    assert.equal(e.convertible, 'uncertain');
-    assert.match(e.reasons[0], /depends on unknown_dim, unknown statically/);
+    assert.equal(e.convertible, true);
+    assert.equal(e.facets?.shape.state, 'guarded');
+    assert.match(e.reasons[0], /unknown_dim is not known where it is built/);
     assert.equal(layer(ir, 'self.f').outFeatures?.value, 1536);
     assert.equal(layer(ir, 'self.wq').outFeatures?.value, 4096);
     assert.match(layer(ir, 'self.wq').inFeatures?.note ?? '', /ModelArgs\.dim default 4096/);

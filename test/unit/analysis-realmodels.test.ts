@@ -136,17 +136,24 @@ describe('analysis: roles of helper submodules', () => {
   });
 });
 
-describe('analysis: uncertain-shape wording', () => {
+describe('analysis: shape-guarded wording', () => {
   before(initParser);
 
-  it('names each unknown size once, with its own FP8 condition', () => {
+  it('names each unknown size once, with its own FP8 condition checked by the factory', () => {
     const ir = analyze(fixture('unknown_sizes.py'));
-    const why = (name: string) => ir.layers.find((l) => l.name === name)?.reasons[0] ?? '';
-    assert.match(why('self.square'), /depends on config\.hidden_size, unknown statically/);
-    assert.match(why('self.square'), /in_features \(config\.hidden_size\) is a multiple of 16 and out_features \(config\.hidden_size\) is a multiple of 8/);
-    assert.match(why('self.wide'), /if out_features \(config\.intermediate_size\) is a multiple of 8;/);
-    assert.match(why('self.narrow'), /if in_features \(config\.intermediate_size\) is a multiple of 16;/);
-    assert.doesNotMatch(why('self.wide'), /multiples of 16/);
+    const get = (name: string) => ir.layers.find((l) => l.name === name)!;
+    const why = (name: string) => get(name).reasons[0] ?? '';
+    assert.match(why('self.square'), /^Its size config\.hidden_size is not known where it is built/);
+    assert.match(why('self.square'), /fp8_linear, which builds te\.Linear when in_features \(config\.hidden_size\) % 16 == 0 and out_features \(config\.hidden_size\) % 8 == 0 and keeps nn\.Linear otherwise/);
+    assert.match(why('self.wide'), /when out_features \(config\.intermediate_size\) % 8 == 0 and keeps/);
+    assert.match(why('self.narrow'), /when in_features \(config\.intermediate_size\) % 16 == 0 and keeps/);
+    assert.doesNotMatch(why('self.wide'), /in_features \(/);
+    for (const n of ['self.square', 'self.wide', 'self.narrow']) {
+      assert.equal(get(n).convertible, true, n);
+      assert.equal(get(n).facets?.shape.state, 'guarded', n);
+      assert.equal(get(n).facets?.shape.check, 'fp8-gemm-shape', n);
+      assert.equal(get(n).facets?.structure.state, 'ok', n);
+    }
   });
 });
 
@@ -573,7 +580,9 @@ describe('analysis: defaults do not stand in for values a caller passes', () => 
     `);
     const fc1 = ir.layers.find((l) => l.name === 'self.fc1');
     assert.equal(fc1?.inFeatures?.value, undefined);
-    assert.equal(fc1?.convertible, 'uncertain');
+    // The sizes are the caller's: the conversion is shape-guarded (through the factory), not refused.
+    assert.equal(fc1?.convertible, true);
+    assert.equal(fc1?.facets?.shape.state, 'guarded');
   });
 });
 
@@ -805,7 +814,8 @@ describe('analysis: config defaults that __post_init__ overwrites', () => {
     `);
     for (const n of ['self.up', 'self.down', 'self.wqkv']) {
       const l = ir.layers.find((x) => x.name === n)!;
-      assert.equal(l.convertible, 'uncertain', n);
+      assert.equal(l.convertible, true, n);
+      assert.equal(l.facets?.shape.state, 'guarded', n);
       assert.match(l.reasons.join(' '), /is computed in __post_init__ at run time/, n);
     }
     // A field __post_init__ leaves alone keeps its default.

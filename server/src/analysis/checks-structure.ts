@@ -1,0 +1,340 @@
+/**
+ * Structure checks of the verdict: can the te.* class represent this construction exactly (its arguments, a local
+ * subclass's forward, the norm's axis / weight / bias / (1+w) offset, the parallel layout)? `fails`: no; `guarded`:
+ * it depends on run time (then the reason says what to do); `ok`: yes. One function per rule of thumb.
+ */
+import type { Check, Fact } from './checks';
+import { attrUses, optionValue, unitOffset, weightUse } from './checks-uses';
+
+const isLinear = (k: string): boolean => k === 'linear' || k === 'parallel-linear';
+const isNorm = (k: string): boolean => k === 'layernorm' || k === 'rmsnorm';
+
+const ok = (...reasons: string[]): Fact => ({ state: 'ok', reasons });
+const guarded = (...reasons: string[]): Fact => ({ state: 'guarded', reasons });
+const fails = (...reasons: string[]): Fact => ({ state: 'fails', reasons });
+
+// ---- Any library class ----
+
+/** The catalogue says the library's class has no te.* twin (a framework module TE cannot stand in for). */
+const catalogueNoTe: Check = {
+  name: 'catalogue-no-te', facet: 'structure',
+  run({ rec }) {
+    if (!rec.ctor.noTe || rec.ctor.local) return undefined;
+    return { ...fails(rec.ctor.noTe), overrides: 'all' };
+  },
+};
+
+// ---- Linear ----
+
+const linearWeightUse: Check = {
+  name: 'weight-read-directly', facet: 'structure',
+  run({ rec, ev, L }) {
+    if (!isLinear(L.kind)) return undefined;
+    const w = weightUse(rec, ev);
+    if (!w) return undefined;
+    return w.convertible === false ? fails(w.reason) : guarded(w.reason);
+  },
+};
+
+const parallelLayout: Check = {
+  name: 'parallel-layout', facet: 'structure',
+  run({ rec, L }) {
+    if (L.kind !== 'parallel-linear' || !L.teArgs?.parallel_mode) return undefined;
+    return ok(`${rec.ctor.display} maps to te.Linear(parallel_mode=${L.teArgs.parallel_mode}) with the same tensor-parallel group.`);
+  },
+};
+
+const transposedWeight: Check = {
+  name: 'transposed-weight', facet: 'structure',
+  run({ rec, L }) {
+    if (!isLinear(L.kind) || !rec.ctor.transposedWeight) return undefined;
+    return guarded(`${rec.ctor.display} stores its weight transposed ([in_features, out_features]; Conv1D(nf=out, nx=in)): te.Linear(${L.inFeatures?.text ?? 'nx'}, ${L.outFeatures?.text ?? 'nf'}) computes the same only with the weight transposed, so pretrained checkpoints need weight.t() on load. Convert by hand.`);
+  },
+};
+
+const specialWeights: Check = {
+  name: 'special-weights', facet: 'structure',
+  run({ rec, L }) {
+    const li = rec.ctor.local?.info;
+    if (!isLinear(L.kind) || !(li?.grouped || li?.weightReplacedBy || li?.extraParams?.length)) return undefined;
+    const what = li.grouped
+      ? `holds ${li.grouped}; te.Linear holds one 2-D weight (te.GroupedLinear is TE's module for grouped GEMMs)`
+      : li.weightReplacedBy
+        ? `replaces its weight with ${li.weightReplacedBy} (a quantized or special weight type) that te.Linear cannot hold`
+        : `adds parameters of its own (${li.extraParams!.join(', ')}: an adapter such as LoRA) that te.Linear would drop`;
+    return { ...fails(`${L.localClass ?? L.constructor} ${what}. Converting it would change what the layer computes; keep it (convert the base layer inside it by hand if the library supports te.Linear).`), overrides: 'all' };
+  },
+};
+
+/** A local subclass whose forward does more than its base (casts its weight to the input's dtype, computes in
+ *  float32): neither te.* nor the fallback's torch.nn layer would keep that (on the fallback path a converted model
+ *  failed with "expected scalar type BFloat16 but found Float"). */
+function forwardDoesMore(L: { localClass?: string }, what: string, te: string, torch: string): Fact {
+  return { ...fails(`${L.localClass}.forward ${what}: ${te} (and ${torch}, its fallback without FP8) would not, so converting this call changes what the layer computes. Keep it, or move that behaviour into te.* by hand.`), overrides: 'all' };
+}
+
+const linearForwardExtra: Check = {
+  name: 'forward-does-more', facet: 'structure',
+  run({ rec, L, sofar }) {
+    const what = rec.ctor.local?.info.forwardExtra;
+    if (!isLinear(L.kind) || !what || !L.localClass || sofar === 'fails') return undefined;
+    return forwardDoesMore(L, what, 'te.Linear', 'torch.nn.Linear');
+  },
+};
+
+const normForwardExtra: Check = {
+  name: 'norm-forward-does-more', facet: 'structure',
+  run({ rec, L, sofar }) {
+    const li = rec.ctor.local?.info;
+    if (!isNorm(L.kind) || !li?.forwardExtra || li.channelAxis || !L.localClass || sofar === 'fails') return undefined;
+    return forwardDoesMore(L, li.forwardExtra, teNorm(L.kind), L.kind === 'rmsnorm' ? 'torch.nn.RMSNorm' : 'torch.nn.LayerNorm');
+  },
+};
+
+const localLinear: Check = {
+  name: 'local-linear-class', facet: 'structure',
+  run({ rec, L }) {
+    if (!isLinear(L.kind)) return undefined;
+    const li = rec.ctor.local?.info;
+    if (li?.grouped || li?.weightReplacedBy || li?.extraParams?.length) return undefined;
+    const own = li?.ownImplementation;
+    if (own) return guarded(`${L.localClass} implements its own Linear (${own.replace(/^a custom Linear: /, '')}): te.Linear replaces it only if nothing in its forward is needed (its own quantised or FP8 weights, parallel communication). Convert its definition by hand, not this call.`);
+    if (L.localClass) return ok(`${L.localClass} is a local subclass of nn.Linear: te.Linear replaces it only if its extra behaviour is not needed (check its forward).`);
+    return undefined;
+  },
+};
+
+const viaFactory: Check = {
+  name: 'built-by-helper', facet: 'structure',
+  run({ rec, L }) {
+    const li = rec.ctor.local?.info;
+    if (!isLinear(L.kind) || !L.viaFactory || li?.grouped || li?.weightReplacedBy || li?.extraParams?.length) return undefined;
+    return ok(`Built by the helper ${L.viaFactory}(): converting it there changes every layer that helper builds.`);
+  },
+};
+
+// ---- Norms ----
+
+const layerNormArgs: Check = {
+  name: 'layernorm-args', facet: 'structure',
+  run({ rec, ev, L }) {
+    if (L.kind !== 'layernorm') return undefined;
+    const c = rec.ctor;
+    const ea = optionValue(rec, ev, 'elementwise_affine');
+    const bias = optionValue(rec, ev, 'bias');
+    const hasBiasParam = c.local ? c.local.hasBias !== false : true;
+    if (ea.text !== undefined && ea.value === undefined) {
+      return guarded(`elementwise_affine=${ea.text} is decided at run time: te.LayerNorm always has a weight and a bias, so it is an exact replacement only when that is True.`);
+    }
+    if (ea.value === false) {
+      return fails(`elementwise_affine=${ea.text}${ea.note ? ` (${ea.note})` : ''} means no weight or bias, but te.LayerNorm always has both: it is not an exact replacement. Keep nn.LayerNorm (or accept a learnable affine)${ea.note ? '; layers built with elementwise_affine=True map onto te.LayerNorm' : ''}.`);
+    }
+    if (!hasBiasParam) return fails(`${L.localClass ?? L.constructor} has no bias, but te.LayerNorm always has a weight and a bias: not an exact replacement (te.RMSNorm is not the same computation either).`);
+    if (bias.value === false) {
+      return fails(`bias=${bias.text}${bias.note ? ` (${bias.note})` : ''} gives a LayerNorm without bias, but te.LayerNorm always has a weight and a bias: it is not exactly representable. Keep this norm, or accept a learnable bias${bias.note ? '; if the config sets bias=True the layer maps onto te.LayerNorm' : ''}.`);
+    }
+    if (bias.text !== undefined && bias.value === undefined) {
+      return guarded(`bias=${bias.text} is decided at run time: with bias=False te.LayerNorm (always weight + bias) is not an exact replacement, with bias=True it is.`);
+    }
+    const zcIf = c.local?.info.zeroCenteredConditional;
+    // A flag that switches the (1 + weight) offset maps to zero_centered_gamma=<the same expression>.
+    const offset = zcIf !== undefined ? unitOffset(rec, ev, zcIf, 'te.LayerNorm') : undefined;
+    if (zcIf !== undefined && !offset) {
+      return guarded(`${L.localClass} scales by (1 + weight) only when ${zcIf}: te.LayerNorm needs zero_centered_gamma=True for the layers built that way and not for the others. Convert by hand with the setting that matches how this layer is built.`);
+    }
+    if (!offset && c.local?.info.zeroCenteredGamma) {
+      L.zeroCenteredGamma = true;
+      return ok(`${L.localClass} scales by (1 + weight): it maps onto te.LayerNorm(zero_centered_gamma=True); copy the weight as is.`);
+    }
+    const f = ok(...(offset ? [offset] : []), `${L.localClass ?? L.constructor} can become te.LayerNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; norms run in high precision inside TE, and where a Linear consumes its output it can later fuse with it (te.LayerNormLinear).`);
+    if (bias.note && bias.value === true) f.reasons.push(`bias is True through ${bias.note}.`);
+    return f;
+  },
+};
+
+const rmsNormArgs: Check = {
+  name: 'rmsnorm-args', facet: 'structure',
+  run({ rec, ev, L }) {
+    if (L.kind !== 'rmsnorm') return undefined;
+    const c = rec.ctor;
+    const zcIf = c.local?.info.zeroCenteredConditional;
+    const eps = L.options.eps;
+    const ea = optionValue(rec, ev, 'elementwise_affine');
+    const bias = optionValue(rec, ev, 'bias');
+    const name = L.localClass ?? L.constructor;
+    if (ea.value === false) return fails(`elementwise_affine=${ea.text}${ea.note ? ` (${ea.note})` : ''} means no weight, but te.RMSNorm always has a learnable weight: it is not an exact replacement. Keep this norm${ea.note ? '; layers built with elementwise_affine=True map onto te.RMSNorm' : ''}.`);
+    if (ea.text !== undefined && ea.value === undefined) return guarded(`elementwise_affine=${ea.text} is decided at run time: te.RMSNorm always has a weight, so it is an exact replacement only when that is True.`);
+    if (bias.value === true || (c.local?.rmsBias && bias.value !== false)) {
+      return fails(`${bias.value === true ? `bias=${bias.text} gives` : `${name} has`} an RMSNorm with a bias, but te.RMSNorm has none: it is not an exact replacement. Keep this norm.`);
+    }
+    if (bias.text !== undefined && bias.value === undefined) return guarded(`bias=${bias.text} is decided at run time: te.RMSNorm has no bias, so it is an exact replacement only when that is False.`);
+    const offset = zcIf !== undefined ? unitOffset(rec, ev, zcIf, 'te.RMSNorm') : undefined;
+    if (zcIf !== undefined && !offset) return guarded(`${name} scales by (1 + weight) only when ${zcIf}: te.RMSNorm needs zero_centered_gamma=True for the layers built that way and not for the others. Convert by hand with the setting that matches how this layer is built.`);
+    const lead = offset ? [offset] : [];
+    if (!c.local && /(^|\.)RMSNorm$/.test(L.resolved) && (eps === undefined || /^None$/.test(eps))) {
+      // torch.nn.RMSNorm(eps=None) normalises with torch.finfo(x.dtype).eps; te.RMSNorm has a fixed eps (1e-5).
+      return guarded(...lead, `${L.constructor} without eps uses the input dtype's machine epsilon (torch.finfo(dtype).eps: 0.0078125 in BF16, 1.2e-7 in FP32), while te.RMSNorm defaults to eps=1e-5: converting it as is changes the numerics. Pass the eps your model trains with explicitly, then convert.`);
+    }
+    if (!offset && c.local?.info.zeroCenteredGamma) {
+      L.zeroCenteredGamma = true;
+      return ok(`${name} scales by (1 + weight): it maps onto te.RMSNorm(zero_centered_gamma=True); copy the weight as is.`);
+    }
+    return ok(...lead, `${name} can become te.RMSNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; where a Linear consumes its output it can later fuse with it (te.LayerNormLinear(normalization="RMSNorm")).`);
+  },
+};
+
+const recognisedNorm: Check = {
+  name: 'recognised-norm-class', facet: 'structure',
+  run({ rec, L }) {
+    if (L.kind !== 'rmsnorm' || !rec.ctor.local) return undefined;
+    return ok(`Recognised as ${rec.ctor.local.info.layerKindReason ?? 'an RMSNorm'}.`);
+  },
+};
+
+const importedNorm: Check = {
+  name: 'imported-norm-class', facet: 'structure',
+  run({ rec, L, sofar }) {
+    if (L.kind !== 'rmsnorm' || !rec.ctor.imported || sofar !== 'ok') return undefined;
+    return guarded(`${rec.ctor.display} is imported from ${rec.ctor.imported.replace(/\.[^.]+$/, '')}: its forward is not in this file (some scale by 1 + weight, as Gemma's does, which needs zero_centered_gamma=True). Check it before converting.`);
+  },
+};
+
+const teNorm = (k: string): string => (k === 'rmsnorm' ? 'te.RMSNorm' : 'te.LayerNorm');
+
+const weightlessNorm: Check = {
+  name: 'weightless-norm', facet: 'structure',
+  run({ rec, L, sofar }) {
+    if (!isNorm(L.kind) || sofar === 'fails' || !rec.ctor.local?.info.weightless) return undefined;
+    return { ...fails(`${L.localClass} has no learnable weight (no nn.Parameter), but ${teNorm(L.kind)} always has one: converting it would add parameters and change training and the checkpoint. Keep it.`), overrides: 'can-become' };
+  },
+};
+
+const scaleName: Check = {
+  name: 'norm-scale-name', facet: 'structure',
+  run({ rec, L, sofar }) {
+    const scale = rec.ctor.local?.info.scaleName;
+    if (!isNorm(L.kind) || !scale || sofar !== 'ok') return undefined;
+    const at = L.name ? `${L.name.replace(/^self\./, '')}.` : '';
+    return guarded(`${L.localClass} calls its scale ${scale}, ${teNorm(L.kind)} calls it weight: the state_dict keys change (${at}${scale} -> ${at}weight), so map them when loading a checkpoint (training from scratch is unaffected).`);
+  },
+};
+
+const gatedNorm: Check = {
+  name: 'norm-extra-inputs', facet: 'structure',
+  run({ rec, L, sofar }) {
+    const extra = rec.ctor.local?.info.extraInputs;
+    if (!isNorm(L.kind) || sofar === 'fails' || !extra?.length) return undefined;
+    return { ...fails(`${L.localClass} takes ${extra.join(', ')} besides the input in forward (a gated norm): ${teNorm(L.kind)}.forward takes one tensor, so it is no replacement. Keep it.`), overrides: 'can-become' };
+  },
+};
+
+const NORM_PLAIN_ATTRS = /^(weight|bias|eps|normalized_shape|forward|to|cuda|float|half|bfloat16|parameters|named_parameters|state_dict|load_state_dict|register_\w+|apply|train|eval|requires_grad_|reset_parameters)$/;
+
+const normReadDirectly: Check = {
+  name: 'norm-read-directly', facet: 'structure',
+  run({ rec, ev, L, sofar }) {
+    const cls = rec.scope.cls;
+    if (!isNorm(L.kind) || sofar === 'fails' || !cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return undefined;
+    const use = attrUses(ev.source(), cls).get(L.attr);
+    if (!use) return undefined;
+    const odd = [...(use.attrs ?? [])].filter((a) => !NORM_PLAIN_ATTRS.test(a));
+    if (!use.params && !odd.length) return undefined;
+    return guarded(`${cls.info.name} also reads ${odd.length ? `self.${L.attr}.${odd[0]}` : `self.${L.attr}.weight`} directly (a fused kernel or functional op)${odd.length ? `, which ${teNorm(L.kind)} does not have` : ''}: convert only together with that code.`);
+  },
+};
+
+// ---- Other kinds ----
+
+const noTeTwin: Check = {
+  name: 'no-te-twin', facet: 'structure',
+  run({ L }) {
+    if (isLinear(L.kind) || isNorm(L.kind)) return undefined;
+    if (L.kind === 'conv') return fails(`${L.constructor} is a convolution: Transformer Engine has no FP8 convolution module, so it stays as it is.`);
+    if (/(^|\.)MultiheadAttention$/.test(L.resolved)) {
+      return fails(`${L.constructor} holds its projections as raw parameters (in_proj_weight, out_proj) and runs them in F.multi_head_attention_forward, so no per-layer conversion applies; te.MultiheadAttention is a different module (its own fused QKV layout and arguments): port the attention block by hand to use it.`);
+    }
+    if (/(^|\.)LazyLinear$/.test(L.resolved)) {
+      return fails(`${L.constructor} infers in_features at its first forward; Transformer Engine has no lazy Linear. Build an nn.Linear with an explicit in_features first, then it can be considered for te.Linear.`);
+    }
+    if (/^torch\.nn\.(modules\.\w+\.)?Transformer(Encoder|Decoder)?(Layer)?$/.test(L.resolved)) {
+      return fails(`${L.constructor} runs its projections inside PyTorch's own code, so its Linears cannot be converted one by one. te.TransformerLayer (layer_type="encoder" / "decoder") is TE's block, but not a drop-in: other parameter names (map the checkpoint), pre-LN where PyTorch defaults to post-LN (norm_first=False), a different default activation. Port the block by hand to use it.`);
+    }
+    return fails(`${L.constructor} has no Transformer Engine equivalent to convert to.`);
+  },
+};
+
+// ---- Any kind ----
+
+const channelAxis: Check = {
+  name: 'norm-channel-axis', facet: 'structure',
+  run({ rec, L, sofar }) {
+    const axis = isNorm(L.kind) ? rec.ctor.local?.info.channelAxis : undefined;
+    if (!axis || sofar === 'fails') return undefined;
+    const te = teNorm(L.kind);
+    const fmt = L.options.data_format ?? axis.optionDefault;
+    const first = axis.when === 'always' || (fmt !== undefined && /channels_first/.test(fmt));
+    const last = axis.when === 'option' && fmt !== undefined && /^["']channels_last["']$/.test(fmt.trim());
+    if (first) {
+      return { ...fails(`${L.localClass ?? L.constructor} normalises over the channel axis of NCHW tensors (${axis.when === 'always' ? axis.evidence : `data_format=${fmt}`}), while ${te} always normalises over the last dimension: converting it would normalise the wrong axis (or fail on the shape). Keep it.`), overrides: 'can-become' };
+    }
+    if (last) return undefined;
+    return { ...guarded(`${L.localClass ?? L.constructor} can normalise over the channel axis (${axis.evidence}), decided by data_format${fmt ? `=${fmt}` : ''} at run time; ${te} always normalises over the last dimension, so convert only the layers built with data_format="channels_last".`), overrides: 'can-become' };
+  },
+};
+
+const reparametrisingWrapper: Check = {
+  name: 'reparametrising-wrapper', facet: 'structure',
+  run({ L, sofar }) {
+    if (!L.wrappedBy || sofar !== 'ok') return undefined;
+    return guarded(`It is passed to ${L.wrappedBy}(), which reparametrises its weight and may require a torch.nn.Linear (fairseq's quant_noise asserts it): convert only if ${L.wrappedBy} accepts the te.* module.`);
+  },
+};
+
+const TE_ISINSTANCE = /\bisinstance\s*\([^,()]+,\s*\(?[^()]*\b(te|transformer_engine|te_pytorch)(\.pytorch)?\.[A-Z]\w*/;
+
+// Built in a function that tests for TE modules (`if isinstance(module, te.Linear): new = nn.Linear(...)`): a
+// deliberate torch.nn copy, as when converting a TE model back to torch.nn (accelerate's convert_model).
+const teToTorchCopy: Check = {
+  name: 'te-to-torch-copy', facet: 'structure',
+  run({ rec, ev, sofar }) {
+    const fn = rec.scope.fn;
+    if (!fn || sofar === 'fails' || !TE_ISINSTANCE.test(ev.source().slice(fn.start, fn.end))) return undefined;
+    return fails(`It is built in ${fn.name}(), which tests for Transformer Engine modules (isinstance(..., te.*)): a deliberate torch.nn layer (converting TE modules back to torch.nn), so it stays as it is.`);
+  },
+};
+
+// A TorchScript module (`class M(torch.jit.ScriptModule)` with script methods): TE modules cannot be scripted.
+const torchScript: Check = {
+  name: 'torchscript-owner', facet: 'structure',
+  run({ rec, ev, sofar }) {
+    const owner = rec.scope.cls;
+    if (!owner || sofar !== 'ok') return undefined;
+    const scripted = owner.info.resolvedBases.some((b) => /(^|\.)ScriptModule$/.test(b))
+      || /@\s*(torch\.)?jit\.script_method\b/.test(ev.source().slice(owner.rec.start, owner.rec.end));
+    if (!scripted) return undefined;
+    return guarded(`${owner.info.name} is a TorchScript module (torch.jit.ScriptModule / script_method): Transformer Engine modules cannot be scripted, so convert only after moving it to eager mode.`);
+  },
+};
+
+const classCandidatesAgree: Check = {
+  name: 'class-candidates-agree', facet: 'structure',
+  run({ L, sofar }) {
+    if (!L.classCandidates || sofar !== 'ok') return undefined;
+    return ok(`Its class is chosen at run time (${L.classCandidates.join('; ')}): every candidate converts the same way, so the conversion holds for either.`);
+  },
+};
+
+const classChosenAtRunTime: Check = {
+  name: 'class-chosen-at-run-time', facet: 'structure',
+  run({ L, sofar }) {
+    if (!L.classFrom || sofar === 'fails') return undefined;
+    return guarded(`Its class comes from ${L.classFrom}${L.classFrom.includes('chosen at run time') ? '' : ': another class may be chosen at run time'}, so convert where the class is chosen, not this call.`);
+  },
+};
+
+/** In order; each sees the state of the checks before it. */
+export const STRUCTURE_CHECKS: readonly Check[] = [
+  catalogueNoTe, linearWeightUse, parallelLayout, transposedWeight, specialWeights, linearForwardExtra, localLinear, viaFactory,
+  layerNormArgs, rmsNormArgs, recognisedNorm, importedNorm, weightlessNorm, scaleName, gatedNorm, normForwardExtra, normReadDirectly,
+  noTeTwin, channelAxis, reparametrisingWrapper, teToTorchCopy, torchScript, classCandidatesAgree, classChosenAtRunTime,
+];

@@ -1,0 +1,125 @@
+/**
+ * What the structure checks read besides the layer's own call: how its class uses `self.<attr>` (called, its weight
+ * read for a functional op, replaced after construction) and the value of a boolean option (`bias=config.bias`).
+ */
+import type { EvalScope, Evaluator } from './dims';
+import type { LayerRec } from './layers';
+import { ctorParams } from './classes';
+
+/**
+ * How a layer's own class reads its `.weight` besides calling it: a layer never called but read
+ * (`F.multi_head_attention_forward(q_proj_weight=self.q_proj.weight, ...)`) gains nothing from te.Linear, whose FP8
+ * GEMM runs in its own forward; one also read directly (Mamba's fused fast path) gets FP8 on one path only.
+ */
+export function weightUse(rec: LayerRec, ev: Evaluator): { convertible: false | 'uncertain'; reason: string } | undefined {
+  const L = rec.layer;
+  const cls = rec.scope.cls;
+  if (!cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return undefined;
+  const use = attrUses(ev.source(), cls).get(L.attr);
+  if (!use) return undefined;
+  if (use.replaced) {
+    return { convertible: 'uncertain', reason: `${cls.info.name} replaces self.${L.attr}.${use.replaced} after building it (\`${use.replacedText}\`): a weight shared or reparametrised this way must fit te.Linear's own parameter (and its FP8 copy under fp8_model_init), and a tie made there changes what the checkpoint holds. Convert by hand, if at all.` };
+  }
+  if (use.params && !use.other) {
+    return { convertible: false, reason: `${cls.info.name} never calls self.${L.attr}; it only reads its weight/bias (for a functional op): te.Linear runs FP8 only in its own forward, so converting it gains nothing and can break that op (FP8 weights under fp8_model_init). Keep it.` };
+  }
+  if (use.params) {
+    return { convertible: 'uncertain', reason: `${cls.info.name} also reads self.${L.attr}.weight directly (a fused kernel or functional op): on that path te.Linear's FP8 does not apply, and its weight may be FP8 under fp8_model_init. Convert only if that path is not used.` };
+  }
+  return undefined;
+}
+
+/** How a class uses `self.<attr>`: called or passed (`other`), its weight/bias read as tensors (`params`), replaced. */
+interface AttrUse { params: boolean; other: boolean; replaced?: string; replacedText?: string; attrs?: Set<string> }
+/** Per class (keyed by its node: a statement copy kept across edits keeps it), how each `self.<attr>` is used. */
+const attrUseCache = new WeakMap<object, Map<string, AttrUse>>();
+const SELF_USE = /self\s*\.\s*([A-Za-z_]\w*)(\s*\.\s*(\w+)|\s*=(?!=))?/g;
+/** After `self.x.weight`: initialisation and metadata (`.data`, `.normal_(`, `.shape`, `.requires_grad`), no compute. */
+const PARAM_META = /^\s*\.\s*(data\b|grad\b|requires_grad\b|shape\b|dtype\b|device\b|ndim\b|size\s*\(|numel\s*\(|dim\s*\(|[a-z]\w*_\s*\()/;
+/** Before it: an initialiser taking it as the tensor to fill (`nn.init.normal_(self.x.weight`, `trunc_normal_(`). */
+const INIT_CALL = /(\binit\s*\.\s*\w+_|\b\w*(normal|uniform|zeros|ones|constant|orthogonal|xavier\w*|kaiming\w*|trunc_normal)_)\s*\(\s*$/;
+
+export function attrUses(src: string, cls: { rec: { node: object; start: number; end: number } }): Map<string, AttrUse> {
+  let m = attrUseCache.get(cls.rec.node);
+  if (m) return m;
+  m = new Map();
+  const text = src.slice(cls.rec.start, cls.rec.end);
+  for (const hit of text.matchAll(SELF_USE)) {
+    const attr = hit[1];
+    if (hit[2] !== undefined && hit[3] === undefined) continue; // `self.x = ...`: the assignment that builds it
+    let u = m.get(attr);
+    if (!u) { u = { params: false, other: false }; m.set(attr, u); }
+    if (hit[3] !== 'weight' && hit[3] !== 'bias') {
+      u.other = true;
+      if (hit[3] !== undefined) (u.attrs ??= new Set()).add(hit[3]);
+      continue;
+    }
+    const at = hit.index ?? 0;
+    const after = text.slice(at + hit[0].length, at + hit[0].length + 40);
+    if (/^\s*=(?!=)/.test(after)) {
+      // `self.dec.weight = nn.Parameter(self.enc.weight.t())`: shared or reparametrised after construction.
+      const lineEnd = text.indexOf('\n', at);
+      u.replaced ??= hit[3];
+      u.replacedText ??= text.slice(at, lineEnd < 0 ? text.length : lineEnd).trim().replace(/\s+/g, ' ').slice(0, 80);
+      continue;
+    }
+    if (PARAM_META.test(after) || INIT_CALL.test(text.slice(Math.max(0, at - 60), at))) continue;
+    u.params = true;
+  }
+  // `parametrize.register_parametrization(self.e, "weight", ...)` (minLoRA, orthogonal maps): a reparametrised weight.
+  // `nn.utils.weight_norm(self.fc)` applied after construction as well.
+  for (const hit of text.matchAll(/(?:register_parametrization\s*\(\s*self\s*\.\s*(\w+)\s*,\s*["'](weight|bias)["']|\b(?:weight_norm|spectral_norm|orthogonal)\s*\(\s*self\s*\.\s*(\w+)\s*[,)])/g)) {
+    const attr = hit[1] ?? hit[3];
+    let u = m.get(attr);
+    if (!u) { u = { params: false, other: false }; m.set(attr, u); }
+    u.replaced ??= hit[2] ?? 'weight';
+    u.replacedText ??= hit[0].replace(/\s+/g, ' ') + ', ...)';
+  }
+  attrUseCache.set(cls.rec.node, m);
+  return m;
+}
+
+
+export function optionValue(rec: LayerRec, ev: Evaluator, name: string): { text?: string; value?: boolean | number; note?: string } {
+  const node = rec.argNodes.get(name);
+  if (!node) {
+    // The class's own default for that parameter (`def __init__(self, dim, bias: bool = True)`), when a literal.
+    const def = rec.ctor.local?.normDefaults?.[name];
+    if (def === undefined) return {};
+    const v = /^True$/.test(def) ? true : /^False$/.test(def) ? false : undefined;
+    return v === undefined ? {} : { text: `${def} (the default of ${rec.ctor.display})`, value: v };
+  }
+  const text = rec.layer.options[name] ?? name;
+  const e = ev.eval(node, rec.scope as EvalScope, 0);
+  const note = e.notes.filter((n) => /\bdefault\b|as passed where/.test(n)).join('; ') || undefined;
+  return { text, value: e.value, note };
+}
+
+/**
+ * A norm class that scales by (1 + weight) only under a constructor flag (`self.add_unit_offset = add_unit_offset`,
+ * then `(1 + self.weight) if self.add_unit_offset else self.weight`): the te.* norm takes the same expression as
+ * zero_centered_gamma. Sets the te.* arguments and returns the reason when the flag's value at this call is known as an expression
+ * (the argument passed, or the parameter's default); undefined leaves the layer to the caller.
+ */
+export function unitOffset(rec: LayerRec, ev: Evaluator, cond: string, te: string): string | undefined {
+  const L = rec.layer;
+  const local = rec.ctor.local;
+  const attr = /^self\.(\w+)$/.exec(cond.trim())?.[1];
+  // A class bound elsewhere (`partial(RMSNorm, add_unit_offset=...)`) carries the flag there, not at this call.
+  if (!local?.init || !attr || L.classFrom) return undefined;
+  const src = ev.source();
+  const initText = src.slice(local.init.start, local.init.end);
+  const param = new RegExp(String.raw`self\.${attr}\s*=\s*(\w+)\s*(?:\n|;|#|$)`).exec(initText)?.[1];
+  const p = param ? ctorParams(src, local.init).find((x) => x.name === param) : undefined;
+  if (!p) return undefined;
+  const arg = rec.argNodes.get(p.name);
+  const expr = (arg ? src.slice(arg.startIndex, arg.endIndex) : p.def ? src.slice(p.def.startIndex, p.def.endIndex) : undefined)?.replace(/\s+/g, ' ');
+  if (expr === undefined) return undefined;
+  if (expr === 'False') return `${L.localClass} is built with ${p.name}=False (no 1 + weight offset): it maps onto ${te} as is.`;
+  if (expr === 'True') {
+    L.zeroCenteredGamma = true;
+    return `${L.localClass} is built with ${p.name}=True, so it scales by (1 + weight): it maps onto ${te}(zero_centered_gamma=True); copy the weight as is.`;
+  }
+  L.teArgs = { ...(L.teArgs ?? {}), zero_centered_gamma: expr };
+  return `${L.localClass} scales by (1 + weight) when ${p.name} is true: it maps onto ${te}(zero_centered_gamma=${expr}), the same expression, so either way the offset matches.`;
+}
