@@ -4,7 +4,9 @@
  */
 import type { PrecisionLensSettings } from '../../common/settings';
 import { AnalysisCache } from './analysis';
+import { fileURLToPath } from 'node:url';
 import { analyzeParsed, emptyIR, skipReason, type DocumentAnalysis } from './engine';
+import { dimsForFile } from './config/dims';
 import { editTree, lineStartsOf, reparse, type TextChange } from './incremental';
 import type { Parser, Tree } from './parser';
 import type { WorkspaceFacts } from './rules/types';
@@ -102,7 +104,8 @@ export class AnalysisSession {
       state.stale = false;
     }
     const tree = state.tree;
-    const result = tree ? analyzeParsed(tree, state.text, settings, workspace, state.cache) : { ir: emptyIR(), findings: [] };
+    const path = state.uri.startsWith('file:') ? fileURLToPath(state.uri) : undefined;
+    const result = tree ? analyzeParsed(tree, state.text, settings, workspace, state.cache, dimsForFile(settings, path)) : { ir: emptyIR(), findings: [] };
     state.analysis = { ...result, version: state.version, ms: performance.now() - started };
     return state.analysis;
   }

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createPythonParser, type Parser } from '../../server/src/parser';
-import { analyzeTree } from '../../server/src/analysis';
+import { analyzeTree, type AnalysisOptions } from '../../server/src/analysis';
 import type { Layer, ModelIR } from '../../server/src/analysis/ir';
 
 let parser: Parser | undefined;
@@ -12,12 +12,12 @@ export async function initParser(): Promise<void> {
 }
 
 /** Parses and analyses Python source (call initParser in a before hook first). */
-export function analyze(src: string): ModelIR {
+export function analyze(src: string, options?: AnalysisOptions): ModelIR {
   if (!parser) throw new Error('initParser() first');
   const tree = parser.parse(src);
   if (!tree) throw new Error('parse failed');
   try {
-    return analyzeTree(tree, src);
+    return analyzeTree(tree, src, undefined, options);
   } finally {
     tree.delete();
   }

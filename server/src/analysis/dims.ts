@@ -4,9 +4,10 @@
  * Values known only as defaults that callers may override still count as known; the notes say so.
  */
 import type { SyntaxNode } from './node';
-import type { Dim } from './ir';
+import type { Dim, DimSource, DimValue, ExternalDims } from './ir';
 import { ctorParams, paramsOf, type ClassModel } from './classes';
 import type { AssignRec, CallRec, FuncRec } from './walk';
+import { argparseDefaults, findPresets, lineOf, postInitAssign, type Preset } from './dim-sources';
 
 export interface EvalScope {
   fn?: FuncRec;
@@ -29,7 +30,26 @@ export interface Evaluated {
   via: string[];
   /** Known only through a default that callers may override. */
   viaDefault?: boolean;
+  /** Where the value came from (the strongest source among the parts of an expression). */
+  source?: DimSource;
+  /** Several possible values (construction sites that disagree, declared lists), each with its source. */
+  values?: DimValue[];
+  /** The value read a config field that the file's presets set: evaluate once per preset. */
+  presets?: boolean;
 }
+
+/** Which source wins when an expression combines several (`config.n_embd * 4`: the preset's, not the literal's). */
+const SOURCE_RANK: Record<DimSource['kind'], number> = {
+  literal: 0, expression: 1, default: 2, 'config-default': 3, argparse: 4, 'config-file': 5, 'config-preset': 6, 'construction-site': 7, declared: 8,
+};
+
+function strongest(parts: Evaluated[]): DimSource | undefined {
+  let best: DimSource | undefined;
+  for (const p of parts) if (p.source && (!best || SOURCE_RANK[p.source.kind] > SOURCE_RANK[best.kind])) best = p.source;
+  return best;
+}
+
+const MAX_VALUES = 16;
 
 const CONFIG_OBJ = /^(self\.)?(config|cfg|conf|args|params|model_args|margs|hparams|hp|opt|opts|options|dims|settings|c|model_config|gpt_config|text_config|arch|spec|hps)$/;
 
@@ -43,6 +63,8 @@ export class Evaluator {
     moduleAssigns: AssignRec[],
     /** Construction sites of a local class, with the scope each one is evaluated in. */
     private readonly ctorSites: (cls: string) => { call: CallRec; scope: EvalScope }[],
+    /** Sizes from outside the file (the user's declarations, config files beside the code), by name. */
+    private readonly external: ExternalDims = {},
   ) {
     for (const a of moduleAssigns) {
       const left = a.node.childForFieldName('left');
@@ -53,6 +75,34 @@ export class Evaluator {
       }
     }
     this.configClasses = [...classes.values()].filter((c) => c.fieldNodes.size > 0);
+    this.presets = findPresets(src, moduleAssigns, classes);
+    for (const p of this.presets) for (const f of p.fields.keys()) this.presetFields.add(f);
+  }
+
+  private readonly presets: Preset[];
+  private readonly presetFields = new Set<string>();
+  /** While evaluating for one preset: its fields stand for the config's. */
+  private world: Preset | undefined;
+  private argparse: Map<string, { value: number; flag: string; line: number }> | undefined;
+
+  /** External sizes for a name: the user's declarations (`declared`) or the others (config files...). */
+  private externalFor(keys: string[], declared: boolean): Evaluated | undefined {
+    for (const k of keys) {
+      const vs = this.external[k]?.filter((v) => (v.source.kind === 'declared') === declared);
+      if (!vs?.length) continue;
+      const distinct = uniqValues(vs);
+      if (distinct.length === 1) return { value: distinct[0].value, notes: [`${k} = ${distinct[0].value} (${distinct[0].source.detail})`], via: [], source: distinct[0].source };
+      return { notes: [`${k} is one of ${distinct.map((v) => v.value).join(', ')} (${distinct[0].source.detail})`], via: [], values: distinct, source: distinct[0].source };
+    }
+    return undefined;
+  }
+
+  /** `args.hidden` from `parser.add_argument("--hidden", type=int, default=1024)` in this file. */
+  private argparseDefault(field: string): Evaluated | undefined {
+    this.argparse ??= argparseDefaults(this.src);
+    const a = this.argparse.get(field);
+    if (!a) return undefined;
+    return { value: a.value, notes: [`${a.flag} defaults to ${a.value} (argparse, line ${a.line})`], via: [], viaDefault: true, source: { kind: 'argparse', detail: `${a.flag} default, line ${a.line}` } };
   }
 
   private readonly assignIndex = new Map<FuncRec, Map<string, AssignRec[]>>();
@@ -93,6 +143,40 @@ export class Evaluator {
   private readonly dimCache = new Map<FuncRec | ClassModel | undefined, Map<string, { dim: Dim; e: Evaluated }>>();
 
   dimAndEval(node: SyntaxNode, scope: EvalScope): { dim: Dim; e: Evaluated } {
+    const r = this.dimAndEvalCached(node, scope);
+    if (!r.e.presets || this.world || !this.presets.length) return r;
+    return this.perPreset(node, scope, r);
+  }
+
+  /** A size that reads preset fields, evaluated once per preset (each preset is one configuration: n_embd and n_head
+   *  of the same preset go together). */
+  private perPreset(node: SyntaxNode, scope: EvalScope, base: { dim: Dim; e: Evaluated }): { dim: Dim; e: Evaluated } {
+    const values: DimValue[] = [];
+    for (const p of this.presets.slice(0, MAX_VALUES)) {
+      this.world = p;
+      try {
+        const e = this.eval(node, scope, 0);
+        if (typeof e.value === 'number' && Number.isInteger(e.value) && e.value > 0) values.push({ value: e.value, source: { kind: 'config-preset', detail: `preset ${p.label}, line ${p.line}` } });
+      } finally {
+        this.world = undefined;
+      }
+    }
+    if (!values.length) return base;
+    const dim: Dim = { text: base.dim.text };
+    const distinct = uniqValues(values);
+    if (distinct.length === 1) {
+      dim.value = distinct[0].value;
+      dim.source = { kind: 'config-preset', detail: `every preset (${values.length})` };
+      dim.note = `${dim.text} = ${dim.value} in every preset of this file`;
+    } else {
+      dim.values = values;
+      dim.source = { kind: 'config-preset', detail: `${values.length} presets` };
+      dim.note = `${dim.text} is ${distinct.map((v) => v.value).join(', ')} across the presets of this file`;
+    }
+    return { dim, e: { ...base.e, value: dim.value } };
+  }
+
+  private dimAndEvalCached(node: SyntaxNode, scope: EvalScope): { dim: Dim; e: Evaluated } {
     const raw = this.text(node);
     // The same expression in the same function means the same value unless a local is reassigned in between:
     // cache only expressions without bare local names (literals, config.x, self.x, arithmetic on those).
@@ -115,9 +199,14 @@ export class Evaluator {
     const text = raw.replace(/\s+/g, ' ');
     const e = this.eval(node, scope, 0);
     const d: Dim = { text };
-    if (typeof e.value === 'number' && Number.isInteger(e.value) && e.value > 0) {
+    if (e.values?.length) {
+      d.values = e.values;
+      d.source = e.source;
+      d.note = `${text} is ${uniqValues(e.values).map((v) => v.value).join(', ')} (${e.source?.detail ?? 'several sources'})`;
+    } else if (typeof e.value === 'number' && Number.isInteger(e.value) && e.value > 0) {
       d.value = e.value;
       const isLiteral = node.type === 'integer';
+      d.source = isLiteral ? { kind: 'literal', detail: text } : e.source ?? { kind: e.viaDefault ? 'default' : 'expression', detail: text };
       if (!isLiteral) {
         const notes = [...e.notes];
         if (e.viaDefault) notes.push('a default: callers may pass another value');
@@ -183,25 +272,25 @@ export class Evaluator {
     const a = this.eval(l, scope, depth + 1);
     const b = this.eval(r, scope, depth + 1);
     const parts = [a, b];
+    if (a.values || b.values) return this.binaryValues(op.type, a, b);
     if (typeof a.value !== 'number' || typeof b.value !== 'number') {
-      return { notes: [...a.notes, ...b.notes], via: [...a.via, ...b.via] };
+      return { notes: [...a.notes, ...b.notes], via: [...a.via, ...b.via], presets: a.presets || b.presets };
     }
-    const x = a.value;
-    const y = b.value;
-    let v: number | undefined;
-    switch (op.type) {
-      case '+': v = x + y; break;
-      case '-': v = x - y; break;
-      case '*': v = x * y; break;
-      case '/': v = y === 0 ? undefined : x / y; break;
-      case '//': v = y === 0 ? undefined : Math.floor(x / y); break;
-      case '%': v = y === 0 ? undefined : ((x % y) + y) % y; break;
-      case '**': v = x ** y; break;
-      case '<<': v = x << y; break;
-      case '>>': v = x >> y; break;
-      default: v = undefined;
+    return merge(arith(op.type, a.value, b.value), parts);
+  }
+
+  /** Arithmetic on several possible values (one side a list, the other one value or a list): each combination. */
+  private binaryValues(op: string, a: Evaluated, b: Evaluated): Evaluated {
+    const side = (e: Evaluated): DimValue[] | undefined => e.values ?? (typeof e.value === 'number' ? [{ value: e.value, source: e.source ?? { kind: 'literal', detail: String(e.value) } }] : undefined);
+    const xs = side(a);
+    const ys = side(b);
+    if (!xs || !ys) return { notes: [...a.notes, ...b.notes], via: [...a.via, ...b.via] };
+    const out: DimValue[] = [];
+    for (const x of xs) for (const y of ys) {
+      const v = arith(op, x.value, y.value);
+      if (typeof v === 'number' && out.length < MAX_VALUES) out.push({ value: v, source: SOURCE_RANK[x.source.kind] >= SOURCE_RANK[y.source.kind] ? x.source : y.source });
     }
-    return merge(v, parts);
+    return { notes: uniq([...a.notes, ...b.notes]), via: [...a.via, ...b.via], values: out, source: strongest([a, b]) };
   }
 
   private call(node: SyntaxNode, scope: EvalScope, depth: number): Evaluated {
@@ -277,7 +366,7 @@ export class Evaluator {
         return e;
       }
     }
-    return { notes: [`${name} is not known statically`], via: [] };
+    return this.externalFor([name], true) ?? this.externalFor([name], false) ?? { notes: [`${name} is not known statically`], via: [] };
   }
 
   /** A function parameter: the class's single construction site, or the default. */
@@ -285,6 +374,7 @@ export class Evaluator {
 
   private param(fn: FuncRec, name: string, def: SyntaxNode | undefined, scope: EvalScope, depth: number): Evaluated {
     // A parameter's value does not depend on where in the function it is read: cache it.
+    if (this.world) return this.paramUncached(fn, name, def, scope, depth);
     let perFn = this.paramCache.get(fn);
     const hit = perFn?.get(name);
     if (hit) return { ...hit, notes: [...hit.notes], via: [...hit.via] };
@@ -295,6 +385,26 @@ export class Evaluator {
   }
 
   private paramUncached(fn: FuncRec, name: string, def: SyntaxNode | undefined, scope: EvalScope, depth: number): Evaluated {
+    const declared = this.externalFor([name], true);
+    if (declared) return declared;
+    const sited = this.fromSites(fn, name, def, depth);
+    if (sited) return sited;
+    if (def) {
+      const e = this.eval(def, { pos: fn.start }, depth + 1);
+      if (e.value !== undefined) {
+        e.notes.push(`default of parameter ${name} (${shortExpr(this.text(def))})`);
+        e.viaDefault = true;
+        e.source ??= { kind: 'default', detail: `default of parameter ${name}` };
+      }
+      e.via.push(this.text(def));
+      return e;
+    }
+    const owner = fn.cls ? `${fn.cls.name}.${fn.name}` : fn.name;
+    return this.externalFor([name], false) ?? { notes: [`${name} is a parameter of ${owner}, set by the caller`], via: [] };
+  }
+
+  /** An __init__ parameter from the places the class is built in this file (undefined: none, or nothing said). */
+  private fromSites(fn: FuncRec, name: string, def: SyntaxNode | undefined, depth: number): Evaluated | undefined {
     if (fn.name === '__init__' && fn.cls && depth < 16) {
       const sites = this.ctorSites(fn.cls.name);
       if (sites.length) {
@@ -316,31 +426,29 @@ export class Evaluator {
           results.push(e);
         }
         const first = results[0];
+        const siteSource = (i: number): DimSource => ({ kind: 'construction-site', detail: `${fn.cls!.name}(...) at line ${lineOf(this.src, sites[i].call.start)}` });
+        if (passed > 0 && results.every((r) => typeof r.value === 'number' || r.values) && results.some((r) => r.value !== first.value)) {
+          // The sites disagree, each with a known size: every one is a possible value.
+          const values: DimValue[] = results.flatMap((r, i) => (r.values ?? [{ value: r.value as number, source: r.viaDefault ? { kind: 'default' as const, detail: `default of parameter ${name}` } : siteSource(i) }]));
+          return { notes: [`${name} differs between the places ${fn.cls.name} is built`], via: results.flatMap((r) => r.via), values: values.slice(0, MAX_VALUES), source: siteSource(0) };
+        }
         if (first && first.value !== undefined && results.every((r) => r.value === first.value)) {
           const notes = uniq(results.flatMap((r) => r.notes));
           const n = Math.min(sites.length, 8);
           notes.push(passed === 0
             ? `${name} left at its default where ${fn.cls.name} is built`
             : n === 1 ? `${name} as passed where ${fn.cls.name} is built` : passed === n ? `${name} as passed at all ${n} places ${fn.cls.name} is built` : `${name} the same at all ${n} places ${fn.cls.name} is built (passed at ${passed}, the default elsewhere)`);
-          return { value: first.value, notes, via: results.flatMap((r) => r.via), viaDefault: results.some((r) => r.viaDefault) };
+          const source = passed > 0 ? (first.source && SOURCE_RANK[first.source.kind] >= SOURCE_RANK['construction-site'] ? first.source : siteSource(0)) : first.source;
+          return { value: first.value, notes, via: results.flatMap((r) => r.via), viaDefault: results.some((r) => r.viaDefault), source, presets: results.some((r) => r.presets) };
         }
         // A caller passes a value not known statically (or the callers disagree): the default says nothing then.
         if (results.length && (passed > 0 || !def) && (results.some((r) => r.value === undefined) || results.some((r) => r.value !== first?.value))) {
-          return { notes: uniq(results.flatMap((r) => r.notes)).concat(`${name} is set by the caller of ${fn.cls.name}`), via: results.flatMap((r) => r.via) };
+          const ext = this.externalFor([name], false);
+          return ext ?? { notes: uniq(results.flatMap((r) => r.notes)).concat(`${name} is set by the caller of ${fn.cls.name}`), via: results.flatMap((r) => r.via), presets: results.some((r) => r.presets) };
         }
       }
     }
-    if (def) {
-      const e = this.eval(def, { pos: fn.start }, depth + 1);
-      if (e.value !== undefined) {
-        e.notes.push(`default of parameter ${name} (${shortExpr(this.text(def))})`);
-        e.viaDefault = true;
-      }
-      e.via.push(this.text(def));
-      return e;
-    }
-    const owner = fn.cls ? `${fn.cls.name}.${fn.name}` : fn.name;
-    return { notes: [`${name} is a parameter of ${owner}, set by the caller`], via: [] };
+    return undefined;
   }
 
   private attribute(node: SyntaxNode, scope: EvalScope, depth: number): Evaluated {
@@ -363,6 +471,10 @@ export class Evaluator {
   private selfAttr(cls: ClassModel, attrName: string, scope: EvalScope, depth: number, seen: Set<string>): Evaluated | undefined {
     if (seen.has(cls.info.name)) return undefined;
     seen.add(cls.info.name);
+    if (this.inPostInit === cls || (this.world && cls.fieldNodes.has(attrName))) {
+      // In __post_init__ (or for one preset) `self.x` of a config class is the field's value in that configuration.
+      return this.configFieldOf([cls], 'self', attrName, depth);
+    }
     const methods = cls.init ? [cls.init, ...cls.rec.methods.filter((m) => m !== cls.init)] : cls.rec.methods;
     for (const m of methods) {
       let best: AssignRec | undefined;
@@ -399,6 +511,21 @@ export class Evaluator {
   /** `config.n_embd`: the annotated config class of that parameter, or the config classes of the file. */
   private configField(objText: string, field: string, scope: EvalScope, depth: number): Evaluated | undefined {
     const objName = objText.replace(/^self\./, '');
+    const declared = this.externalFor([`${objName}.${field}`, field], true);
+    if (declared) return declared;
+    const r = this.configFieldInFile(objText, objName, field, scope, depth);
+    if (r && (r.value !== undefined || r.values)) return r;
+    if (!r && !CONFIG_OBJ.test(objText) && !/config|args|cfg|params|dims|hparams/i.test(objName)) return undefined;
+    // Not known in the file's config classes: a config file beside the code, then an argparse default.
+    const outside = this.externalFor([`${objName}.${field}`, field], false) ?? this.argparseDefault(field);
+    if (!outside) return r;
+    if (r?.notes.length) outside.notes.push(...r.notes.filter((n) => /__post_init__/.test(n)));
+    return outside;
+  }
+
+  private configFieldInFile(objText: string, objName: string, field: string, scope: EvalScope, depth: number): Evaluated | undefined {
+    const inWorld = this.worldField(field, depth);
+    if (inWorld) return inWorld;
     let candidates: ClassModel[] = [];
     // An annotated parameter (`config: GPTConfig`) names its class.
     for (let fn = scope.fn; fn; fn = fn.scope.fn) {
@@ -407,7 +534,7 @@ export class Evaluator {
         const ann = p.annotation.replace(/["'\s]/g, '').replace(/^Optional\[(.*)\]$/, '$1');
         const c = this.classes.get(ann);
         if (c) candidates = [c];
-        else return { notes: [`${objText}.${field} comes from ${ann}, not defined in this file`], via: [] };
+        else return { notes: [`${objText}.${field} comes from ${ann}, not defined in this file`], via: [], presets: this.presetFields.has(field) };
       }
       if (p) break;
     }
@@ -419,20 +546,57 @@ export class Evaluator {
       if (cfg.length) candidates = cfg;
       cacheKey = `*.${field}`;
     } else cacheKey = `${candidates[0].info.name}.${field}`;
+    if (this.world) cacheKey += `\u0001${this.world.label}\u0001${this.world.line}`;
     const cached = this.configCache.get(cacheKey);
     if (cached) return { ...cached, notes: [...cached.notes], via: [...cached.via] };
     const r = this.configFieldOf(candidates, objText, field, depth);
+    if (this.presetFields.has(field)) r.presets = true;
     this.configCache.set(cacheKey, { ...r, notes: [...r.notes], via: [...r.via] });
     return r;
   }
 
   private readonly configCache = new Map<string, Evaluated>();
+  /** While evaluating a plain __post_init__ assignment: `self.x` there reads the field's default (or preset). */
+  private inPostInit: ClassModel | undefined;
+
+  /** A config field that __post_init__ sets: known when the assignment is plain arithmetic (dim-sources.ts). */
+  private postInitField(c: ClassModel, field: string, depth: number): Evaluated {
+    const right = postInitAssign(this.src, c, field);
+    const post = c.rec.methods.find((m) => m.name === '__post_init__');
+    const unknown: Evaluated = { notes: [`${c.info.name}.${field} is computed in __post_init__ at run time`], via: [] };
+    if (!right || !post || this.inPostInit) return unknown;
+    this.inPostInit = c;
+    try {
+      const e = this.eval(right, { fn: post, cls: c, pos: post.end }, depth + 1);
+      if (typeof e.value !== 'number') return { ...unknown, presets: e.presets };
+      e.notes.push(`${c.info.name}.__post_init__ sets ${field} = ${shortExpr(this.text(right))}`);
+      e.via.push(this.text(right));
+      e.source ??= { kind: 'config-default', detail: `${c.info.name}.__post_init__` };
+      e.viaDefault = true;
+      return e;
+    } finally {
+      this.inPostInit = undefined;
+    }
+  }
+
+  /** The field's value in the preset being evaluated, if it sets it. */
+  private worldField(field: string, depth: number): Evaluated | undefined {
+    const node = this.world?.fields.get(field);
+    if (!node || !this.world) return undefined;
+    const e = this.eval(node, { pos: node.startIndex }, depth + 1);
+    e.via.push(this.text(node));
+    e.presets = true;
+    e.source = { kind: 'config-preset', detail: `preset ${this.world.label}, line ${this.world.line}` };
+    return e;
+  }
 
   private configFieldOf(candidates: ClassModel[], objText: string, field: string, depth: number): Evaluated {
+    const inWorld = this.worldField(field, depth);
+    if (inWorld) return inWorld;
     const withField = candidates.filter((c) => c.fieldNodes.has(field));
     if (!withField.length) return { notes: [`${objText}.${field} is not known statically`], via: [] };
-    const post = withField.find((c) => c.postInit?.has(field));
-    if (post) return { notes: [`${post.info.name}.${field} is computed in __post_init__ at run time`], via: [] };
+    const post = withField.find((c) => c.postInit?.has(field) && this.inPostInit !== c);
+    if (post) return this.postInitField(post, field, depth);
     const results = withField.map((c) => {
       const node = c.fieldNodes.get(field) as SyntaxNode;
       const e = this.eval(node, { pos: c.rec.start, cls: c }, depth + 1);
@@ -452,6 +616,8 @@ export class Evaluator {
       notes: [...first.e.notes.filter((n) => !n.startsWith(`${first.c.info.name}.`)), `${first.c.info.name}.${field} default ${valText}`],
       via: first.e.via,
       viaDefault: true,
+      source: first.e.source && SOURCE_RANK[first.e.source.kind] > SOURCE_RANK['config-default'] ? first.e.source : { kind: 'config-default', detail: `${first.c.info.name}.${field} default` },
+      presets: first.e.presets,
     };
   }
 }
@@ -478,12 +644,39 @@ export function argFor(src: string, call: SyntaxNode, name: string, index: numbe
 }
 
 function merge(v: number | boolean | undefined, parts: Evaluated[]): Evaluated {
-  return {
+  const e: Evaluated = {
     value: v,
     notes: uniq(parts.flatMap((p) => p.notes)),
     via: parts.flatMap((p) => p.via),
     viaDefault: parts.some((p) => p.viaDefault),
   };
+  const source = strongest(parts);
+  if (source) e.source = source;
+  if (parts.some((p) => p.presets)) e.presets = true;
+  return e;
+}
+
+/** Python arithmetic on two numbers (undefined for a division by zero or an operator not evaluated). */
+function arith(op: string, x: number, y: number): number | undefined {
+  switch (op) {
+    case '+': return x + y;
+    case '-': return x - y;
+    case '*': return x * y;
+    case '/': return y === 0 ? undefined : x / y;
+    case '//': return y === 0 ? undefined : Math.floor(x / y);
+    case '%': return y === 0 ? undefined : ((x % y) + y) % y;
+    case '**': return x ** y;
+    case '<<': return x << y;
+    case '>>': return x >> y;
+    default: return undefined;
+  }
+}
+
+/** The distinct values of a list, first source kept. */
+function uniqValues(vs: DimValue[]): DimValue[] {
+  const seen = new Map<number, DimValue>();
+  for (const v of vs) if (!seen.has(v.value)) seen.set(v.value, v);
+  return [...seen.values()];
 }
 
 function uniq(xs: string[]): string[] {

@@ -3,7 +3,7 @@
  * Never throws: broken or binary input gives what can be analysed soundly, with hasSyntaxErrors set.
  */
 import type { Tree } from '../parser';
-import type { ModelIR } from './ir';
+import type { ExternalDims, ModelIR } from './ir';
 import { collectAutocast, collectAutocastContexts } from './autocast';
 import { collectCalls, collectTies, keepFp32Modules, tiedKeys } from './calls';
 import { analyzeClasses } from './classes';
@@ -33,16 +33,27 @@ export function emptyIR(hasSyntaxErrors = false): ModelIR {
  * kept across edits), the tree is copied statement by statement into JS and only statements whose text changed since
  * the last call are copied again; the IR is the same as without.
  */
-export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache): ModelIR {
+export interface AnalysisOptions {
+  /** Sizes known from outside the file (declared by the user, read from config files beside it), by name. */
+  dims?: ExternalDims;
+}
+
+export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache, options: AnalysisOptions = {}): ModelIR {
   let hasErrors = false;
   try {
+    // Memoised layer records hold evaluated dims: other external sizes invalidate them.
+    const dimsKey = options.dims && Object.keys(options.dims).length ? JSON.stringify(options.dims) : '';
+    if (cache && cache.dimsKey !== dimsKey) {
+      cache.clear();
+      cache.dimsKey = dimsKey;
+    }
     hasErrors = tree.rootNode.hasError;
     let nodes: SyntaxNode[];
     if (cache) {
       useText(text);
       nodes = mirrorWalkNodes(tree, text, cache, hasErrors);
     } else nodes = tree.rootNode.descendantsOfType(WALK_TYPES);
-    return analyze(nodes, text, hasErrors, cache);
+    return analyze(nodes, text, hasErrors, cache, options.dims);
   } catch (err) {
     cache?.clear();
     // Best effort: an internal failure on odd input must not take the server down.
@@ -52,7 +63,7 @@ export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache): Mo
   }
 }
 
-function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boolean, cache?: AnalysisCache): ModelIR {
+function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boolean, cache?: AnalysisCache, dims?: ExternalDims): ModelIR {
   useText(src);
   const walk = walkNodes(nodes, src);
   const imports = collectImports(src, walk.imports);
@@ -95,7 +106,7 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
     fn: call.scope.fn, cls: call.scope.cls ? classes.get(call.scope.cls.name) : undefined, pos: call.start,
   });
   const ctorSites = (cls: string): CallRec[] => byCallee.get(cls) ?? [];
-  const evaluator = new Evaluator(src, classes, walk.moduleAssigns, (cls) => ctorSites(cls).map((call) => ({ call, scope: scopeOf(call) })));
+  const evaluator = new Evaluator(src, classes, walk.moduleAssigns, (cls) => ctorSites(cls).map((call) => ({ call, scope: scopeOf(call) })), dims);
 
   const layerCtx: LayerContext = { src, imports, classes, walk, evaluator, callees, stats: cache };
   if (cache) {

@@ -116,6 +116,8 @@ export class AnalysisCache {
   /** layers.ts ctorFor results of non-local callees, valid for `ctorMemoVersion` of the file-wide part. */
   ctorMemo = new Map<string, unknown>();
   ctorMemoVersion = -1;
+  /** The external sizes (AnalysisOptions.dims) the memos were computed with. */
+  dimsKey = '';
   /** Long strings that go into memo keys (config field signatures, what a local class builds), as short ids. */
   private readonly interned = new Map<string, string>();
 

@@ -5,6 +5,7 @@
 import * as fs from 'node:fs';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { analyzeTree, emptyIR } from '../analysis';
+import { dimsForFile } from '../config/dims';
 import type { ModelIR } from '../analysis/ir';
 import { factsForFile, findingsOf, inScope, mayHaveFindings, skipReason, workspaceFactsOf } from '../engine';
 import type { Parser } from '../parser';
@@ -63,7 +64,7 @@ export function readInput(input: InputFile, settings: PrecisionLensSettings): An
  * Pass 1 for one file: parse and build the IR; the tree is deleted before returning. With `findingsOnly` (check,
  * --fix: only findings are wanted), a file that cannot have any gets an empty IR without being parsed.
  */
-export function buildIR(parser: Parser, file: AnalysedFile, findingsOnly = false): void {
+export function buildIR(parser: Parser, file: AnalysedFile, findingsOnly = false, settings?: PrecisionLensSettings): void {
   if (file.skipped || file.error) return;
   if (findingsOnly && !mayHaveFindings(file.text)) {
     file.ir = emptyIR();
@@ -75,7 +76,7 @@ export function buildIR(parser: Parser, file: AnalysedFile, findingsOnly = false
     return;
   }
   try {
-    file.ir = analyzeTree(tree, file.text);
+    file.ir = analyzeTree(tree, file.text, undefined, { dims: settings ? dimsForFile(settings, file.input.absolute) : undefined });
   } catch (e) {
     file.error = `analysis failed: ${(e as Error).message}`;
   } finally {
@@ -103,7 +104,7 @@ export function factsOf(files: readonly AnalysedFile[], base: WorkspaceFacts = {
 export function analyseAll(parser: Parser, inputs: readonly InputFile[], settings: PrecisionLensSettings, base: WorkspaceFacts = {}, findingsOnly = false): { files: AnalysedFile[]; workspace: WorkspaceFacts } {
   const files = inputs.map((input) => {
     const file = readInput(input, settings);
-    buildIR(parser, file, findingsOnly);
+    buildIR(parser, file, findingsOnly, settings);
     return file;
   });
   const workspace = factsOf(files, base);

@@ -201,7 +201,7 @@ export function fixFiles(parser: Parser, files: AnalysedFile[], settings: Precis
         }
       }
       file.text = next;
-      buildIR(parser, file, true);
+      buildIR(parser, file, true, settings);
       if (file.error) break;
       workspace = factsOf(files);
       runFileRules(file, settings, workspace);

@@ -103,7 +103,7 @@ function takeAndAnalyse(parser: Parser, init: Pick<WorkerInit, 'inputs' | 'order
     if (pos >= init.order.length) return mine;
     const index = init.order[pos];
     const file = readInput(init.inputs[index], init.settings);
-    buildIR(parser, file, !init.wantIR);
+    buildIR(parser, file, !init.wantIR, init.settings);
     mine.push({ index, file });
   }
 }
