@@ -71,7 +71,7 @@ describe('analysis: dimensions from the workspace, with provenance', () => {
     assert.equal(qkv.inFeatures?.value, 256);
     assert.equal(qkv.outFeatures?.value, 768);
     assert.equal(qkv.inFeatures?.source?.kind, 'construction-site');
-    assert.match(qkv.inFeatures!.source!.detail, /^ViT\(\.\.\.\) at line 75$/);
+    assert.match(qkv.inFeatures!.source!.detail, /^ViT\(\.\.\.\) in the module$/);
     assert.equal(qkv.facets?.shape.state, 'ok');
     const mlp = ir.layers.filter((l) => l.name === 'net[*]' && l.kind === 'linear');
     assert.deepEqual(mlp.map((l) => [l.inFeatures?.value, l.outFeatures?.value]), [[256, 512], [512, 256]]);
@@ -85,9 +85,9 @@ describe('analysis: dimensions from the workspace, with provenance', () => {
     // intermediate_size = 4 * n_embd in __post_init__ unless the preset sets it (open_llama_3b, tiny-test).
     assert.deepEqual(fc.outFeatures?.values?.map((v) => v.value), [512, 3072, 8640, 136]);
     assert.equal(fc.inFeatures?.values?.[3].source.kind, 'config-preset');
-    assert.match(fc.inFeatures!.values![3].source.detail, /preset "tiny-test", line 34/);
+    assert.match(fc.inFeatures!.values![3].source.detail, /^preset "tiny-test"$/);
     assert.equal(fc.facets?.shape.state, 'guarded');
-    assert.match(fc.facets!.shape.reason, /in_features 40 \(preset "tiny-test", line 34\) is not a multiple of 16/);
+    assert.match(fc.facets!.shape.reason, /in_features 40 \(preset "tiny-test"\) is not a multiple of 16/);
     assert.equal(fc.convertible, true);
     // Without the odd preset every size meets the rule.
     const ok = analyze(facet('litgpt_presets.py').replace(/^ {4}dict\(name="tiny-test".*\n/m, ''));
@@ -127,7 +127,7 @@ describe('analysis: dimensions from the workspace, with provenance', () => {
     const fc1 = layer(ir, 'self.fc1');
     assert.deepEqual([fc1.inFeatures?.value, fc1.outFeatures?.value], [1024, 4096]);
     assert.equal(fc1.inFeatures?.source?.kind, 'argparse');
-    assert.match(fc1.inFeatures!.source!.detail, /--hidden-size default, line 8/);
+    assert.match(fc1.inFeatures!.source!.detail, /^--hidden-size default$/);
     assert.equal(fc1.facets?.shape.state, 'ok');
   });
 

@@ -338,6 +338,12 @@ describe('precision-lens check (built CLI)', function () {
       assert.ok(fc);
       assert.equal(fc.inFeatures, 768);
       assert.equal(fc.outFeatures, 3072);
+      // Beyond the fixed fields: the facets, and each dimension with its value and where it came from.
+      const extra = fc as unknown as { facets: Record<string, { state: string; check: string }>; dims: { in: { value: number; source: { kind: string } } } };
+      assert.deepEqual(['structure', 'role', 'shape'].map((k) => extra.facets[k].state), ['ok', 'ok', 'ok']);
+      assert.equal(extra.facets.shape.check, 'fp8-gemm-shape');
+      assert.equal(extra.dims.in.value, 768);
+      assert.ok(extra.dims.in.source.kind, 'the source of in_features');
       const train = out.files[1];
       const ttext = readFileSync(join(dir, 'project/train.py'), 'utf8');
       assert.equal(train.autocastRegions.length, 1);

@@ -7,7 +7,7 @@ import type { SyntaxNode } from './node';
 import type { Dim, DimSource, DimValue, ExternalDims } from './ir';
 import { ctorParams, paramsOf, type ClassModel } from './classes';
 import type { AssignRec, CallRec, FuncRec } from './walk';
-import { argparseDefaults, findPresets, lineOf, postInitAssign, type Preset } from './dim-sources';
+import { argparseDefaults, findPresets, postInitAssign, type Preset } from './dim-sources';
 
 export interface EvalScope {
   fn?: FuncRec;
@@ -102,7 +102,7 @@ export class Evaluator {
     this.argparse ??= argparseDefaults(this.src);
     const a = this.argparse.get(field);
     if (!a) return undefined;
-    return { value: a.value, notes: [`${a.flag} defaults to ${a.value} (argparse, line ${a.line})`], via: [], viaDefault: true, source: { kind: 'argparse', detail: `${a.flag} default, line ${a.line}` } };
+    return { value: a.value, notes: [`${a.flag} defaults to ${a.value} (argparse)`], via: [], viaDefault: true, source: { kind: 'argparse', detail: `${a.flag} default` } };
   }
 
   private readonly assignIndex = new Map<FuncRec, Map<string, AssignRec[]>>();
@@ -156,7 +156,7 @@ export class Evaluator {
       this.world = p;
       try {
         const e = this.eval(node, scope, 0);
-        if (typeof e.value === 'number' && Number.isInteger(e.value) && e.value > 0) values.push({ value: e.value, source: { kind: 'config-preset', detail: `preset ${p.label}, line ${p.line}` } });
+        if (typeof e.value === 'number' && Number.isInteger(e.value) && e.value > 0) values.push({ value: e.value, source: { kind: 'config-preset', detail: `preset ${p.label}` } });
       } finally {
         this.world = undefined;
       }
@@ -426,7 +426,8 @@ export class Evaluator {
           results.push(e);
         }
         const first = results[0];
-        const siteSource = (i: number): DimSource => ({ kind: 'construction-site', detail: `${fn.cls!.name}(...) at line ${lineOf(this.src, sites[i].call.start)}` });
+        // Position-free (memoised records survive edits above): the function the site is in.
+        const siteSource = (i: number): DimSource => ({ kind: 'construction-site', detail: `${fn.cls!.name}(...) in ${sites[i].scope.fn ? `${sites[i].scope.fn!.name}()` : 'the module'}` });
         if (passed > 0 && results.every((r) => typeof r.value === 'number' || r.values) && results.some((r) => r.value !== first.value)) {
           // The sites disagree, each with a known size: every one is a possible value.
           const values: DimValue[] = results.flatMap((r, i) => (r.values ?? [{ value: r.value as number, source: r.viaDefault ? { kind: 'default' as const, detail: `default of parameter ${name}` } : siteSource(i) }]));
@@ -586,7 +587,7 @@ export class Evaluator {
     const e = this.eval(node, { pos: node.startIndex }, depth + 1);
     e.via.push(this.text(node));
     e.presets = true;
-    e.source = { kind: 'config-preset', detail: `preset ${this.world.label}, line ${this.world.line}` };
+    e.source = { kind: 'config-preset', detail: `preset ${this.world.label}` };
     return e;
   }
 

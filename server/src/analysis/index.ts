@@ -242,6 +242,20 @@ function memoKeys(ctx: LayerContext, byCallee: Map<string, CallRec[]>, cache: An
 
   // File-wide part.
   const globalRoots: Stmt[] = [];
+  // What the evaluator reads file-wide besides names (dim-sources.ts): config presets (module-level lists / dicts of
+  // configurations) and argparse defaults.
+  for (const a of walk.moduleAssigns) {
+    const t = a.node.childForFieldName('right')?.type;
+    if (t !== 'list' && t !== 'tuple' && t !== 'dictionary') continue;
+    const st = stmtOf(a.node);
+    if (!st) return undefined;
+    globalRoots.push(st);
+  }
+  walk.calls.forEach((c, i) => {
+    if (!ctx.callees[i]?.endsWith('.add_argument')) return;
+    const st = stmtOf(c.node);
+    if (st) globalRoots.push(st);
+  });
   // Config-style classes (what `config.x` reads), field by field: a statement depends on a field's defaults when the
   // field's name occurs in the text it may evaluate (its closure and the global statements), and on the fields those
   // defaults name in turn. A config class whose defaults read `self` is global as a whole. What a constructor call of
@@ -256,7 +270,8 @@ function memoKeys(ctx: LayerContext, byCallee: Map<string, CallRec[]>, cache: An
     if (!st) return undefined;
     const texts: string[] = [];
     for (const n of m.fieldNodes.values()) texts.push(src.slice(n.startIndex, n.endIndex));
-    if (texts.some((t) => /\bself\b/.test(t))) { globalRoots.push(st); continue; }
+    // __post_init__ arithmetic (dim-sources.ts) reads the whole class: global as a whole too.
+    if (m.postInit || texts.some((t) => /\bself\b/.test(t))) { globalRoots.push(st); continue; }
     let i = 0;
     for (const f of m.fieldNodes.keys()) {
       const t = texts[i++];

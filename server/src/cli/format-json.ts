@@ -43,6 +43,18 @@ function dimValue(d: Dim | undefined): number | null {
   return d?.value ?? null;
 }
 
+/** A dimension with its provenance: the value (or the possible values) and where each came from. */
+function dimJson(d: Dim | undefined): object | null {
+  if (!d) return null;
+  return {
+    text: d.text,
+    value: d.value ?? null,
+    source: d.source ?? null,
+    values: d.values ?? null,
+    note: d.note ?? null,
+  };
+}
+
 function layerJson(layer: Layer): object {
   return {
     ...oneBased(layer.span),
@@ -65,6 +77,13 @@ function layerJson(layer: Layer): object {
     shapeOk: layer.shapeOk ?? null,
     teArgs: layer.teArgs ?? null,
     ownerClass: layer.ownerClass ?? null,
+    // The verdict's facets (structure / role / shape, each ok | fails | guarded with its reason and check) and the
+    // dimensions with their provenance.
+    facets: layer.facets ?? null,
+    dims: {
+      in: dimJson(layer.kind === 'layernorm' || layer.kind === 'rmsnorm' ? layer.inFeatures ?? layer.normalizedShape : layer.inFeatures),
+      out: dimJson(layer.outFeatures),
+    },
   };
 }
 
