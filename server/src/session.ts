@@ -6,7 +6,7 @@ import type { PrecisionLensSettings } from '../../common/settings';
 import { AnalysisCache } from './analysis';
 import { fileURLToPath } from 'node:url';
 import { analyzeParsed, emptyIR, skipReason, type DocumentAnalysis } from './engine';
-import { dimsForFile } from './config/dims';
+import { dimsForFile } from './workspace-dims';
 import { editTree, lineStartsOf, reparse, type TextChange } from './incremental';
 import type { Parser, Tree } from './parser';
 import type { WorkspaceFacts } from './rules/types';

@@ -8,7 +8,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_SETTINGS, resolveSettings } from '../../common/settings';
-import { configFileDims, declaredDims, dimsForFile, dimsOfConfigText } from '../../server/src/config/dims';
+import { configFileDims, declaredDims, dimsForFile, dimsOfConfigText } from '../../server/src/workspace-dims';
+import { overlaySettings, projectConfigFromToml } from '../../server/src/config';
 import { analyze, initParser, layer, py } from './analysis-helpers';
 
 const facet = (name: string): string => readFileSync(join(__dirname, '..', 'fixtures', 'facets', name), 'utf8');
@@ -147,6 +148,21 @@ describe('analysis: dimensions from the workspace, with provenance', () => {
     const bad = analyze(src, { dims: declaredDims(resolveSettings({ dims: { hidden_size: 4100, intermediate_size: 11008 } })) });
     assert.equal(layer(bad, 'self.up_proj').facets?.shape.state, 'fails');
     assert.equal(layer(bad, 'self.up_proj').shapeOk, false);
+  });
+
+  it('a pyproject [tool.precision-lens.dims] table reaches the analysis through the one settings field', () => {
+    const toml = '[project]\nname = "m"\n\n[tool.precision-lens.dims]\nhidden_size = 2048\nintermediate_size = [5632, 5640]\n';
+    const project = projectConfigFromToml(toml, 'pyproject.toml');
+    assert.deepEqual(project?.problems, []);
+    const settings = resolveSettings(overlaySettings({}, project?.settings));
+    assert.deepEqual(settings.dims, { hidden_size: 2048, intermediate_size: [5632, 5640] });
+    const ir = analyze(facet('llama_config.py'), { dims: declaredDims(settings) });
+    const down = layer(ir, 'self.down_proj');
+    assert.deepEqual(down.inFeatures?.values?.map((v) => v.value), [5632, 5640]);
+    assert.equal(down.inFeatures?.values?.[0].source.kind, 'declared');
+    // 5640 % 16 != 0: the verdict holds for 5632 and names 5640.
+    assert.equal(down.facets?.shape.state, 'guarded');
+    assert.match(down.facets!.shape.reason, /in_features 5640 \(declared: intermediate_size = 5640/);
   });
 
   it('config files beside the code (config.json, YAML, TOML) give sizes; declarations win over them', () => {

@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { analyzeTree, emptyIR } from '../analysis';
-import { dimsForFile } from '../config/dims';
+import { dimsForFile } from '../workspace-dims';
 import type { ModelIR } from '../analysis/ir';
 import { factsForFile, findingsOf, inScope, mayHaveFindings, skipReason, workspaceFactsOf } from '../engine';
 import type { Parser } from '../parser';
