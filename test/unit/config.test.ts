@@ -93,6 +93,8 @@ describe('config: [tool.precision-lens] in pyproject.toml', () => {
     assert.deepEqual(merged.te, { apiVersion: 'modern', recipe: 'Float8CurrentScaling', fp8Format: 'E4M3' });
     assert.equal(merged.targetGpu, 'hopper');
     assert.deepEqual(overlaySettings(editor, project).dims, { dim: 512, hidden_size: 4096, presets: [1024, 2048] });
+    // The one settings type carries them (precisionLens.dims and [tool.precision-lens.dims] merged) to the analysis.
+    assert.deepEqual(merged.dims, { dim: 512, hidden_size: 4096, presets: [1024, 2048] });
     const cli = settingsFromOptions(cliOptions(['check', 'x', '--te-api', 'legacy', '--rule', 'PL201=hint']), project);
     assert.equal(cli.te.apiVersion, 'legacy');
     assert.equal(cli.rules.PL201, 'hint');
