@@ -30,9 +30,10 @@ describe('analysis: local layer classes', () => {
     assert.equal(q.localClass, 'Linear');
     assert.equal(q.inFeatures?.value, 512);
     assert.match(q.inFeatures?.note ?? '', /default/);
-    // Its forward casts the weight to the input's dtype: neither te.Linear nor the fallback's nn.Linear would.
-    assert.equal(q.convertible, false);
-    assert.match(q.reasons[0], /Linear\.forward casts its weight to the input's dtype/);
+    // Its forward casts the weight to the input's dtype, as te.Linear does; the fallback keeps the class.
+    assert.equal(q.convertible, true);
+    assert.equal(q.fallbackKeepsClass, 'Linear');
+    assert.match(q.reasons.join(' '), /Linear\.forward casts its weight to the input's dtype before computing, as te\.Linear does/);
     assert.equal(layer(ir, 'self.o').kind, 'linear');
     assert.equal(layer(ir, 'self.ln').kind, 'layernorm');
     assert.equal(layer(ir, 'self.ln').normalizedShape?.value, 512);

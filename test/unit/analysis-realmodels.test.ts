@@ -1060,9 +1060,9 @@ describe('analysis: what local Linear and norm classes add', () => {
     assert.match(why('self.q'), /adds parameters of its own \(lora_A, lora_B/);
     assert.equal(get('self.k').convertible, false);
     assert.match(why('self.k'), /replaces its weight with bnb\.nn\.Params4bit/);
-    // Casts its weight to the input's dtype: the fallback's nn.Linear would meet a BF16 input with an FP32 weight.
-    assert.equal(get('self.c').convertible, false);
-    assert.match(why('self.c'), /CastLinear\.forward casts its weight to the input's dtype/);
+    // Casts its weight to the input's dtype, as te.Linear does: converted, the fallback keeps CastLinear.
+    assert.equal(get('self.c').convertible, true);
+    assert.equal(get('self.c').fallbackKeepsClass, 'CastLinear');
     assert.equal(get('self.fc').convertible, true);
   });
 });

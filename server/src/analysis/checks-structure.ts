@@ -78,6 +78,9 @@ const linearForwardExtra: Check = {
   run({ rec, L, sofar }) {
     const what = rec.ctor.local?.info.forwardExtra;
     if (!isLinear(L.kind) || !what || !L.localClass || sofar === 'fails') return undefined;
+    if (L.fallbackKeepsClass) {
+      return ok(`${L.localClass}.forward ${what}, as te.Linear does (it casts its weight to the compute dtype); the conversion keeps ${L.localClass} for the fallback without FP8, where torch.nn.Linear would not.`);
+    }
     return forwardDoesMore(L, what, 'te.Linear', 'torch.nn.Linear');
   },
 };
@@ -99,7 +102,7 @@ const localLinear: Check = {
     if (li?.grouped || li?.weightReplacedBy || li?.extraParams?.length) return undefined;
     const own = li?.ownImplementation;
     if (own) return guarded(`${L.localClass} implements its own Linear (${own.replace(/^a custom Linear: /, '')}): te.Linear replaces it only if nothing in its forward is needed (its own quantised or FP8 weights, parallel communication). Convert its definition by hand, not this call.`);
-    if (L.localClass) return ok(`${L.localClass} is a local subclass of nn.Linear: te.Linear replaces it only if its extra behaviour is not needed (check its forward).`);
+    if (L.localClass && !L.fallbackKeepsClass) return ok(`${L.localClass} is a local subclass of nn.Linear: te.Linear replaces it only if its extra behaviour is not needed (check its forward).`);
     return undefined;
   },
 };

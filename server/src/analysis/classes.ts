@@ -392,6 +392,9 @@ const subclassCache = new WeakMap<SyntaxNode, Pick<ClassInfo, 'extraParams' | 'w
  * CastedLinear) and computing in float32 then casting back (fairseq's Fp32LayerNorm) are named: te.* and the
  * fallback's torch.nn layer do neither, and a BF16 input then meets an FP32 weight.
  */
+/** forwardExtra for a weight cast to the input's dtype: te.Linear does the same (it casts its weight to the compute dtype). */
+export const WEIGHT_CAST = "casts its weight to the input's dtype before computing";
+
 function forwardExtraOf(fwd: string): string | undefined {
   const colon = fwd.indexOf(':', fwd.indexOf(')'));
   const body = fwd.slice(colon + 1).replace(/#[^\n]*/g, '').replace(/("""|''')[\s\S]*?\1/g, '').trim();
@@ -400,7 +403,7 @@ function forwardExtraOf(fwd: string): string | undefined {
   const upcast = /\.\s*float\s*\(\s*\)|torch\.float32|dtype\s*=\s*torch\.float\b/.test(body);
   const castBack = /\.\s*(type_as|to|type)\s*\(\s*(dtype\s*=\s*)?[\w.]+\s*\)/.test(body);
   if (upcast && castBack) return 'computes in float32 and casts the result back to the input dtype';
-  if (weightCast) return "casts its weight to the input's dtype before computing";
+  if (weightCast) return WEIGHT_CAST;
   // Other forwards are read by the checks that know them: (1 + weight), the channel axis, gates, adapters.
   return undefined;
 }

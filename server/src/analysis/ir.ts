@@ -171,6 +171,9 @@ export interface Layer {
   /** The class is chosen at run time, here is where: a parameter with a layer-class default (`the parameter
    *  norm_layer (partial(nn.LayerNorm, eps=1e-6) by default)`) or a local function returning layer classes. */
   classFrom?: string;
+  /** A local Linear subclass whose forward te.Linear reproduces but torch.nn.Linear does not (it casts its weight to
+   *  the input's dtype): the conversion keeps this class for the fallback without FP8 (the factory's fallback lambda). */
+  fallbackKeepsClass?: string;
   /** The class is chosen at run time among classes that all convert the same way: each, as written, with its
    *  conversion (`nn.LayerNorm -> te.LayerNorm`). The verdict holds for every one of them. */
   classCandidates?: string[];

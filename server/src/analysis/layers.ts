@@ -5,7 +5,7 @@
  */
 import { stmtOf, type Stmt, type SyntaxNode } from './node';
 import type { Layer, LayerArg, LayerKind, Span } from './ir';
-import { ctorParams, paramsOf, type ClassModel } from './classes';
+import { ctorParams, paramsOf, WEIGHT_CAST, type ClassModel } from './classes';
 import { argFor, type EvalScope, type Evaluator } from './dims';
 import { resolveName, type ImportTable } from './imports';
 import type { RoleHint } from './catalogue';
@@ -650,6 +650,9 @@ function makeLayer(
     reasons: [],
   };
   if (ctor.local) layer.localClass = ctor.local.info.name;
+  // te.Linear casts its weight to the compute dtype as this class's forward does; torch.nn.Linear would not, so the
+  // conversion keeps the class for the fallback without FP8.
+  if (ctor.local && ctor.kind === 'linear' && ctor.local.info.forwardExtra === WEIGHT_CAST) layer.fallbackKeepsClass = ctor.local.info.name;
   if (ctor.factory) layer.viaFactory = ctor.factory;
   // A module that holds weights only under a flag (fairseq's PositionalEmbedding(learned=False) is sinusoidal).
   const weightsFlag = ctor.roleHint?.weightsOnlyWhen;

@@ -181,27 +181,49 @@ export function keepInFp32(recs: LayerRec[], lists: Map<string, string[]>): void
  * Transformer Engine is off or missing. Converting it would make the fallback need TE too, so it stays.
  */
 export function keepTorchFallbacks(recs: LayerRec[]): void {
-  const te = new Map<string, LayerRec>();
+  const te = new Map<string, LayerRec[]>();
   for (const r of recs) {
     const L = r.layer;
-    if (L.isTe && L.ownerClass && L.name) te.set(`${L.ownerClass}\u0001${L.name}`, r);
+    if (!L.isTe || !L.ownerClass || !L.name) continue;
+    const key = `${L.ownerClass}\u0001${L.name}`;
+    const list = te.get(key);
+    if (list) list.push(r); else te.set(key, [r]);
   }
-  if (!te.size) return;
+  // te.* layers built around other constructions: the fallback's factories (`fp8_parallel_linear(lambda: X(...))`).
+  const factories = recs.filter((r) => r.layer.isTe && (r.layer.viaFallback || r.layer.viaFactory));
+  if (!te.size && !factories.length) return;
   for (const r of recs) {
     const L = r.layer;
-    if (L.isTe || !L.ownerClass || !L.name || L.convertible === false) continue;
-    const twin = te.get(`${L.ownerClass}\u0001${L.name}`);
+    if (L.isTe || L.convertible === false) continue;
+    const factory = factories.length ? factoryAround(L, factories) : undefined;
+    if (factory) {
+      L.fallbackFor = `${factory} (line ${L.span.startLine + 1})`;
+      protect(L, 'built-by-fallback-factory', `This ${L.constructor} is what ${factory} builds where FP8 does not run (its fallback), so it stays as it is.`);
+      continue;
+    }
+    if (!L.ownerClass || !L.name) continue;
     // Elements of one container (`nn.Sequential(te.LayerNorm(d), nn.Linear(d, h))`) share their path but are
     // siblings, not alternatives; and a fallback is the same kind of layer as its te.* twin.
-    if (!twin || sameContainer(r, twin) || !twinKind(twin.layer.kind, L.kind)) continue;
+    const twin = te.get(`${L.ownerClass}\u0001${L.name}`)?.find((t) => !sameContainer(r, t) && twinKind(t.layer.kind, L.kind));
+    if (!twin) continue;
     L.fallbackFor = `${twin.layer.constructor} (line ${twin.layer.span.startLine + 1})`;
     protect(L, 'torch-fallback-of-te', `${L.name} is also built as ${twin.layer.constructor} (line ${twin.layer.span.startLine + 1}) in ${L.ownerClass}: this ${L.constructor} is the fallback for when Transformer Engine is off or missing, so it stays as it is.`);
   }
 }
 
+/** The te.* factory call whose arguments build this layer (`fp8_parallel_linear(lambda: X(...), ...)`), if any. */
+function factoryAround(L: LayerRec['layer'], factories: LayerRec[]): string | undefined {
+  for (const f of factories) {
+    const a = f.layer.span;
+    if (a.startOffset < L.span.startOffset && L.span.endOffset <= a.endOffset) return f.layer.constructor;
+  }
+  return undefined;
+}
+
 /** Whether two layers are elements of the same container call (nn.Sequential / nn.ModuleList / a list literal). */
 function sameContainer(a: LayerRec, b: LayerRec): boolean {
-  if (!a.layer.container || !b.layer.container) return false;
+  // Instances of one factory call (te.* where FP8 runs, torch.nn elsewhere) are alternatives, not siblings.
+  if (!a.layer.container || !b.layer.container || a.call.node === b.call.node) return false;
   for (let p = a.call.node.parent, i = 0; p && i < 12; p = p.parent, i++) {
     if (p.type === 'assignment' || p.type === 'expression_statement' || p.type === 'return_statement') break;
     if ((p.type === 'call' || p.type === 'list' || p.type === 'tuple') && p.startIndex <= b.call.node.startIndex && b.call.node.endIndex <= p.endIndex) {

@@ -250,8 +250,10 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   if (stack) return refused(stack);
   // A layer whose dims are unknown where it is built (shape `guarded`) goes through the factory even in a file that
   // imports TE: the factory checks the FP8 shape rule when it builds the layer and keeps torch.nn where it fails.
-  const viaFactory = convertsThroughFallback(ctx) || layer.facets?.shape.state === 'guarded';
-  const parallel = layer.kind === 'parallel-linear';
+  // A layer whose own class must stay where FP8 does not run (a parallel linear keeps its shards, a Linear subclass
+  // that casts its weight keeps that cast): the factory builds it behind a lambda, so it always goes through it.
+  const parallel = layer.kind === 'parallel-linear' || !!layer.fallbackKeepsClass;
+  const viaFactory = convertsThroughFallback(ctx) || layer.facets?.shape.state === 'guarded' || !!layer.fallbackKeepsClass;
   const access = teAccess(ctx.ir);
   const target = viaFactory ? (parallel ? PARALLEL_FACTORY : FACTORY[layer.kind]!) : `${access.prefix}${cls}`;
   const args = planArgs(ctx, layer, viaFactory);
