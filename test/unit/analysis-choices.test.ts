@@ -74,6 +74,28 @@ describe('analysis: classes chosen at run time', () => {
   });
 });
 
+describe('analysis: library config attributes', () => {
+  before(initParser);
+
+  it("litgpt's own Config.norm_class (imported): the norms are found, uncertain between the classes it can be", () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+      from litgpt.config import Config
+
+      class Block(nn.Module):
+          def __init__(self, config: Config) -> None:
+              super().__init__()
+              self.norm_1 = config.norm_class(config.n_embd, eps=config.norm_eps)
+              self.proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+    `);
+    const n = layer(ir, 'self.norm_1');
+    assert.equal(n.kind, 'layernorm');
+    assert.equal(n.role, 'norm');
+    assert.equal(n.convertible, 'uncertain');
+    assert.match(n.reasons.join(' '), /config\.norm_class \(chosen by config\.norm_class_name\), chosen at run time among classes that convert differently \(nn\.LayerNorm -> te\.LayerNorm; litgpt\.model\.RMSNorm -> te\.RMSNorm\)/);
+  });
+});
+
 describe('analysis: containers', () => {
   it('converting one element of an nn.Sequential leaves the verdicts and diagnostics of its siblings', async () => {
     const text = [

@@ -3,7 +3,7 @@
  * a way its kind allows. A new row that breaks one of these fails here, not in a model file.
  */
 import { strict as assert } from 'node:assert';
-import { CATALOGUE, LIBRARY_ROOTS, lookupClass, teRenames, type Library } from '../../server/src/analysis/catalogue';
+import { CATALOGUE, CLASS_ATTRIBUTES, LIBRARY_ROOTS, lookupClass, teRenames, type Library } from '../../server/src/analysis/catalogue';
 import { knownCtor } from '../../server/src/analysis/known';
 
 const LIBRARIES: Library[] = [
@@ -87,6 +87,15 @@ describe('library catalogue: integrity', () => {
     assert.equal(lookupClass('mamba_ssm.ops.RMSNorm')?.entry.kind, 'other');
     assert.equal(lookupClass('mamba_ssm.ops.RMSNorm')?.entry.te, undefined);
     assert.equal(lookupClass('mamba_ssm.ops.triton.layernorm_gated.RMSNorm')?.entry.kind, 'other');
+  });
+
+  it('lists config attributes holding a layer class with candidates it knows', () => {
+    for (const a of CLASS_ATTRIBUTES) {
+      assert.ok(a.owner.split('.')[0] in LIBRARY_ROOTS, a.owner);
+      assert.ok(a.candidates.length > 1, `${a.owner}.${a.attr}: a choice needs candidates`);
+      for (const c of a.candidates) assert.ok(lookupClass(c), `${a.owner}.${a.attr}: ${c} is not in the catalogue`);
+      assert.match(a.source, /^[\w.-]+\/[\w.-]+ [\w./-]+\.py$/);
+    }
   });
 
   it('answers for classes it does not list through module rules and name families, and not for non-layers', () => {

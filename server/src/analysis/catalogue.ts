@@ -395,3 +395,26 @@ export function torchNnStarName(name: string): boolean {
 export function teRenames(resolved: string): Record<string, string> {
   return lookupClass(resolved)?.entry.te?.renames ?? {};
 }
+
+/** A library config attribute that holds a layer class, chosen at run time among these candidates. */
+export interface ClassAttribute {
+  /** The config class, fully qualified. */
+  owner: string;
+  attr: string;
+  /** The classes it can be, fully qualified. */
+  candidates: string[];
+  /** What picks one, for the message. */
+  note: string;
+  source: string;
+}
+
+export const CLASS_ATTRIBUTES: ClassAttribute[] = [
+  // `getattr(torch.nn, self.norm_class_name)`, or `partial(RMSNorm, add_unit_offset="Gemma" in self.name)`.
+  { owner: 'litgpt.config.Config', attr: 'norm_class', candidates: ['torch.nn.LayerNorm', 'litgpt.model.RMSNorm'],
+    note: 'chosen by config.norm_class_name', source: 'Lightning-AI/litgpt litgpt/config.py' },
+];
+
+/** The catalogue's row for a config class attribute that holds a layer class, if any. */
+export function lookupClassAttribute(owner: string, attr: string): ClassAttribute | undefined {
+  return CLASS_ATTRIBUTES.find((a) => a.attr === attr && a.owner === owner);
+}

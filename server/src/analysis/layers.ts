@@ -8,7 +8,7 @@ import type { Layer, LayerArg, LayerKind, Span } from './ir';
 import { ctorParams, paramsOf, WEIGHT_CAST, type ClassModel } from './classes';
 import { argFor, type EvalScope, type Evaluator } from './dims';
 import { resolveName, type ImportTable } from './imports';
-import type { RoleHint } from './catalogue';
+import { lookupClassAttribute, type RoleHint } from './catalogue';
 import { FALLBACK_FACTORIES, IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
 import { positionAt, spanOf, stringValue } from './spans';
 import type { CallRec, ClassRec, FuncRec, WalkResult } from './walk';
@@ -438,11 +438,12 @@ function conversionOf(c: CtorInfo): { key: string; words: string } {
  * Candidates of a run-time class choice (`A if c else B`, a class attribute a subclass overrides): all convert the
  * same way (commit: the first stands for all), or not (`chosen`, the one with a TE equivalent reported).
  */
-export function chooseAmong(ctx: LayerContext, found: { node: SyntaxNode; c: ClassExpr }[]): ClassExpr | undefined {
+export function chooseAmong(ctx: LayerContext, found: { node: SyntaxNode | string; c: ClassExpr }[]): ClassExpr | undefined {
   const known = found.filter((f) => f.c.ctor.kind !== 'other' || f.c.ctor.isTe);
   if (!known.length) return undefined;
   const convs = known.map((f) => conversionOf(f.c.ctor));
-  const candidates = known.map((f, i) => `${ctx.src.slice(f.node.startIndex, f.node.endIndex).replace(/\s+/g, ' ')} -> ${convs[i].words}`);
+  const shown = (n: SyntaxNode | string): string => (typeof n === 'string' ? n : ctx.src.slice(n.startIndex, n.endIndex).replace(/\s+/g, ' '));
+  const candidates = known.map((f, i) => `${shown(f.node)} -> ${convs[i].words}`);
   const same = convs.every((v) => v.key === convs[0].key) && known.length === found.length;
   const pick = same ? known[0].c : (known.find((f) => f.c.ctor.te && !f.c.ctor.isTe) ?? known[0]).c;
   return { resolved: pick.resolved, ctor: pick.ctor, chosen: !same, candidates };
@@ -963,7 +964,7 @@ function attrClassCtor(ctx: LayerContext, call: CallRec, text: string): ClassSit
   if (!m) return undefined;
   const [, head, attr] = m;
   const exprs = head === 'self' || head === 'cls' ? selfClassExprs(ctx, call, attr) : configClassExprs(ctx, attr);
-  if (!exprs.length) return undefined;
+  if (!exprs.length) return head === 'self' || head === 'cls' ? undefined : libraryAttrCtor(ctx, call, head, attr);
   const found: { node: SyntaxNode; c: ClassExpr }[] = [];
   let unknown = false;
   for (const e of exprs) {
@@ -1063,4 +1064,27 @@ function configClassExprs(ctx: LayerContext, attr: string): SyntaxNode[] {
     configAttrCache.set(ctx, m);
   }
   return m.get(attr) ?? [];
+}
+
+/**
+ * `config.norm_class(...)` where `config` is a parameter annotated with a library config class whose attribute the
+ * catalogue lists (litgpt's Config.norm_class): its candidate classes, a local class standing for the library's own
+ * when the file defines one of that name (litgpt's model.py defines RMSNorm).
+ */
+function libraryAttrCtor(ctx: LayerContext, call: CallRec, head: string, attr: string): ClassSite | undefined {
+  const fn = call.scope.fn;
+  const ann = fn ? paramsOf(ctx.src, fn).find((p) => p.name === head)?.annotation : undefined;
+  if (!ann || !/^[A-Za-z_][\w.]*$/.test(ann)) return undefined;
+  const row = lookupClassAttribute(resolveName(ctx.imports, ann), attr);
+  if (!row) return undefined;
+  const found: { node: string; c: ClassExpr }[] = [];
+  for (const name of row.candidates) {
+    const last = name.slice(name.lastIndexOf('.') + 1);
+    const c = ctx.classes.has(last) ? ctorFor(ctx, last) : knownCtor(name) ? { resolved: name, ctor: { ...knownCtor(name)! } } : undefined;
+    if (c) found.push({ node: name.replace(/^torch\.nn\./, 'nn.'), c });
+  }
+  const r = chooseAmong(ctx, found);
+  if (!r) return undefined;
+  const text = `${head}.${attr} (${row.note})`;
+  return r.chosen ? { resolved: r.resolved, ctor: r.ctor, via: chosenVia(text, r) } : { resolved: r.resolved, ctor: r.ctor, candidates: r.candidates };
 }
