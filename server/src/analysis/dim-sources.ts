@@ -51,6 +51,11 @@ function entryFields(src: string, node: SyntaxNode, classes: Map<string, ClassMo
   return fields.size >= 2 ? fields : undefined;
 }
 
+/** The module-level assignments that hold presets (what the per-statement cache must treat as file-wide). */
+export function presetAssigns(src: string, moduleAssigns: readonly AssignRec[], classes: Map<string, ClassModel>): AssignRec[] {
+  return moduleAssigns.filter((a) => findPresets(src, [a], classes).length > 0);
+}
+
 /** Module-level lists / tuples / dicts of presets. A preset's label is its `name` field, its key, or its position. */
 export function findPresets(src: string, moduleAssigns: readonly AssignRec[], classes: Map<string, ClassModel>): Preset[] {
   const out: Preset[] = [];

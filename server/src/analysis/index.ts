@@ -16,6 +16,7 @@ import { walkNodes, type CallRec } from './walk';
 import { AnalysisCache, copyOf, mirrorWalkNodes, stmtOf, WALK_TYPES, type Stmt, type SyntaxNode } from './node';
 import { WRAPPER_END_MARKER, wrapperRanges } from './known';
 import { useText } from './spans';
+import { presetAssigns } from './dim-sources';
 
 export type * from './ir';
 export { AnalysisCache } from './node';
@@ -244,9 +245,7 @@ function memoKeys(ctx: LayerContext, byCallee: Map<string, CallRec[]>, cache: An
   const globalRoots: Stmt[] = [];
   // What the evaluator reads file-wide besides names (dim-sources.ts): config presets (module-level lists / dicts of
   // configurations) and argparse defaults.
-  for (const a of walk.moduleAssigns) {
-    const t = a.node.childForFieldName('right')?.type;
-    if (t !== 'list' && t !== 'tuple' && t !== 'dictionary') continue;
+  for (const a of presetAssigns(src, walk.moduleAssigns, classes)) {
     const st = stmtOf(a.node);
     if (!st) return undefined;
     globalRoots.push(st);

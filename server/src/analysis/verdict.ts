@@ -17,7 +17,13 @@ export { shapeRule } from './checks-shape';
 /** A memoised verdict field, copied so that the IR never shares arrays or objects between analyses. */
 function copyOut(v: unknown): unknown {
   if (Array.isArray(v)) return v.slice();
-  if (v && typeof v === 'object') return JSON.parse(JSON.stringify(v));
+  if (v && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    // facets: one level of nested fact objects (strings inside); teArgs: flat.
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(o)) { const x = o[k]; out[k] = x && typeof x === 'object' ? { ...(x as object) } : x; }
+    return out;
+  }
   return v;
 }
 
