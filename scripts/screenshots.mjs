@@ -77,6 +77,8 @@ try {
     await page.keyboard.press('Control+K');
     await page.keyboard.press('Control+I'); // editor.action.showHover
     await page.waitForSelector('.monaco-hover:not(.hidden) .hover-contents, .monaco-hover:not(.hidden) .hover-row', { timeout: TIMEOUT });
+    // The server's explanation card comes with the diagnostic's message (it may arrive a moment after it).
+    await page.waitForFunction(() => [...document.querySelectorAll('.monaco-hover:not(.hidden)')].some((h) => h.textContent.includes('linear-to-te')), null, { timeout: TIMEOUT });
     await shot(page, 'hover');
     await page.keyboard.press('Escape');
   }, page);

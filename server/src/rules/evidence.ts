@@ -60,7 +60,7 @@ export function configDefaultEvidence(ir: ModelIR, text: string, sources: Readon
       const body = text.slice(cls.span.startOffset, cls.span.endOffset);
       const at = new RegExp(String.raw`^[ \t]+${field}\s*(?::[^=\n]*)?=`, 'm').exec(body);
       if (!at) continue;
-      out.push({ span: spans.lineSpan(cls.span.startOffset + at.index + at[0].length - 1), message: `${key} defaults to ${value.trim()} (callers may pass another value)` });
+      out.push({ span: spans.lineSpan(cls.span.startOffset + at.index + at[0].length - 1), message: `${key} defaults to ${value.trim().replace(/\.$/, '')} (callers may pass another value)` });
     }
   }
   return out.slice(0, 3);
