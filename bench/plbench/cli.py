@@ -12,8 +12,10 @@ from . import PROTOCOL_VERSION, __version__
 from .protocol import (BenchError, Emitter, EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, NO_CUDA_MESSAGE,
                        TE_MISSING_MESSAGE, log, take_stdout)
 
-BACKENDS = ("bf16", "te", "torch-fp8")
-FP8_BACKENDS = ("te", "torch-fp8")
+from . import backends as backend_specs
+
+BACKENDS = tuple(backend_specs.BACKENDS)
+FP8_BACKENDS = tuple(b for b in BACKENDS if b != "bf16")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,8 +29,9 @@ def build_parser():
     p.add_argument("--workload", default="gpt-125m", help="preset name (--list-workloads) or module:function")
     p.add_argument("--workspace", default=None, help="folder put on sys.path for module:function (default: cwd)")
     p.add_argument("--backends", default="auto",
-                   help="comma list of bf16,te,torch-fp8; auto = bf16 + te if Transformer Engine is installed, "
-                        "else bf16 + torch-fp8")
+                   help="comma list of %s (torchao = torchao-tensorwise), or all; auto = bf16 + te if "
+                        "Transformer Engine is installed, else bf16 + torch-fp8 (the no-dependency fallback)"
+                        % ",".join(BACKENDS))
     p.add_argument("--steps", type=int, default=30, help="measured steps per backend")
     p.add_argument("--warmup", type=int, default=10, help="warm-up steps (compilation happens in the first)")
     p.add_argument("--batch", type=int, default=None, help="sequences per step (default: the preset's)")
@@ -43,6 +46,9 @@ def build_parser():
     p.add_argument("--te-recipe", choices=("auto", "delayed", "current"), default="auto",
                    help="auto: Float8CurrentScaling when compiling (TE >= 2.16 rejects DelayedScaling under "
                         "torch.compile), else DelayedScaling(HYBRID)")
+    p.add_argument("--fp8-lm-head", action="store_true",
+                   help="also run an untied lm-head in FP8 (te, torchao, torch-fp8), to measure what keeping it in "
+                        "BF16 buys: final loss, logit magnitude and z-loss are reported for every backend")
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json-out", default=None, help="also write all events and results to this JSON file")
@@ -59,22 +65,7 @@ def build_parser():
 
 
 def parse_backends(text, te_installed):
-    if text.strip() == "auto":
-        return ["bf16", "te" if te_installed else "torch-fp8"]
-    out = []
-    for b in text.split(","):
-        b = b.strip().lower()
-        if not b:
-            continue
-        if b in ("fp8", "torchfp8", "torch_fp8"):
-            b = "torch-fp8"
-        if b not in BACKENDS:
-            raise BenchError("usage", "unknown backend %r" % b, "backends: %s" % ",".join(BACKENDS))
-        if b not in out:
-            out.append(b)
-    if not out:
-        raise BenchError("usage", "no backend given", "for example --backends bf16,te,torch-fp8")
-    return out
+    return backend_specs.parse(text, te_installed)
 
 
 class Session(object):
@@ -230,9 +221,11 @@ def _main(session, argv):
             return workloads.build_preset(spec, batch=args.batch, seq=args.seq, layers=args.layers,
                                           device=device, seed=args.seed, n_batches=args.warmup + args.steps)
 
-    from . import runner
-    info = envprobe.load_te() if "te" in runnable else {}
-    rc = runner.RunContext(args, emitter, env, device, builder, te_info=info, state=session.state)
+    from . import fp8_torchao, runner
+    families = {backend_specs.family(b) for b in runnable}
+    info = envprobe.load_te() if "te" in families else {}
+    ao_info = fp8_torchao.load_torchao() if "torchao" in families else {}
+    rc = runner.RunContext(args, emitter, env, device, builder, te_info=info, state=session.state, ao_info=ao_info)
     results = {}
     t0 = time.time()
     for b in runnable:
@@ -266,33 +259,50 @@ def _main(session, argv):
     return summary["exit_code"]
 
 
+def _te_missing(te_env, backends):
+    msg = TE_MISSING_MESSAGE if not te_env.get("installed") else \
+        "Transformer Engine could not be loaded: %s" % te_env.get("error")
+    hint = "pip install transformer_engine[pytorch] (needs CUDA 12+ and an FP8 GPU); the other backends still run"
+    if "torch-fp8" not in backends:
+        hint += "; --backends bf16,torch-fp8 measures FP8 without Transformer Engine"
+    return msg, hint
+
+
 def gate_backends(backends, env, device):
-    """Which requested backends can run here. Returns (runnable, [BenchError]). FP8 backends on a GPU without FP8
-    are replaced by a BF16-only run with one fp8_unsupported error that says why."""
-    runnable, errors, fp8_blocked = [], [], []
+    """Which requested backends can run here. Returns (runnable, [BenchError]). A missing library is one error per
+    library (te_missing, torchao_missing) naming the backends it blocks; FP8 backends on a GPU without FP8 are
+    replaced by a BF16-only run with one fp8_unsupported error that says why."""
+    runnable, errors, fp8_blocked, missing = [], [], [], {}
     te_env = env.get("te") or {}
+    ao_env = env.get("torchao") or {}
     for b in backends:
-        if b == "bf16":
+        fam = backend_specs.family(b)
+        if fam == "bf16":
             runnable.append(b)
-        elif b == "te":
-            if not te_env.get("installed") or te_env.get("error"):
-                msg = TE_MISSING_MESSAGE if not te_env.get("installed") else \
-                    "Transformer Engine could not be loaded: %s" % te_env.get("error")
-                hint = "pip install transformer_engine[pytorch] (needs CUDA 12+ and an FP8 GPU); the other backends still run"
-                if "torch-fp8" not in backends:
-                    hint += "; --backends bf16,torch-fp8 measures FP8 without Transformer Engine"
-                errors.append(BenchError("te_missing", msg, hint, fatal=False, backend="te"))
-            elif device == "cuda" and not env["fp8"]["available"]:
-                fp8_blocked.append((b, env["fp8"]["reason"]))
-            else:
-                runnable.append(b)
-        elif b == "torch-fp8":
-            if device == "cpu":
-                runnable.append(b)  # fp32 emulation, labelled as such: a harness test
-            elif not env["torch_fp8"]["available"]:
-                fp8_blocked.append((b, env["torch_fp8"]["reason"]))
-            else:
-                runnable.append(b)
+        elif fam == "te" and (not te_env.get("installed") or te_env.get("error")):
+            missing.setdefault("te_missing", []).append(b)
+        elif fam == "torchao" and not ao_env.get("float8_training"):
+            missing.setdefault("torchao_missing", []).append(b)
+        elif fam == "torch-fp8" and device == "cpu":
+            runnable.append(b)  # fp32 emulation, labelled as such: a harness test
+        elif fam == "torch-fp8" and not env["torch_fp8"]["available"]:
+            fp8_blocked.append((b, env["torch_fp8"]["reason"]))
+        elif fam == "te" and device == "cuda" and not env["fp8"]["available"]:
+            fp8_blocked.append((b, env["fp8"]["reason"]))
+        elif fam == "torchao" and device == "cuda" and not env["torch_fp8"]["available"]:
+            fp8_blocked.append((b, env["torch_fp8"]["reason"]))
+        else:
+            runnable.append(b)
+    if "te_missing" in missing:
+        msg, hint = _te_missing(te_env, backends)
+        errors.append(BenchError("te_missing", msg, hint, fatal=False, backend=missing["te_missing"][0],
+                                 backends=missing["te_missing"]))
+    if "torchao_missing" in missing:
+        names = missing["torchao_missing"]
+        errors.append(BenchError("torchao_missing", fp8_torchao_reason(ao_env),
+                                 "pip install torchao (a release built for this PyTorch); skipped: %s; the other "
+                                 "backends still run" % ", ".join(names),
+                                 fatal=False, backend=names[0], backends=names))
     if fp8_blocked:
         names = ", ".join(b for b, _ in fp8_blocked)
         gpu = env.get("gpu_name") or "this machine"
@@ -303,6 +313,12 @@ def gate_backends(backends, env, device):
                                  "GPU (compute capability >= 8.9)" % names,
                                  fatal=False, backends=[b for b, _ in fp8_blocked]))
     return runnable, errors
+
+
+def fp8_torchao_reason(ao_env):
+    if not ao_env.get("installed"):
+        return "torchao not installed"
+    return ao_env.get("error") or "torchao has no float8 training API"
 
 
 def make_summary(results, errors, roof, args, elapsed):
@@ -357,11 +373,11 @@ def print_table(results, summary):
     if not results:
         return
     log("")
-    log("%-10s %14s %8s %10s %10s %8s %10s %10s" % ("backend", "tokens/s", "ratio", "median ms", "p90 ms",
+    log("%-19s %14s %8s %10s %10s %8s %10s %10s" % ("backend", "tokens/s", "ratio", "median ms", "p90 ms",
                                                     "p90/med", "peak GiB", "final loss"))
     for name, r in results.items():
         ratio = summary["ratios"].get(name, {}).get("tokens_per_s")
-        log("%-10s %14.0f %8s %10.2f %10.2f %8.3f %10s %10.4f" % (
+        log("%-19s %14.0f %8s %10.2f %10.2f %8.3f %10s %10.4f" % (
             name, r["tokens_per_s"], ("%.3f" % ratio) if ratio else "1.000" if name == summary["baseline"] else "-",
             r["step_ms"]["median"], r["step_ms"]["p90"], r["step_ms"]["p90_over_median"] or 0,
             ("%.1f" % r["peak_memory_gib"]) if r.get("peak_memory_gib") is not None else "n/a",

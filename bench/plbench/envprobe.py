@@ -226,6 +226,11 @@ def probe(torch=None, with_te=True):
         "compile_available": False,
     }
     cap = None
+    if with_te and torch is not None:
+        # Before torch loads cuDNN: TE loads the system/toolkit cuDNN first and the Python wheel's only as a fallback;
+        # once torch has loaded the wheel's, TE's system libcudnn_heuristic meets the wheel's libcudnn_graph (seen on
+        # the H200: "undefined symbol: _ZTVN5cudnn7backend12OperationSetE, version libcudnn_graph.so.9").
+        load_te()
     if torch is not None:
         env["torch"] = torch.__version__
         env["cuda"] = getattr(torch.version, "cuda", None)
@@ -279,6 +284,9 @@ def probe(torch=None, with_te=True):
         ok, reason = fp8_capability_rule(cap, cuda_version)
         fp8 = {"available": ok, "reason": reason, "source": "capability rule (SM >= 8.9; Transformer Engine absent)"}
     env["te"] = te_env
+    from . import fp8_torchao
+    env["torchao"] = fp8_torchao.env_info(fp8_torchao.load_torchao()) if torch is not None else \
+        {"installed": False, "version": None, "error": "PyTorch is not installed", "float8_training": False}
     env["fp8"] = fp8
     ok, why = torch_fp8_support(torch, cap)
     env["torch_fp8"] = {"available": ok, "reason": why}

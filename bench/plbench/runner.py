@@ -7,16 +7,11 @@ import traceback
 
 import torch
 
-from . import fp8_torch, te_convert
+from . import backends, fp8_torch, fp8_torchao, te_convert
 from .protocol import BenchError, log
 from .workloads import is_oom
 
-LABELS = {
-    "bf16": "BF16 baseline: torch.autocast(bfloat16), fp32 master weights, AdamW",
-    "te": "Transformer Engine FP8: te.Linear/te.LayerNorm/te.RMSNorm under TE autocast, lm-head and embedding in BF16",
-    "torch-fp8": "torch-fp8 (not Transformer Engine): nn.Linear on torch._scaled_mm, per-tensor dynamic scaling, "
-                 "E4M3 forward / E5M2 gradients, lm-head and embedding in BF16",
-}
+LABELS = {name: spec["label"] for name, spec in backends.BACKENDS.items()}
 
 
 def percentile(values, q):
@@ -126,13 +121,14 @@ def model_flops_per_token(info):
 
 
 class RunContext(object):
-    def __init__(self, args, emitter, env, device, builder, te_info=None, state=None):
+    def __init__(self, args, emitter, env, device, builder, te_info=None, state=None, ao_info=None):
         self.args = args
         self.emitter = emitter
         self.env = env
         self.device = device
         self.builder = builder      # () -> Workload, freshly seeded
         self.te_info = te_info or {}
+        self.ao_info = ao_info or {}
         self.state = state if state is not None else {}
         self.gemm_shapes = None
 
@@ -178,6 +174,75 @@ def run_backend(rc, backend):
     raise err
 
 
+def lm_head_names(hp):
+    return sorted(n for n, why in hp.items() if why.startswith("lm-head"))
+
+
+def release_lm_head(hp):
+    """--fp8-lm-head: the lm-head joins the FP8 layers unless its weight is tied to the embedding (converting it
+    would untie it in TE). Returns (the new high-precision map, what happened to each head)."""
+    out, notes = dict(hp), []
+    for name in lm_head_names(hp):
+        if "tied" in hp[name]:
+            notes.append({"name": name, "fp8": False, "reason": "tied to the embedding: stays BF16"})
+        else:
+            del out[name]
+            notes.append({"name": name, "fp8": True, "reason": "--fp8-lm-head"})
+    return out, notes
+
+
+def _prepare_bf16(rc, backend, model, hp, result):
+    return []
+
+
+def _prepare_torch_fp8(rc, backend, model, hp, result):
+    emulate = rc.device != "cuda" or not fp8_torch.has_native_fp8()
+    plan = te_convert.plan_conversion(model, hp, rule="torch", kinds=("linear",))
+    fp8_torch.convert_to_torch_fp8(model, plan, out_dtype=torch.bfloat16, emulate=emulate)
+    result["conversion"] = _plan_report(plan)
+    result["emulated"] = emulate
+    result["recipe"] = "per-tensor dynamic scaling (amax of the current tensor), E4M3 fwd / E5M2 grad"
+    if emulate:
+        result["label"] += " [EMULATED in fp32 on %s: harness test, not a benchmark]" % rc.device
+    return []
+
+
+def _plan_report(plan):
+    return te_convert.report([i for i in plan if i["action"] == "convert"], [i for i in plan if i["action"] == "skip"],
+                             [i for i in plan if i["action"] == "keep"])
+
+
+def _prepare_torchao(rc, backend, model, hp, result):
+    info = rc.ao_info
+    recipe = backends.BACKENDS[backend]["recipe"]
+    plan = te_convert.plan_conversion(model, hp, rule="torch", kinds=("linear",))
+    fp8_torchao.convert(model, info, recipe, plan)
+    result["conversion"] = _plan_report(plan)
+    result["recipe"] = fp8_torchao.recipe_text(recipe)
+    result["torchao_version"] = info.get("version")
+    return []
+
+
+def _prepare_te(rc, backend, model, hp, result):
+    te, recipe_mod = rc.te_info.get("te"), rc.te_info.get("recipe")
+    if backends.BACKENDS[backend].get("fused"):
+        result["conversion"] = te_convert.convert_to_te_fused(model, te, hp)
+    else:
+        result["conversion"] = te_convert.convert_to_te(model, te, te_convert.plan_conversion(model, hp, rule="te"))
+    kind = backends.te_recipe_kind(backend, rc.args.te_recipe, bool(rc.args.compile))
+    try:
+        recipe, recipe_text = te_convert.make_recipe(recipe_mod, kind)
+    except AttributeError as exc:
+        raise BenchError("backend_failed", str(exc), "upgrade Transformer Engine or use --no-compile")
+    result["recipe"] = recipe_text
+    result["te_api"] = api = rc.te_info.get("api")
+    result["te_version"] = rc.te_info.get("version")
+    return [lambda: te_convert.te_autocast(te, api, recipe)]
+
+
+PREPARE = {"bf16": _prepare_bf16, "te": _prepare_te, "torchao": _prepare_torchao, "torch-fp8": _prepare_torch_fp8}
+
+
 def _run_backend(rc, backend):
     args, dev = rc.args, rc.device
     emit = rc.emitter
@@ -198,34 +263,10 @@ def _run_backend(rc, backend):
         "recipe": None, "conversion": None, "precision": "bf16 autocast, fp32 master weights",
     }
     hp = te_convert.find_high_precision(model, wl.high_precision)
-    fwd_contexts = []
-    if backend == "torch-fp8":
-        emulate = dev != "cuda" or not fp8_torch.has_native_fp8()
-        plan = te_convert.plan_conversion(model, hp, rule="torch", kinds=("linear",))
-        fp8_torch.convert_to_torch_fp8(model, plan, out_dtype=torch.bfloat16, emulate=emulate)
-        result["conversion"] = te_convert.report([i for i in plan if i["action"] == "convert"],
-                                                 [i for i in plan if i["action"] == "skip"],
-                                                 [i for i in plan if i["action"] == "keep"])
-        result["emulated"] = emulate
-        result["recipe"] = "per-tensor dynamic scaling (amax of the current tensor), E4M3 fwd / E5M2 grad"
-        if emulate:
-            result["label"] += " [EMULATED in fp32 on %s: harness test, not a benchmark]" % dev
-    elif backend == "te":
-        te, recipe_mod = rc.te_info.get("te"), rc.te_info.get("recipe")
-        plan = te_convert.plan_conversion(model, hp, rule="te")
-        result["conversion"] = te_convert.convert_to_te(model, te, plan)
-        kind = args.te_recipe
-        if kind == "auto":
-            kind = "current" if args.compile else "delayed"
-        try:
-            recipe, recipe_text = te_convert.make_recipe(recipe_mod, kind)
-        except AttributeError as exc:
-            raise BenchError("backend_failed", str(exc), "upgrade Transformer Engine or use --no-compile")
-        result["recipe"] = recipe_text
-        result["te_api"] = rc.te_info.get("api")
-        result["te_version"] = rc.te_info.get("version")
-        api = rc.te_info.get("api")
-        fwd_contexts.append(lambda: te_convert.te_autocast(te, api, recipe))
+    if getattr(args, "fp8_lm_head", False) and backends.family(backend) != "bf16":
+        hp, result["lm_head_fp8"] = release_lm_head(hp)
+    result["lm_head_layers"] = lm_head_names(te_convert.find_high_precision(model, wl.high_precision))
+    fwd_contexts = PREPARE[backends.family(backend)](rc, backend, model, hp, result)
     conv = result["conversion"]
     if conv:
         log("[%s] converted %d layers, skipped %d (shape rule), kept %d in high precision" % (
@@ -331,6 +372,10 @@ def _run_backend(rc, backend):
         result["peak_memory_bytes"] = None
         result["peak_memory_gib"] = None
 
+    if result["lm_head_layers"]:
+        rc.state["phase"] = "logits"
+        result["logit_stats"] = logit_stats(model, wl, fwd_ctx, result["lm_head_layers"][0],
+                                            args.warmup + n - 1)
     if args.measure_overhead and rc.state.get("overhead_done") is not True:
         rc.state["phase"] = "overhead"
         rc.state["overhead_done"] = True
@@ -340,6 +385,53 @@ def _run_backend(rc, backend):
         ("%.1f GiB" % result["peak_memory_gib"]) if result["peak_memory_gib"] is not None else "n/a",
         result["final_loss"] if result["final_loss"] is not None else float("nan")))
     return result
+
+
+@contextlib.contextmanager
+def eager(model):
+    """Run a compiled model eagerly for one look inside (hooks on inner modules, no recompilation): drops the
+    compiled call of every region compiled in place (nn.Module.compile) and unwraps torch.compile(model)."""
+    saved = []
+    inner = getattr(model, "_orig_mod", model)
+    for m in inner.modules():
+        if getattr(m, "_compiled_call_impl", None) is not None:
+            saved.append((m, m._compiled_call_impl))
+            m._compiled_call_impl = None
+    try:
+        yield inner
+    finally:
+        for m, impl in saved:
+            m._compiled_call_impl = impl
+
+
+def summarize_logits(logits):
+    """abs max, RMS, mean logsumexp and z-loss (mean of logsumexp squared, PaLM's auxiliary loss) over the vocab."""
+    x = logits.detach().float().reshape(-1, logits.shape[-1])
+    lse = torch.logsumexp(x, dim=-1)
+    return {"abs_max": float(x.abs().max()), "rms": float(x.pow(2).mean().sqrt()),
+            "mean_logsumexp": float(lse.mean()), "z_loss": float(lse.pow(2).mean()), "rows": int(x.shape[0])}
+
+
+def logit_stats(model, wl, fwd_ctx, head_name, batch_index):
+    """One eager forward (no grad) over a measured batch with a hook on the lm-head: what the lm-head question needs
+    (logit magnitude and z-loss), in the backend's own precision. None when the layer is not found."""
+    seen = {}
+    with eager(model) as inner:
+        try:
+            head = inner.get_submodule(head_name)
+        except AttributeError:
+            return None
+        handle = head.register_forward_hook(lambda mod, inp, out: seen.__setitem__("out", out))
+        try:
+            with torch.no_grad(), fwd_ctx():
+                loss = wl.loss(inner, wl.batch_fn(batch_index))
+        finally:
+            handle.remove()
+    if "out" not in seen or not isinstance(seen["out"], torch.Tensor):
+        return None
+    stats = summarize_logits(seen.pop("out"))
+    stats.update(layer=head_name, loss=float(loss), layer_type=type(head).__name__)
+    return stats
 
 
 def measure_overhead(rc, backend, step, start, n, harness_span_ms, clock, rounds=3):

@@ -204,6 +204,128 @@ def parent_module(model, name):
     return mod, parts[-1]
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Fused blocks: norm + QKV as te.LayerNormLinear, norm + MLP as te.LayerNormMLP
+
+MLP_SHAPES = {  # attribute names of the two projections -> TE activation
+    ("fc", "proj"): "gelu",   # GELU (tanh approximation, as TE's "gelu")
+    ("w13", "w2"): "swiglu",  # gate and up fused in one weight, gate first (TE's swiglu: silu(first) * second)
+}
+
+
+def _norm_kind(m):
+    if isinstance(m, nn.LayerNorm):
+        if len(tuple(m.normalized_shape)) != 1 or m.weight is None or m.bias is None:
+            return None, "a LayerNorm without weight and bias over the last dim cannot be fused"
+        return "LayerNorm", None
+    if _is_rmsnorm(m) and getattr(m, "weight", None) is not None and m.weight.dim() == 1:
+        return "RMSNorm", None
+    return None, "%s is neither LayerNorm nor RMSNorm" % type(m).__name__
+
+
+def _mlp_kind(mlp):
+    for (a, b), act in MLP_SHAPES.items():
+        if isinstance(getattr(mlp, a, None), nn.Linear) and isinstance(getattr(mlp, b, None), nn.Linear):
+            return act, getattr(mlp, a), getattr(mlp, b)
+    return None, None, None
+
+
+def _te_shape_ok(lin):
+    return lin.in_features % 16 == 0 and lin.out_features % 8 == 0
+
+
+def fusion_plan(model, high_precision):
+    """[{"name", "action": fuse|skip, "reason", "norm", "activation"}] for every pre-norm block. A block is fused only
+    when its class declares the pattern (`fusion_pattern = "pre-norm"`: x + attn(norm1(x)); x + mlp(norm2(x)), with
+    attn.qkv the first GEMM), because only then is dropping norm1/norm2 into TE's fused modules the same function."""
+    plan = []
+    for name, m in model.named_modules():
+        if getattr(type(m), "fusion_pattern", None) != "pre-norm":
+            continue
+        item = {"name": name, "action": "skip", "reason": None, "norm": None, "activation": None}
+        plan.append(item)
+        n1, why1 = _norm_kind(m.norm1)
+        n2, why2 = _norm_kind(m.norm2)
+        act, up, down = _mlp_kind(m.mlp)
+        qkv = getattr(m.attn, "qkv", None)
+        inner = [name + "." + s for s in ("norm1", "norm2", "attn.qkv")]
+        if n1 is None or n2 is None or n1 != n2:
+            item["reason"] = why1 or why2 or "the two norms differ"
+        elif act is None or not isinstance(qkv, nn.Linear):
+            item["reason"] = "no attn.qkv Linear or no (fc, proj) / (w13, w2) MLP"
+        elif any(n in high_precision for n in inner) or any(n.startswith(name + ".mlp") for n in high_precision):
+            item["reason"] = "a layer of the block is kept in high precision"
+        elif not all(_te_shape_ok(l) for l in (qkv, up, down)):
+            item["reason"] = "a GEMM breaks the FP8 shape rule"
+        elif act == "swiglu" and up.out_features != 2 * down.in_features:
+            item["reason"] = "the gate+up weight is not twice the MLP width"
+        elif (up.bias is None) != (down.bias is None):
+            item["reason"] = "te.LayerNormMLP has one bias setting for both GEMMs"
+        else:
+            item.update(action="fuse", reason="te.LayerNormLinear + te.LayerNormMLP", norm=n1, activation=act)
+    return plan
+
+
+def _copy(dst, src):
+    with torch.no_grad():
+        dst.copy_(src)
+
+
+def fuse_block(te, blk, norm, activation):
+    """Replace norm1 + attn.qkv by te.LayerNormLinear and norm2 + mlp by te.LayerNormMLP (weights copied)."""
+    qkv, n1, n2 = blk.attn.qkv, blk.norm1, blk.norm2
+    _, up, down = _mlp_kind(blk.mlp)
+    w = qkv.weight
+    common = dict(_dtype_kwargs(te.LayerNormLinear, w.dtype, ("params_dtype",)), **_device_kwargs(te.LayerNormLinear, w.device))
+    lnl = te.LayerNormLinear(qkv.in_features, qkv.out_features, eps=n1.eps, bias=qkv.bias is not None,
+                             normalization=norm, **common)
+    _copy(lnl.layer_norm_weight, n1.weight)
+    if norm == "LayerNorm":
+        _copy(lnl.layer_norm_bias, n1.bias)
+    _copy(lnl.weight, qkv.weight)
+    if qkv.bias is not None:
+        _copy(lnl.bias, qkv.bias)
+    mlp = te.LayerNormMLP(up.in_features, down.in_features, eps=n2.eps, bias=up.bias is not None,
+                          normalization=norm, activation=activation, **common)
+    _copy(mlp.layer_norm_weight, n2.weight)
+    if norm == "LayerNorm":
+        _copy(mlp.layer_norm_bias, n2.bias)
+    _copy(mlp.fc1_weight, up.weight)
+    _copy(mlp.fc2_weight, down.weight)
+    if up.bias is not None:
+        _copy(mlp.fc1_bias, up.bias)
+        _copy(mlp.fc2_bias, down.bias)
+    for mod in (lnl, mlp):
+        mod.train(blk.training)
+    blk.attn.qkv, blk.mlp = lnl, mlp
+    blk.norm1, blk.norm2 = nn.Identity(), nn.Identity()
+
+
+def convert_to_te_fused(model, te, high_precision):
+    """te-fused: fuse the blocks fusion_plan allows, then convert the remaining layers as convert_to_te does.
+    Returns the report, with the fused blocks as kind layernorm_linear / layernorm_mlp and a `fusion` list."""
+    fplan = fusion_plan(model, high_precision)
+    fused = []
+    if not (hasattr(te, "LayerNormLinear") and hasattr(te, "LayerNormMLP")):
+        for item in fplan:
+            item.update(action="skip", reason="this Transformer Engine has no LayerNormLinear / LayerNormMLP")
+    for item in fplan:
+        if item["action"] != "fuse":
+            continue
+        blk = model.get_submodule(item["name"])
+        qkv, (_, up, down) = blk.attn.qkv, _mlp_kind(blk.mlp)
+        fused.append({"name": item["name"] + ".attn.qkv", "kind": "layernorm_linear",
+                      "in_features": qkv.in_features, "out_features": qkv.out_features})
+        fused.append({"name": item["name"] + ".mlp", "kind": "layernorm_mlp",
+                      "in_features": up.in_features, "out_features": down.in_features})
+        fuse_block(te, blk, item["norm"], item["activation"])
+    rep = convert_to_te(model, te, high_precision=high_precision)
+    rep["converted"] = fused + rep["converted"]
+    rep["counts"]["converted"] += len(fused)
+    rep["fusion"] = [{"name": i["name"], "action": i["action"], "reason": i["reason"]} for i in fplan]
+    return rep
+
+
 def make_recipe(recipe_mod, kind):
     """kind: 'delayed' -> DelayedScaling(HYBRID, amax_history_len=16, 'max'); 'current' -> Float8CurrentScaling(HYBRID)."""
     fmt = recipe_mod.Format.HYBRID

@@ -99,6 +99,10 @@ class SwiGLUMLP(nn.Module):
 
 
 class Block(nn.Module):
+    # forward is x + attn(norm1(x)); x + mlp(norm2(x)) with attn.qkv the first GEMM: the te-fused backend may fold
+    # norm1 into attn.qkv (te.LayerNormLinear) and norm2 + mlp into te.LayerNormMLP (te_convert.fusion_plan).
+    fusion_pattern = "pre-norm"
+
     def __init__(self, p, device=None):
         super().__init__()
         if p.arch == "gpt":

@@ -57,3 +57,61 @@ def is_fp8_available(return_reason=False):
     ok = os.environ.get("FAKE_TE_FP8", "1") == "1"
     reason = "" if ok else "Device compute capability 8.9 or higher required for FP8 execution."
     return (ok, reason) if return_reason else ok
+
+
+def _norm(x, weight, bias, eps, normalization):
+    xf = x.float()
+    if normalization == "RMSNorm":
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    else:
+        y = (xf - xf.mean(-1, keepdim=True)) * torch.rsqrt(xf.var(-1, unbiased=False, keepdim=True) + eps)
+    y = y.type_as(x) * weight
+    return y + bias if bias is not None else y
+
+
+class LayerNormLinear(nn.Module):
+    """TE's parameter names and semantics: norm (LayerNorm or RMSNorm) then Linear."""
+
+    def __init__(self, in_features, out_features, eps=1e-5, bias=True, normalization="LayerNorm", params_dtype=None,
+                 device="cuda", init_method=None, **kwargs):
+        super().__init__()
+        assert normalization in ("LayerNorm", "RMSNorm"), "Unsupported normalization type!"
+        self.eps, self.normalization = eps, normalization
+        kw = {"device": device, "dtype": params_dtype}
+        self.layer_norm_weight = nn.Parameter(torch.ones(in_features, **kw))
+        self.layer_norm_bias = nn.Parameter(torch.zeros(in_features, **kw)) if normalization == "LayerNorm" else None
+        self.weight = nn.Parameter(torch.empty(out_features, in_features, **kw).normal_(0, 0.023))
+        self.bias = nn.Parameter(torch.zeros(out_features, **kw)) if bias else None
+
+    def forward(self, x):
+        y = _norm(x, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.normalization)
+        return nn.functional.linear(y, self.weight, self.bias)
+
+
+class LayerNormMLP(nn.Module):
+    """TE's parameter names and semantics: norm, fc1, activation (gelu: tanh approximation; swiglu: silu of the
+    first half times the second half), fc2."""
+
+    def __init__(self, hidden_size, ffn_hidden_size, eps=1e-5, bias=True, normalization="LayerNorm",
+                 activation="gelu", params_dtype=None, device="cuda", init_method=None, **kwargs):
+        super().__init__()
+        assert normalization in ("LayerNorm", "RMSNorm"), "Unsupported normalization type!"
+        self.eps, self.normalization, self.activation = eps, normalization, activation
+        kw = {"device": device, "dtype": params_dtype}
+        fc1_out = 2 * ffn_hidden_size if activation == "swiglu" else ffn_hidden_size
+        self.layer_norm_weight = nn.Parameter(torch.ones(hidden_size, **kw))
+        self.layer_norm_bias = nn.Parameter(torch.zeros(hidden_size, **kw)) if normalization == "LayerNorm" else None
+        self.fc1_weight = nn.Parameter(torch.empty(fc1_out, hidden_size, **kw).normal_(0, 0.023))
+        self.fc2_weight = nn.Parameter(torch.empty(hidden_size, ffn_hidden_size, **kw).normal_(0, 0.023))
+        self.fc1_bias = nn.Parameter(torch.zeros(fc1_out, **kw)) if bias else None
+        self.fc2_bias = nn.Parameter(torch.zeros(hidden_size, **kw)) if bias else None
+
+    def forward(self, x):
+        y = _norm(x, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.normalization)
+        h = nn.functional.linear(y, self.fc1_weight, self.fc1_bias)
+        if self.activation == "swiglu":
+            gate, up = h.chunk(2, dim=-1)
+            h = nn.functional.silu(gate) * up
+        else:
+            h = nn.functional.gelu(h, approximate="tanh")
+        return nn.functional.linear(h, self.fc2_weight, self.fc2_bias)

@@ -1,0 +1,41 @@
+"""convert_to_float8_training / Float8LinearConfig.from_recipe_name as torchao 0.18 names them."""
+import torch.nn as nn
+
+RECIPE_NAMES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+CONVERT_LOG = []
+
+
+class Float8LinearConfig(object):
+    def __init__(self, recipe="tensorwise"):
+        self.recipe = recipe
+
+    @staticmethod
+    def from_recipe_name(recipe_name):
+        assert recipe_name in RECIPE_NAMES, "recipe_name %s not in valid names %s" % (recipe_name, list(RECIPE_NAMES))
+        return Float8LinearConfig(recipe_name)
+
+
+class Float8Linear(nn.Linear):
+    """Keeps the original parameters (as torchao's from_float does) and its config."""
+
+    @classmethod
+    def from_float(cls, mod, config):
+        new = cls.__new__(cls)
+        nn.Module.__init__(new)
+        new.in_features, new.out_features = mod.in_features, mod.out_features
+        new.weight, new.bias = mod.weight, mod.bias
+        new.config = config
+        return new
+
+
+def convert_to_float8_training(module, *, module_filter_fn=None, config=None):
+    config = config or Float8LinearConfig()
+    swapped = []
+    for fqn, mod in list(module.named_modules()):
+        if fqn and isinstance(mod, nn.Linear) and not isinstance(mod, Float8Linear) and \
+                (module_filter_fn is None or module_filter_fn(mod, fqn)):
+            parent = module.get_submodule(fqn.rsplit(".", 1)[0]) if "." in fqn else module
+            setattr(parent, fqn.rsplit(".", 1)[-1], Float8Linear.from_float(mod, config))
+            swapped.append(fqn)
+    CONVERT_LOG.append((config.recipe, swapped))
+    return module

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The real-TE / torchao session on the H200 device machine (bench/results/h200/README.md). Each phase is one device
+# call; the machine stays warm between calls issued promptly, /tmp/site survives between them.
+#
+#   bench/tools/h200_te.sh setup  CARRY     # install CARRY/whl/*.whl; CARRY/tewheel/*.whl if built before, else start
+#                                           # the transformer_engine_torch build in the background (setsid)
+#   bench/tools/h200_te.sh wait   CARRY [SECS] # wait for the build (at most SECS), install it with CARRY/whl, copy it to $OUT
+#   bench/tools/h200_te.sh path   CARRY     # te_fp8_path.py facts + the converted example per recipe
+#   bench/tools/h200_te.sh bench  PRESET... # every backend, one process per preset, JSON in $OUT
+#   bench/tools/h200_te.sh lmhead PRESET    # the lm-head in FP8 vs BF16 (te-current, torchao-tensorwise, torch-fp8)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-bench/results/h200/raw}; mkdir -p "$OUT"
+SITE_DIR=/tmp/site
+export PYTHONUNBUFFERED=1 PYTHONPATH=$SITE_DIR${PYTHONPATH:+:$PYTHONPATH}
+T=bench/tools
+STEPS=${STEPS:-20}; WARMUP=${WARMUP:-5}
+BACKENDS=${BACKENDS:-bf16,te-delayed,te-current,te-fused,torchao-tensorwise,torchao-rowwise,torch-fp8}
+case "${1:-}" in
+  setup)
+    c=${2:?carry folder}
+    if ls "$c"/tewheel/transformer_engine_torch-*.whl >/dev/null 2>&1; then
+      # One pip call for all: a second --target install of the extension would skip (or, with --upgrade, replace)
+      # the transformer_engine folder the core wheel made.
+      rm -rf "$SITE_DIR"; python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE_DIR" \
+        "$c"/whl/*.whl "$c"/tewheel/*.whl || exit
+    else
+      bash $T/te_install.sh install "$c/whl" || exit
+      cp "$c"/whl/transformer_engine_torch-*.tar.gz /tmp/ 2>/dev/null || cp "$c"/sdist/*.tar.gz /tmp/ || exit
+      rm -f /tmp/tebuild.done
+      setsid bash -c "bash $PWD/$T/te_install.sh build /tmp/transformer_engine_torch-*.tar.gz /tmp/tewhl > /tmp/tebuild.log 2>&1; echo \$? > /tmp/tebuild.done" < /dev/null > /dev/null 2>&1 &
+      echo "build started in the background (log /tmp/tebuild.log)"
+    fi
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+    ;;
+  wait)
+    c=${2:?carry folder}; limit=${3:-500}; t0=$(date +%s)
+    while [ ! -f /tmp/tebuild.done ] && [ $(( $(date +%s) - t0 )) -lt "$limit" ]; do sleep 5; done
+    tail -5 /tmp/tebuild.log; grep "^TIME" /tmp/tebuild.log
+    [ -f /tmp/tebuild.done ] || { echo "build still running after ${limit}s"; exit 3; }
+    [ "$(cat /tmp/tebuild.done)" = 0 ] || { grep -iE "error|fatal" /tmp/tebuild.log | head -40; cp /tmp/tebuild.log "$OUT/"; exit 4; }
+    cp /tmp/tebuild.log "$OUT/te-build-log.txt"
+    w=$(ls /tmp/tewhl/transformer_engine_torch-*.whl | head -1)
+    rm -rf "$SITE_DIR"; python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE_DIR" "$c"/whl/*.whl "$w" || exit
+    split -b 15m -d "$w" "$OUT/$(basename "$w").part"; ls -l "$OUT"
+    python3 -c "import transformer_engine.pytorch as te, transformer_engine; print('TE', transformer_engine.__version__, te.is_fp8_available(return_reason=True))"
+    ;;
+  path)
+    c=${2:?carry folder}
+    python3 $T/te_fp8_path.py facts --json-out "$OUT/te-facts.json" 2>&1 | grep -v "^W1\|UserWarning" | tee "$OUT/te-facts-log.txt"
+    for r in "$c"/gen/*/; do n=$(basename "$r")
+      echo "== converted example, recipe $n"
+      python3 $T/te_fp8_path.py path "$r" --json-out "$OUT/generated-$n.json" 2>&1 | tee "$OUT/generated-$n-log.txt" | grep -v Warning
+    done
+    (cd "$c/gen/DelayedScaling" && timeout 120 python3 train.py 2>&1 | tail -8) | tee "$OUT/generated-train-py-log.txt"
+    ;;
+  bench)
+    shift
+    for w in "$@"; do
+      echo "== $w $(date +%T)"
+      python3 bench/benchmark.py --workload "$w" --backends "$BACKENDS" --compile --steps "$STEPS" --warmup "$WARMUP" \
+        --json-out "$OUT/$w.json" 2>>"$OUT/$w-log.txt" | grep -E '"(error|summary)"' | cut -c1-400
+      grep -E "^(bf16|te-|torchao|torch-fp8|GEMM|error)" "$OUT/$w-log.txt"
+    done
+    (cd "$OUT" && tar czf "results-$(date +%H%M%S).tgz" --remove-files *.json *-log.txt 2>/dev/null); ls -l "$OUT"
+    ;;
+  lmhead)
+    w=${2:?preset}
+    python3 bench/benchmark.py --workload "$w" --backends te-current,torchao-tensorwise,torch-fp8 --fp8-lm-head --compile \
+      --steps "$STEPS" --warmup "$WARMUP" --no-roofline --json-out "$OUT/$w-fp8-lm-head.json" 2>>"$OUT/$w-fp8-lm-head-log.txt" \
+      | grep -E '"(error|summary)"' | cut -c1-400
+    grep -E "^(bf16|te-|torchao|torch-fp8|error)" "$OUT/$w-fp8-lm-head-log.txt"
+    (cd "$OUT" && tar czf "lmhead-$(date +%H%M%S).tgz" --remove-files *.json *-log.txt 2>/dev/null); ls -l "$OUT"
+    ;;
+  *) sed -n 2,11p "$0"; exit 2 ;;
+esac
