@@ -49,6 +49,9 @@ def build_parser():
     p.add_argument("--fp8-lm-head", action="store_true",
                    help="also run an untied lm-head in FP8 (te, torchao, torch-fp8), to measure what keeping it in "
                         "BF16 buys: final loss, logit magnitude and z-loss are reported for every backend")
+    p.add_argument("--profile-steps", type=int, default=0,
+                   help="after the measured steps, profile N more (torch.profiler) and report GPU time per kernel "
+                        "family (GEMM, FP8 casts, attention, norms, optimizer...)")
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json-out", default=None, help="also write all events and results to this JSON file")
@@ -156,8 +159,8 @@ def _main(session, argv):
     emitter = session.emitter
     args = build_parser().parse_args(argv)
     session.json_out = args.json_out
-    if args.steps < 1 or args.warmup < 0:
-        raise BenchError("usage", "--steps must be >= 1 and --warmup >= 0", None)
+    if args.steps < 1 or args.warmup < 0 or args.profile_steps < 0:
+        raise BenchError("usage", "--steps must be >= 1, --warmup and --profile-steps >= 0", None)
     if args.warmup < 1 and args.compile:
         log("note: --warmup 0 with compilation puts the compile time in the measured steps")
     if args.list_workloads:
@@ -392,3 +395,8 @@ def print_table(results, summary):
                 (" (%.2fx)" % g["ratio"]) if g.get("ratio") else ""))
     if summary.get("overhead"):
         log("harness overhead: %+.2f %%" % summary["overhead"]["overhead_pct"])
+    for name, r in results.items():
+        prof = r.get("profile")
+        if prof:
+            log("profile %-19s %7.1f ms/step: %s" % (name, prof["total_ms_per_step"], ", ".join(
+                "%s %.1f" % kv for kv in prof["families_ms_per_step"].items())))

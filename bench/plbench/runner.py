@@ -376,6 +376,9 @@ def _run_backend(rc, backend):
         rc.state["phase"] = "logits"
         result["logit_stats"] = logit_stats(model, wl, fwd_ctx, result["lm_head_layers"][0],
                                             args.warmup + n - 1)
+    if getattr(args, "profile_steps", 0):
+        rc.state["phase"] = "profile"
+        result["profile"] = profile_steps(step, args.warmup + n, args.profile_steps, dev)
     if args.measure_overhead and rc.state.get("overhead_done") is not True:
         rc.state["phase"] = "overhead"
         rc.state["overhead_done"] = True
@@ -432,6 +435,68 @@ def logit_stats(model, wl, fwd_ctx, head_name, batch_index):
     stats = summarize_logits(seen.pop("out"))
     stats.update(layer=head_name, loss=float(loss), layer_type=type(head).__name__)
     return stats
+
+
+# Kernel families by name (first match wins): where a step's GPU time goes. Approximate: inductor names fused
+# kernels after their ops (a cast fused into an elementwise kernel counts as "elementwise / fused").
+KERNEL_FAMILIES = (
+    ("attention", ("flash", "fmha", "attention", "sdpa")),  # before gemm: flash kernels name cutlass types
+    ("gemm", ("gemm", "gemv", "xmma", "cutlass", "nvjet", "cublas", "wgmma", "scaled_mm", "matmul", "_mm_", "aten::mm",
+              "aten::addmm", "aten::bmm")),
+    ("fp8 cast / amax / transpose", ("fp8", "float8", "amax", "abs_max", "quantize", "cast_transpose", "e4m3", "e5m2")),
+    ("norm", ("norm", "rms")),
+    ("optimizer", ("adam", "multi_tensor", "foreach")),
+    ("loss / softmax", ("softmax", "cross_entropy", "nll", "logsumexp")),
+    ("elementwise / fused", ("triton", "elementwise", "vectorized", "reduce", "copy", "fill")),
+)
+
+
+def is_annotation(name):
+    """A range the profiler draws on the GPU timeline around other kernels ("Optimizer.step#AdamW.step",
+    "ProfilerStep#3"): counting it would count its kernels twice."""
+    return "#" in name or name.startswith("ProfilerStep")
+
+
+def kernel_family(name):
+    low = name.lower()
+    for family, needles in KERNEL_FAMILIES:
+        if any(n in low for n in needles):
+            return family
+    return "other"
+
+
+def profile_steps(step, start, n, device):
+    """n more training steps under torch.profiler: device time per kernel family (ms per step) and the largest
+    kernels. On the CPU (tests) the CPU self time of the ops is summed instead."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    if device == "cuda":
+        torch.cuda.synchronize()
+    with profile(activities=acts) as prof:
+        for j in range(n):
+            step(start + j)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    rows = []
+    from torch.autograd import DeviceType
+    for ev in prof.key_averages():
+        if device == "cuda":  # kernels only: an op's own row also carries the device time of what it launched
+            if getattr(ev, "device_type", None) != DeviceType.CUDA or is_annotation(ev.key):
+                continue
+            us = getattr(ev, "self_device_time_total", None) or getattr(ev, "self_cuda_time_total", 0) or 0
+        else:
+            us = getattr(ev, "self_cpu_time_total", 0)
+        if us > 0:
+            rows.append((ev.key, us / 1000.0 / n, ev.count))
+    families = {}
+    for key, ms, _ in rows:
+        fam = kernel_family(key)
+        families[fam] = families.get(fam, 0.0) + ms
+    total = sum(families.values())
+    top = sorted(rows, key=lambda r: -r[1])[:12]
+    return {"steps": n, "clock": "device" if device == "cuda" else "cpu", "total_ms_per_step": total,
+            "families_ms_per_step": dict(sorted(families.items(), key=lambda kv: -kv[1])),
+            "top_kernels": [{"name": k[:160], "ms_per_step": ms, "calls": c} for k, ms, c in top]}
 
 
 def measure_overhead(rc, backend, step, start, n, harness_span_ms, clock, rounds=3):

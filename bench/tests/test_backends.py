@@ -288,3 +288,37 @@ def test_real_torchao_convert_keeps_the_head_in_bf16():
         assert swapped == names and type(model.head.lm_head) is nn.Linear
     finally:
         fp8_torchao._CACHE.clear()
+
+
+@pytest.mark.parametrize("name,family", [
+    ("sm90_xmma_gemm_e4m3e4m3_bf16_f32_tn_n_tilesize128x128x128", "gemm"),
+    ("nvjet_tst_256x128_64x4_1x2_h_bz_coopA_NTN", "gemm"),
+    ("void transformer_engine::detail::cast_transpose_fused_kernel<...>", "fp8 cast / amax / transpose"),
+    ("triton_red_fused_abs_amax_0", "fp8 cast / amax / transpose"),
+    ("flash_fwd_kernel", "attention"),
+    ("void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<cutlass::bfloat16_t>>",
+     "attention"),
+    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>", "optimizer"),
+    ("rmsnorm_fwd_tuned_kernel", "norm"),
+    ("triton_poi_fused_add_mul_silu_3", "elementwise / fused"),
+    ("cudaLaunchKernel", "other"),
+])
+def test_kernel_families(name, family):
+    assert runner.kernel_family(name) == family
+
+
+def test_profiler_annotations_are_not_kernels():
+    assert runner.is_annotation("Optimizer.step#AdamW.step") and runner.is_annotation("ProfilerStep*")
+    assert not runner.is_annotation("nvjet_sm90_qrtst_128x160_128x5_2x1_v_bz_coopA_algo2_TNT")
+
+
+def test_profile_steps_through_the_cli():
+    r = run_bench(["--device", "cpu", "--workload", "tiny", "--layers", "1", "--backends", "bf16", "--steps", "1",
+                   "--warmup", "1", "--no-compile", "--profile-steps", "1"])
+    assert r.rc == 0, r.stderr
+    prof = r.of("result")[0]["profile"]
+    assert prof["steps"] == 1 and prof["clock"] == "cpu" and prof["total_ms_per_step"] > 0
+    assert prof["total_ms_per_step"] == pytest.approx(sum(prof["families_ms_per_step"].values()))
+    assert prof["top_kernels"] and "gemm" in prof["families_ms_per_step"]  # aten::mm / addmm on the CPU
+    bad = run_bench(["--device", "cpu", "--workload", "tiny", "--profile-steps", "-1"])
+    assert bad.rc == 2 and bad.errors("usage")
