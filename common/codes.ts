@@ -27,7 +27,7 @@ export const RULES = {
   PL302: { rule: 'te-without-autocast', defaultSeverity: 'information', summary: 'te.* layers but no FP8 autocast region in the analysed set: they run in BF16' },
   PL303: { rule: 'deprecated-te-api', defaultSeverity: 'hint', summary: 'fp8_autocast / fp8_model_init / fp8_recipe= / transformer_engine.pytorch.fp8 are deprecated on TE >= 2.9' },
   PL304: { rule: 'invalid-recipe', defaultSeverity: 'error', summary: 'Format.E5M2 alone, DelayedScaling(interval=...), or a recipe the target GPU lacks' },
-  PL305: { rule: 'delayed-scaling-compile', defaultSeverity: 'warning', summary: 'DelayedScaling together with torch.compile (TE >= 2.16 raises)' },
+  PL305: { rule: 'delayed-scaling-compile', defaultSeverity: 'warning', summary: 'DelayedScaling together with torch.compile (TE raises where the autocast is traced)' },
   PL401: { rule: 'no-fp8-fallback', defaultSeverity: 'warning', summary: 'FP8 turned on with no capability check or an unguarded TE import: crashes on A100/RTX 4090' },
   PL402: { rule: 'unlogged-precision', defaultSeverity: 'hint', summary: 'the FP8/BF16 choice is never logged' },
   PL501: { rule: 'te-checkpoint-strict', defaultSeverity: 'information', summary: 'load_state_dict(strict=True) across TE and plain modules (_extra_state keys)' },

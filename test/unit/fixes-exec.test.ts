@@ -41,6 +41,34 @@ describe('fixes: the converted example trains without Transformer Engine', funct
       assert.equal(run.stdout.match(/^step \d: loss \d+\.\d+$/gm)?.length, 3, output);
     });
   }
+
+  for (const [recipe, env, mode] of [
+    ['MXFP8BlockScaling', {}, /^Running in BF16 fallback: Device compute capability 10\.0 or higher required for MXFP8 execution\.$/m],
+    ['MXFP8BlockScaling', { FAKE_TE_MXFP8: '1' }, /^Running in FP8 mode on Fake GPU \(sm_100\), recipe MXFP8BlockScaling$/m],
+    ['Float8BlockScaling', { FAKE_TE_FP8_BLOCK: '0' }, /^Running in BF16 fallback: FP8 block scaled GEMM requires compute capability 9\.0/m],
+  ] as const) {
+    it(`${recipe}: the wrapper asks TE whether this GPU runs the recipe (${JSON.stringify(env)})`, async function () {
+      if (!hasTorch) this.skip();
+      const { text } = await convertExample(readFileSync(EXAMPLE_INPUT, 'utf8'), settingsWith({ recipe }));
+      const dir = mkdtempSync(join(tmpdir(), 'pl-exec-'));
+      writeFileSync(join(dir, 'converted.py'), text);
+      // A GPU that has FP8 (the fake TE says so) as seen from the generated code: is TE's recipe check consulted?
+      const probe = [
+        'import torch',
+        'torch.cuda.is_available = lambda: True',
+        'torch.cuda.get_device_capability = lambda *a: (10, 0)',
+        'torch.cuda.get_device_name = lambda *a: "Fake GPU"',
+        'import converted',
+        'converted.fp8_available()',
+      ].join('\n');
+      const run = spawnSync(PYTHON, ['-c', probe], {
+        encoding: 'utf8', timeout: 60_000, cwd: dir,
+        env: { ...process.env, ...env, PYTHONPATH: [dir, join(__dirname, '..', '..', 'bench', 'tests', 'fake_te')].join(':') },
+      });
+      assert.equal(run.status, 0, `${run.stdout}${run.stderr}`);
+      assert.match(run.stdout, mode);
+    });
+  }
 });
 
 describe('fixes: layer classes with behaviour of their own survive "convert all" on the fallback path', function () {

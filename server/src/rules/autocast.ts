@@ -65,9 +65,9 @@ function recipeFindings(recipe: RecipeCall, recipeIndex: number, ctx: RuleContex
   if (recipe.recipe === 'DelayedScaling' && compiled) {
     out.push({
       code: 'PL305', span: recipe.span, severity: 'warning', recipeIndex,
-      message: 'DelayedScaling fails under torch.compile since TE 2.16; use Float8CurrentScaling',
+      message: 'DelayedScaling fails where torch.compile traces the TE autocast; use Float8CurrentScaling',
       explanation: {
-        facts: ['DelayedScaling keeps an amax history that torch.compile cannot trace.', 'TE >= 2.16 raises "DelayedScaling is not supported under torch.compile".'],
+        facts: ['DelayedScaling keeps an amax history that torch.compile cannot trace.', 'TE raises "DelayedScaling is not supported under torch.compile" when te.autocast is entered while the compiler traces (fullgraph=True); TE 2.20.2 on an H200 ran it where the compiler broke the graph at the autocast.'],
         fix: 'Float8CurrentScaling uses the same formats and takes its scales from the current tensor.',
       },
       ...(compileCall ? { related: [{ span: compileCall.span, message: 'torch.compile is called here' }] } : {}),

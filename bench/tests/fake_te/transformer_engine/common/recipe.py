@@ -18,3 +18,13 @@ class DelayedScaling(object):
 class Float8CurrentScaling(object):
     def __init__(self, fp8_format=Format.HYBRID):
         self.fp8_format = fp8_format
+
+
+class MXFP8BlockScaling(object):
+    def __init__(self, fp8_format=Format.E4M3):
+        self.fp8_format = fp8_format
+
+
+class Float8BlockScaling(object):
+    def __init__(self, fp8_format=Format.E4M3):
+        self.fp8_format = fp8_format

@@ -115,3 +115,16 @@ class LayerNormMLP(nn.Module):
         else:
             h = nn.functional.gelu(h, approximate="tanh")
         return nn.functional.linear(h, self.fc2_weight, self.fc2_bias)
+
+
+def is_mxfp8_available(return_reason=False):
+    """Real TE 2.20.2 on an H200 answers (False, this reason)."""
+    ok = os.environ.get("FAKE_TE_MXFP8", "0") == "1"
+    reason = "" if ok else "Device compute capability 10.0 or higher required for MXFP8 execution."
+    return (ok, reason) if return_reason else ok
+
+
+def is_fp8_block_scaling_available(return_reason=False):
+    ok = os.environ.get("FAKE_TE_FP8_BLOCK", "1") == "1"
+    reason = "" if ok else "FP8 block scaled GEMM requires compute capability 9.0 or higher and CUDA >= 12.9."
+    return (ok, reason) if return_reason else ok
