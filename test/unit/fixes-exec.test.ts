@@ -43,9 +43,9 @@ describe('fixes: the converted example trains without Transformer Engine', funct
   }
 
   for (const [recipe, env, mode] of [
-    ['MXFP8BlockScaling', {}, /^Running in BF16 fallback: Device compute capability 10\.0 or higher required for MXFP8 execution\.$/m],
+    ['MXFP8BlockScaling', {}, /^Running in BF16 fallback: MXFP8BlockScaling is not supported here: Device compute capability 10\.0 or higher required for MXFP8 execution\.$/m],
     ['MXFP8BlockScaling', { FAKE_TE_MXFP8: '1' }, /^Running in FP8 mode on Fake GPU \(sm_100\), recipe MXFP8BlockScaling$/m],
-    ['Float8BlockScaling', { FAKE_TE_FP8_BLOCK: '0' }, /^Running in BF16 fallback: FP8 block scaled GEMM requires compute capability 9\.0/m],
+    ['Float8BlockScaling', { FAKE_TE_FP8_BLOCK: '0' }, /^Running in BF16 fallback: Float8BlockScaling is not supported here: FP8 block scaled GEMM requires compute capability 9\.0/m],
   ] as const) {
     it(`${recipe}: the wrapper asks TE whether this GPU runs the recipe (${JSON.stringify(env)})`, async function () {
       if (!hasTorch) this.skip();
