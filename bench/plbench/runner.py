@@ -243,14 +243,15 @@ def _prepare_te(rc, backend, model, hp, result):
 PREPARE = {"bf16": _prepare_bf16, "te": _prepare_te, "torchao": _prepare_torchao, "torch-fp8": _prepare_torch_fp8}
 
 
-def _run_backend(rc, backend):
+def _build(rc, backend):
+    """A fresh workload converted for the backend, its optimizer, compiled as asked. Returns (wl, model, result,
+    fwd_contexts, optimizer)."""
     args, dev = rc.args, rc.device
-    emit = rc.emitter
     _progress(rc, backend, "build", 1, 1)
     wl = rc.builder()
     model = wl.model
     model.train()
-    info = dict(wl.info)
+    info = wl.info
     rc.state["batch"] = info.get("batch")
     rc.state["seq"] = info.get("seq")
     if rc.gemm_shapes is None:
@@ -263,9 +264,9 @@ def _run_backend(rc, backend):
         "recipe": None, "conversion": None, "precision": "bf16 autocast, fp32 master weights",
     }
     hp = te_convert.find_high_precision(model, wl.high_precision)
+    result["lm_head_layers"] = lm_head_names(hp)
     if getattr(args, "fp8_lm_head", False) and backends.family(backend) != "bf16":
         hp, result["lm_head_fp8"] = release_lm_head(hp)
-    result["lm_head_layers"] = lm_head_names(te_convert.find_high_precision(model, wl.high_precision))
     fwd_contexts = PREPARE[backends.family(backend)](rc, backend, model, hp, result)
     conv = result["conversion"]
     if conv:
@@ -273,17 +274,77 @@ def _run_backend(rc, backend):
             backend, conv["counts"]["converted"], conv["counts"]["skipped"], conv["counts"]["kept_high_precision"]))
         for s in conv["skipped"]:
             log("[%s]   skipped %s: %s" % (backend, s["name"], s["reason"]))
-    opt, opt_name = make_optimizer(model.parameters(), args.lr, dev)
-    result["optimizer"] = opt_name
-    compiled = False
+    opt, result["optimizer"] = make_optimizer(model.parameters(), args.lr, dev)
+    result["compile"] = False
     if args.compile:
         if not hasattr(torch, "compile"):
             result["compile_note"] = "torch %s has no torch.compile: ran eager" % torch.__version__
         else:
-            model, scope = compile_model(model, wl.regions, args.compile_scope)
-            compiled = True
-            result["compile_scope"] = scope
-    result["compile"] = compiled
+            model, result["compile_scope"] = compile_model(model, wl.regions, args.compile_scope)
+            result["compile"] = True
+    return wl, model, result, fwd_contexts, opt
+
+
+def _warmup(rc, backend, step, compiled, result):
+    """The warm-up steps (compilation in the first), host-synchronised; returns their losses."""
+    n = rc.args.warmup
+    losses, warm_ms = [], []
+    rc.state["phase"] = "warmup"
+    every = max(1, n // 10)
+    for i in range(n):
+        t0 = time.perf_counter()
+        loss = step(i)
+        losses.append(float(loss.item()))  # syncs: fine during warm-up
+        warm_ms.append((time.perf_counter() - t0) * 1000.0)
+        if i == 0:
+            log("[%s] first step %.1f s%s" % (backend, warm_ms[0] / 1000.0, " (includes compilation)" if compiled else ""))
+        _progress(rc, backend, "compile" if (i == 0 and compiled) else "warmup", i + 1, n, every)
+    result["first_step_s"] = warm_ms[0] / 1000.0 if warm_ms else None
+    result["warmup_step_ms"] = warm_ms
+    return losses
+
+
+def _measure(rc, backend, step, clock):
+    """The measured steps: events around every step, no host sync until the end. Returns (step_ms, span_ms,
+    wall_s, losses)."""
+    n, start = rc.args.steps, rc.args.warmup
+    rc.state["phase"] = "measure"
+    every = max(1, n // 20)
+    gc.collect()
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        marks, dev_losses = [], []
+        t_wall = time.perf_counter()
+        for j in range(n):
+            a = clock.mark()
+            loss = step(start + j)
+            dev_losses.append(loss.detach())
+            b = clock.mark()
+            marks.append((a, b))
+            if (j + 1) % every == 0 or j + 1 == n or j == 0:
+                rc.emitter.emit("progress", phase="measure", step=j + 1, total=n, backend=backend)
+        clock.sync()
+        wall_s = time.perf_counter() - t_wall
+    finally:
+        if gc_was:
+            gc.enable()
+    step_ms = [clock.ms(a, b) for a, b in marks]
+    measured = torch.stack([l.float() for l in dev_losses]).cpu().tolist() if dev_losses else []
+    return step_ms, clock.ms(marks[0][0], marks[-1][1]), wall_s, measured
+
+
+def _record_memory(result, dev):
+    cuda = dev == "cuda"
+    result["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated()) if cuda else None
+    if cuda:
+        result["peak_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
+    result["peak_memory_gib"] = result["peak_memory_bytes"] / 2 ** 30 if cuda else None
+
+
+def _run_backend(rc, backend):
+    args, dev = rc.args, rc.device
+    wl, model, result, fwd_contexts, opt = _build(rc, backend)
 
     def fwd_ctx():
         stack = contextlib.ExitStack()
@@ -302,80 +363,29 @@ def _run_backend(rc, backend):
         return loss
 
     clock = Clock(dev)
-    losses = []
-    warm_ms = []
-    rc.state["phase"] = "warmup"
-    every_w = max(1, args.warmup // 10)
-    for i in range(args.warmup):
-        t0 = time.perf_counter()
-        loss = step(i)
-        losses.append(float(loss.item()))  # syncs: fine during warm-up
-        warm_ms.append((time.perf_counter() - t0) * 1000.0)
-        if i == 0:
-            log("[%s] first step %.1f s%s" % (backend, warm_ms[0] / 1000.0, " (includes compilation)" if compiled else ""))
-        _progress(rc, backend, "compile" if (i == 0 and compiled) else "warmup", i + 1, args.warmup, every_w)
-    result["first_step_s"] = warm_ms[0] / 1000.0 if warm_ms else None
-    result["warmup_step_ms"] = warm_ms
+    losses = _warmup(rc, backend, step, result["compile"], result)
     clock.sync()
-
-    # Measured steps: events around every step, no host sync until the end.
     n = args.steps
-    rc.state["phase"] = "measure"
-    every = max(1, n // 20)
-    gc.collect()
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        marks = []
-        dev_losses = []
-        t_wall = time.perf_counter()
-        for j in range(n):
-            a = clock.mark()
-            loss = step(args.warmup + j)
-            dev_losses.append(loss.detach())
-            b = clock.mark()
-            marks.append((a, b))
-            if (j + 1) % every == 0 or j + 1 == n or j == 0:
-                emit.emit("progress", phase="measure", step=j + 1, total=n, backend=backend)
-        clock.sync()
-        wall_s = time.perf_counter() - t_wall
-    finally:
-        if gc_was:
-            gc.enable()
-    step_ms = [clock.ms(a, b) for a, b in marks]
-    span_ms = clock.ms(marks[0][0], marks[-1][1])
-    measured = torch.stack([l.float() for l in dev_losses]).cpu().tolist() if dev_losses else []
+    step_ms, span_ms, wall_s, measured = _measure(rc, backend, step, clock)
     losses.extend(measured)
     stats = step_stats(step_ms)
     result.update({
         "tokens_per_s": wl.tokens_per_step * n / (span_ms / 1000.0),
-        "step_ms": stats,
-        "step_times_ms": step_ms,
-        "step_time_median_ms": stats["median"],
-        "step_time_p90_ms": stats["p90"],
+        "step_ms": stats, "step_times_ms": step_ms,
+        "step_time_median_ms": stats["median"], "step_time_p90_ms": stats["p90"],
         "step_spread_p90_over_median": stats["p90_over_median"],
-        "measured_span_ms": span_ms,
-        "measured_wall_s": wall_s,
-        "losses": losses,
-        "loss_measured_from": args.warmup,
+        "measured_span_ms": span_ms, "measured_wall_s": wall_s,
+        "losses": losses, "loss_measured_from": args.warmup,
         "final_loss": losses[-1] if losses else None,
         "final_loss_avg5": (sum(losses[-5:]) / len(losses[-5:])) if losses else None,
     })
-    fpt = model_flops_per_token(info) if "hidden" in info else None
+    fpt = model_flops_per_token(wl.info) if "hidden" in wl.info else None
     if fpt:
         result["model_tflops_per_s"] = fpt * result["tokens_per_s"] / 1e12
-    if dev == "cuda":
-        result["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated())
-        result["peak_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
-        result["peak_memory_gib"] = result["peak_memory_bytes"] / 2 ** 30
-    else:
-        result["peak_memory_bytes"] = None
-        result["peak_memory_gib"] = None
-
+    _record_memory(result, dev)
     if result["lm_head_layers"]:
         rc.state["phase"] = "logits"
-        result["logit_stats"] = logit_stats(model, wl, fwd_ctx, result["lm_head_layers"][0],
-                                            args.warmup + n - 1)
+        result["logit_stats"] = logit_stats(model, wl, fwd_ctx, result["lm_head_layers"][0], args.warmup + n - 1)
     if getattr(args, "profile_steps", 0):
         rc.state["phase"] = "profile"
         result["profile"] = profile_steps(step, args.warmup + n, args.profile_steps, dev)

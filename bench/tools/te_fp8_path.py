@@ -202,16 +202,12 @@ def attempt(name, fn, facts):
         log("FACT %s: raised %s" % (name, msg[:600].replace("\n", " | ")))
 
 
-def cmd_facts(args):
-    import transformer_engine.pytorch as te
-    from transformer_engine.common import recipe as R
-    facts = {"te": te_version(), "torch": torch.__version__}
-    x = torch.randn(64, 256, device="cuda", requires_grad=True)
+def _delayed(R):
+    return R.DelayedScaling(fp8_format=R.Format.HYBRID, amax_history_len=16, amax_compute_algo="max")
 
-    def delayed():
-        return R.DelayedScaling(fp8_format=R.Format.HYBRID, amax_history_len=16, amax_compute_algo="max")
 
-    # PL305: DelayedScaling and torch.compile.
+def facts_pl305(te, R, x, facts):
+    """DelayedScaling and torch.compile: the autocast outside a compiled module, and inside a compiled function."""
     def compiled_module_autocast_outside(recipe):
         lin = te.Linear(256, 256).cuda()
         c = torch.compile(lin)
@@ -235,16 +231,18 @@ def cmd_facts(args):
         torch.cuda.synchronize()
         return "ran"
 
-    attempt("PL305 DelayedScaling, torch.compile(te.Linear), autocast outside", lambda: compiled_module_autocast_outside(delayed()), facts)
-    attempt("PL305 DelayedScaling, autocast inside a compiled function", lambda: compiled_step_autocast_inside(delayed()), facts)
+    attempt("PL305 DelayedScaling, torch.compile(te.Linear), autocast outside", lambda: compiled_module_autocast_outside(_delayed(R)), facts)
+    attempt("PL305 DelayedScaling, autocast inside a compiled function", lambda: compiled_step_autocast_inside(_delayed(R)), facts)
     attempt("PL305 Float8CurrentScaling, autocast inside a compiled function",
             lambda: compiled_step_autocast_inside(R.Float8CurrentScaling(fp8_format=R.Format.HYBRID)), facts)
 
-    # PL110: shapes.
+
+def facts_pl110(te, R, facts):
+    """The error for a shape that breaks the FP8 GEMM rule: input, weight, rows; eager and compiled."""
     def bad_shape(in_f, out_f, rows, compiled=False):
         lin = te.Linear(in_f, out_f).cuda()
         f = torch.compile(lin) if compiled else lin
-        with te.autocast(enabled=True, recipe=delayed() if not compiled else R.Float8CurrentScaling()):
+        with te.autocast(enabled=True, recipe=_delayed(R) if not compiled else R.Float8CurrentScaling()):
             y = f(torch.randn(rows, in_f, device="cuda"))
         torch.cuda.synchronize()
         return list(y.shape)
@@ -255,47 +253,46 @@ def cmd_facts(args):
     attempt("PL110 te.Linear(4096, 4096), 6 rows", lambda: bad_shape(4096, 4096, 6), facts)
     attempt("PL110 te.Linear(4100, 1000), 8 rows, compiled", lambda: bad_shape(4100, 1000, 8, compiled=True), facts)
 
-    # PL501: checkpoints across TE and torch.nn.
+
+def facts_pl501(te, R, x, facts):
+    """Checkpoints across TE and torch.nn: the _extra_state keys, strict loading both ways, pickled extra state."""
+    def te_model():
+        return nn.Sequential(te.Linear(256, 256), te.LayerNorm(256)).cuda()
+
+    def plain_model():
+        return nn.Sequential(nn.Linear(256, 256), nn.LayerNorm(256)).cuda()
+
     def te_state():
-        m = nn.Sequential(te.Linear(256, 256), te.LayerNorm(256)).cuda()
-        with te.autocast(enabled=True, recipe=delayed()):
+        m = te_model()
+        with te.autocast(enabled=True, recipe=_delayed(R)):
             m(x)
         return m.state_dict()
 
-    def load_te_into_nn(strict):
-        plain = nn.Sequential(nn.Linear(256, 256), nn.LayerNorm(256)).cuda()
-        r = plain.load_state_dict(te_state(), strict=strict)
-        return {"missing": list(r.missing_keys), "unexpected": list(r.unexpected_keys)}
-
-    def load_nn_into_te(strict):
-        plain = nn.Sequential(nn.Linear(256, 256), nn.LayerNorm(256)).cuda()
-        m = nn.Sequential(te.Linear(256, 256), te.LayerNorm(256)).cuda()
-        r = m.load_state_dict(plain.state_dict(), strict=strict)
+    def load(into, state, strict):
+        r = into.load_state_dict(state, strict=strict)
         return {"missing": list(r.missing_keys), "unexpected": list(r.unexpected_keys)}
 
     def extra_state_type():
-        st = te_state()
-        return {k: type(v).__name__ + (" %d bytes" % v.numel() if torch.is_tensor(v) else "") for k, v in st.items()
-                if k.endswith("_extra_state")}
-
-    attempt("PL501 keys of a TE state_dict (_extra_state)", extra_state_type, facts)
-    attempt("PL501 TE checkpoint into torch.nn, strict=True", lambda: load_te_into_nn(True), facts)
-    attempt("PL501 torch.nn checkpoint into TE, strict=True", lambda: load_nn_into_te(True), facts)
-    attempt("PL501 torch.nn checkpoint into TE, strict=False", lambda: load_nn_into_te(False), facts)
+        return {k: type(v).__name__ + (" %d bytes" % v.numel() if torch.is_tensor(v) else "")
+                for k, v in te_state().items() if k.endswith("_extra_state")}
 
     def torch_save_roundtrip():
         import io
         buf = io.BytesIO()
         torch.save(te_state(), buf)
         buf.seek(0)
-        st = torch.load(buf, weights_only=True)
-        m = nn.Sequential(te.Linear(256, 256), te.LayerNorm(256)).cuda()
-        m.load_state_dict(st)
+        te_model().load_state_dict(torch.load(buf, weights_only=True))
         return "torch.load(weights_only=True) + strict load into TE: ok"
 
+    attempt("PL501 keys of a TE state_dict (_extra_state)", extra_state_type, facts)
+    attempt("PL501 TE checkpoint into torch.nn, strict=True", lambda: load(plain_model(), te_state(), True), facts)
+    attempt("PL501 torch.nn checkpoint into TE, strict=True", lambda: load(te_model(), plain_model().state_dict(), True), facts)
+    attempt("PL501 torch.nn checkpoint into TE, strict=False", lambda: load(te_model(), plain_model().state_dict(), False), facts)
     attempt("PL501 TE checkpoint through torch.save/torch.load(weights_only=True)", torch_save_roundtrip, facts)
 
-    # MXFP8 and block scaling on Hopper; the default recipe; the default init.
+
+def facts_recipes(te, R, x, facts):
+    """Which recipes this GPU runs (TE's own checks), MXFP8 in autocast, the default recipe, init and legacy API."""
     attempt("MXFP8 te.is_mxfp8_available(return_reason=True)", lambda: list(te.is_mxfp8_available(return_reason=True)), facts)
     attempt("Float8BlockScaling te.is_fp8_block_scaling_available", lambda: list(te.is_fp8_block_scaling_available(return_reason=True)), facts)
     attempt("NVFP4 te.is_nvfp4_available", lambda: list(te.is_nvfp4_available(return_reason=True)), facts)
@@ -307,28 +304,37 @@ def cmd_facts(args):
             lin(x)
         return "ran"
 
-    attempt("MXFP8 te.autocast(recipe=MXFP8BlockScaling()) forward on this GPU", mxfp8_forward, facts)
-    attempt("default recipe te.get_default_recipe()", lambda: repr(te.get_default_recipe()), facts)
-
     def default_init():
         lin = te.Linear(4096, 4096)
         ln = te.LayerNorm(4096)
-        return {"te.Linear weight std": float(lin.weight.float().std()), "bias abs max": float(lin.bias.abs().max()),
+        return {"te.Linear weight std": float(lin.weight.detach().float().std()), "bias abs max": float(lin.bias.detach().abs().max()),
                 "weight device": str(lin.weight.device), "weight dtype": str(lin.weight.dtype),
-                "te.LayerNorm weight/bias": [float(ln.weight.mean()), float(ln.bias.abs().max())]}
-
-    attempt("init te.Linear(4096, 4096) defaults", default_init, facts)
+                "te.LayerNorm weight/bias": [float(ln.weight.detach().mean()), float(ln.bias.detach().abs().max())]}
 
     def legacy_api():
         import warnings
         lin = te.Linear(256, 256).cuda()
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
-            with te.fp8_autocast(enabled=True, fp8_recipe=delayed()):
+            with te.fp8_autocast(enabled=True, fp8_recipe=_delayed(R)):
                 lin(x)
         return [str(i.message)[:200] for i in w if issubclass(i.category, DeprecationWarning)]
 
+    attempt("MXFP8 te.autocast(recipe=MXFP8BlockScaling()) forward on this GPU", mxfp8_forward, facts)
+    attempt("default recipe te.get_default_recipe()", lambda: repr(te.get_default_recipe()), facts)
+    attempt("init te.Linear(4096, 4096) defaults", default_init, facts)
     attempt("legacy te.fp8_autocast warning", legacy_api, facts)
+
+
+def cmd_facts(args):
+    import transformer_engine.pytorch as te
+    from transformer_engine.common import recipe as R
+    facts = {"te": te_version(), "torch": torch.__version__}
+    x = torch.randn(64, 256, device="cuda", requires_grad=True)
+    facts_pl305(te, R, x, facts)
+    facts_pl110(te, R, facts)
+    facts_pl501(te, R, x, facts)
+    facts_recipes(te, R, x, facts)
     return facts
 
 
