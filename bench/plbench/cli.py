@@ -15,7 +15,6 @@ from .protocol import (BenchError, Emitter, EXIT_CANCELLED, EXIT_INTERNAL, EXIT_
 from . import backends as backend_specs
 
 BACKENDS = tuple(backend_specs.BACKENDS)
-FP8_BACKENDS = tuple(b for b in BACKENDS if b != "bf16")
 
 
 class _Parser(argparse.ArgumentParser):
