@@ -36,6 +36,8 @@ if (existsSync(webview)) {
 await Promise.all(entries.filter((e) => existsSync(e.entryPoints[0])).map((e) => esbuild.build({ ...common, ...e })));
 
 copyFileSync(join(root, 'node_modules/web-tree-sitter/web-tree-sitter.wasm'), join(out, 'web-tree-sitter.wasm'));
+// The runtime is loaded at run time, not bundled: a fresh copy of it is a fresh WASM instance (parser.ts, after a trap).
+copyFileSync(join(root, 'node_modules/web-tree-sitter/web-tree-sitter.cjs'), join(out, 'web-tree-sitter.cjs'));
 copyFileSync(join(root, 'node_modules/tree-sitter-python/tree-sitter-python.wasm'), join(out, 'tree-sitter-python.wasm'));
 const css = join(root, 'client/src/sidebar/webview');
 if (existsSync(css)) for (const f of readdirSync(css)) if (f.endsWith('.css')) copyFileSync(join(css, f), join(out, f));

@@ -12,7 +12,7 @@
 import { version as packageVersion } from '../../package.json';
 import { resolveSettings, type PrecisionLensSettings } from '../../common/settings';
 import type { Severity } from '../../common/codes';
-import { createPythonParser } from './parser';
+import { PythonParser } from './parser';
 import { analyseAll, type AnalysedFile } from './cli/analyze';
 import { parseArgs, USAGE, UsageError, type CliOptions } from './cli/args';
 import { collectInputs } from './cli/files';
@@ -118,7 +118,7 @@ async function run(options: CliOptions, io: Io): Promise<number> {
   if (errors.length && inputs.length === 0) return 2;
 
   const threads = options.fix || !canUseWorkers() ? 1 : threadCount(options.jobs, inputs);
-  const parser = await createPythonParser();
+  const parser = await PythonParser.create();
   try {
     let files = threads > 1
       ? await analyseParallel(parser, inputs, settings, {
@@ -126,12 +126,12 @@ async function run(options: CliOptions, io: Io): Promise<number> {
         wantFixability: options.command === 'check' && !options.fix, env,
       })
       : undefined;
-    files ??= analyseAll(parser, inputs, settings, {}, options.command !== 'inspect').files;
+    files ??= (await analyseAll(parser, inputs, settings, {}, options.command !== 'inspect')).files;
     let fixOutcome: Awaited<ReturnType<typeof fixFiles>> | undefined;
     if (options.fix) {
       // The project's folder: its fallback module lives there (created once), as in the editor's workspace folder.
       const projectRoot = project ? dirname(project.path) : commonFolder(options.paths, io.cwd);
-      fixOutcome = fixFiles(parser, files, settings, { write: !options.diff, unsafe: options.unsafeFixes, env, projectRoot });
+      fixOutcome = await fixFiles(parser, files, settings, { write: !options.diff, unsafe: options.unsafeFixes, env, projectRoot });
       files = fixOutcome.files;
     }
     let ioError = errors.length > 0;
@@ -169,7 +169,7 @@ async function run(options: CliOptions, io: Io): Promise<number> {
     if (ioError) return 2;
     return failing(files, options.failOn) ? 1 : 0;
   } finally {
-    parser.delete();
+    parser.dispose();
   }
 }
 

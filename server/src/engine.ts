@@ -25,7 +25,46 @@ export function skipReason(text: string, settings: PrecisionLensSettings): strin
   }
   // A NUL in the first 8 KB means a binary file named .py (the same heuristic git uses).
   if (text.slice(0, 8192).includes('\u0000')) return 'binary file: not analysed';
+  if (indentDeeperThan(text, MAX_INDENT_LEVELS)) return `indented more than ${MAX_INDENT_LEVELS} levels deep, which Python refuses: not analysed`;
   return undefined;
+}
+
+/**
+ * CPython's tokenizer refuses more than 100 indentation levels ("too many levels of indentation"). tree-sitter-python's
+ * scanner does not: at about 510 levels its indent stack overflows and corrupts the WASM instance. Such a file cannot
+ * run, so it is not parsed.
+ */
+export const MAX_INDENT_LEVELS = 100;
+
+/** Whether the indentation of `text`'s lines (blank and comment lines aside) nests more than `limit` levels. */
+export function indentDeeperThan(text: string, limit: number): boolean {
+  const stack: number[] = [0];
+  let start = 0;
+  while (start < text.length) {
+    let i = start;
+    let width = 0;
+    for (;; i++) {
+      const c = text.charCodeAt(i);
+      if (c === 32) width++;
+      else if (c === 9) width = (width >> 3 << 3) + 8;
+      else if (c === 12) width = 0;
+      else break;
+    }
+    const c = text.charCodeAt(i);
+    if (i < text.length && c !== 10 && c !== 13 && c !== 35) {
+      while (width < stack[stack.length - 1]) stack.pop();
+      if (width > stack[stack.length - 1]) {
+        stack.push(width);
+        if (stack.length - 1 > limit) return true;
+      }
+    }
+    const nl = text.indexOf('\n', i);
+    const cr = text.indexOf('\r', i);
+    const end = nl === -1 ? cr : cr === -1 ? nl : Math.min(nl, cr);
+    if (end === -1) break;
+    start = end + 1;
+  }
+  return false;
 }
 
 /**
@@ -82,22 +121,48 @@ export function analyzeText(parser: Parser, text: string, settings: PrecisionLen
   return { tree, ...analyzeParsed(tree, text, settings, workspace) };
 }
 
-/** Facts that only the set of files as a whole can tell (PL302 needs to know whether anything trains in FP8). */
-export function workspaceFactsOf(irs: Iterable<ModelIR>, base: WorkspaceFacts = {}): WorkspaceFacts {
+/** What one file contributes to the workspace facts (computed once per IR: the server merges them on every publish). */
+export interface FileFacts {
+  autocast: boolean;
+  compile: boolean;
+  training: boolean;
+  /** Modules this file imports -> the other stack it uses (empty when it uses none). */
+  stackImports: Record<string, string>;
+}
+
+const fileFactsCache = new WeakMap<ModelIR, FileFacts>();
+
+export function fileFactsOf(ir: ModelIR): FileFacts {
+  let facts = fileFactsCache.get(ir);
+  if (facts) return facts;
+  const stack = otherStackOf(ir);
+  const stackImports: Record<string, string> = {};
+  if (stack) for (const mod of importedModules(ir)) stackImports[mod] ??= stack;
+  facts = { autocast: hasAutocast(ir), compile: ir.calls.some((c) => c.kind === 'compile'), training: trains(ir), stackImports };
+  fileFactsCache.set(ir, facts);
+  return facts;
+}
+
+/** The workspace facts of a set of files, from their shares. */
+export function mergeFileFacts(files: Iterable<FileFacts>, base: WorkspaceFacts = {}): WorkspaceFacts {
   let anyAutocastRegion = false;
   let anyCompile = false;
   let anyTraining = false;
   const stackImports: Record<string, string> = {};
-  for (const ir of irs) {
-    const stack = otherStackOf(ir);
-    if (stack) for (const mod of importedModules(ir)) stackImports[mod] ??= stack;
-    if (hasAutocast(ir)) anyAutocastRegion = true;
-    if (ir.calls.some((c) => c.kind === 'compile')) anyCompile = true;
-    if (trains(ir)) anyTraining = true;
+  for (const f of files) {
+    for (const [mod, stack] of Object.entries(f.stackImports)) stackImports[mod] ??= stack;
+    anyAutocastRegion ||= f.autocast;
+    anyCompile ||= f.compile;
+    anyTraining ||= f.training;
   }
   const facts: WorkspaceFacts = { ...base, anyAutocastRegion, anyCompile, anyTraining };
   if (Object.keys(stackImports).length) facts.stackImports = { ...base.stackImports, ...stackImports };
   return facts;
+}
+
+/** Facts that only the set of files as a whole can tell (PL302 needs to know whether anything trains in FP8). */
+export function workspaceFactsOf(irs: Iterable<ModelIR>, base: WorkspaceFacts = {}): WorkspaceFacts {
+  return mergeFileFacts([...irs].map(fileFactsOf), base);
 }
 
 /** Every module a file imports, with its dotted prefixes (`from pkg.model import GPT` -> pkg, pkg.model, pkg.model.GPT). */

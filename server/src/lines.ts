@@ -3,11 +3,28 @@
  * fixes' statement scanner and incremental parsing all use it).
  */
 
-/** Offsets at which each line starts. */
+/**
+ * Offsets at which each line starts, by Python's (and LSP's) rules: a line ends at \n, \r\n or a lone \r.
+ */
 export function lineStartsOf(text: string): number[] {
   const starts = [0];
-  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) starts.push(i + 1);
+  if (text.indexOf('\r') === -1) {
+    for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) starts.push(i + 1);
+    return starts;
+  }
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 10 || (c === 13 && text.charCodeAt(i + 1) !== 10)) starts.push(i + 1);
+  }
   return starts;
+}
+
+/**
+ * The text the parser and the analysis read: a lone \r (old Mac line ending, which Python accepts) becomes \n, so
+ * tree-sitter sees the same lines as Python. Same length, so every offset is the same in both texts.
+ */
+export function pythonSource(text: string): string {
+  return text.indexOf('\r') === -1 ? text : text.replace(/\r(?!\n)/g, '\n');
 }
 
 /** The 0-based line containing `offset` (binary search over a line table). */

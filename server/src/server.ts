@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import {
   CodeActionKind, createConnection, MarkupKind, ProposedFeatures, TextDocumentSyncKind,
-  type CodeAction, type CodeActionParams, type Diagnostic, type Hover, type HoverParams, type InitializeResult, type Position,
+  type CodeAction, type CodeActionParams, type Diagnostic, type Hover, type HoverParams, type InitializeResult,
 } from 'vscode-languageserver/node';
 import { TextDocument } from 'vscode-languageserver-textdocument';
 import { SOURCE } from '../../common/codes';
@@ -16,18 +16,29 @@ import { resolveSettings, SETTINGS_SECTION, type PrecisionLensSettings } from '.
 import { clearProjectConfigCache, findProjectConfig, overlaySettings } from './config';
 import { locateFallbackModule } from './fallback-location';
 import { fixOutcome, sourceFixOutcome, type FallbackModule } from './fixes';
-import { factsForFile, workspaceFactsOf } from './engine';
+import { factsForFile, fileFactsOf, mergeFileFacts } from './engine';
 import { hoverMarkdown } from './hover';
 import { explainRefusalAction, findingToDiagnostic, fixToCodeAction, refusedToCodeAction, REWRITE_KIND, SOURCE_KIND, spanToRange, type DiagnosticData } from './lsp-convert';
-import { createPythonParser } from './parser';
+import { PythonParser } from './parser';
 import type { WorkspaceFacts } from './rules/types';
-import { AnalysisSession, type DocumentState } from './session';
+import { AnalysisSession } from './session';
+import { changeOffsets, isEnvironment, offsetAt } from './sync';
+import { FrameGuard } from './framing';
 import { scanWorkspace, type ScanResult } from './workspace-scan';
 
 const DEBOUNCE_MS = 120;
 
-const connection = createConnection(ProposedFeatures.all);
+/** Over stdio, frames pass a guard first (framing.ts); over IPC (VS Code) there is no framing to go wrong. */
+function connect(): ReturnType<typeof createConnection> {
+  if (!process.argv.includes('--stdio')) return createConnection(ProposedFeatures.all);
+  const guard = new FrameGuard((what) => process.stderr.write(`precision-lens: dropped ${what} from the client\n`));
+  process.stdin.pipe(guard);
+  return createConnection(ProposedFeatures.all, guard, process.stdout);
+}
+
+const connection = connect();
 let session: AnalysisSession | undefined;
+let parser: PythonParser | undefined;
 const settingsCache = new Map<string, Promise<PrecisionLensSettings>>();
 const timers = new Map<string, NodeJS.Timeout>();
 let workspaceRoots: string[] = [];
@@ -85,8 +96,9 @@ function uriPath(uri: string): string {
 
 /** What the workspace as a whole says; PL302 stays quiet (undefined) until the scan has proven there is no autocast. */
 function workspaceFacts(): WorkspaceFacts {
-  // The open documents' facts as the CLI derives them from its inputs, then what the scan found in the others.
-  const open = workspaceFactsOf([...(session?.all() ?? [])].flatMap((d) => (d.analysis ? [d.analysis.ir] : [])));
+  // The open documents' facts as the CLI derives them from its inputs (each IR's share computed once), then what the
+  // scan found in the others.
+  const open = mergeFileFacts([...(session?.all() ?? [])].flatMap((d) => (d.analysis ? [fileFactsOf(d.analysis.ir)] : [])));
   const stackImports = { ...open.stackImports };
   for (const [file, mods] of scan?.stackFiles ?? []) for (const mod of mods) stackImports[mod] ??= `the FP8 conversion or quantization in ${basename(file)}`;
   const scanned = scan && !scan.truncated;
@@ -99,25 +111,40 @@ function workspaceFacts(): WorkspaceFacts {
   };
 }
 
-function offsetAt(state: DocumentState, position: Position): number {
-  const lineStart = state.lineStarts[Math.min(position.line, state.lineStarts.length - 1)] ?? 0;
-  const lineEnd = position.line + 1 < state.lineStarts.length ? state.lineStarts[position.line + 1] - 1 : state.text.length;
-  return position.line >= state.lineStarts.length ? state.text.length : Math.min(lineStart + position.character, lineEnd);
-}
+/** The workspace facts the documents were last analysed with: when they change, every document's rules re-run. */
+let lastFactsKey = '';
 
 async function publish(uri: string): Promise<void> {
   if (!session?.get(uri)) return;
   const settings = await settingsFor(uri);
   const facts = workspaceFacts();
-  const before = JSON.stringify(facts);
+  lastFactsKey ||= JSON.stringify(facts);
   const analysis = session.analyze(uri, settings, factsForFile(facts, uriPath(uri)));
   const state = session.get(uri);
   if (!analysis || !state) return;
+  if (parser?.needsRenewal) renewParser();
   const diagnostics: Diagnostic[] = analysis.findings.map((f, i) => findingToDiagnostic(f, i, analysis.version, relatedInformation ? uri : undefined));
-  void connection.sendDiagnostics({ uri, version: analysis.version, diagnostics });
-  status({ state: 'ready', message: analysis.skipped ?? `${diagnostics.length} finding${diagnostics.length === 1 ? '' : 's'}`, lastAnalysisMs: analysis.ms });
-  // A document that gained or lost an autocast region changes what other documents may be told (PL302).
-  if (JSON.stringify(workspaceFacts()) !== before) reanalyzeAll(uri);
+  // Publish only what changed: the same version with the same diagnostics is not sent again.
+  const key = `${analysis.version}\u0000${JSON.stringify(diagnostics)}`;
+  if (state.published !== key) {
+    state.published = key;
+    void connection.sendDiagnostics({ uri, version: analysis.version, diagnostics });
+    const note = analysis.skipped ?? analysis.ir.incomplete;
+    status({ state: 'ready', message: note ?? `${diagnostics.length} finding${diagnostics.length === 1 ? '' : 's'}`, lastAnalysisMs: analysis.ms });
+  }
+  reanalyzeIfFactsChanged();
+}
+
+/**
+ * A document that gained or lost an autocast region (or a training step...) changes what every document may be told
+ * (PL302): re-run the rules everywhere, once per change of the merged facts. Documents whose own facts did not change
+ * keep their findings (the session compares what their rules read) and publish nothing, so this converges.
+ */
+function reanalyzeIfFactsChanged(): void {
+  const factsKey = JSON.stringify(workspaceFacts());
+  if (factsKey === lastFactsKey) return;
+  lastFactsKey = factsKey;
+  reanalyzeAll();
 }
 
 function schedule(uri: string, delay = DEBOUNCE_MS): void {
@@ -128,13 +155,25 @@ function schedule(uri: string, delay = DEBOUNCE_MS): void {
   }, delay));
 }
 
-function reanalyzeAll(except?: string): void {
-  session?.invalidate();
-  for (const doc of session?.all() ?? []) if (doc.uri !== except) schedule(doc.uri, 0);
+/** Brings every open document up to date (each re-runs only what its changed inputs need). */
+function reanalyzeAll(): void {
+  for (const doc of session?.all() ?? []) schedule(doc.uri, 0);
+}
+
+/** After a parser trap: load a fresh WASM runtime, then re-analyse the documents (their trees went with the old one). */
+let renewing: Promise<void> | undefined;
+function renewParser(): void {
+  if (renewing || !parser) return;
+  log(`the parser trapped (${parser.traps} so far): loading a fresh WASM runtime`);
+  renewing = parser.renew().then(() => { renewing = undefined; reanalyzeAll(); }, (e) => {
+    renewing = undefined;
+    status({ state: 'error', message: `the parser could not be reloaded: ${String(e)}` });
+  });
 }
 
 connection.onInitialize(async (params): Promise<InitializeResult> => {
-  session = new AnalysisSession(await createPythonParser());
+  parser = await PythonParser.create();
+  session = new AnalysisSession(parser);
   canAskConfiguration = !!params.capabilities.workspace?.configuration;
   relatedInformation = !!params.capabilities.textDocument?.publishDiagnostics?.relatedInformation;
   disabledActions = !!params.capabilities.textDocument?.codeAction?.disabledSupport;
@@ -178,7 +217,12 @@ connection.onDidChangeWatchedFiles(({ changes }) => {
   reanalyzeAll();
 });
 
-connection.onNotification(EnvironmentNotification, (params: EnvironmentParams) => {
+connection.onNotification(EnvironmentNotification, (params: unknown) => {
+  // A malformed notification is refused and the environment kept: it must not switch analysis off.
+  if (!isEnvironment(params)) {
+    log(`ignored a ${EnvironmentNotification} notification with invalid parameters: ${JSON.stringify(params)}`);
+    return;
+  }
   environment = params;
   log(`environment: Transformer Engine ${params.teVersion ?? 'not found'} (${params.pythonPath ?? 'no interpreter'})`);
   reanalyzeAll();
@@ -193,13 +237,9 @@ connection.onDidChangeTextDocument(({ textDocument, contentChanges }) => {
   const state = session?.get(textDocument.uri);
   if (!state) return;
   // Offsets are computed change by change: each range refers to the text after the previous change.
-  for (const change of contentChanges) {
-    if ('range' in change) {
-      session!.change(state.uri, [{ startOffset: offsetAt(state, change.range.start), endOffset: offsetAt(state, change.range.end), text: change.text }], textDocument.version);
-    } else {
-      session!.change(state.uri, [{ text: change.text }], textDocument.version);
-    }
-  }
+  const wasDesynced = state.desynced;
+  for (const change of contentChanges) session!.change(state.uri, [changeOffsets(state, change)], textDocument.version);
+  if (state.desynced && !wasDesynced) log(`${textDocument.uri}: ${state.desynced}`);
   schedule(textDocument.uri);
 });
 
@@ -209,6 +249,8 @@ connection.onDidCloseTextDocument(({ textDocument }) => {
   session?.close(textDocument.uri);
   settingsCache.delete(textDocument.uri);
   void connection.sendDiagnostics({ uri: textDocument.uri, diagnostics: [] });
+  // The facts of the closed document leave the workspace's.
+  reanalyzeIfFactsChanged();
 });
 
 /**
@@ -276,13 +318,16 @@ connection.onHover(async (params: HoverParams, token): Promise<Hover | null> => 
   const state = session.get(uri)!;
   if (!analysis || analysis.skipped) return null;
   const env = { teVersion: environment.teVersion, otherStack: facts.otherStack, fallbackModule: fallbackModuleFor(uri, state.text, settings) };
-  const card = hoverMarkdown(state.text, analysis.ir, analysis.findings, offsetAt(state, params.position), settings, env);
+  const at = offsetAt(state, params.position);
+  if (at === undefined) return null;
+  const card = hoverMarkdown(state.text, analysis.ir, analysis.findings, at, settings, env);
   return card ? { contents: { kind: MarkupKind.Markdown, value: card.markdown }, range: spanToRange(card.finding.span) } : null;
 });
 
 connection.onShutdown(() => {
   for (const t of timers.values()) clearTimeout(t);
   session?.dispose();
+  parser?.dispose();
 });
 
 connection.listen();

@@ -1,14 +1,19 @@
 /**
  * Per-document analysis state for the language server: text, version, the tree-sitter tree (edited incrementally)
  * and the last analysis. Knows nothing about the LSP connection, so it is tested directly.
+ *
+ * The model IR of a document depends on its text only; its findings depend on the IR, the settings and the workspace
+ * facts. The two are kept apart: a change of settings or of the workspace facts re-runs only the rules (and only on
+ * documents whose inputs changed), never the parse or the IR.
  */
 import type { PrecisionLensSettings } from '../../common/settings';
 import { AnalysisCache } from './analysis';
 import { fileURLToPath } from 'node:url';
-import { analyzeParsed, emptyIR, skipReason, type DocumentAnalysis } from './engine';
+import { analyzeParsed, emptyIR, findingsOf, skipReason, type DocumentAnalysis } from './engine';
 import { dimsForFile } from './workspace-dims';
-import { editTree, lineStartsOf, reparse, type TextChange } from './incremental';
-import type { Parser, Tree } from './parser';
+import { editTree, lineStartsOf, type TextChange } from './incremental';
+import { pythonSource } from './lines';
+import { isWasmTrap, ParserTrap, type PythonParser, type Tree } from './parser';
 import type { WorkspaceFacts } from './rules/types';
 
 export interface DocumentState {
@@ -22,12 +27,23 @@ export interface DocumentState {
   /** Per-statement memo of the analysis, so re-analysis after an edit redoes only the edited statements. */
   cache: AnalysisCache;
   analysis?: DocumentAnalysis & { version: number; skipped?: string; ms: number };
+  /** The IR's version and the settings + facts the findings were computed with (what decides re-running the rules). */
+  irVersion?: number;
+  irKey?: string;
+  rulesKey?: string;
+  /** Set when the editor sent a change that cannot be applied exactly: the text is no longer the editor's. */
+  desynced?: string;
+  /** What the server last published for this document (so that an unchanged result is not published again). */
+  published?: string;
 }
+
+/** A text change whose offsets come from LSP positions, with whether those positions were valid. */
+export type SessionChange = (TextChange & { invalid?: string }) | { text: string };
 
 export class AnalysisSession {
   private readonly docs = new Map<string, DocumentState>();
 
-  constructor(private readonly parser: Parser) {}
+  constructor(private readonly parser: PythonParser) {}
 
   get size(): number {
     return this.docs.size;
@@ -50,20 +66,30 @@ export class AnalysisSession {
 
   /**
    * Applies LSP content changes in order. Each range change edits the tree (cheap) so the next parse is
-   * incremental; a whole-document change drops the tree.
+   * incremental; a whole-document change drops the tree and ends a desync. A change with an invalid range (reversed,
+   * negative, past the end) is not guessed at: the document is marked desynced until the editor sends the whole text.
    */
-  change(uri: string, changes: readonly (TextChange | { text: string })[], version: number): DocumentState | undefined {
+  change(uri: string, changes: readonly SessionChange[], version: number): DocumentState | undefined {
     const state = this.docs.get(uri);
     if (!state) return undefined;
     for (const change of changes) {
-      if ('startOffset' in change) {
-        state.text = state.tree
-          ? editTree(state.tree, state.text, state.lineStarts, change)
-          : state.text.slice(0, change.startOffset) + change.text + state.text.slice(change.endOffset);
-      } else {
+      if (!('startOffset' in change)) {
         state.text = change.text;
-        state.tree?.delete();
-        state.tree = null;
+        this.dropTree(state);
+        state.desynced = undefined;
+      } else if (state.desynced) {
+        continue;
+      } else if (change.invalid) {
+        state.desynced = change.invalid;
+        this.dropTree(state);
+        state.cache.clear();
+        continue;
+      } else if (state.tree && this.parser.owns(state.tree) && !state.text.includes('\r') && !change.text.includes('\r')) {
+        state.text = editTree(state.tree, state.text, state.lineStarts, change);
+      } else {
+        // Line endings with \r can change meaning outside the edited range (\r\n split or joined): parse afresh.
+        state.text = state.text.slice(0, change.startOffset) + change.text + state.text.slice(change.endOffset);
+        this.dropTree(state);
       }
       state.lineStarts = lineStartsOf(state.text);
     }
@@ -72,42 +98,74 @@ export class AnalysisSession {
     return state;
   }
 
-  /** Forgets analyses (not trees) after a settings or workspace change, so the next analyze re-runs the rules. */
-  invalidate(): void {
-    for (const state of this.docs.values()) state.analysis = undefined;
-  }
-
   close(uri: string): void {
     const state = this.docs.get(uri);
-    state?.tree?.delete();
-    state?.cache.clear();
+    if (!state) return;
+    this.dropTree(state);
+    state.cache.clear();
+    state.analysis = undefined;
     this.docs.delete(uri);
   }
 
-  /** Brings the analysis up to the current version (re-parsing incrementally) and returns it. */
+  private dropTree(state: DocumentState): void {
+    this.parser.release(state.tree);
+    state.tree = null;
+  }
+
+  /**
+   * Brings the analysis up to the current version and returns it: the parse and the IR when the text changed, the
+   * rules when the IR, the settings or the workspace facts changed, nothing otherwise.
+   */
   analyze(uri: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts): DocumentState['analysis'] {
     const state = this.docs.get(uri);
     if (!state) return undefined;
-    if (!state.stale && state.analysis?.version === state.version) return state.analysis;
-    const started = performance.now();
-    const skipped = skipReason(state.text, settings);
-    if (skipped) {
-      state.cache.clear();
-      state.tree?.delete();
-      state.tree = null;
-      state.stale = false;
-      state.analysis = { ir: emptyIR(), findings: [], version: state.version, skipped, ms: 0 };
+    const rulesKey = JSON.stringify([settings, workspace]);
+    // What the IR reads besides the text: the declared dimensions (settings, pyproject.toml) and the size limit.
+    const path = state.uri.startsWith('file:') ? fileURLToPath(state.uri) : undefined;
+    const dims = dimsForFile(settings, path);
+    const irKey = JSON.stringify([dims ?? null, settings.maxFileSize]);
+    const current = state.analysis;
+    if (current && !state.stale && state.irVersion === state.version && state.irKey === irKey) {
+      if (state.rulesKey === rulesKey || current.skipped) return current;
+      const started = performance.now();
+      state.rulesKey = rulesKey;
+      state.analysis = { ...current, findings: findingsOf(current.ir, pythonSource(state.text), settings, workspace), ms: performance.now() - started };
       return state.analysis;
     }
-    if (state.stale || !state.tree) {
-      state.tree = state.tree ? reparse(this.parser, state.text, state.tree) : this.parser.parse(state.text);
+    const started = performance.now();
+    const skipped = state.desynced ?? skipReason(state.text, settings);
+    const done = (analysis: DocumentAnalysis, skip?: string): DocumentState['analysis'] => {
       state.stale = false;
+      state.irVersion = state.version;
+      state.irKey = irKey;
+      state.rulesKey = rulesKey;
+      state.analysis = { ...analysis, version: state.version, ms: performance.now() - started, ...(skip ? { skipped: skip } : {}) };
+      return state.analysis;
+    };
+    if (skipped) {
+      state.cache.clear();
+      this.dropTree(state);
+      return done({ ir: emptyIR(), findings: [] }, skipped);
     }
-    const tree = state.tree;
-    const path = state.uri.startsWith('file:') ? fileURLToPath(state.uri) : undefined;
-    const result = tree ? analyzeParsed(tree, state.text, settings, workspace, state.cache, dimsForFile(settings, path)) : { ir: emptyIR(), findings: [] };
-    state.analysis = { ...result, version: state.version, ms: performance.now() - started };
-    return state.analysis;
+    const source = pythonSource(state.text);
+    try {
+      if (this.parser.needsRenewal) throw new ParserTrap(new Error('the parser is being reloaded'));
+      if (state.stale || !this.parser.owns(state.tree)) state.tree = this.parser.parse(source, state.tree);
+      if (!state.tree) return done({ ir: emptyIR(), findings: [] }, 'the parser gave no tree: not analysed');
+      try {
+        return done(analyzeParsed(state.tree, source, settings, workspace, state.cache, dims));
+      } catch (e) {
+        // A trap while reading the tree corrupts the runtime as much as one while parsing.
+        if (!isWasmTrap(e)) throw e;
+        this.parser.retire(e);
+        throw new ParserTrap(e);
+      }
+    } catch (e) {
+      if (!(e instanceof ParserTrap)) throw e;
+      // The runtime is retired: every document's tree belonged to it. Forget them without touching the old instance.
+      for (const doc of this.docs.values()) { doc.tree = null; doc.cache.clear(); }
+      return done({ ir: emptyIR(), findings: [] }, e.message);
+    }
   }
 
   dispose(): void {

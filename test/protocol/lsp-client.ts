@@ -26,6 +26,8 @@ export class TestClient {
   private waiters: Array<() => void> = [];
   readonly notifications: Array<{ method: string; params: unknown }> = [];
   stderr = '';
+  /** How many publishDiagnostics notifications arrived (for settle tests). */
+  publishCount = 0;
 
   constructor(configuration: Record<string, unknown> = {}) {
     this.child = spawn(process.execPath, [join(ROOT, 'out', 'server.js'), '--stdio'], { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -33,6 +35,7 @@ export class TestClient {
     this.connection = createMessageConnection(new StreamMessageReader(this.child.stdout!), new StreamMessageWriter(this.child.stdin!));
     this.connection.onNotification('textDocument/publishDiagnostics', (p: PublishedDiagnostics) => {
       this.latest.set(p.uri, p);
+      this.publishCount++;
       this.wake();
     });
     this.connection.onNotification((method: string, params: unknown) => {

@@ -1,7 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { resolveSettings } from '../../common/settings';
 import { lineStartsOf, pointAt } from '../../server/src/incremental';
-import { createPythonParser, type Parser } from '../../server/src/parser';
+import { createPythonParser, PythonParser, type Parser } from '../../server/src/parser';
 import { AnalysisSession } from '../../server/src/session';
 
 const SOURCE = `import torch.nn as nn
@@ -21,8 +21,10 @@ function prng(seed: number): () => number {
 
 describe('incremental parsing (AnalysisSession)', () => {
   let parser: Parser;
+  let host: PythonParser;
   before(async () => {
     parser = await createPythonParser();
+    host = await PythonParser.create();
   });
 
   it('pointAt maps offsets to rows and UTF-16 columns', () => {
@@ -35,7 +37,7 @@ describe('incremental parsing (AnalysisSession)', () => {
   });
 
   it('gives the same tree as a fresh parse after random edits, including multi-line and non-ASCII ones', () => {
-    const session = new AnalysisSession(parser);
+    const session = new AnalysisSession(host);
     const settings = resolveSettings({});
     session.open('u', SOURCE, 1);
     session.analyze('u', settings, {});
@@ -61,7 +63,7 @@ describe('incremental parsing (AnalysisSession)', () => {
   });
 
   it('caches the analysis per version and frees the tree on close', () => {
-    const session = new AnalysisSession(parser);
+    const session = new AnalysisSession(host);
     const settings = resolveSettings({});
     session.open('u', SOURCE, 1);
     const a = session.analyze('u', settings, {});
@@ -74,7 +76,7 @@ describe('incremental parsing (AnalysisSession)', () => {
   });
 
   it('skips binary and oversized documents with a reason instead of parsing them', () => {
-    const session = new AnalysisSession(parser);
+    const session = new AnalysisSession(host);
     session.open('bin', 'import torch\u0000garbage', 1);
     assert.match(session.analyze('bin', resolveSettings({}), {})!.skipped!, /binary/);
     session.open('big', 'x = 1\n'.repeat(100), 1);

@@ -3,6 +3,7 @@
  * subclass's forward, the norm's axis / weight / bias / (1+w) offset, the parallel layout)? `fails`: no; `guarded`:
  * it depends on run time (then the reason says what to do); `ok`: yes. One function per rule of thumb.
  */
+import type { Evaluator } from './dims';
 import type { Check, Fact } from './checks';
 import { attrUses, optionValue, unitOffset, weightUse } from './checks-uses';
 
@@ -294,6 +295,21 @@ const reparametrisingWrapper: Check = {
 };
 
 const TE_ISINSTANCE = /\bisinstance\s*\([^,()]+,\s*\(?[^()]*\b(te|transformer_engine|te_pytorch)(\.pytorch)?\.[A-Z]\w*/;
+const SCRIPT_METHOD = /@\s*(torch\.)?jit\.script_method\b/;
+
+/**
+ * Whether `re` matches the source between two offsets, tested once per function or class and analysis: every layer
+ * of a 10,000-layer class asks about the same class (a scan per layer made the analysis quadratic in the class).
+ */
+const spanTests = new WeakMap<Evaluator, Map<string, boolean>>();
+function spanMatches(ev: Evaluator, re: RegExp, start: number, end: number): boolean {
+  let memo = spanTests.get(ev);
+  if (!memo) spanTests.set(ev, (memo = new Map()));
+  const key = `${re.source.length}:${start}:${end}`;
+  let hit = memo.get(key);
+  if (hit === undefined) memo.set(key, (hit = re.test(ev.source().slice(start, end))));
+  return hit;
+}
 
 // Built in a function that tests for TE modules (`if isinstance(module, te.Linear): new = nn.Linear(...)`): a
 // deliberate torch.nn copy, as when converting a TE model back to torch.nn (accelerate's convert_model).
@@ -301,7 +317,7 @@ const teToTorchCopy: Check = {
   name: 'te-to-torch-copy', facet: 'structure',
   run({ rec, ev, sofar }) {
     const fn = rec.scope.fn;
-    if (!fn || sofar === 'fails' || !TE_ISINSTANCE.test(ev.source().slice(fn.start, fn.end))) return undefined;
+    if (!fn || sofar === 'fails' || !spanMatches(ev, TE_ISINSTANCE, fn.start, fn.end)) return undefined;
     return fails(`It is built in ${fn.name}(), which tests for Transformer Engine modules (isinstance(..., te.*)): a deliberate torch.nn layer (converting TE modules back to torch.nn), so it stays as it is.`);
   },
 };
@@ -313,7 +329,7 @@ const torchScript: Check = {
     const owner = rec.scope.cls;
     if (!owner || sofar !== 'ok') return undefined;
     const scripted = owner.info.resolvedBases.some((b) => /(^|\.)ScriptModule$/.test(b))
-      || /@\s*(torch\.)?jit\.script_method\b/.test(ev.source().slice(owner.rec.start, owner.rec.end));
+      || spanMatches(ev, SCRIPT_METHOD, owner.rec.start, owner.rec.end);
     if (!scripted) return undefined;
     return guarded(`${owner.info.name} is a TorchScript module (torch.jit.ScriptModule / script_method): Transformer Engine modules cannot be scripted, so convert only after moving it to eager mode.`);
   },

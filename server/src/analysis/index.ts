@@ -1,8 +1,9 @@
 /**
  * The analysis engine: a web-tree-sitter tree of a Python file in, the model IR out. Pure: no LSP, no VS Code, no I/O.
- * Never throws: broken or binary input gives what can be analysed soundly, with hasSyntaxErrors set.
+ * Never throws on its input: broken or binary input gives what can be analysed soundly, with hasSyntaxErrors set (only
+ * a WASM trap of the parser runtime is rethrown, for the caller to retire it).
  */
-import type { Tree } from '../parser';
+import { isWasmTrap, type Tree } from '../parser';
 import type { ExternalDims, ModelIR } from './ir';
 import { collectAutocast, collectAutocastContexts } from './autocast';
 import { collectCalls, collectTies, keepFp32Modules, tiedKeys } from './calls';
@@ -57,6 +58,8 @@ export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache, opt
     return analyze(nodes, text, hasErrors, cache, options.dims);
   } catch (err) {
     cache?.clear();
+    // A WASM trap is the parser runtime's failure, not this file's: the caller must retire the runtime.
+    if (isWasmTrap(err)) throw err;
     // Best effort: an internal failure on odd input must not take the server down.
     const ir = emptyIR(true);
     ir.analysisError = err instanceof Error ? err.message : String(err);

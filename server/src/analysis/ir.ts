@@ -347,4 +347,6 @@ export interface ModelIR {
   hasSyntaxErrors: boolean;
   /** Set when the analysis itself failed on this input (the IR is then empty); never thrown. */
   analysisError?: string;
+  /** Set when the analysis stopped at its work budget: the IR holds what was found up to there, and this says so. */
+  incomplete?: string;
 }

@@ -40,6 +40,8 @@ const ROUTER_NAME = /^(gate|router|gating|wg|w_gate|switch|gate_proj_router|rout
 /** Sets role, roleReasons and tied on every layer. */
 export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
   const { src } = ctx;
+  /** Per owner class: whether it selects (topk, gumbel_softmax) at all, scanned once, not once per layer. */
+  const selecting = new Map<string, boolean>();
 
   // Vocabulary sizes known from embeddings.
   const vocabValues = new Set<number>();
@@ -251,7 +253,9 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     const cm = ctx.classes.get(owner);
     if (!cm) return undefined;
     const text = src.slice(cm.rec.start, cm.rec.end);
-    if (!SELECTION.test(text)) return undefined;
+    let selects = selecting.get(owner);
+    if (selects === undefined) selecting.set(owner, (selects = SELECTION.test(text)));
+    if (!selects) return undefined;
     const names = [...text.matchAll(new RegExp(String.raw`(\w+)\s*=\s*(?:[\w.]+\()?\s*self\.${attr}\s*\(`, 'g'))].map((m) => m[1]);
     for (const n of [...names, `self\\.${attr}\\s*\\([^)]*\\)`]) {
       const m = new RegExp(String.raw`\b(topk|gumbel_softmax)\s*\(\s*(?:\w+\.)*(?:softmax\s*\(\s*)?${n}(?!\w)|\b${n}(?:\.\w+\([^()]*\))*\s*\.\s*(topk)\s*\(`).exec(text);

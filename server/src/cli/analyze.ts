@@ -8,7 +8,8 @@ import { analyzeTree, emptyIR } from '../analysis';
 import { dimsForFile } from '../workspace-dims';
 import type { ModelIR } from '../analysis/ir';
 import { factsForFile, findingsOf, inScope, mayHaveFindings, skipReason, workspaceFactsOf } from '../engine';
-import type { Parser } from '../parser';
+import { isWasmTrap, ParserTrap, type PythonParser } from '../parser';
+import { pythonSource } from '../lines';
 import type { Finding, WorkspaceFacts } from '../rules/types';
 import type { InputFile } from './files';
 
@@ -64,23 +65,37 @@ export function readInput(input: InputFile, settings: PrecisionLensSettings): An
  * Pass 1 for one file: parse and build the IR; the tree is deleted before returning. With `findingsOnly` (check,
  * --fix: only findings are wanted), a file that cannot have any gets an empty IR without being parsed.
  */
-export function buildIR(parser: Parser, file: AnalysedFile, findingsOnly = false, settings?: PrecisionLensSettings): void {
+export async function buildIR(parser: PythonParser, file: AnalysedFile, findingsOnly = false, settings?: PrecisionLensSettings): Promise<void> {
   if (file.skipped || file.error) return;
   if (findingsOnly && !mayHaveFindings(file.text)) {
     file.ir = emptyIR();
     return;
   }
-  const tree = parser.parse(file.text);
+  // A WASM trap on an earlier file retired the runtime: this file gets a fresh one.
+  await parser.renew();
+  const source = pythonSource(file.text);
+  let tree;
+  try {
+    tree = parser.parse(source);
+  } catch (e) {
+    // Only this file fails: it is reported as not analysed and the run goes on.
+    if (!(e instanceof ParserTrap)) throw e;
+    file.skipped = e.message;
+    return;
+  }
   if (!tree) {
     file.error = 'the parser gave no tree';
     return;
   }
   try {
-    file.ir = analyzeTree(tree, file.text, undefined, { dims: settings ? dimsForFile(settings, file.input.absolute) : undefined });
+    file.ir = analyzeTree(tree, source, undefined, { dims: settings ? dimsForFile(settings, file.input.absolute) : undefined });
   } catch (e) {
-    file.error = `analysis failed: ${(e as Error).message}`;
+    if (isWasmTrap(e)) {
+      parser.retire(e);
+      file.skipped = new ParserTrap(e).message;
+    } else file.error = `analysis failed: ${(e as Error).message}`;
   } finally {
-    tree.delete();
+    parser.release(tree);
   }
 }
 
@@ -90,7 +105,7 @@ export function runFileRules(file: AnalysedFile, settings: PrecisionLensSettings
   const ir = file.ir;
   if (!ir || !inScope(ir)) return;
   try {
-    file.findings = findingsOf(ir, file.text, settings, factsForFile(workspace, file.input.absolute));
+    file.findings = findingsOf(ir, pythonSource(file.text), settings, factsForFile(workspace, file.input.absolute));
   } catch (e) {
     file.error = `rules failed: ${(e as Error).message}`;
   }
@@ -101,12 +116,13 @@ export function factsOf(files: readonly AnalysedFile[], base: WorkspaceFacts = {
 }
 
 /** Both passes over every input. */
-export function analyseAll(parser: Parser, inputs: readonly InputFile[], settings: PrecisionLensSettings, base: WorkspaceFacts = {}, findingsOnly = false): { files: AnalysedFile[]; workspace: WorkspaceFacts } {
-  const files = inputs.map((input) => {
+export async function analyseAll(parser: PythonParser, inputs: readonly InputFile[], settings: PrecisionLensSettings, base: WorkspaceFacts = {}, findingsOnly = false): Promise<{ files: AnalysedFile[]; workspace: WorkspaceFacts }> {
+  const files: AnalysedFile[] = [];
+  for (const input of inputs) {
     const file = readInput(input, settings);
-    buildIR(parser, file, findingsOnly, settings);
-    return file;
-  });
+    await buildIR(parser, file, findingsOnly, settings);
+    files.push(file);
+  }
   const workspace = factsOf(files, base);
   for (const file of files) runFileRules(file, settings, workspace);
   return { files, workspace };

@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import type { RuleCode } from '../../../common/codes';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { applyEdits, combineFixes, fixesForFinding, sourceFixes, type Fix, type FixEnv } from '../fixes';
-import type { Parser } from '../parser';
+import type { PythonParser } from '../parser';
 import type { ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { locateFallbackModule } from '../fallback-location';
@@ -164,7 +164,7 @@ export function writeAtomically(target: string, text: string): void {
   }
 }
 
-export function fixFiles(parser: Parser, files: AnalysedFile[], settings: PrecisionLensSettings, opts: FixMode): FixOutcome {
+export async function fixFiles(parser: PythonParser, files: AnalysedFile[], settings: PrecisionLensSettings, opts: FixMode): Promise<FixOutcome> {
   const outcome: FixOutcome = { files, diff: '', changedFiles: 0, appliedFixes: 0, applied: [], errors: [] };
   let workspace = factsOf(files);
   /** Files this run created (the fallback module), or would create with --diff. */
@@ -201,7 +201,7 @@ export function fixFiles(parser: Parser, files: AnalysedFile[], settings: Precis
         }
       }
       file.text = next;
-      buildIR(parser, file, true, settings);
+      await buildIR(parser, file, true, settings);
       if (file.error) break;
       workspace = factsOf(files);
       runFileRules(file, settings, workspace);

@@ -12,7 +12,7 @@ import { Worker, isMainThread, parentPort, workerData } from 'node:worker_thread
 import type { PrecisionLensSettings } from '../../../common/settings';
 import type { ModelIR } from '../analysis/ir';
 import { workspaceFactsOf } from '../engine';
-import { createPythonParser, type Parser } from '../parser';
+import { PythonParser } from '../parser';
 import type { Finding, WorkspaceFacts } from '../rules/types';
 import { buildIR, readInput, runFileRules, type AnalysedFile } from './analyze';
 import { fixabilityOf, fixTitlesFor, type BatchClass } from './fix';
@@ -96,14 +96,14 @@ export function canUseWorkers(): boolean {
 }
 
 /** Pass 1 over the shared queue: the files this thread took, analysed, in the order taken. */
-function takeAndAnalyse(parser: Parser, init: Pick<WorkerInit, 'inputs' | 'order' | 'settings' | 'wantIR'>, counter: Int32Array): { index: number; file: AnalysedFile }[] {
+async function takeAndAnalyse(parser: PythonParser, init: Pick<WorkerInit, 'inputs' | 'order' | 'settings' | 'wantIR'>, counter: Int32Array): Promise<{ index: number; file: AnalysedFile }[]> {
   const mine: { index: number; file: AnalysedFile }[] = [];
   for (;;) {
     const pos = Atomics.add(counter, 0, 1);
     if (pos >= init.order.length) return mine;
     const index = init.order[pos];
     const file = readInput(init.inputs[index], init.settings);
-    buildIR(parser, file, !init.wantIR, init.settings);
+    await buildIR(parser, file, !init.wantIR, init.settings);
     mine.push({ index, file });
   }
 }
@@ -133,9 +133,9 @@ export function mergeFacts(parts: readonly WorkspaceFacts[]): WorkspaceFacts | u
 async function workerMain(init: WorkerInit): Promise<void> {
   const port = parentPort!;
   if (init.crash) throw new Error('worker crash requested by PRECISION_LENS_TEST_WORKER_CRASH');
-  const parser = await createPythonParser();
-  const mine = takeAndAnalyse(parser, init, new Int32Array(init.counter));
-  parser.delete();
+  const parser = await PythonParser.create();
+  const mine = await takeAndAnalyse(parser, init, new Int32Array(init.counter));
+  parser.dispose();
   const workspace = await new Promise<WorkspaceFacts>((resolve) => {
     port.once('message', (m: ToWorker) => resolve(m.workspace));
     port.postMessage({ type: 'facts', facts: partialFacts(mine) } satisfies ToMain);
@@ -204,7 +204,7 @@ export interface ParallelOptions {
  * as analyseAll would give them: findings, and `titles` where the workers computed the fix titles; `ir` and `text`
  * only on the files the main thread analysed (and `ir` on all of them with wantIR). Rejects when a worker fails.
  */
-export async function analyseParallel(parser: Parser, inputs: readonly InputFile[], settings: PrecisionLensSettings, opts: ParallelOptions): Promise<AnalysedFile[] | undefined> {
+export async function analyseParallel(parser: PythonParser, inputs: readonly InputFile[], settings: PrecisionLensSettings, opts: ParallelOptions): Promise<AnalysedFile[] | undefined> {
   const order = inputs.map((_, i) => i);
   const sizes = inputs.map((input) => { try { return fs.statSync(input.absolute).size; } catch { return 0; } });
   order.sort((a, b) => sizes[b] - sizes[a] || a - b);
@@ -222,7 +222,7 @@ export async function analyseParallel(parser: Parser, inputs: readonly InputFile
   for (let i = 1; i < opts.threads; i++) handles.push(new WorkerHandle(__filename, init, (message) => fail(new Error(message))));
   try {
     // The main thread works the same queue meanwhile (it takes the largest file while the workers start up).
-    const mine = takeAndAnalyse(parser, init, new Int32Array(counter));
+    const mine = await takeAndAnalyse(parser, init, new Int32Array(counter));
     const parts = await Promise.race([Promise.all(handles.map((h) => h.factsP)), failed]);
     const merged = mergeFacts([partialFacts(mine), ...parts]);
     if (!merged) { stopAll(); return undefined; } // not mergeable: the caller analyses in-process
