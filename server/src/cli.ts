@@ -137,6 +137,7 @@ async function run(options: CliOptions, io: Io): Promise<number> {
     let ioError = errors.length > 0;
     for (const f of files) {
       if (f.skipped) io.stderr(`precision-lens: note: ${f.input.display}: ${f.skipped}\n`);
+      if (f.incomplete) io.stderr(`precision-lens: note: ${f.input.display}: ${f.incomplete}\n`);
       if (f.error) { io.stderr(`precision-lens: ${f.input.display}: ${f.error}\n`); ioError = true; }
     }
     if (fixOutcome) {

@@ -72,7 +72,8 @@ export class FrameGuard extends Transform {
   /** Drops everything before the next Content-Length header at or after `from` (all but a possible prefix of one). */
   private skip(from: number, what: string): void {
     const next = nextLengthHeader(this.buffer, from);
-    const keep = next === -1 ? Math.max(this.buffer.length - 'content-length'.length, from) : next;
+    // With none yet, keep only what may be the start of one: the last line's tail, after its last newline.
+    const keep = next === -1 ? Math.max(this.buffer.lastIndexOf(10) + 1, this.buffer.length - 'content-length'.length, from) : next;
     this.buffer = this.buffer.subarray(keep);
     this.dropped++;
     this.onDrop(what);

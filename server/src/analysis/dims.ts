@@ -53,6 +53,9 @@ const MAX_VALUES = 16;
 
 const CONFIG_OBJ = /^(self\.)?(config|cfg|conf|args|params|model_args|margs|hparams|hp|opt|opts|options|dims|settings|c|model_config|gpt_config|text_config|arch|spec|hps)$/;
 
+/** Evaluation steps per analysis (a 20k-line model file takes about 1% of it). */
+export const EVAL_STEP_BUDGET = 2_000_000;
+
 export class Evaluator {
   private readonly moduleAssigns = new Map<string, AssignRec[]>();
   private readonly configClasses: ClassModel[];
@@ -219,8 +222,18 @@ export class Evaluator {
     return { dim: d, e };
   }
 
+  /**
+   * Evaluation steps left for this analysis. Each parameter is evaluated once (paramCache, inProgress), so this is
+   * only reached on inputs far beyond real code; the analysis then says it is incomplete (exhausted).
+   */
+  private stepsLeft = EVAL_STEP_BUDGET;
+  get exhausted(): boolean {
+    return this.stepsLeft <= 0;
+  }
+
   eval(node: SyntaxNode, scope: EvalScope, depth: number): Evaluated {
     if (depth > 24) return { notes: ['too deep to evaluate'], via: [] };
+    if (--this.stepsLeft < 0) return { notes: ['not evaluated: the analysis reached its work budget'], via: [] };
     switch (node.type) {
       case 'integer': {
         const t = this.text(node).replace(/_/g, '').replace(/[lL]$/, '');
@@ -371,6 +384,9 @@ export class Evaluator {
 
   /** A function parameter: the class's single construction site, or the default. */
   private readonly paramCache = new Map<FuncRec, Map<string, Evaluated>>();
+  /** Parameters being evaluated: a class built inside its own __init__ with its own parameters (or broken code that
+   * reads so) would otherwise re-evaluate them at every site, recursively (time and memory exponential in the sites). */
+  private readonly inProgress = new Map<FuncRec, Set<string>>();
 
   private param(fn: FuncRec, name: string, def: SyntaxNode | undefined, scope: EvalScope, depth: number): Evaluated {
     // A parameter's value does not depend on where in the function it is read: cache it.
@@ -378,7 +394,16 @@ export class Evaluator {
     let perFn = this.paramCache.get(fn);
     const hit = perFn?.get(name);
     if (hit) return { ...hit, notes: [...hit.notes], via: [...hit.via] };
-    const e = this.paramUncached(fn, name, def, scope, depth);
+    let busy = this.inProgress.get(fn);
+    if (busy?.has(name)) return { notes: [`${name} depends on itself (where ${fn.cls?.name ?? fn.name} is built)`], via: [] };
+    if (!busy) this.inProgress.set(fn, (busy = new Set()));
+    busy.add(name);
+    let e: Evaluated;
+    try {
+      e = this.paramUncached(fn, name, def, scope, depth);
+    } finally {
+      busy.delete(name);
+    }
     if (!perFn) { perFn = new Map(); this.paramCache.set(fn, perFn); }
     perFn.set(name, { ...e, notes: [...e.notes], via: [...e.via] });
     return e;

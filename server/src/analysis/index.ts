@@ -135,7 +135,11 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
   const outside = (span: { startOffset: number }): boolean => !skip.some(([a, b]) => span.startOffset >= a && span.startOffset < b);
   const layers = skip.length ? recs.filter((r) => outside(r.layer.span)).map((r) => r.layer) : recs.map((r) => r.layer);
   const teBindings = imports.bindings.filter((b) => b.target.startsWith('transformer_engine'));
+  const incomplete = evaluator.exhausted
+    ? 'analysis stopped at its work budget (dimensions left unevaluated): some findings may be missing'
+    : undefined;
   return {
+    ...(incomplete ? { incomplete } : {}),
     importsTorch: imports.bindings.some((b) => /^torch(\.|$)/.test(b.target)),
     importsTe: teBindings.length > 0,
     teImportUnguarded: teBindings.some((b) => !b.guarded),

@@ -23,6 +23,8 @@ export interface AnalysedFile {
   findings: Finding[];
   /** Not analysed: too large or binary (a note, not an error). */
   skipped?: string;
+  /** Analysed only in part: the analysis stopped at its work budget (a note; the findings up to there are kept). */
+  incomplete?: string;
   /** Could not be read or analysed (exit code 2). */
   error?: string;
   /** Analysed by a worker thread, whose IR stayed there (see parallel.ts); `ir` tells otherwise. */
@@ -89,6 +91,7 @@ export async function buildIR(parser: PythonParser, file: AnalysedFile, findings
   }
   try {
     file.ir = analyzeTree(tree, source, undefined, { dims: settings ? dimsForFile(settings, file.input.absolute) : undefined });
+    if (file.ir.incomplete) file.incomplete = file.ir.incomplete;
   } catch (e) {
     if (isWasmTrap(e)) {
       parser.retire(e);

@@ -36,6 +36,7 @@ export function checkJson(files: readonly AnalysedFile[], fixTitles: FixTitles, 
     // Beyond the contract: how many findings --fix (fixable) and --fix --unsafe-fixes (unsafeFixable) would fix.
     summary: { files: files.length, analysed: files.filter(isAnalysed).length, ...countBySeverity(files), ...(fixable ? { fixable: fixable.safe, unsafeFixable: fixable.unsafe } : {}) },
     notAnalysed: files.filter((f) => f.skipped || f.error).map((f) => ({ file: f.input.display, reason: (f.skipped ?? f.error)! })),
+    ...(files.some((f) => f.incomplete) ? { incomplete: files.filter((f) => f.incomplete).map((f) => ({ file: f.input.display, reason: f.incomplete! })) } : {}),
   };
 }
 

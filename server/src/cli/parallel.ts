@@ -56,6 +56,7 @@ interface FileResult {
   analysed: boolean;
   bom?: boolean;
   skipped?: string;
+  incomplete?: string;
   error?: string;
 }
 
@@ -153,6 +154,7 @@ function resultOf(index: number, file: AnalysedFile, settings: PrecisionLensSett
   if (want.wantIR && file.ir) result.ir = file.ir;
   if (file.bom) result.bom = true;
   if (file.skipped !== undefined) result.skipped = file.skipped;
+  if (file.incomplete !== undefined) result.incomplete = file.incomplete;
   if (file.error !== undefined) result.error = file.error;
   return result;
 }
@@ -243,6 +245,7 @@ export async function analyseParallel(parser: PythonParser, inputs: readonly Inp
         if (r.fixability) file.fixability = r.fixability;
         if (r.bom) file.bom = true;
         if (r.skipped !== undefined) file.skipped = r.skipped;
+        if (r.incomplete !== undefined) file.incomplete = r.incomplete;
         if (r.error !== undefined) file.error = r.error;
         files[r.index] = file;
       }
