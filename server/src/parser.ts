@@ -52,7 +52,7 @@ export function loadPython(): Promise<Language> {
   return languagePromise;
 }
 
-/** A parser on the primary runtime (tests and tools that never meet a trap). */
+/** A parser on the primary runtime, shared by all such parsers (tests and tools; processes use PythonParser). */
 export async function createPythonParser(): Promise<Parser> {
   const language = await loadPython();
   const parser = new primary.Parser();
@@ -103,8 +103,9 @@ export class PythonParser {
   /** Loads a new runtime when the last one was retired (a trap); a no-op otherwise. */
   async renew(): Promise<void> {
     if (this.runtime) return;
-    const binding = this.traps === 0 ? primary : freshBinding();
-    const language = binding === primary ? await loadPython() : await loadLanguage(binding);
+    // Never the primary runtime: a trap corrupts the instance, so a host shares it with nobody.
+    const binding = freshBinding();
+    const language = await loadLanguage(binding);
     const parser = new binding.Parser();
     parser.setLanguage(language);
     this.runtime = { parser, live: new Set() };

@@ -119,22 +119,25 @@ export function collectAutocast(src: string, imports: ImportTable, withs: WithRe
       calls: [],
       backwardInside: [],
     };
-    const fnNode = enclosingFunctionName(src, w.node);
-    if (fnNode) region.ownerFunction = fnNode;
+    if (w.fnName) region.ownerFunction = w.fnName;
     regions.push(region);
     byWith.set(w.id, { region, bodyStart: body.startIndex });
   }
   if (!regions.length) return regions;
   for (const c of calls) {
     if (!c.scope.withs.length) continue;
+    // One walk up per call (not one per enclosing region): where the innermost lambda holding it starts.
+    let lambdaStart: number | undefined;
+    let site: CallSite | undefined;
     for (const w of c.scope.withs) {
       const r = byWith.get(w.id);
       if (!r || c.start < r.bodyStart) continue;
       // A function defined inside the block runs when it is called, not here (`def closure(): loss.backward()`
       // handed to optimizer.step).
       if (c.scope.fn && c.scope.fn.start > w.start) continue;
-      if (insideLambda(c.node, w.start)) continue;
-      const site = callSite(src, c.node);
+      lambdaStart ??= innermostLambdaStart(c.node, c.scope.withs[0].start);
+      if (lambdaStart >= w.start) continue;
+      site ??= callSite(src, c.node);
       r.region.calls.push(site);
       if (/(^|\.)backward$/.test(site.callee)) r.region.backwardInside.push(site);
     }
@@ -168,10 +171,10 @@ export function collectAutocastContexts(
   return out;
 }
 
-/** Whether a lambda between the node and an ancestor starting at `stop` holds it. */
-function insideLambda(n: SyntaxNode, stop: number): boolean {
-  for (let p = n.parent; p && p.startIndex >= stop; p = p.parent) if (p.type === 'lambda') return true;
-  return false;
+/** Where the innermost lambda holding the node starts, looking no further up than `stop`; -1 when none. */
+function innermostLambdaStart(n: SyntaxNode, stop: number): number {
+  for (let p = n.parent; p && p.startIndex >= stop; p = p.parent) if (p.type === 'lambda') return p.startIndex;
+  return -1;
 }
 
 /** A call as a CallSite. */
@@ -184,14 +187,4 @@ export function callSite(src: string, call: SyntaxNode): CallSite {
     if (o) site.receiver = src.slice(o.startIndex, o.endIndex).replace(/\s+/g, '');
   }
   return site;
-}
-
-function enclosingFunctionName(src: string, n: SyntaxNode): string | undefined {
-  for (let p = n.parent; p; p = p.parent) {
-    if (p.type === 'function_definition') {
-      const name = p.childForFieldName('name');
-      return name ? src.slice(name.startIndex, name.endIndex) : undefined;
-    }
-  }
-  return undefined;
 }

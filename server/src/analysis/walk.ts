@@ -35,6 +35,8 @@ export interface WithRec {
   id: number;
   start: number;
   end: number;
+  /** The name of the innermost function holding the with statement (through classes), from the walk's stack. */
+  fnName?: string;
 }
 
 /** Where a node sits: innermost class and function, whether inside a try statement, enclosing with blocks and loops. */
@@ -170,6 +172,10 @@ export function walkNodes(nodes: readonly SyntaxNode[], src: string): WalkResult
         break;
       case 'with_statement': {
         const rec: WithRec = { node, id: out.withs.length, start, end: node.endIndex };
+        for (let i = stack.length - 1; i >= 0; i--) {
+          const f = stack[i];
+          if (f.kind === 'fn') { rec.fnName = (f.rec as FuncRec).name; break; }
+        }
         out.withs.push(rec);
         stack.push({ end: rec.end, kind: 'with', rec });
         rebuild();
