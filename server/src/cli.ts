@@ -26,6 +26,7 @@ import type { FixEnv } from './fixes';
 import { statSync } from 'node:fs';
 import { dirname, resolve as resolvePath, sep } from 'node:path';
 import { runBench } from './cli/bench';
+import { runFuzz } from './cli/fuzz';
 import { analyseParallel, canUseWorkers, startWorkerIfAny, threadCount } from './cli/parallel';
 
 const RANK: Record<Severity, number> = { error: 4, warning: 3, information: 2, hint: 1 };
@@ -186,6 +187,7 @@ export async function main(argv: readonly string[], io: Io = {
       case 'help': io.stdout(USAGE + '\n'); return 0;
       case 'version': io.stdout(packageVersion + '\n'); return 0;
       case 'bench': return await runBench(parsed.args, io.stdout);
+      case 'fuzz': return await runFuzz(parsed.args, io.stdout);
       case 'run': return await run(parsed.options, io);
     }
   } catch (e) {

@@ -33,7 +33,8 @@ export type ParsedCommand =
   | { kind: 'run'; options: CliOptions }
   | { kind: 'help' }
   | { kind: 'version' }
-  | { kind: 'bench'; args: string[] };
+  | { kind: 'bench'; args: string[] }
+  | { kind: 'fuzz'; args: string[] };
 
 /** A mistake in how the tool was called: reported on stderr with exit code 2. */
 export class UsageError extends Error {}
@@ -92,6 +93,7 @@ export function parseArgs(argv: readonly string[]): ParsedCommand {
   if (command === '--help' || command === '-h' || command === 'help') return { kind: 'help' };
   if (command === '--version' || command === '-V') return { kind: 'version' };
   if (command === '__bench') return { kind: 'bench', args: rest };
+  if (command === '__fuzz') return { kind: 'fuzz', args: rest };
   if (command !== 'check' && command !== 'inspect') throw new UsageError(`unknown command '${command}' (expected check or inspect)`);
 
   const options: CliOptions = {

@@ -78,6 +78,19 @@ function isClassArgOf(text: string, open: number, at: number): boolean {
  * right side of `type(m) ==` / `is` / `m.__class__ is`; a `case nn.Linear():` pattern cannot be extended and refuses.
  */
 export function extendClassTests(text: string, model: SourceModel, refs: readonly ClassRef[]): ClassTestPlan {
+  // Every conversion fix of a file asks for the same plan (a fix title per finding): the scan over all references
+  // is done once per text, not once per layer (5,000 layers had made `check --format json` quadratic).
+  const key = JSON.stringify(refs);
+  if (!lastPlan || lastPlan.text !== text || lastPlan.model !== model || lastPlan.key !== key) {
+    lastPlan = { text, model, key, plan: extendClassTestsUncached(text, model, refs) };
+  }
+  const { plan } = lastPlan;
+  return { ...plan, edits: plan.edits.map((e) => ({ ...e })), names: [...plan.names] };
+}
+
+let lastPlan: { text: string; model: SourceModel; key: string; plan: ClassTestPlan } | undefined;
+
+function extendClassTestsUncached(text: string, model: SourceModel, refs: readonly ClassRef[]): ClassTestPlan {
   const edits: TextEdit[] = [];
   const names = new Set<string>();
   let count = 0;
