@@ -31,7 +31,12 @@ function freshBinding(): Binding {
   const path = locate('web-tree-sitter.cjs', 'web-tree-sitter');
   delete require.cache[path];
   // eslint-disable-next-line @typescript-eslint/no-var-requires
-  return require(path) as Binding;
+  const binding = require(path) as Binding;
+  // Neither the cache nor this module's children may keep it: a retired runtime's memory must be collectable.
+  const loaded = require.cache[path];
+  delete require.cache[path];
+  if (loaded) module.children.splice(module.children.indexOf(loaded) >>> 0, 1);
+  return binding;
 }
 
 /** The first binding: the one createPythonParser and the Edit class come from. */
@@ -155,6 +160,16 @@ export class PythonParser {
     for (const tree of rt.live) try { tree.delete(); } catch { /* the instance is gone */ }
     rt.live.clear();
     try { rt.parser.delete(); } catch { /* the instance is gone */ }
+  }
+
+  /**
+   * Drops the runtime when no tree is left (the server's last document closed): WASM memory only grows, so a fresh
+   * runtime, loaded by the next renew(), is how the process gives that memory back.
+   */
+  recycle(): boolean {
+    if (!this.runtime || this.runtime.live.size > 0) return false;
+    this.dispose();
+    return true;
   }
 
   dispose(): void {

@@ -1,0 +1,126 @@
+#!/usr/bin/env node
+// Load test of the BUILT language server (out/server.js over stdio; not part of npm test): opens DOCS documents made
+// from the fixtures (model files, training scripts with FP8 autocast, torch.compile), sends EDITS incremental edits
+// over SPREAD_MS at random documents, then reports:
+//   - edit -> diagnostics latency (until a publish of that document at that version or later), p50 / p95 / max
+//   - whether publishes settle after the edits stop, and how many documents still show an older version
+//   - the server's RSS at start, with everything open, and after closing every document
+//
+//   npm run build && node scripts/load-test.mjs [--docs 200] [--edits 2000] [--spread-ms 5000] [--seed 1]
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const { createMessageConnection, StreamMessageReader, StreamMessageWriter } = require('vscode-jsonrpc/node');
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const arg = (name, def) => { const i = process.argv.indexOf(name); return i >= 0 ? Number(process.argv[i + 1]) : def; };
+const DOCS = arg('--docs', 200);
+const EDITS = arg('--edits', 2000);
+const SPREAD_MS = arg('--spread-ms', 5000);
+let seed = arg('--seed', 1);
+const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+
+function pyFiles(dir) {
+  const out = [];
+  for (const name of readdirSync(dir).sort()) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) out.push(...pyFiles(p));
+    else if (name.endsWith('.py') && statSync(p).size < 64 * 1024) out.push(p);
+  }
+  return out;
+}
+const seeds = pyFiles(join(root, 'test', 'fixtures')).map((p) => readFileSync(p, 'utf8')).filter((t) => t.includes('torch'));
+const TRAIN = 'import torch\nimport transformer_engine.pytorch as te\n\nmodel = torch.compile(torch.nn.Linear(64, 64))\nopt = torch.optim.AdamW(model.parameters())\nwith te.autocast(enabled=True):\n    loss = model(torch.randn(8, 64)).sum()\nloss.backward()\nopt.step()\n';
+
+const rssOf = (pid) => {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const quantile = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((s.length - 1) * q))]; };
+
+const child = spawn(process.execPath, [...(process.env.LOAD_TEST_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.LOAD_TEST_PROFILE}`] : []), join(root, 'out', 'server.js'), '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'] });
+const conn = createMessageConnection(new StreamMessageReader(child.stdout), new StreamMessageWriter(child.stdin));
+const published = new Map(); // uri -> latest published version
+let publishes = 0;
+let lastPublishAt = Date.now();
+const waiting = []; // { uri, version, sentAt }
+const latencies = [];
+conn.onNotification('textDocument/publishDiagnostics', (p) => {
+  publishes++;
+  lastPublishAt = Date.now();
+  published.set(p.uri, p.version ?? 0);
+  for (let i = waiting.length - 1; i >= 0; i--) {
+    const w = waiting[i];
+    if (w.uri === p.uri && (p.version ?? 0) >= w.version) { latencies.push(Date.now() - w.sentAt); waiting.splice(i, 1); }
+  }
+});
+conn.onNotification(() => {});
+conn.onRequest('workspace/configuration', (p) => p.items.map(() => ({})));
+conn.onRequest('client/registerCapability', () => null);
+conn.listen();
+
+await conn.sendRequest('initialize', { processId: process.pid, rootUri: null, workspaceFolders: null, capabilities: { workspace: { configuration: true }, textDocument: { publishDiagnostics: { versionSupport: true } } } });
+await conn.sendNotification('initialized', {});
+await sleep(500);
+const rssStart = rssOf(child.pid);
+
+const docs = [];
+for (let i = 0; i < DOCS; i++) {
+  const text = i % 5 === 0 ? TRAIN : seeds[i % seeds.length];
+  const uri = `file:///load/doc${i}.py`;
+  docs.push({ uri, text, version: 1, lines: text.split('\n') });
+  await conn.sendNotification('textDocument/didOpen', { textDocument: { uri, languageId: 'python', version: 1, text } });
+}
+const openDeadline = Date.now() + 120_000;
+while (published.size < DOCS && Date.now() < openDeadline) await sleep(50);
+const openedMs = Date.now();
+
+// Edits: append a character to a random line of a random document (what typing does).
+const t0 = Date.now();
+for (let e = 0; e < EDITS; e++) {
+  const due = t0 + (e * SPREAD_MS) / EDITS;
+  if (due > Date.now()) await sleep(due - Date.now());
+  const d = docs[Math.floor(random() * docs.length)];
+  const line = Math.floor(random() * d.lines.length);
+  const character = d.lines[line].length;
+  d.lines[line] += ' ';
+  d.version++;
+  waiting.push({ uri: d.uri, version: d.version, sentAt: Date.now() });
+  await conn.sendNotification('textDocument/didChange', { textDocument: { uri: d.uri, version: d.version }, contentChanges: [{ range: { start: { line, character }, end: { line, character } }, text: ' ' }] });
+}
+const editsDone = Date.now();
+// Settled: every document published at its current version and no publish for 2 s (or 120 s passed).
+const settleDeadline = editsDone + 120_000;
+while (Date.now() < settleDeadline) {
+  const stale = docs.filter((d) => (published.get(d.uri) ?? 0) < d.version).length;
+  if (stale === 0 && Date.now() - lastPublishAt > 2000) break;
+  await sleep(100);
+}
+const settledMs = Date.now() - editsDone;
+const stale = docs.filter((d) => (published.get(d.uri) ?? 0) < d.version).length;
+const publishesBefore = publishes;
+await sleep(2000);
+const publishesAfterSettle = publishes - publishesBefore;
+const rssOpen = rssOf(child.pid);
+
+for (const d of docs) await conn.sendNotification('textDocument/didClose', { textDocument: { uri: d.uri } });
+await sleep(5000);
+const rssClosed5 = rssOf(child.pid);
+await sleep(10000);
+const rssClosed15 = rssOf(child.pid);
+
+const answered = EDITS - waiting.length;
+console.log(`Precision Lens language server load test: ${DOCS} documents (${Math.ceil(DOCS / 5)} training scripts with FP8 autocast), ${EDITS} edits over ${SPREAD_MS} ms`);
+console.log(`  opened and published all documents in ${openedMs - (openDeadline - 120_000)} ms`);
+console.log(`  edits answered: ${answered}/${EDITS}; edit -> diagnostics p50 ${quantile(latencies, 0.5)} ms, p95 ${quantile(latencies, 0.95)} ms, max ${Math.max(...latencies)} ms (debounce 120 ms included)`);
+console.log(`  settled ${settledMs} ms after the last edit; documents showing an older version: ${stale}; publishes in the 2 s after settling: ${publishesAfterSettle}`);
+console.log(`  RSS: ${rssStart.toFixed(0)} MB at start, ${rssOpen.toFixed(0)} MB with all open, ${rssClosed5.toFixed(0)} MB 5 s after closing all, ${rssClosed15.toFixed(0)} MB after 15 s`);
+await conn.sendRequest('shutdown');
+await conn.sendNotification('exit');
+conn.dispose();
+child.kill();
