@@ -69,7 +69,7 @@ function seedFiles(dirs: readonly string[]): { path: string; text: string }[] {
 interface Failure { index: number; seed: string; applied: string[]; problem: string; saved?: string }
 
 /** One input through the check path (and --fix); what went wrong, if anything. */
-async function checkOne(parser: PythonParser, path: string, settings: PrecisionLensSettings, withFix: boolean, o: FuzzOptions): Promise<{ problem?: string; fixed?: string }> {
+async function checkOne(parser: PythonParser, path: string, settings: PrecisionLensSettings, withFix: 'safe' | 'unsafe' | false, o: FuzzOptions): Promise<{ problem?: string; fixed?: string }> {
   const started = performance.now();
   const input = { absolute: path, display: path };
   const { files } = await analyseAll(parser, [input], settings, {}, true);
@@ -80,7 +80,8 @@ async function checkOne(parser: PythonParser, path: string, settings: PrecisionL
   JSON.parse(json);
   let fixed: string | undefined;
   if (withFix && f.findings.length) {
-    const outcome = await fixFiles(parser, files, settings, { write: false });
+    // --fix, and every other time --fix --unsafe-fixes (the conversions, through an inline fallback block).
+    const outcome = await fixFiles(parser, files, settings, { write: false, unsafe: withFix === 'unsafe', env: {} });
     if (outcome.errors.length) return { problem: `--fix failed: ${outcome.errors.join('; ')}` };
     if (outcome.changedFiles) fixed = files[0].text;
   }
@@ -131,7 +132,7 @@ export async function runFuzz(args: readonly string[], write: (s: string) => voi
       writeFileSync(path, text);
       let result: { problem?: string; fixed?: string };
       try {
-        result = await checkOne(parser, path, settings, i % o.fixEvery === 0, o);
+        result = await checkOne(parser, path, settings, i % o.fixEvery !== 0 ? false : i % (2 * o.fixEvery) === 0 ? 'unsafe' : 'safe', o);
       } catch (e) {
         result = { problem: `crash: ${(e as Error).stack ?? String(e)}` };
       }
