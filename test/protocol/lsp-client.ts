@@ -110,7 +110,8 @@ export class TestClient {
 
   async stop(): Promise<void> {
     try {
-      await this.connection.sendRequest('shutdown');
+      // A server that no longer answers must not keep the test run (and its process) alive: kill it regardless.
+      await Promise.race([this.connection.sendRequest('shutdown'), new Promise((resolve) => setTimeout(resolve, 5000).unref())]);
       await this.connection.sendNotification('exit');
     } catch {
       // already gone
