@@ -4,8 +4,19 @@
  */
 import { allStatements, type SourceModel } from './source';
 
-/** The file's indentation step: a tab if any block is tab-indented, else the smallest nesting step, else 4 spaces. */
+/**
+ * The file's indentation step: a tab if any block is tab-indented, else the smallest nesting step, else 4 spaces.
+ * Remembered per model: every fix of a file asks (one per finding for the fix titles), and it walks every statement.
+ */
 export function indentUnit(model: SourceModel): string {
+  let unit = units.get(model);
+  if (unit === undefined) units.set(model, (unit = indentUnitUncached(model)));
+  return unit;
+}
+
+const units = new WeakMap<SourceModel, string>();
+
+function indentUnitUncached(model: SourceModel): string {
   let best = 0;
   for (const s of allStatements(model)) {
     if (!s.parent) continue;

@@ -57,7 +57,7 @@ export function wrapperRefusal(ctx: FixContext): string | undefined {
       return `No automatic fix: the FP8 autocast at line ${r.span.startLine + 1} passes ${shown}, which the fallback wrapper's context does not take (it would be dropped). Guard it by hand: enabled=te.is_fp8_available() and a BF16 path.`;
     }
   }
-  const teOnlyKw = /\b(is_first_microbatch|fp8_output|fp8_grad)\s*=/.exec(ctx.text);
+  const teOnlyKw = teOnlyKeyword(ctx.text);
   if (teOnlyKw) {
     return `No automatic fix: the file passes ${teOnlyKw[1]}= to TE layers, which the torch.nn fallback layers do not accept. Guard FP8 by hand (enabled=te.is_fp8_available()) and keep the TE layers.`;
   }
@@ -260,4 +260,11 @@ export function bringInFallback(ctx: FixContext, names: readonly string[]): Fall
   const why = wrapperRefusal(ctx);
   if (why) return { edits: [], createFiles: [], where: 'an inline block', refusal: why.replace(/^No automatic fix: /, '') };
   return { edits: planWrapper(ctx).edits, createFiles: [], where: 'an inline block' };
+}
+
+/** The first TE-only keyword argument in the text; remembered for the last text (asked once per fix of a file). */
+let lastKeyword: { text: string; hit: RegExpExecArray | null } | undefined;
+function teOnlyKeyword(text: string): RegExpExecArray | null {
+  if (lastKeyword?.text !== text) lastKeyword = { text, hit: /\b(is_first_microbatch|fp8_output|fp8_grad)\s*=/.exec(text) };
+  return lastKeyword.hit;
 }
