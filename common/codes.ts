@@ -32,6 +32,12 @@ export const RULES = {
   PL402: { rule: 'unlogged-precision', defaultSeverity: 'hint', summary: 'the FP8/BF16 choice is never logged' },
   PL501: { rule: 'te-checkpoint-strict', defaultSeverity: 'information', summary: 'load_state_dict(strict=True) across TE and plain modules (_extra_state keys)' },
   PL502: { rule: 'low-precision-master-weights', defaultSeverity: 'warning', summary: 'whole model cast to FP16/BF16 before the optimizer: master weights lose precision' },
+  PL601: { rule: 'ptq-protected-layer', defaultSeverity: 'warning', summary: 'a post-training quantization config reaches the lm-head or an embedding (found by role)' },
+  PL602: { rule: 'ptq-no-calibration', defaultSeverity: 'warning', summary: 'a quantization config with static scales gets no calibration (no forward_loop, or one that never runs the model)' },
+  PL603: { rule: 'ptq-calibration-size', defaultSeverity: 'information', summary: 'the calibration set is far outside the recommended 512-1024 samples' },
+  PL604: { rule: 'ptq-e5m2', defaultSeverity: 'warning', summary: 'E5M2 chosen for weights or activations in inference quantization (E4M3 is the inference format)' },
+  PL605: { rule: 'ptq-target-gpu', defaultSeverity: 'error', summary: 'a quantization format the target GPU family lacks (FP8 on Ampere, MXFP8/NVFP4 before Blackwell)' },
+  PL606: { rule: 'ptq-state-dict-save', defaultSeverity: 'warning', summary: 'a ModelOpt-quantized model saved with torch.save(state_dict()), which drops the quantizer state' },
 } as const satisfies Record<string, Omit<RuleMeta, 'code'>>;
 
 export type RuleCode = keyof typeof RULES;

@@ -6,7 +6,7 @@ import { isRuleCode, type RuleCode, type Severity } from './codes';
 
 export type TeApiVersion = 'auto' | 'legacy' | 'modern';
 export type RecipeName = 'DelayedScaling' | 'Float8CurrentScaling' | 'Float8BlockScaling' | 'MXFP8BlockScaling';
-export type TargetGpu = 'any' | 'ada' | 'hopper' | 'blackwell';
+export type TargetGpu = 'any' | 'ampere' | 'ada' | 'hopper' | 'blackwell';
 
 export interface PrecisionLensSettings {
   /** Per-code override: 'off' disables the rule. */
@@ -19,7 +19,7 @@ export interface PrecisionLensSettings {
     /** fp8_format for DelayedScaling / Float8CurrentScaling. */
     fp8Format: 'HYBRID' | 'E4M3';
   };
-  /** The GPU family the code targets: recipes the target lacks are flagged (PL304). */
+  /** The GPU family the code targets: recipes (PL304) and quantization formats (PL605) the target lacks are flagged. */
   targetGpu: TargetGpu;
   /** Files larger than this are not analysed (bytes). */
   maxFileSize: number;
@@ -93,7 +93,7 @@ export function resolveSettings(raw: unknown): PrecisionLensSettings {
       recipe: pick(te.recipe, ['DelayedScaling', 'Float8CurrentScaling', 'Float8BlockScaling', 'MXFP8BlockScaling'] as const, DEFAULT_SETTINGS.te.recipe),
       fp8Format: pick(te.fp8Format, ['HYBRID', 'E4M3'] as const, DEFAULT_SETTINGS.te.fp8Format),
     },
-    targetGpu: pick(r.targetGpu, ['any', 'ada', 'hopper', 'blackwell'] as const, DEFAULT_SETTINGS.targetGpu),
+    targetGpu: pick(r.targetGpu, ['any', 'ampere', 'ada', 'hopper', 'blackwell'] as const, DEFAULT_SETTINGS.targetGpu),
     maxFileSize: typeof r.maxFileSize === 'number' && r.maxFileSize > 0 ? r.maxFileSize : DEFAULT_SETTINGS.maxFileSize,
     pythonPath: typeof r.pythonPath === 'string' ? r.pythonPath : '',
     dims: resolveDims(r.dims),

@@ -2,7 +2,7 @@
  * `precision-lens`: the editor's analysis as a command line tool for CI.
  *
  *   precision-lens check PATH... [--format text|json|sarif] [--fail-on SEVERITY|none] [--rule PLnnn=off|SEVERITY]
- *                                [--te-api legacy|modern] [--target-gpu any|ada|hopper|blackwell]
+ *                                [--te-api legacy|modern] [--target-gpu any|ampere|ada|hopper|blackwell]
  *                                [--fix] [--unsafe-fixes] [--diff] [--show-fixes] [--isolated] [--jobs N]
  *   precision-lens inspect PATH... --format json
  *

@@ -6,6 +6,7 @@
 import type { SyntaxNode } from './node';
 import type { Fp8ConversionCall, NotableCall, QuantizationCall, RecipeCall, Span, WeightTie } from './ir';
 import { teAutocastApi } from './autocast';
+import { PTQ_CONFIGS } from './ptq-catalogue';
 import { resolveName, type ImportTable } from './imports';
 import { shortText, spanAt, spanOf, stringValue } from './spans';
 import type { AssignRec, CallRec, ClassRec, FuncRec } from './walk';
@@ -27,9 +28,9 @@ export interface CallFacts {
   quantization: QuantizationCall[];
 }
 
-interface Arg { name?: string; node: SyntaxNode; span: Span; text: string }
+export interface Arg { name?: string; node: SyntaxNode; span: Span; text: string }
 
-function argsOf(src: string, call: SyntaxNode): Arg[] {
+export function argsOf(src: string, call: SyntaxNode): Arg[] {
   const out: Arg[] = [];
   const a = call.childForFieldName('arguments');
   if (!a) return out;
@@ -349,7 +350,9 @@ function conversion(
   }
   if (last === 'convert_model' && !/accelerate|transformer_engine/.test(resolved) && resolved === 'convert_model' && !imports.map.has('convert_model')) return undefined;
   if (last === 'quantize_') {
-    if (!/float8|fp8|Float8/i.test(src.slice(node.startIndex, node.endIndex))) return undefined;
+    const text = src.slice(node.startIndex, node.endIndex);
+    // Inference quantization (PTQ) with a config of the catalogue is ptq.ts's: not a training conversion.
+    if (!/float8|fp8|Float8/i.test(text) || PTQ_CONFIGS.some((c) => c.library === 'torchao' && text.includes(c.name))) return undefined;
   }
   if (filterArg) {
     conv.hasFilter = true;

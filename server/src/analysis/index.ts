@@ -18,6 +18,7 @@ import { AnalysisCache, copyOf, mirrorWalkNodes, stmtOf, WALK_TYPES, type Stmt, 
 import { WRAPPER_END_MARKER, wrapperRanges } from './known';
 import { useText } from './spans';
 import { presetAssigns } from './dim-sources';
+import { collectPtq } from './ptq';
 
 export type * from './ir';
 export { AnalysisCache } from './node';
@@ -26,7 +27,7 @@ export { AnalysisCache } from './node';
 export function emptyIR(hasSyntaxErrors = false): ModelIR {
   return {
     importsTorch: false, importsTe: false, teImportUnguarded: false, imports: [], classes: [], layers: [],
-    autocastRegions: [], autocastContexts: [], weightTies: [], fp8Conversions: [], quantization: [], recipes: [], calls: [], vocabNames: [], hasSyntaxErrors,
+    autocastRegions: [], autocastContexts: [], weightTies: [], fp8Conversions: [], quantization: [], recipes: [], calls: [], vocabNames: [], ptq: { quantizeCalls: [], saves: [], summaries: [] }, hasSyntaxErrors,
   };
 }
 
@@ -154,6 +155,7 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
     recipes: skip.length ? facts.recipes.filter((r) => outside(r.span)) : facts.recipes,
     calls: skip.length ? facts.calls.filter((c) => outside(c.span) || c.kind === 'fp8_check' || c.kind === 'log_precision') : facts.calls,
     vocabNames: [...vocabNames],
+    ptq: collectPtq({ src, imports, walk, callees, layers }),
     hasSyntaxErrors,
   };
 }

@@ -343,10 +343,102 @@ export interface ModelIR {
   calls: NotableCall[];
   /** Names bound to a vocabulary size (`vocab_size`, `config.vocab_size`, `ntoken`). */
   vocabNames: string[];
+  /** Post-training quantization for inference (ModelOpt, torchao quantize_), its saves and exports (ptq.ts). */
+  ptq: PtqFacts;
   /** The parse had ERROR/MISSING nodes: analysis is best-effort. */
   hasSyntaxErrors: boolean;
   /** Set when the analysis itself failed on this input (the IR is then empty); never thrown. */
   analysisError?: string;
   /** Set when the analysis stopped at its work budget: the IR holds what was found up to there, and this says so. */
   incomplete?: string;
+}
+
+/** Element type of an FP8 quantizer: E4M3 (the inference format) or E5M2 (range for gradients). */
+export type PtqElement = 'e4m3' | 'e5m2';
+
+/** A PTQ config as the analysis could read it: a library's named config, changed or not, or a literal. */
+export interface PtqConfig {
+  text: string;
+  span: Span;
+  /** The catalogue config it starts from (`FP8_DEFAULT_CFG`, `Float8DynamicActivationFloat8WeightConfig`). */
+  base?: string;
+  /** Format label (`FP8 per-tensor`); undefined when unknown. */
+  format?: string;
+  /** Uses an FP8 element type; undefined when the analysis cannot tell. */
+  fp8?: boolean;
+  weights?: PtqElement;
+  activations?: PtqElement;
+  /** Where the file chooses E5M2 for weights or activations. */
+  e5m2At?: Span;
+  /** static: scales come from calibration data; dynamic: from each tensor; weight-only: no activation scales. */
+  scales?: 'static' | 'dynamic' | 'weight-only';
+  kvCache: boolean;
+  /** ModelOpt wildcards switched off (`{"enable": False}`), the library defaults the config merges included. */
+  disabled: string[];
+  /** What the analysis could not follow (a config built by a call, read from a file), if anything. */
+  opaque?: string;
+  /** Statements the config was read from (its assignment, the entries added to it). */
+  evidence: Span[];
+  /** GPU families that run the format, and what they need, from the catalogue. */
+  gpus?: string[];
+  needs?: string;
+}
+
+export interface PtqCalibrationSize {
+  count: number;
+  unit: 'samples' | 'batches';
+  /** The loader's batch size, when the file sets it; samples = count * batchSize for batches. */
+  batchSize?: number;
+  text: string;
+  span: Span;
+}
+
+/** The calibration loop given to the quantizer (ModelOpt forward_loop). */
+export interface PtqForwardLoop {
+  text: string;
+  span: Span;
+  /** The function it names, when it is defined in the file. */
+  fnName?: string;
+  fnSpan?: Span;
+  /** Whether the loop runs the model it is handed; undefined when its body is not in the file. */
+  runsModel?: boolean;
+  size?: PtqCalibrationSize;
+}
+
+/** A layer of this file that the quantize call reaches although its role keeps it in high precision. */
+export interface PtqProtectedHit {
+  layerIndex: number;
+  /** Why it is reached (`no filter_fn: every nn.Linear`, `no disabled wildcard matches lm_head`). */
+  why: string;
+}
+
+export interface PtqQuantizeCall {
+  span: Span;
+  library: 'modelopt' | 'torchao';
+  callee: string;
+  /** The model argument as written. */
+  model: string;
+  config?: PtqConfig;
+  /** ModelOpt: the forward_loop argument; undefined when none is passed. */
+  forwardLoop?: PtqForwardLoop;
+  /** torchao: the filter_fn argument as written. */
+  filter?: string;
+  /** lm-heads and embeddings of this file that the call quantizes. */
+  protectedHits: PtqProtectedHit[];
+  ownerFunction?: string;
+}
+
+export interface PtqSave {
+  span: Span;
+  kind: 'torch-save-state-dict' | 'save-modelopt' | 'export-trtllm' | 'export-hf' | 'export-onnx' | 'modelopt-state';
+  text: string;
+  /** The saved module (`model` of `model.state_dict()`). */
+  receiver?: string;
+}
+
+export interface PtqFacts {
+  quantizeCalls: PtqQuantizeCall[];
+  saves: PtqSave[];
+  /** `mtq.print_quant_summary(...)` calls. */
+  summaries: Span[];
 }

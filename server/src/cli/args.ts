@@ -42,7 +42,7 @@ export class UsageError extends Error {}
 export const USAGE = `Usage:
   precision-lens check PATH... [--format text|json|sarif] [--fail-on error|warning|information|hint|none]
                                [--rule PLnnn=off|error|warning|information|hint ...]
-                               [--te-api legacy|modern] [--target-gpu any|ada|hopper|blackwell]
+                               [--te-api legacy|modern] [--target-gpu any|ampere|ada|hopper|blackwell]
                                [--max-file-size BYTES] [--fix] [--unsafe-fixes] [--diff] [--show-fixes]
                                [--isolated] [--jobs N]
   precision-lens inspect PATH... [--format json] [--jobs N]
@@ -64,7 +64,7 @@ inputs are large enough to repay starting the threads); --jobs 1 analyses in-pro
 
 const SEVERITIES: readonly Severity[] = ['error', 'warning', 'information', 'hint'];
 const FORMATS: readonly OutputFormat[] = ['text', 'json', 'sarif'];
-const GPUS: readonly TargetGpu[] = ['any', 'ada', 'hopper', 'blackwell'];
+const GPUS: readonly TargetGpu[] = ['any', 'ampere', 'ada', 'hopper', 'blackwell'];
 
 function oneOf<T extends string>(flag: string, value: string, allowed: readonly T[]): T {
   if (!(allowed as readonly string[]).includes(value)) {

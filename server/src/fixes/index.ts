@@ -95,6 +95,12 @@ export function refusedTitle(ir: ModelIR, finding: Finding): string {
     case 'PL402': return 'Log the precision mode';
     case 'PL501': return 'Load the checkpoint with strict=False';
     case 'PL502': return 'Keep the parameters in FP32';
+    case 'PL601': return label ? `Keep ${label} out of the FP8 quantization` : 'Keep the lm-head out of the FP8 quantization';
+    case 'PL602': return 'Calibrate the static FP8 scales (forward_loop)';
+    case 'PL603': return 'Calibrate on 512-1024 samples';
+    case 'PL604': return 'Use E4M3 for inference';
+    case 'PL605': return 'Use a format the target GPU runs';
+    case 'PL606': return 'Save with mto.save (keeps the quantizer state)';
   }
 }
 

@@ -17,7 +17,7 @@ const RECIPE_GPUS: Record<string, { families: TargetGpu[]; needs: string }> = {
   NVFP4BlockScaling: { families: ['blackwell'], needs: 'SM >= 10.0 (Blackwell)' },
 };
 
-const GPU_NAMES: Record<TargetGpu, string> = { any: 'any GPU', ada: 'Ada (RTX 4090, L40S)', hopper: 'Hopper (H100, H200)', blackwell: 'Blackwell (B200)' };
+export const GPU_NAMES: Record<TargetGpu, string> = { any: 'any GPU', ampere: 'Ampere (A100, RTX 3090)', ada: 'Ada (RTX 4090, L40S)', hopper: 'Hopper (H100, H200)', blackwell: 'Blackwell (B200)' };
 
 /** TE version "2.10.1" at or above major.minor. */
 export function teAtLeast(version: string | undefined, major: number, minor: number): boolean | undefined {
@@ -54,7 +54,7 @@ function recipeFindings(recipe: RecipeCall, recipeIndex: number, ctx: RuleContex
   if (gpus && target !== 'any' && !gpus.families.includes(target)) {
     out.push({
       code: 'PL304', span: recipe.span, severity: 'error', recipeIndex,
-      message: `${recipe.recipe} needs ${gpus.needs}, which the target GPU lacks; use Float8CurrentScaling there`,
+      message: `${recipe.recipe} needs ${gpus.needs}, which the target GPU lacks; ${target === 'ampere' ? 'Ampere has no FP8: run BF16 there' : 'use Float8CurrentScaling there'}`,
       explanation: {
         facts: [`The target GPU is ${GPU_NAMES[target]} (precisionLens.targetGpu, or target-gpu in pyproject.toml).`],
         consequence: 'TE refuses the recipe at the first autocast.',

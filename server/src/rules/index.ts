@@ -8,9 +8,10 @@ import { conversionRules } from './conversion';
 import { fallbackRules } from './fallback';
 import { fusionRules } from './fusion';
 import { precisionRules } from './precision';
+import { ptqRules } from './ptq';
 import type { Finding, RuleContext, RuleModule } from './types';
 
-export const RULE_MODULES: readonly RuleModule[] = [conversionRules, fusionRules, precisionRules, autocastRules, fallbackRules, checkpointRules];
+export const RULE_MODULES: readonly RuleModule[] = [conversionRules, fusionRules, precisionRules, autocastRules, fallbackRules, checkpointRules, ptqRules];
 
 /** Runs every enabled rule; findings come back ordered by position with the configured severities. */
 export function runRules(ctx: RuleContext): Finding[] {

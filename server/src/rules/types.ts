@@ -74,6 +74,8 @@ export interface Finding {
   callIndex?: number;
   /** For a finding about a whole-model FP8 conversion (ir.fp8Conversions). */
   conversionIndex?: number;
+  /** For a PL6xx finding: index into ir.ptq.quantizeCalls. */
+  ptqIndex?: number;
 }
 
 export interface RuleModule {
