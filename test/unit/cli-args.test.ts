@@ -47,7 +47,7 @@ describe('cli args', () => {
 
   for (const argv of [
     [], ['lint'], ['check'], ['check', 'x', '--format', 'xml'], ['check', 'x', '--fail-on'], ['check', 'x', '--rule', 'PL000=off'],
-    ['check', 'x', '--rule', 'PL101=loud'], ['check', 'x', '--rule', '=off'], ['check', 'x', '--te-api', '2.9'], ['check', 'x', '--target-gpu', 'ampere'],
+    ['check', 'x', '--rule', 'PL101=loud'], ['check', 'x', '--rule', '=off'], ['check', 'x', '--te-api', '2.9'], ['check', 'x', '--target-gpu', 'volta'],
     ['inspect', 'x', '--unsafe-fixes'], ['check', 'x', '--fix=yes'], ['check', 'x', '--max-file-size', '-1'], ['inspect', 'x', '--format', 'sarif'],
     ['inspect', 'x', '--fix'], ['check', 'x', '--nope'],
   ]) {

@@ -68,6 +68,10 @@ const CASES: GoldenCase[] = [
   { input: 'compile_recipe.py', name: 'current-scaling', code: 'PL305' },
   { input: 'checkpoint_load.py', name: 'strict', code: 'PL501', at: 'model.load_state_dict' },
   { input: 'checkpoint_load.py', name: 'strict-true', code: 'PL501', at: 'other.load_state_dict' },
+  // FP8 post-training quantization: calibrates on the file's val_loader, called after the training loop...
+  { input: 'ptq_train.py', name: 'ptq', source: {}, fix: 'ptq-fp8' },
+  // ...or, in a model file with no data, takes the calibration batches as a parameter.
+  { input: 'ptq_model.py', name: 'ptq', source: {}, fix: 'ptq-fp8' },
 ];
 
 function findingFor(text: string, findings: Finding[], irLayers: { name: string }[], c: GoldenCase): Finding {

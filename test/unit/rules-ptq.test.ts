@@ -71,6 +71,18 @@ describe('rules: PL6xx post-training quantization', () => {
     assert.deepEqual(codes(model('lm_head', splat)), []);
   });
 
+  it('ModelOpt 0.47 list-form quant_cfg: appended and literal entries, E5M2 under "cfg"', () => {
+    const loop = 'def loop(m):\n    m(torch.randint(0, 512, (512, 16)))\n\n\n';
+    const appended = `import copy\n${loop}cfg = copy.deepcopy(mtq.FP8_DEFAULT_CFG)\ncfg["quant_cfg"].append({"quantizer_name": "*head*", "enable": False})\nmtq.quantize(model, cfg, loop)\n`;
+    assert.deepEqual(codes(model('head', appended)), []);
+    const literal = `${loop}CFG = {"quant_cfg": [{"quantizer_name": "*", "enable": False}, {"quantizer_name": "*weight_quantizer", "cfg": {"num_bits": (5, 2), "axis": None}}, {"quantizer_name": "*input_quantizer", "cfg": {"num_bits": (4, 3), "axis": None}}], "algorithm": "max"}\nmtq.quantize(model, CFG, loop)\n`;
+    assert.deepEqual(codes(model('lm_head', literal)).map((c) => c.split(':')[0]), ['PL601', 'PL604']);
+    const { ir } = run(model('lm_head', literal));
+    assert.deepEqual([ir.ptq.quantizeCalls[0].config?.weights, ir.ptq.quantizeCalls[0].config?.activations, ir.ptq.quantizeCalls[0].config?.scales], ['e5m2', 'e4m3', 'static']);
+    const kv = `import copy\n${loop}cfg = copy.deepcopy(mtq.FP8_DEFAULT_CFG)\ncfg["quant_cfg"].extend(mtq.FP8_KV_CFG["quant_cfg"])\nmtq.quantize(model, cfg, loop)\n`;
+    assert.equal(run(model('lm_head', kv)).ir.ptq.quantizeCalls[0].config?.kvCache, true);
+  });
+
   it('PL602: static scales need a forward_loop that runs the model; dynamic and weight-only configs do not', () => {
     assert.deepEqual(codes(model('lm_head', 'model = mtq.quantize(model, mtq.FP8_DEFAULT_CFG)\n')), ['PL602:15']);
     assert.deepEqual(codes(model('lm_head', 'mtq.quantize(model, mtq.FP8_DEFAULT_CFG, forward_loop=None)\n')), ['PL602:15']);

@@ -2,7 +2,11 @@
  * What the analysis knows about post-training quantization (PTQ) libraries, as data: the entry points, the named
  * configs with their formats and scale kinds, and the export/save paths. ptq.ts reads these tables; rules read the
  * resulting IR. Read from (public sources, the releases on PyPI on 2026-12-01):
- *  - nvidia-modelopt 0.47.0: modelopt/torch/quantization/config.py (the *_CFG dicts, `_default_disabled_quantizer_cfg`),
+ *  - nvidia-modelopt 0.47.0 (the wheel, installed and run on CPU here): the presets are YAML under
+ *    modelopt_recipes/configs/ptq (presets/model/fp8.yaml = base_disable_all + w8a8_fp8_fp8 + default_disabled_quantizers)
+ *    and `mtq.FP8_DEFAULT_CFG["quant_cfg"]` is a *list* of `{"quantizer_name", "enable", "cfg", "parent_class"}` entries
+ *    applied in order; releases before it (config.py on GitHub, 2024-2025) used a dict `{wildcard: attributes}`. Both
+ *    forms are read. Also modelopt/torch/quantization/config.py (`_default_disabled_quantizer_cfg`),
  *    modelopt/torch/quantization/model_quant.py (`quantize(model, config, forward_loop=None)`: "forward_loop ... is not
  *    required for weight-only quantization with the max algorithm"; `print_quant_summary`), modelopt/torch/export
  *    (`export_tensorrt_llm_checkpoint(model, decoder_type, dtype, export_dir, ...)`, `export_hf_checkpoint`),
@@ -43,12 +47,16 @@ const SM89 = 'SM >= 8.9';
 const NO_FP8_GPUS: TargetGpu[] = ['ampere', 'ada', 'hopper', 'blackwell'];
 
 /**
- * ModelOpt's `_default_disabled_quantizer_cfg` (config.py): every named config merges it, so these wildcards are off
- * unless the user's config drops them. Matched with fnmatch against quantizer names (`lm_head.weight_quantizer`).
+ * ModelOpt's default disabled quantizers (0.47.0: configs/ptq/units/default_disabled_quantizers.yaml; before:
+ * `_default_disabled_quantizer_cfg`): every named config merges them, so these wildcards are off unless the user's
+ * config drops them. Matched with fnmatch against quantizer names (`lm_head.weight_quantizer`). 0.47.0 also disables
+ * every quantizer whose parent is nn.Embedding, BatchNorm or LeakyReLU (by class, not name).
  */
 export const MODELOPT_DEFAULT_DISABLED = [
-  '*lm_head*', '*proj_out.*', '*block_sparse_moe.gate*', '*router*', '*mlp.gate.*', '*mlp.shared_expert_gate.*',
-  '*output_layer*', 'output.*',
+  '*block_sparse_moe.gate*', '*linear_attn.conv1d*', '*self_attention.conv1d*', '*linear_attn.in_proj_a*',
+  '*linear_attn.in_proj_b*', '*lm_head*', '*mixer.conv1d*', '*mlp.gate.*', '*mlp.shared_expert_gate.*', '*output_layer*',
+  '*proj_out.*', '*router*', 'mtp.*', 'output.*', '*embed_vision*', '*vision_tower*', '*visual*', '*vision_model*',
+  '*multi_modal_projector*',
 ];
 
 /** Named configs (ModelOpt: `mtq.<NAME>`; torchao: config classes). */

@@ -181,7 +181,7 @@ function readDict(input: PtqInput, cfg: PtqConfig, node: SyntaxNode, rec: CallRe
     const value = child.childForFieldName('value');
     if (!value) continue;
     if (key === 'quant_cfg') {
-      if (value.type === 'dictionary') readQuantCfg(input, cfg, value, rec, depth);
+      if (value.type === 'dictionary' || value.type === 'list') readQuantCfg(input, cfg, value, rec, depth);
       else splat(input, cfg, value, rec, depth);
     } else if (key === 'algorithm' && value.type === 'none' && cfg.scales === 'static') cfg.scales = 'dynamic';
   }
@@ -210,15 +210,34 @@ function keyOf(src: string, pair: SyntaxNode): string | undefined {
   return k ? stringValue(src.slice(k.startIndex, k.endIndex)) : undefined;
 }
 
+/** quant_cfg as a dict `{wildcard: attributes}` (ModelOpt < 0.47) or a list of entries (0.47: `{"quantizer_name": ...}`). */
 function readQuantCfg(input: PtqInput, cfg: PtqConfig, node: SyntaxNode, rec: CallRec, depth: number): void {
   for (const child of node.namedChildren) {
     if (!child) continue;
-    if (child.type === 'dictionary_splat') { const inner = child.namedChild(0); if (inner) splat(input, cfg, inner, rec, depth); continue; }
+    if (child.type === 'dictionary_splat' || child.type === 'list_splat') { const inner = child.namedChild(0); if (inner) splat(input, cfg, inner, rec, depth); continue; }
+    if (node.type === 'list' && child.type === 'dictionary') { applyListEntry(input.src, cfg, child); continue; }
     if (child.type !== 'pair') continue;
     const key = keyOf(input.src, child);
     const value = child.childForFieldName('value');
     if (key !== undefined && value) applyEntry(input.src, cfg, key, value);
   }
+}
+
+/** One entry of a list-form quant_cfg: `{"quantizer_name": "*lm_head*", "enable": False}`, `{..., "cfg": {...}}`. */
+function applyListEntry(src: string, cfg: PtqConfig, entry: SyntaxNode): void {
+  const fields = new Map<string, SyntaxNode>();
+  for (const p of entry.namedChildren) {
+    const k = p && p.type === 'pair' ? keyOf(src, p) : undefined;
+    const v = p?.childForFieldName('value');
+    if (k !== undefined && v) fields.set(k, v);
+  }
+  const nameNode = fields.get('quantizer_name');
+  const name = nameNode ? stringValue(src.slice(nameNode.startIndex, nameNode.endIndex)) : undefined;
+  // `"*"` first disables everything the later entries do not enable; parent_class entries act by class, not name.
+  if (name === undefined || fields.has('parent_class')) return;
+  if (fields.get('enable')?.type === 'false') { if (name !== '*') applyEntry(src, cfg, name, entry); return; }
+  const attrs = fields.get('cfg');
+  if (attrs) applyEntry(src, cfg, name, attrs);
 }
 
 /** One quant_cfg entry: a wildcard and its quantizer attributes. */
@@ -269,7 +288,8 @@ function elementOf(text: string): PtqElement | undefined {
 /**
  * Changes made to the config variable between its assignment and the quantize call:
  * `cfg["quant_cfg"]["*lm_head*"] = {"enable": False}`, `cfg["quant_cfg"]["*weight_quantizer"]["num_bits"] = (5, 2)`,
- * `cfg["quant_cfg"].update({...})` / `.update(mtq.FP8_KV_CFG["quant_cfg"])`.
+ * `cfg["quant_cfg"].update({...})` / `.update(mtq.FP8_KV_CFG["quant_cfg"])` (dict form), `cfg["quant_cfg"].append({...})` /
+ * `.extend(mtq.FP8_KV_CFG["quant_cfg"])` (list form).
  */
 function applyChanges(input: PtqInput, cfg: PtqConfig, name: string, from: number, rec: CallRec): void {
   const { src, walk } = input;
@@ -296,13 +316,15 @@ function applyChanges(input: PtqInput, cfg: PtqConfig, name: string, from: numbe
     if (!f || f.type !== 'attribute') continue;
     const attr = f.childForFieldName('attribute');
     const obj = f.childForFieldName('object');
-    if (!attr || !obj || src.slice(attr.startIndex, attr.endIndex) !== 'update') continue;
+    const method = attr ? src.slice(attr.startIndex, attr.endIndex) : '';
+    if (!obj || !/^(update|append|extend)$/.test(method)) continue;
     const keys = obj.type === 'subscript' ? subscriptKeys(src, obj, name) : undefined;
     if (!keys || keys[0] !== 'quant_cfg' || keys.length !== 1) continue;
     const arg = argsOf(src, c.node)[0];
     if (!arg) continue;
     cfg.evidence.push(spanOf(c.node));
-    if (arg.node.type === 'dictionary') readQuantCfg(input, cfg, arg.node, rec, 1);
+    if (method === 'append' && arg.node.type === 'dictionary') applyListEntry(src, cfg, arg.node);
+    else if (arg.node.type === 'dictionary' || arg.node.type === 'list') readQuantCfg(input, cfg, arg.node, rec, 1);
     else splat(input, cfg, arg.node, rec, 1);
   }
 }

@@ -21,6 +21,7 @@ import { eol } from './indent';
 import { scanSource, type SourceModel, type Statement } from './source';
 import { teAtLeast } from '../rules/autocast';
 import { migrateDeprecated, repairRecipe, replaceDelayedScaling, resolveApi } from './te-api';
+import { ptqFix } from './ptq';
 import { outcome, refuse, type FallbackModule, type Fix, type FixContext, type FixEnv, type FixOutcome, type RefusedFix } from './types';
 import { CONTEXT_FACTORY } from './fallback-source';
 import { hasWrapper, planWrapper, wrapperRefusal } from './wrapper';
@@ -256,6 +257,7 @@ export function sourceFixOutcome(text: string, ir: ModelIR, settings: PrecisionL
 
   if (options.selection && options.selection.endOffset > options.selection.startOffset) take(wrapTrainingStep(ctx, options.selection), 'wrap-selection', 'Wrap the selected statements in FP8 autocast');
   take(wrapTrainingStep(ctx), 'wrap-training-step', 'Wrap the training step in FP8 autocast');
+  take(ptqFix(ctx), 'ptq-fp8', 'Quantize to FP8 after training (with calibration)');
   return { fixes: withFileEol(text, fixes), refusals, refused };
 }
 
