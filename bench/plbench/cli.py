@@ -62,6 +62,14 @@ def build_parser():
                    help="skip the BF16/FP8 GEMM roofline measurement")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                    help="cpu runs the harness on the CPU (tests only; not a benchmark, FP8 emulated)")
+    p.add_argument("--mode", choices=("train", "inference"), default="train",
+                   help="train: BF16 vs FP8 training steps; inference: prefill/decode tokens/s and accuracy vs BF16 "
+                        "(backends bf16,torchao,te,torch-fp8,modelopt; presets only)")
+    p.add_argument("--prompt-len", type=int, default=512, help="inference: prompt tokens per sequence (prefill)")
+    p.add_argument("--new-tokens", type=int, default=64, help="inference: tokens decoded per sequence")
+    p.add_argument("--eval-batches", type=int, default=4, help="inference: held-out prompt batches for accuracy")
+    p.add_argument("--calib-batches", type=int, default=4, help="inference: calibration batches (modelopt)")
+    p.add_argument("--repeats", type=int, default=5, help="inference: timed repetitions (median)")
     p.add_argument("--version", action="version", version="precision-lens-bench %s" % __version__)
     return p
 
@@ -200,6 +208,8 @@ def _main(session, argv):
         args.compile = hasattr(torch, "compile") and device == "cuda"
 
     te_installed = env["te"]["installed"] and not env["te"]["error"]
+    if args.mode == "inference":
+        return _inference(session, args, env, device, te_installed)
     backends = parse_backends(args.backends, te_installed)
 
     runnable, gate_errors = gate_backends(backends, env, device)
@@ -268,6 +278,23 @@ def _te_missing(te_env, backends):
     if "torch-fp8" not in backends:
         hint += "; --backends bf16,torch-fp8 measures FP8 without Transformer Engine"
     return msg, hint
+
+
+def _inference(session, args, env, device, te_installed):
+    """--mode inference (plbench/inference.py): presets only, since decoding reads the preset's modules."""
+    from . import envprobe, inference, workloads
+    kind, spec = workloads.parse_workload_spec(args.workload)
+    if kind == "user":
+        raise BenchError("usage", "--mode inference runs the presets (--list-workloads), not module:function",
+                         "pick a preset with --workload, e.g. gpt-125m")
+    if args.prompt_len < 1 or args.new_tokens < 0 or args.eval_batches < 1 or args.repeats < 1:
+        raise BenchError("usage", "--prompt-len, --eval-batches and --repeats must be >= 1, --new-tokens >= 0", None)
+
+    def builder():
+        return workloads.build_preset(spec, batch=args.batch, seq=args.prompt_len + args.new_tokens,
+                                      layers=args.layers, device=device, seed=args.seed, n_batches=1)
+    te_info = envprobe.load_te() if te_installed else {}
+    return inference.run(session, args, env, device, builder, te_info)
 
 
 def gate_backends(backends, env, device):

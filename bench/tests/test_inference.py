@@ -1,0 +1,120 @@
+"""--mode inference on the CPU: the KV-cache decode is the model's own forward, the accuracy and throughput figures
+are computed as documented, the backend choice and the errors are what the protocol says. Debian's torch 1.13 runs
+these; the FP8 libraries are not needed (torch-fp8 runs its fp32 emulation; torchao / modelopt say why they cannot)."""
+import torch
+import torch.nn.functional as F
+
+from plbench import inference
+from plbench.presets import PRESETS, Preset
+from plbench.workloads import TransformerLM, build_preset
+
+LLAMA = Preset("tiny-llama", "llama", 64, 2, 4, 2, 128, 2, 32, "test: GQA 4/2 heads", vocab=512, hidden_test=True)
+
+
+def _model(preset):
+    torch.manual_seed(0)
+    return TransformerLM(preset, seq=32).eval()
+
+
+def _reference_logits(model, tokens):
+    """The preset's own training forward, up to the lm-head (what LMHeadLoss computes before the loss)."""
+    x = model.tok_emb(tokens)
+    if model.pos_emb is not None:
+        x = x + model.pos_emb(torch.arange(tokens.shape[1]))
+    for blk in model.blocks:
+        x = blk(x)
+    return model.head.lm_head(model.head.norm(x))
+
+
+def test_kv_cache_prefill_and_decode_equal_the_full_forward_gpt_and_gqa_llama():
+    for preset in (PRESETS["tiny"], LLAMA):
+        model = _model(preset)
+        tokens = torch.randint(0, preset.vocab, (2, 12))
+        with torch.no_grad():
+            full = _reference_logits(model, tokens)
+            cache = {}
+            pre = inference.forward_logits(model, tokens[:, :8], cache, 0)
+            steps = [inference.forward_logits(model, tokens[:, i:i + 1], cache, i) for i in range(8, 12)]
+        assert torch.allclose(pre, full[:, :8], atol=1e-5), preset.name
+        assert torch.allclose(torch.cat(steps, dim=1), full[:, 8:], atol=1e-5), preset.name
+        assert cache[0][0].shape[2] == 12  # every position cached
+
+
+def test_generate_is_greedy_and_returns_one_step_per_token():
+    model = _model(PRESETS["tiny"])
+    with torch.no_grad():
+        prefill, steps = inference.generate(model, torch.randint(0, 512, (2, 5)), 3)
+    assert prefill.shape == (2, 5, 512) and len(steps) == 3 and steps[0].shape == (2, 1, 512)
+
+
+def test_accuracy_figures():
+    ref = torch.tensor([[[0.0, 1.0, 0.0], [2.0, 0.0, 0.0]]])
+    out = torch.tensor([[[0.0, 0.5, 0.75], [2.0, 0.0, 0.5]]])
+    acc = inference.accuracy(ref, out)
+    assert acc["max_abs_logit_diff"] == 0.75
+    assert abs(acc["mean_abs_logit_diff"] - 1.75 / 6) < 1e-7
+    assert acc["next_token_agreement"] == 0.5  # position 0 flips from token 1 to token 2
+    merged = inference.merge_accuracy([acc, inference.accuracy(ref, ref)])
+    assert merged == {"max_abs_logit_diff": 0.75, "mean_abs_logit_diff": acc["mean_abs_logit_diff"] / 2,
+                      "next_token_agreement": 0.75}
+    assert inference.merge_accuracy([]) is None
+
+
+def test_throughput_counts_every_prompt_token_and_one_token_per_sequence_per_step():
+    t = inference.throughput(batch=4, prompt_len=128, new_tokens=16, prefill_s=0.5, decode_s=2.0)
+    assert t == {"prefill_tokens_per_s": 1024.0, "decode_tokens_per_s": 32.0}
+    assert inference.throughput(4, 128, 0, 0.5, 0.0)["decode_tokens_per_s"] is None
+
+
+def test_backend_choice():
+    no_fp8 = {"fp8": {"available": False}, "torch_fp8": {"available": False}, "te": {"installed": False}}
+    assert inference.choose_backends("auto", no_fp8, "cpu") == ["bf16", "torch-fp8"]
+    assert inference.choose_backends("bf16, torchao,bf16", no_fp8, "cuda") == ["bf16", "torchao"]
+    try:
+        inference.choose_backends("bf16,int4", no_fp8, "cuda")
+        raise AssertionError("an unknown backend must be refused")
+    except inference.BenchError as err:
+        assert err.code == "usage" and "int4" in err.message
+
+
+def test_fp8_backend_keeps_the_lm_head_and_embeddings_and_stays_close_to_bf16():
+    wl = build_preset("tiny", batch=2, seq=16, device="cpu", n_batches=1)
+    model = wl.model.eval()
+    tokens = torch.randint(0, 512, (2, 16))
+    with torch.no_grad():
+        ref = inference.forward_logits(model, tokens, {}, 0)
+        model, ctx, notes = inference.prepare_backend("torch-fp8", model, wl, "cpu")
+        with ctx():
+            out = inference.forward_logits(model, tokens, {}, 0)
+    assert set(notes["kept_high_precision"]) >= {"tok_emb", "pos_emb", "head.lm_head"}
+    assert notes["emulated"] and notes["converted"] == 8  # qkv, proj, fc, proj in each of 2 blocks
+    assert type(model.head.lm_head) is torch.nn.Linear
+    acc = inference.accuracy(ref, out)
+    assert 0 < acc["max_abs_logit_diff"] < 0.5 and acc["next_token_agreement"] > 0.8
+    assert F.softmax(out, -1).sum(-1).allclose(torch.ones(2, 16))
+
+
+def test_inference_mode_end_to_end_on_cpu(bench):
+    r = bench(["--mode", "inference", "--device", "cpu", "--workload", "tiny", "--batch", "2", "--prompt-len", "16",
+               "--new-tokens", "4", "--repeats", "1", "--eval-batches", "2"])
+    assert r.rc == 0, r.stderr
+    results = {e["backend"]: e for e in r.of("result")}
+    assert list(results) == ["bf16", "torch-fp8"]
+    for e in results.values():
+        assert e["mode"] == "inference" and e["prefill_tokens_per_s"] > 0 and e["decode_tokens_per_s"] > 0
+    assert "accuracy" not in results["bf16"]
+    acc = results["torch-fp8"]["accuracy"]
+    assert 0 < acc["max_abs_logit_diff"] and 0 < acc["next_token_agreement"] <= 1
+    assert "EMULATED" in results["torch-fp8"]["label"]
+    summary = r.of("summary")[0]
+    assert summary["mode"] == "inference" and summary["ratios"]["torch-fp8"]["prefill_tokens_per_s"] > 0
+
+
+def test_inference_mode_errors(bench):
+    r = bench(["--mode", "inference", "--device", "cpu", "--workload", "tiny", "--backends", "bf16,torchao",
+               "--prompt-len", "8", "--new-tokens", "2", "--repeats", "1", "--eval-batches", "1"])
+    # bf16 still runs; torchao says why it cannot (not installed here, or no CUDA GPU)
+    assert [e["backend"] for e in r.of("result")] == ["bf16"]
+    assert r.errors("backend_failed") and r.rc != 0
+    r = bench(["--mode", "inference", "--device", "cpu", "--workload", "mymodel:make"])
+    assert r.errors("usage") and "presets" in r.errors("usage")[0]["message"]
