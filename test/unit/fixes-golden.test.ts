@@ -72,6 +72,8 @@ const CASES: GoldenCase[] = [
   { input: 'ptq_train.py', name: 'ptq', source: {}, fix: 'ptq-fp8' },
   // ...or, in a model file with no data, takes the calibration batches as a parameter.
   { input: 'ptq_model.py', name: 'ptq', source: {}, fix: 'ptq-fp8' },
+  // PL601 on torchao quantize_ without filter_fn: a filter that leaves the lm-head found by role out.
+  { input: 'ptq_torchao.py', name: 'filter', code: 'PL601', at: 'self.lm_head', fix: 'ptq-torchao-filter' },
 ];
 
 function findingFor(text: string, findings: Finding[], irLayers: { name: string }[], c: GoldenCase): Finding {

@@ -9,6 +9,7 @@ import { resolveSettings } from '../../common/settings';
 import type { ModelIR } from '../../server/src/analysis/ir';
 import { fnmatch } from '../../server/src/analysis/ptq';
 import { analyzeText } from '../../server/src/engine';
+import { fixOutcome } from '../../server/src/fixes';
 import { createPythonParser, type Parser } from '../../server/src/parser';
 import type { Finding } from '../../server/src/rules/types';
 
@@ -152,6 +153,19 @@ describe('rules: PL6xx post-training quantization', () => {
       assert.match(f.message, /^[^\n]+\.$/, f.message);
       assert.doesNotMatch(f.message.slice(0, -1), /\.\s+[A-Z]/, `one sentence: ${f.message}`);
     }
+  });
+
+  it('the torchao filter fix leaves no PL601; the other PL6xx say what to do instead of a fix', () => {
+    const fixed = readFileSync(join(FIX, '..', 'fixes', 'expected', 'ptq_torchao.filter.py'), 'utf8');
+    assert.deepEqual(run(fixed).findings.map((f) => f.code), []);
+    const text = read('modelopt_fp8.py');
+    const { ir, findings } = run(text, 'ampere');
+    for (const f of findings) {
+      const out = fixOutcome(text, ir, f, resolveSettings({ targetGpu: 'ampere' }));
+      assert.equal(out.fixes.length, 0, f.code);
+      assert.match(out.refusals.join(' '), /^No automatic fix/, f.code);
+    }
+    assert.match(fixOutcome(text, ir, findings.find((f) => f.code === 'PL601')!, resolveSettings({})).refusals[0], /"\*decoder\*"/);
   });
 
   it('fnmatch follows Python: *, ? and [kv] classes', () => {

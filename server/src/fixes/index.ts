@@ -21,7 +21,7 @@ import { eol } from './indent';
 import { scanSource, type SourceModel, type Statement } from './source';
 import { teAtLeast } from '../rules/autocast';
 import { migrateDeprecated, repairRecipe, replaceDelayedScaling, resolveApi } from './te-api';
-import { ptqFix } from './ptq';
+import { ptqFindingOutcome, ptqFix } from './ptq';
 import { outcome, refuse, type FallbackModule, type Fix, type FixContext, type FixEnv, type FixOutcome, type RefusedFix } from './types';
 import { CONTEXT_FACTORY } from './fallback-source';
 import { hasWrapper, planWrapper, wrapperRefusal } from './wrapper';
@@ -174,6 +174,13 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
       return refuse('No automatic fix in this file: run "Wrap the training step in FP8 autocast" (Source Action) in the training script.');
     case 'PL402':
       return refuse('No automatic fix: log the mode where the FP8 check is made; the FP8 fallback wrapper logs it once at start.');
+    case 'PL601':
+    case 'PL602':
+    case 'PL603':
+    case 'PL604':
+    case 'PL605':
+    case 'PL606':
+      return ptqFindingOutcome(ctx, finding);
     default:
       return outcome();
   }

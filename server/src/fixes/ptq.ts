@@ -11,11 +11,12 @@
  *    GEMMs, float8 weight-only elsewhere), else it says which package to install and returns the model unchanged;
  *  - prints the logit difference and next-token agreement before/after on a few batches.
  */
-import type { Layer } from '../analysis/ir';
+import type { Layer, PtqQuantizeCall } from '../analysis/ir';
+import type { Finding } from '../rules/types';
 import { WRAPPER_END_MARKER, wrapperRanges } from '../analysis/known';
 import { findTrainingSteps } from './autocast';
 import type { Statement, SourceModel } from './source';
-import type { Fix, FixContext } from './types';
+import { outcome, refuse, type Fix, type FixContext, type FixOutcome } from './types';
 
 export const PTQ_FUNCTION = 'quantize_fp8_for_inference';
 
@@ -193,4 +194,50 @@ export function ptqFix(ctx: FixContext): { fix?: Fix; refusal?: string } {
       safe: false, edits: edits.sort((a, b) => a.startOffset - b.startOffset),
     },
   };
+}
+
+/** The quick fix of a PL6xx finding, or why there is none. */
+export function ptqFindingOutcome(ctx: FixContext, finding: Finding): FixOutcome {
+  const call = finding.ptqIndex !== undefined ? ctx.ir.ptq.quantizeCalls[finding.ptqIndex] : undefined;
+  const layer = finding.layerIndex !== undefined ? ctx.ir.layers[finding.layerIndex] : undefined;
+  switch (finding.code) {
+    case 'PL601':
+      if (call?.library === 'torchao' && !call.filter) return torchaoFilter(ctx, call, layer);
+      if (call?.library === 'modelopt' && layer) {
+        const w = `*${headNames([layer])[0] ?? 'lm_head'}*`;
+        return refuse(`No automatic fix: add {"quantizer_name": "${w}", "enable": False} to the config's quant_cfg list (ModelOpt >= 0.47), or cfg["quant_cfg"]["${w}"] = {"enable": False} before.`);
+      }
+      return refuse('No automatic fix: change the filter_fn so that it returns False for the lm-head and for Linears tied to an embedding.');
+    case 'PL602':
+      return refuse('No automatic fix for this call: pass forward_loop=a function that runs the model on ~512 validation samples (the source action "Quantize to FP8 after training" writes one).');
+    case 'PL603':
+      return refuse('No automatic fix: change the bound of the calibration loop to 512-1024 samples.');
+    case 'PL604':
+      return refuse('No automatic fix: use E4M3, num_bits=(4, 3) (ModelOpt) or torch.float8_e4m3fn (torchao, the default).');
+    case 'PL605':
+      return refuse('No automatic fix: pick a format the target GPU runs, or set precisionLens.targetGpu to the GPU you deploy on.');
+    case 'PL606':
+      return refuse('No automatic fix: save with mto.save(model, path) and load with mto.restore(model, path), or export with export_tensorrt_llm_checkpoint.');
+    default:
+      return outcome();
+  }
+}
+
+/** torchao quantize_ without filter_fn: add one that takes nn.Linear layers but the lm-heads found by role. */
+function torchaoFilter(ctx: FixContext, call: PtqQuantizeCall, layer: Layer | undefined): FixOutcome {
+  const torchName = ctx.ir.imports.find((b) => b.target === 'torch' && !b.guarded)?.local;
+  if (!torchName) return refuse('No automatic fix: the file does not import torch under a name the filter could use.');
+  const heads = headNames(layer ? [layer, ...ctx.ir.layers] : ctx.ir.layers);
+  const names = heads.length ? heads : ['lm_head', 'output', 'decoder'];
+  const close = call.span.endOffset - 1;
+  if (ctx.text[close] !== ')') return refuse('No automatic fix: the quantize_ call could not be read to its closing parenthesis.');
+  let end = close;
+  while (end > call.span.startOffset && /\s/.test(ctx.text[end - 1])) end--;
+  const comma = ctx.text[end - 1] === ',' || ctx.text[end - 1] === '(' ? '' : ',';
+  const set = `{${names.map((n) => JSON.stringify(n)).join(', ')}}`;
+  const newText = `${comma} filter_fn=lambda module, fqn: isinstance(module, ${torchName}.nn.Linear) and fqn.split(".")[-1] not in ${set}`;
+  return outcome([{
+    id: 'ptq-torchao-filter', title: `Keep ${names.join(', ')} out of quantize_ (filter_fn)`, kind: 'quickfix', codes: ['PL601'],
+    safe: false, isPreferred: true, edits: [{ startOffset: end, endOffset: end, newText }],
+  }]);
 }
