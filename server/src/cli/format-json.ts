@@ -3,7 +3,7 @@
  * may be added; the contract's fields are never renamed or removed.
  */
 import { RULES } from '../../../common/codes';
-import type { Dim, Layer } from '../analysis/ir';
+import type { Dim, Layer, ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { explanationText } from '../rules/explain';
 import { isAnalysed, type AnalysedFile } from './analyze';
@@ -112,9 +112,28 @@ export function inspectJson(files: readonly AnalysedFile[]): object {
         entry.importsTorch = ir.importsTorch;
         entry.importsTe = ir.importsTe;
         entry.hasSyntaxErrors = ir.hasSyntaxErrors;
+        if (ir.ptq.quantizeCalls.length || ir.ptq.saves.length) entry.ptq = ptqJson(ir);
       }
       if (f.skipped || f.error) entry.notAnalysed = f.skipped ?? f.error;
       return entry;
     }),
+  };
+}
+
+/** Post-training quantization calls and saves (1-based lines), for `inspect`. */
+function ptqJson(ir: ModelIR): object {
+  return {
+    quantize: ir.ptq.quantizeCalls.map((c) => ({
+      line: c.span.startLine + 1, library: c.library, callee: c.callee, model: c.model,
+      config: c.config ? {
+        text: c.config.text, base: c.config.base ?? null, format: c.config.format ?? null, fp8: c.config.fp8 ?? null,
+        weights: c.config.weights ?? null, activations: c.config.activations ?? null, scales: c.config.scales ?? null,
+        kvCache: c.config.kvCache, disabled: c.config.disabled, opaque: c.config.opaque ?? null,
+      } : null,
+      forwardLoop: c.forwardLoop ? { text: c.forwardLoop.text, runsModel: c.forwardLoop.runsModel ?? null, size: c.forwardLoop.size ?? null } : null,
+      filter: c.filter ?? null,
+      protectedLayers: c.protectedHits.map((h) => ({ name: ir.layers[h.layerIndex].name, role: ir.layers[h.layerIndex].role, why: h.why })),
+    })),
+    saves: ir.ptq.saves.map((s) => ({ line: s.span.startLine + 1, kind: s.kind, text: s.text })),
   };
 }

@@ -31,7 +31,7 @@ const protectedLayer: Check = (call, ptqIndex, { ir }) => {
     const layer = ir.layers[hit.layerIndex];
     const what = `${layerLabel(layer)} (${ROLE_WORD[layer.role] ?? layer.role})`;
     const action = call.library === 'modelopt'
-      ? `disable it: cfg["quant_cfg"]["${wildcardFor(layer)}"] = {"enable": False}`
+      ? `add {"quantizer_name": "${wildcardFor(layer)}", "enable": False} to quant_cfg`
       : layer.role === 'embedding' ? 'leave embeddings out of filter_fn' : 'pass a filter_fn that skips it';
     out.push({ code: 'PL601', span: layer.span, severity: 'warning', layerIndex: hit.layerIndex, ptqIndex, message: `${call.callee} quantizes ${what} to FP8: ${action}.` });
     if (layer.tied && layer.role === 'lm_head') {
