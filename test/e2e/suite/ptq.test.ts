@@ -33,7 +33,7 @@ describe('quick fix: Quantize to FP8 after training (with calibration)', functio
 
   it('is offered on the example model file, with the calibration batches as a parameter', async () => {
     const doc = await openFile(await copyFile('model.py', 'ptq_model_copy.py'));
-    const action = await ptqAction(doc, 'class GPT');
+    const action = await ptqAction(doc, 'class GPT(nn.Module)');
     assert.match(action.title, /calibration batches as a parameter/);
   });
 
