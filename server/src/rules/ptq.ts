@@ -9,7 +9,7 @@
  * Each rule is a list of small named checks over one quantize call (or save); messages are one sentence each.
  */
 import type { TargetGpu } from '../../../common/settings';
-import type { Layer, ModelIR, PtqQuantizeCall } from '../analysis/ir';
+import type { Layer, ModelIR, PtqCalibrationSize, PtqQuantizeCall } from '../analysis/ir';
 import { CALIB_SIZE } from '../analysis/ptq-catalogue';
 import { GPU_NAMES } from './autocast';
 import { layerLabel } from './format';
@@ -18,6 +18,12 @@ import type { Finding, RuleContext, RuleModule } from './types';
 type Check = (call: PtqQuantizeCall, ptqIndex: number, ctx: RuleContext) => Finding[];
 
 const ROLE_WORD: Record<string, string> = { lm_head: 'the lm-head', embedding: 'an embedding' };
+const HEAD_COST = 'The lm-head is the most precision-sensitive layer: in PLaMo-100B an FP8 head raised the z-loss and hurt downstream scores.';
+
+function sizeFact(size: PtqCalibrationSize): string {
+  const per = size.unit === 'batches' ? (size.batchSize ? ` of ${size.batchSize} samples each` : ' of unknown size') : '';
+  return `The loop is bounded by ${size.text}: ${size.count} ${size.unit}${per}.`;
+}
 
 /** Which name to disable in a ModelOpt config: the module's last attribute as a wildcard (`*decoder*`). */
 function wildcardFor(layer: Layer): string {
@@ -33,15 +39,31 @@ const protectedLayer: Check = (call, ptqIndex, { ir }) => {
     const action = call.library === 'modelopt'
       ? `add {"quantizer_name": "${wildcardFor(layer)}", "enable": False} to quant_cfg`
       : layer.role === 'embedding' ? 'leave embeddings out of filter_fn' : 'pass a filter_fn that skips it';
-    out.push({ code: 'PL601', span: layer.span, severity: 'warning', layerIndex: hit.layerIndex, ptqIndex, message: `${call.callee} quantizes ${what} to FP8: ${action}.` });
+    out.push({
+      code: 'PL601', span: layer.span, severity: 'warning', layerIndex: hit.layerIndex, ptqIndex, message: `${call.callee} quantizes ${what} to FP8: ${action}`,
+      related: [{ span: call.span, message: `${call.callee} with ${call.config?.base ?? call.config?.text ?? 'its config'}` }],
+      explanation: {
+        facts: [`Its role: ${layer.roleReasons.join('; ') || layer.role}.`, `Reached because ${hit.why}.`],
+        consequence: HEAD_COST,
+        fix: call.library === 'torchao' ? 'The quick fix adds a filter_fn that leaves the lm-heads found by role out.' : 'ModelOpt matches wildcards against quantizer names such as decoder.weight_quantizer.',
+      },
+    });
     if (layer.tied && layer.role === 'lm_head') {
-      out.push({ code: 'PL601', span: call.span, severity: 'warning', layerIndex: hit.layerIndex, ptqIndex, message: `${layerLabel(layer)} shares its weight with the embedding, so ${call.callee} quantizes the token table too: exclude the head.` });
+      out.push({
+        code: 'PL601', span: call.span, severity: 'warning', layerIndex: hit.layerIndex, ptqIndex,
+        message: `${layerLabel(layer)} shares its weight with the embedding, so ${call.callee} quantizes the token table too: exclude the head`,
+        related: [{ span: layer.span, message: `${layerLabel(layer)}: the lm-head, tied to the embedding` }],
+        explanation: { facts: ['A tied head and the embedding are one tensor: quantizing the head quantizes every token vector.'], consequence: 'An 8-bit table blurs the distinctions between token vectors.' },
+      });
     }
   }
   // torchao without a filter, on a model whose head is in another file: every nn.Linear, the output layer included.
   const headsHere = ir.layers.some((l) => l.role === 'lm_head');
   if (call.library === 'torchao' && !call.filter && !headsHere && call.config?.fp8) {
-    out.push({ code: 'PL601', span: call.span, severity: 'warning', ptqIndex, message: 'quantize_ without filter_fn makes every nn.Linear FP8, the lm-head included: pass a filter_fn that skips it.' });
+    out.push({
+      code: 'PL601', span: call.span, severity: 'warning', ptqIndex, message: 'quantize_ without filter_fn makes every nn.Linear FP8, the lm-head included: pass a filter_fn that skips it',
+      explanation: { facts: ["torchao's default filter takes every nn.Linear; the model's lm-head is defined in another file."], consequence: HEAD_COST },
+    });
   }
   return out;
 };
@@ -51,10 +73,18 @@ const noCalibration: Check = (call, ptqIndex) => {
   if (call.library !== 'modelopt' || !cfg || cfg.scales !== 'static') return [];
   const name = cfg.base ?? 'this config';
   if (!call.forwardLoop) {
-    return [{ code: 'PL602', span: call.span, severity: 'warning', ptqIndex, message: `${name} needs calibrated activation scales but no forward_loop is passed: add one over 512 validation samples.` }];
+    return [{
+      code: 'PL602', span: call.span, severity: 'warning', ptqIndex, message: `${name} needs calibrated activation scales but no forward_loop is passed: add one over 512 validation samples`,
+      explanation: { facts: ['ModelOpt computes each static scale from the amax the forward_loop shows it; without data the input quantizers stay uncalibrated.'], consequence: 'The FP8 model clips or underflows activations.', fix: 'The source action "Quantize to FP8 after training (with calibration)" writes a calibration loop over the validation loader.' },
+    }];
   }
   if (call.forwardLoop.runsModel === false) {
-    return [{ code: 'PL602', span: call.forwardLoop.fnSpan ?? call.forwardLoop.span, severity: 'warning', ptqIndex, message: `${call.forwardLoop.fnName ?? 'The forward_loop'} never runs the model it gets, so ${name} calibrates nothing: call model(batch) in it.` }];
+    return [{
+      code: 'PL602', span: call.forwardLoop.fnSpan ?? call.forwardLoop.span, severity: 'warning', ptqIndex,
+      message: `${call.forwardLoop.fnName ?? 'The forward_loop'} never runs the model it gets, so ${name} calibrates nothing: call model(batch) in it`,
+      related: [{ span: call.span, message: `${call.callee} passes it as forward_loop` }],
+      explanation: { facts: ['The loop neither calls the model it is handed nor passes it on.'], consequence: 'The static activation scales keep no calibrated amax.' },
+    }];
   }
   return [];
 };
@@ -67,10 +97,18 @@ const calibrationSize: Check = (call, ptqIndex) => {
   const what = samples !== undefined ? `${samples} samples` : `${size.count} batches`;
   // Batches of unknown size are at least one sample each: only "too many" can be told.
   if (samples !== undefined && samples < CALIB_SIZE.tooFew) {
-    return [{ code: 'PL603', span: size.span, severity: 'information', ptqIndex, message: `Calibrating on ${what} misses activation outliers: use ${lo}-${hi} samples.` }];
+    return [{
+      code: 'PL603', span: size.span, severity: 'information', ptqIndex, message: `Calibrating on ${what} misses activation outliers: use ${lo}-${hi} samples`,
+      related: [{ span: call.span, message: `${call.callee} calibrates with this loop` }],
+      explanation: { facts: [sizeFact(size)], consequence: 'Scales set from too few samples clip the outliers seen in production.' },
+    }];
   }
   if ((samples ?? size.count) > CALIB_SIZE.tooMany) {
-    return [{ code: 'PL603', span: size.span, severity: 'information', ptqIndex, message: `Calibrating on ${what} costs time and gains nothing past ~${hi}: use ${lo}-${hi} samples.` }];
+    return [{
+      code: 'PL603', span: size.span, severity: 'information', ptqIndex, message: `Calibrating on ${what} costs time and gains nothing past ~${hi}: use ${lo}-${hi} samples`,
+      related: [{ span: call.span, message: `${call.callee} calibrates with this loop` }],
+      explanation: { facts: [sizeFact(size)], consequence: 'Past about a thousand samples the max statistics no longer change, only the wait grows.' },
+    }];
   }
   return [];
 };
@@ -80,7 +118,11 @@ const e5m2: Check = (call, ptqIndex) => {
   if (!cfg || !(cfg.weights === 'e5m2' || cfg.activations === 'e5m2') || cfg.base === 'Float8DynamicActivationFloat8SemiSparseWeightConfig') return [];
   const which = cfg.weights === 'e5m2' && cfg.activations === 'e5m2' ? 'weights and activations' : cfg.weights === 'e5m2' ? 'weights' : 'activations';
   const fix = call.library === 'modelopt' ? 'num_bits=(4, 3)' : 'torch.float8_e4m3fn';
-  return [{ code: 'PL604', span: cfg.e5m2At ?? cfg.span, severity: 'warning', ptqIndex, message: `E5M2 for ${which} keeps 2 mantissa bits, too coarse for inference: use E4M3 (${fix}).` }];
+  return [{
+    code: 'PL604', span: cfg.e5m2At ?? cfg.span, severity: 'warning', ptqIndex, message: `E5M2 for ${which} keeps 2 mantissa bits, too coarse for inference: use E4M3 (${fix})`,
+    related: [{ span: call.span, message: `${call.callee} uses this config` }],
+    explanation: { facts: ['E4M3 (3 mantissa bits, range 448) is what TensorRT, TensorRT-LLM, vLLM and torchao deploy for weights and activations.'], consequence: 'E5M2 doubles the rounding error; its range only helps gradients.' },
+  }];
 };
 
 const gpuLacksFormat: Check = (call, ptqIndex, ctx) => {
@@ -88,7 +130,10 @@ const gpuLacksFormat: Check = (call, ptqIndex, ctx) => {
   const target: TargetGpu = ctx.settings.targetGpu;
   if (!cfg || target === 'any' || !cfg.gpus || cfg.gpus.includes(target)) return [];
   const fallback = target === 'ampere' ? 'use INT8 or BF16 there' : 'use an FP8 per-tensor config there';
-  return [{ code: 'PL605', span: cfg.span, severity: 'error', ptqIndex, message: `${cfg.format ?? cfg.base ?? 'This format'} needs ${cfg.needs}, which ${GPU_NAMES[target]} lacks: ${fallback}.` }];
+  return [{
+    code: 'PL605', span: cfg.span, severity: 'error', ptqIndex, message: `${cfg.format ?? cfg.base ?? 'This format'} needs ${cfg.needs}, which ${GPU_NAMES[target]} lacks: ${fallback}`,
+    explanation: { facts: [`The target GPU is ${GPU_NAMES[target]} (precisionLens.targetGpu, --target-gpu).`], consequence: 'The quantized model cannot run its FP8 kernels there: torchao asserts, TensorRT builds no FP8 engine.' },
+  }];
 };
 
 const CALL_CHECKS: readonly Check[] = [protectedLayer, noCalibration, calibrationSize, e5m2, gpuLacksFormat];
@@ -102,7 +147,9 @@ function stateDictSaves(ir: ModelIR): Finding[] {
   const models = new Set(mo.map((c) => c.model));
   return ir.ptq.saves.filter((s) => s.kind === 'torch-save-state-dict' && (!s.receiver || models.has(s.receiver) || models.size === 1)).map((s) => ({
     code: 'PL606' as const, span: s.span, severity: 'warning' as const,
-    message: `state_dict() drops the ModelOpt quantizer state: save with mto.save(${s.receiver ?? 'model'}, path) or export_tensorrt_llm_checkpoint.`,
+    message: `state_dict() drops the ModelOpt quantizer state: save with mto.save(${s.receiver ?? 'model'}, path) or export_tensorrt_llm_checkpoint`,
+    related: mo.map((c) => ({ span: c.span, message: `${c.callee} inserts the quantizers here` })),
+    explanation: { facts: ['A state_dict holds tensors only: the quantizer modules, their formats and wildcards are not in it.'], consequence: 'A fresh model cannot load it, and the calibrated scales are lost.', fix: 'mto.restore(model, path) rebuilds the quantized model from what mto.save wrote.' },
   }));
 }
 
