@@ -215,7 +215,8 @@ def throughput(batch, prompt_len, new_tokens, prefill_s, decode_s):
 
 
 def measure(model, ctx, prompts, new_tokens, device, repeats):
-    """Median prefill and decode times over `repeats` runs of the first prompt batch (after one warm-up)."""
+    """Median prefill time and median decode time (the greedy decode loop alone, after an untimed prefill) over
+    `repeats` runs on the first prompt batch, after one warm-up of each."""
     timer = Timer(device)
     prompt = prompts[0]
 
@@ -223,21 +224,23 @@ def measure(model, ctx, prompts, new_tokens, device, repeats):
         with ctx():
             return forward_logits(model, prompt, {}, 0)
 
-    def decode():
+    def decode_once():
         with ctx():
             cache = {}
-            out = forward_logits(model, prompt, cache, 0)
-            nxt = out[:, -1:].argmax(-1)
-            for i in range(new_tokens):
-                nxt = forward_logits(model, nxt, cache, prompt.shape[1] + i)[:, -1:].argmax(-1)
-            return nxt
+            nxt = forward_logits(model, prompt, cache, 0)[:, -1:].argmax(-1)
+
+            def loop():
+                tok = nxt
+                for i in range(new_tokens):
+                    tok = forward_logits(model, tok, cache, prompt.shape[1] + i)[:, -1:].argmax(-1)
+                return tok
+            return timer(loop)[1]
 
     prefill()
-    decode()
+    decode_once()
     pre = sorted(timer(prefill)[1] for _ in range(repeats))
-    full = sorted(timer(decode)[1] for _ in range(repeats))
-    pre_s, full_s = pre[len(pre) // 2], full[len(full) // 2]
-    return pre_s, max(full_s - pre_s, 0.0)
+    dec = sorted(decode_once() for _ in range(repeats))
+    return pre[len(pre) // 2], dec[len(dec) // 2]
 
 
 # --------------------------------------------------------------------------------------------------------------
