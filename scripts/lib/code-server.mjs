@@ -13,6 +13,8 @@ export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..'
 export const codeServerDir = join(repoRoot, '.vscode-test', 'code-server');
 export const codeServerEntry = join(codeServerDir, 'node_modules', 'code-server', 'out', 'node', 'entry.js');
 const installedMarker = join(codeServerDir, '.installed-4.100.3');
+/** Where code-server's search looks for ripgrep (scripts/install-code-server.sh links the system's rg there). */
+export const codeServerRipgrep = join(codeServerDir, 'node_modules', 'code-server', 'lib', 'vscode', 'node_modules', '@vscode', 'ripgrep', 'bin', 'rg');
 
 /** User settings for every run: nothing saves on its own, nothing phones home, no start page, no git scan. */
 export const BASE_SETTINGS = {
@@ -28,10 +30,15 @@ export const BASE_SETTINGS = {
   'workbench.secondarySideBar.defaultVisibility': 'hidden',
 };
 
-/** Makes sure code-server is installed, running scripts/install-code-server.sh when it is not. Returns entry.js. */
-export function ensureCodeServer() {
-  if (existsSync(codeServerEntry) && existsSync(installedMarker)) return codeServerEntry;
-  console.log('code-server is not installed yet: running scripts/install-code-server.sh');
+/**
+ * Makes sure code-server is installed, running scripts/install-code-server.sh when it is not, or when its ripgrep
+ * link is missing and `withRipgrep` (the demo and the screenshots: Quick Open, Find in Files and `workspaceContains`
+ * activation need it; the script says how to install rg when the system has none). Returns entry.js.
+ */
+export function ensureCodeServer({ withRipgrep = false } = {}) {
+  const installed = existsSync(codeServerEntry) && existsSync(installedMarker);
+  if (installed && (!withRipgrep || existsSync(codeServerRipgrep))) return codeServerEntry;
+  console.log(installed ? 'code-server has no ripgrep yet: running scripts/install-code-server.sh' : 'code-server is not installed yet: running scripts/install-code-server.sh');
   const r = spawnSync('bash', [join(repoRoot, 'scripts', 'install-code-server.sh')], { stdio: 'inherit' });
   if (r.status !== 0 || !existsSync(codeServerEntry)) {
     throw new Error(`scripts/install-code-server.sh failed (exit ${r.status}); code-server is needed for this step`);
@@ -86,7 +93,7 @@ export function linkExtension(extensionsDir) {
  *   env         extra environment variables (the extension host and the language server inherit them).
  */
 export async function startCodeServer(opts = {}) {
-  const entry = ensureCodeServer();
+  const entry = ensureCodeServer({ withRipgrep: opts.withRipgrep });
   const tmp = opts.tmp ?? makeTempDir('precision-lens-cs-');
   const userDataDir = join(tmp, 'user-data');
   const extensionsDir = opts.extensionsDir ?? join(tmp, 'extensions');
@@ -201,7 +208,7 @@ export async function startWithExtension({ workspaceSrc, port = 0, host = '127.0
   mkdirSync(join(tmp, 'cs'), { recursive: true });
   let server;
   try {
-    server = await startCodeServer({ tmp: join(tmp, 'cs'), port, host, extensionsDir, onLog, settings });
+    server = await startCodeServer({ tmp: join(tmp, 'cs'), port, host, extensionsDir, onLog, settings, withRipgrep: true });
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     throw err;
