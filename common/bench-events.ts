@@ -42,6 +42,8 @@ export interface WireEnvEvent {
   recipes?: unknown;
   hostname?: string;
   platform?: string;
+  /** Every backend the benchmark offers, and whether it can run here (bench/plbench/cli.py backend_report). */
+  backends?: Array<{ id?: string; label?: string; description?: string; available?: boolean; reason?: string | null }>;
 }
 
 export interface WireProgressEvent {
@@ -122,6 +124,17 @@ export interface GpuInfo {
   memoryText?: string;
 }
 
+/** One backend the benchmark offers, as the env event reports it. */
+export interface BackendAvailability {
+  id: string;
+  label: string;
+  description?: string;
+  /** Whether it can run in this environment (the benchmark's own gate). */
+  available: boolean;
+  /** Why not, when it cannot. */
+  reason?: string;
+}
+
 export interface EnvInfo {
   pythonExecutable?: string;
   pythonVersion?: string;
@@ -145,6 +158,8 @@ export interface EnvInfo {
   cudaAvailable?: boolean;
   hostname?: string;
   platform?: string;
+  /** The backends the benchmark offers here (newer benchmarks report them; older ones leave this undefined). */
+  backends?: BackendAvailability[];
 }
 
 export interface EnvEvent extends EnvInfo {
@@ -293,6 +308,17 @@ function normalizeGpu(raw: unknown): GpuInfo | undefined {
   };
 }
 
+function normalizeBackends(value: unknown): BackendAvailability[] | undefined {
+  if (!Array.isArray(value)) return undefined;
+  const out: BackendAvailability[] = [];
+  for (const b of value) {
+    const id = isRecord(b) ? str(b.id) : undefined;
+    if (!isRecord(b) || !id || out.some((o) => o.id === id)) continue;
+    out.push({ id, label: str(b.label) ?? id, description: str(b.description), available: b.available === true, reason: str(b.reason) });
+  }
+  return out;
+}
+
 function normalizeEnv(raw: Record<string, unknown>): EnvEvent {
   const gpus = Array.isArray(raw.gpus) ? raw.gpus.map(normalizeGpu).filter((g): g is GpuInfo => g !== undefined) : [];
   const fp8 = raw.fp8;
@@ -329,7 +355,8 @@ function normalizeEnv(raw: Record<string, unknown>): EnvEvent {
     cudaAvailable: typeof raw.cuda_available === 'boolean' ? raw.cuda_available : typeof cuda === 'boolean' ? cuda : undefined,
     hostname: str(raw.hostname) ?? str(raw.host),
     platform: str(raw.platform),
-    extra: omit(raw, ['event', 'executable', 'python_executable', 'python_version', 'python', 'torch', 'torch_version', 'cuda',
+    backends: normalizeBackends(raw.backends),
+    extra: omit(raw, ['event', 'backends', 'executable', 'python_executable', 'python_version', 'python', 'torch', 'torch_version', 'cuda',
       'cuda_version', 'cuda_available', 'gpus', 'te_version', 'te', 'transformer_engine', 'fp8', 'torch_fp8', 'recipes', 'hostname', 'host', 'platform']),
   };
 }

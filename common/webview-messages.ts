@@ -6,7 +6,7 @@
  * run is going it sends small `{type: 'progress'}` updates in between.
  * Shared by the extension bundle and the browser bundle: no `vscode` or Node imports here.
  */
-import type { BackendResult, BenchErrorInfo, EnvInfo, WorkloadInfo } from './bench-events';
+import type { BackendAvailability, BackendResult, BenchErrorInfo, EnvInfo, WorkloadInfo } from './bench-events';
 
 /** What the form submits; also what a history entry records. */
 export interface RunOptions {
@@ -32,6 +32,15 @@ export const DEFAULT_RUN_OPTIONS: RunOptions = {
 
 /** How the interpreter was chosen, in the order they are tried. */
 export type InterpreterSource = 'setting' | 'python-envs' | 'python-extension' | 'default';
+
+/** An interpreter the "Choose interpreter…" picker offers. */
+export interface InterpreterCandidate {
+  path: string;
+  /** Where it was found: the setting, the Python Environments extension, the Python extension, PATH. */
+  source: InterpreterSource | 'path';
+  /** The environment's name where an extension gave one (".venv", "conda: base"). */
+  name?: string;
+}
 
 export interface InterpreterChoice {
   /** The command or absolute path that is spawned. */
@@ -125,10 +134,24 @@ export interface RemoteInfo {
   hostname?: string;
 }
 
+/** A backend the form offers: what the environment reports (data-driven), with whether it can run here. */
+export interface BackendChoice extends Omit<BackendAvailability, 'available'> {
+  /** undefined: not known yet (no environment report). */
+  available?: boolean;
+}
+
 export interface BenchmarkViewState {
   /** The workspace is trusted; false: the benchmark is disabled. */
   trusted: boolean;
   interpreter?: InterpreterChoice;
+  /** What the last "Choose interpreter…" found, and whether its picker is open now. */
+  interpreters?: { candidates: InterpreterCandidate[]; pickerOpen: boolean };
+  /** The backends to offer, each enabled or disabled with the reason (derived from `environment`). */
+  backends: BackendChoice[];
+  /** Why Run cannot start in this environment (untrusted, no torch, no CUDA...); undefined when it can. */
+  runBlocked?: string;
+  /** History runs the view should select and show (an import, a finished run); a new serial each time. */
+  selection?: { ids: string[]; serial: number };
   remote?: RemoteInfo;
   environment: EnvironmentState;
   workloads: WorkloadInfo[];
@@ -159,12 +182,12 @@ export type WebviewToHostMessage =
   | { type: 'copyCurrentMarkdown' }
   | { type: 'deleteRun'; id: string }
   | { type: 'openLog' }
-  | { type: 'openSettings' }
+  | { type: 'chooseInterpreter' }
   | { type: 'manageTrust' }
   | { type: 'formChanged'; options: RunOptions };
 
 const WEBVIEW_MESSAGE_TYPES: ReadonlyArray<WebviewToHostMessage['type']> = [
-  'ready', 'run', 'cancel', 'refreshEnvironment', 'copyMarkdown', 'copyCurrentMarkdown', 'deleteRun', 'openLog', 'openSettings', 'manageTrust', 'formChanged',
+  'ready', 'run', 'cancel', 'refreshEnvironment', 'copyMarkdown', 'copyCurrentMarkdown', 'deleteRun', 'openLog', 'chooseInterpreter', 'manageTrust', 'formChanged',
 ];
 
 /** Guards messages coming from the webview (they cross a trust boundary: check the shape before use). */

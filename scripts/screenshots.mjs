@@ -4,11 +4,13 @@
 //   docs/screenshots/diagnostics.png  model.py with its squiggles and the Problems panel
 //   docs/screenshots/hover.png        the hover of a PL101 diagnostic
 //   docs/screenshots/quickfix.png     the quick fix menu (Control+.) on c_attn
-//   docs/screenshots/sidebar.png      the Precision Lens benchmark view
+//   docs/screenshots/sidebar.png      the Precision Lens benchmark view (no GPU here: Run and the backends say why)
+//   docs/screenshots/interpreter.png  its "Choose interpreter…" quick pick
 //   docs/screenshots/results-h200.png the view with the H200 llama-7b-slice run (bench/results/h200/*.json, imported
 //                                     with "Precision Lens: Import Benchmark Results (JSON)…"): charts and table
 //   docs/screenshots/compare-h200.png the 7B and 70B slice runs selected together: the comparison
-// Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,...,results-h200,compare-h200]
+// The view keeps VS Code's default sidebar width in every picture: that is the width it must fit.
+// Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,...,interpreter,results-h200,compare-h200]
 // Each step that fails is reported and the script goes on; the exit code is 1 when any step failed.
 // SCREENSHOTS_DEBUG=DIR saves the window of a failed step as DIR/failed-<step>.png.
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
@@ -107,6 +109,15 @@ try {
     await shot(page, 'sidebar');
   }, page);
 
+  await step('interpreter', async () => {
+    const view = await benchmarkFrame(page);
+    await view.click('#choose-interpreter');
+    await page.waitForSelector('.quick-input-widget .monaco-list-row', { timeout: TIMEOUT });
+    await page.waitForFunction(() => !/Looking for/.test(document.querySelector('.quick-input-widget input')?.placeholder ?? ''), undefined, { timeout: TIMEOUT });
+    await shot(page, 'interpreter');
+    await page.keyboard.press('Escape');
+  }, page);
+
   // The H200 results: the real --json-out files of bench/results/h200, imported through the command palette and
   // the file dialog, as a user would; then the runs are picked in the view's history.
   let imported;
@@ -118,11 +129,10 @@ try {
       await pickFile(page, join(repoRoot, 'bench', 'results', 'h200', name));
       await waitForView(page, (text, n) => text.includes(`History (${n})`), i + 1, `the history to list ${i + 1} run(s)`);
     }
-    // A tall window and a wide sidebar: the history, the charts and the table in one picture.
+    // A tall window at the default sidebar width: the history, the charts and the stacked results in one picture.
     await page.keyboard.press('Escape');
     await runCommand(page, 'View: Hide Panel').catch(() => {});
-    await page.setViewportSize({ width: 1440, height: 1400 });
-    await resizeSidebar(page, 1000);
+    await page.setViewportSize({ width: 1440, height: 1600 });
   })());
 
   await step('results-h200', async () => {
@@ -270,17 +280,6 @@ async function pickFile(page, file) {
     const w = document.querySelector('.quick-input-widget');
     return !w || w.style.display === 'none' || w.offsetParent === null;
   }, undefined, { timeout: TIMEOUT });
-}
-
-/** Drags the sash right of the side bar so that it is `width` pixels wide. */
-async function resizeSidebar(page, width) {
-  const bar = await page.locator('.part.sidebar').boundingBox();
-  if (!bar) return;
-  const y = bar.y + bar.height / 2;
-  await page.mouse.move(bar.x + bar.width + 1, y);
-  await page.mouse.down();
-  await page.mouse.move(bar.x + width, y, { steps: 8 });
-  await page.mouse.up();
 }
 
 /** Checks exactly the history rows whose text contains each of `workloads` (the view keeps the last two). */

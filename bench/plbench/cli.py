@@ -15,6 +15,13 @@ from .protocol import (BenchError, Emitter, EXIT_CANCELLED, EXIT_INTERNAL, EXIT_
 from . import backends as backend_specs
 
 BACKENDS = tuple(backend_specs.BACKENDS)
+# Short names for the env event's `backends` (the editor's form); the spec's label is the description.
+SHORT_LABELS = {
+    "bf16": "BF16", "te": "FP8 (Transformer Engine)", "te-delayed": "FP8 (TE, DelayedScaling)",
+    "te-current": "FP8 (TE, Float8CurrentScaling)", "te-fused": "FP8 (TE, fused LayerNormLinear/MLP)",
+    "torchao-tensorwise": "FP8 (torchao, tensorwise)", "torchao-rowwise": "FP8 (torchao, rowwise)",
+    "torch-fp8": "FP8 (torch._scaled_mm, fallback)",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -180,6 +187,7 @@ def _main(session, argv):
     except ImportError as exc:
         from . import envprobe
         env = envprobe.probe(None, with_te=False)
+        env["backends"] = backend_report(env)
         emitter.emit("env", protocol=PROTOCOL_VERSION, bench_version=__version__, **env)
         raise BenchError("no_torch", "PyTorch is not installed in %s (%s)" % (sys.executable, exc),
                          "select a Python interpreter that has torch (pip install torch), or set precisionLens.pythonPath")
@@ -187,6 +195,7 @@ def _main(session, argv):
     from . import envprobe
     session.state["phase"] = "probe"
     env = envprobe.probe(torch, with_te=True)
+    env["backends"] = backend_report(env)
     emitter.emit("env", protocol=PROTOCOL_VERSION, bench_version=__version__, **env)
     log("torch %s, CUDA %s, GPU %s (%s), TE %s, FP8: %s (%s)" % (
         env["torch"], env["cuda"], env["gpu_name"], env["sm"], env["te"]["version"] or "not installed",
@@ -340,7 +349,8 @@ def gate_backends(backends, env, device):
         errors.append(BenchError("fp8_unsupported", "FP8 is not supported on %s: %s" % (gpu, fp8_blocked[0][1]),
                                  "running BF16 only (skipped: %s); FP8 training needs an Ada, Hopper or Blackwell "
                                  "GPU (compute capability >= 8.9)" % names,
-                                 fatal=False, backends=[b for b, _ in fp8_blocked]))
+                                 fatal=False, backends=[b for b, _ in fp8_blocked],
+                                 reasons={b: why for b, why in fp8_blocked}))
     return runnable, errors
 
 
@@ -348,6 +358,26 @@ def fp8_torchao_reason(ao_env):
     if not ao_env.get("installed"):
         return "torchao not installed"
     return ao_env.get("error") or "torchao has no float8 training API"
+
+
+def backend_report(env):
+    """Every backend this benchmark offers, with whether it can run in this environment and why not: the same
+    gate as a run (gate_backends), so the editor disables exactly what a run would skip. A list of
+    {id, label, description, available, reason}."""
+    report = []
+    for b in BACKENDS:
+        label, description = SHORT_LABELS.get(b, b), backend_specs.label(b)
+        if env.get("torch") is None:
+            ok, reason = False, "PyTorch is not installed in this interpreter"
+        elif not (env.get("cuda_available") and env.get("gpus")):
+            ok, reason = False, "no CUDA device"
+        else:
+            runnable, errors = gate_backends([b], env, "cuda")
+            blocked = [e for e in errors if e.backend == b or b in (e.extra.get("backends") or ())]
+            ok = b in runnable and not blocked
+            reason = ((blocked[0].extra.get("reasons") or {}).get(b) or blocked[0].message) if blocked else None
+        report.append({"id": b, "label": label, "description": description, "available": ok, "reason": reason})
+    return report
 
 
 def make_summary(results, errors, roof, args, elapsed):

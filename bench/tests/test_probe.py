@@ -93,3 +93,41 @@ def test_probe_reports_an_installed_te_with_version_and_api():
     assert r.rc == 0, r.stderr
     te = r.events[0]["te"]
     assert te == {"installed": True, "version": "2.10.0", "api": "autocast", "error": None}
+
+
+def _gpu_env(te_installed=True, fp8=True, torch_fp8=True):
+    return {
+        "torch": "2.11.0", "cuda_available": True, "gpus": [{"name": "NVIDIA H200", "capability": "9.0"}],
+        "gpu_name": "NVIDIA H200",
+        "te": {"installed": te_installed, "version": "2.16.0" if te_installed else None, "api": "autocast", "error": None},
+        "fp8": {"available": fp8, "reason": "SM >= 8.9" if fp8 else "Device compute capability 8.9 or higher required for FP8 execution."},
+        "torch_fp8": {"available": torch_fp8, "reason": "ok" if torch_fp8 else "needs sm_89"},
+        "torchao": {"installed": True, "version": "0.14.0", "error": None, "float8_training": True},
+    }
+
+
+def test_backend_report_says_what_can_run_and_why_not():
+    from plbench.cli import BACKENDS, backend_report
+    h200 = backend_report(_gpu_env())
+    assert [b["id"] for b in h200] == list(BACKENDS)
+    assert all(b["available"] and b["reason"] is None and b["label"] for b in h200)
+    no_te = {b["id"]: b for b in backend_report(_gpu_env(te_installed=False))}
+    assert no_te["te"]["available"] is False and no_te["te"]["reason"] == "Transformer Engine not installed"
+    assert no_te["bf16"]["available"] and no_te["torch-fp8"]["available"]
+    a100 = {b["id"]: b for b in backend_report(_gpu_env(fp8=False, torch_fp8=False))}
+    assert a100["bf16"]["available"] and not a100["te"]["available"] and not a100["torch-fp8"]["available"]
+    assert "8.9" in a100["te"]["reason"]
+    cpu = backend_report(dict(_gpu_env(), cuda_available=False, gpus=[]))
+    assert [b["reason"] for b in cpu] == ["no CUDA device"] * len(BACKENDS)
+    no_torch = backend_report({"torch": None})
+    assert all(not b["available"] and "PyTorch is not installed" in b["reason"] for b in no_torch)
+
+
+def test_probe_event_lists_the_backends():
+    r = run_bench(["--probe"], pythonpath=[FAKE_TE])
+    assert r.rc == 0, r.stderr
+    backends = r.events[0]["backends"]
+    from plbench.cli import BACKENDS
+    assert [b["id"] for b in backends] == list(BACKENDS)
+    if not torch.cuda.is_available():
+        assert all(b["available"] is False and b["reason"] == "no CUDA device" for b in backends)

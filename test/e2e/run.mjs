@@ -12,18 +12,21 @@
 //   E2E_KEEP=1       keep the temp folder (workspace copy, user data, logs) and print where it is.
 //   CHROMIUM_PATH    a Chromium other than /usr/bin/chromium.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { format } from 'node:util';
 import {
   CHROMIUM_HELP, copyWorkspace, ensureCodeServer, findChromium, launchChromium, makeTempDir, onShutdown, repoRoot,
   startCodeServer,
 } from '../../scripts/lib/code-server.mjs';
+import { PROBES } from './dom-probes.mjs';
 
 const started = Date.now();
 const deadlineMs = Number(process.env.E2E_TIMEOUT_MS ?? 300_000);
 const verbose = process.env.E2E_VERBOSE === '1';
 const RESULT_MARKER = '__PRECISION_LENS_E2E_RESULT__';
+/** A test asks for a DOM probe (test/e2e/dom-probes.mjs) of a webview: `{id, probe, out}` follows the marker. */
+const DOM_MARKER = '__PRECISION_LENS_E2E_DOM__';
 const testsIndex = join(repoRoot, 'out', 'test', 'e2e', 'index.js');
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
 
@@ -114,6 +117,11 @@ async function main() {
       try { counts = JSON.parse(line.slice(at + RESULT_MARKER.length)); } catch { /* malformed: leave unknown */ }
       return;
     }
+    const dom = line.indexOf(DOM_MARKER);
+    if (dom >= 0) {
+      void answerDomProbe(page, line.slice(dom + DOM_MARKER.length));
+      return;
+    }
     if (verbose || !NOISE.some((re) => re.test(line))) console.log(line);
   });
   await page.exposeFunction('codeAutomationExit', (code) => {
@@ -128,6 +136,42 @@ async function main() {
   ];
   await page.goto(server.url(workspace, payload));
   console.log(`e2e: workbench opened ${workspace} (${elapsed()})`);
+}
+
+/**
+ * Runs a DOM probe in the frame of the benchmark webview and writes `{ok, value}` or `{ok: false, error}` to the
+ * file the test named (inside this run's temp folder: the test polls for it).
+ */
+async function answerDomProbe(page, request) {
+  let req;
+  try {
+    req = JSON.parse(request);
+  } catch {
+    return;
+  }
+  if (!tmp || typeof req.out !== 'string' || !req.out.startsWith(tmp) || !PROBES[req.probe]) return;
+  let answer;
+  try {
+    const frame = await benchmarkFrame(page);
+    answer = { ok: true, value: await frame.evaluate(PROBES[req.probe]) };
+  } catch (err) {
+    answer = { ok: false, error: String(err?.message ?? err) };
+  }
+  mkdirSync(dirname(req.out), { recursive: true });
+  writeFileSync(`${req.out}.tmp`, JSON.stringify(answer));
+  renameSync(`${req.out}.tmp`, req.out);
+}
+
+/** The frame that holds the benchmark view's document (the inner frame of its webview). */
+async function benchmarkFrame(page, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    for (const f of page.frames()) {
+      if (await f.evaluate(() => !!document.querySelector('#app section.history')).catch(() => false)) return f;
+    }
+    if (Date.now() > deadline) throw new Error('no benchmark webview frame (is the view open?)');
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 main().catch((err) => finish(1, err?.stack ?? String(err)));

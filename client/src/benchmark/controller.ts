@@ -6,14 +6,16 @@ import { mkdirSync } from 'node:fs';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { backendLabel, BenchEvent, EnvInfo, WorkloadInfo } from '../../../common/bench-events';
+import { BenchEvent, EnvInfo, WorkloadInfo } from '../../../common/bench-events';
 import {
   BenchmarkViewState, DEFAULT_RUN_OPTIONS, HistoryEntry, HostToWebviewMessage, sanitizeRunOptions, UserError,
 } from '../../../common/webview-messages';
+import { backendChoices, runBlockedReason } from './availability';
 import { formatBytes, formatMs, formatNumber, formatRatio } from './format';
 import { HistoryStore } from './historyStore';
 import { ImportError, jsonOutToHistoryEntry, parseJsonOutText } from './importResults';
-import { onPythonSelectionChanged, resolveInterpreter } from './interpreter';
+import { findInterpreters, onPythonSelectionChanged, resolveInterpreter } from './interpreter';
+import { pickInterpreter } from './interpreterPicker';
 import { compareRunsToMarkdown, runToMarkdown } from './markdown';
 import {
   BenchmarkOutcome, BenchmarkProcess, buildListWorkloadsArgs, buildProbeArgs, buildRunArgs, outcomeToUserError, startBenchmark,
@@ -63,16 +65,17 @@ export class BenchmarkController implements vscode.Disposable {
 
   constructor(private readonly deps: ControllerDeps) {
     const saved = deps.context.globalState.get<unknown>(LAST_OPTIONS_KEY);
-    this.state = {
+    this.state = withAvailability({
       trusted: vscode.workspace.isTrusted,
       remote: vscode.env.remoteName ? { name: vscode.env.remoteName } : undefined,
       environment: { status: 'unknown' },
+      backends: [],
       workloads: FALLBACK_WORKLOADS,
       lastOptions: saved ? sanitizeRunOptions(saved, DEFAULT_RUN_OPTIONS) : DEFAULT_RUN_OPTIONS,
       workspaceFolder: this.workspaceFolder()?.fsPath,
       run: idleRunState(),
       history: [],
-    };
+    });
     this.disposables.push(this.stateEmitter, this.progressEmitter, onPythonSelectionChanged(() => void this.refreshEnvironment()));
   }
 
@@ -105,8 +108,28 @@ export class BenchmarkController implements vscode.Disposable {
   }
 
   private update(patch: Partial<BenchmarkViewState>): void {
-    this.state = { ...this.state, ...patch };
+    this.state = withAvailability({ ...this.state, ...patch });
     this.stateEmitter.fire(this.state);
+  }
+
+  /** Asks the view to select and show these history runs (an import, a finished run). */
+  private selectRuns(ids: string[]): Partial<BenchmarkViewState> {
+    return { selection: { ids: ids.slice(-2), serial: Math.max(Date.now(), (this.state.selection?.serial ?? 0) + 1) } };
+  }
+
+  /** "Choose interpreter…": the quick pick of the interpreters found; the setting it writes triggers a new probe. */
+  async chooseInterpreter(): Promise<string | undefined> {
+    const folder = this.workspaceFolder();
+    return pickInterpreter({
+      find: async () => {
+        const candidates = await findInterpreters(folder, this.deps.log);
+        this.update({ interpreters: { candidates, pickerOpen: this.state.interpreters?.pickerOpen ?? false } });
+        return candidates;
+      },
+      current: () => this.state.interpreter,
+      setOpen: (open) => this.update({ interpreters: { candidates: this.state.interpreters?.candidates ?? [], pickerOpen: open } }),
+      log: this.deps.log,
+    });
   }
 
   /** Called when workspace trust is granted. */
@@ -145,7 +168,9 @@ export class BenchmarkController implements vscode.Disposable {
       });
       return;
     }
-    this.update({ interpreter, workspaceFolder: folder?.fsPath, environment: { ...this.state.environment, status: 'probing' } });
+    // A different interpreter: what the last one reported no longer holds.
+    const previous = this.state.interpreter?.path === interpreter.path ? this.state.environment : {};
+    this.update({ interpreter, workspaceFolder: folder?.fsPath, environment: { ...previous, status: 'probing' } });
 
     let env: EnvInfo | undefined;
     let probeError: UserError | undefined;
@@ -268,7 +293,7 @@ export class BenchmarkController implements vscode.Disposable {
         return;
       }
       case 'error':
-        this.deps.benchLog.appendLine(`error ${event.code}${event.backend ? ` (${backendLabel(event.backend)})` : ''}: ${event.message}${event.hint ? ` -- ${event.hint}` : ''}`);
+        // Not echoed: the benchmark prints each error on its stderr, which is already in the benchmark log.
         this.update({ run });
         return;
       case 'cancelled':
@@ -298,15 +323,17 @@ export class BenchmarkController implements vscode.Disposable {
     this.busy = false;
     if (this.state.run.id !== id) return;
     const hasResults = this.state.run.results.some((r) => !r.skippedReason);
+    const reported = this.state.run.error !== undefined;
     const error = outcomeToUserError(outcome, interpreter, hasResults);
     const run = finishRun(this.state.run, { cancelled: outcome.cancelled, error }, Date.now());
     const seconds = ((run.finishedAt ?? Date.now()) - (run.startedAt ?? Date.now())) / 1000;
     this.deps.benchLog.appendLine(
       `[${new Date().toLocaleTimeString()}] run ${id} ${run.status}: ${outcome.cancelled ? 'cancelled' : outcome.exitCode !== null ? `exit code ${outcome.exitCode}` : `signal ${outcome.signal}`} after ${seconds.toFixed(1)} s`,
     );
-    if (run.status === 'failed' && run.error) {
+    // Each failure once: an error the benchmark reported is in the log already (its stderr); only a failure the
+    // extension found itself (the process died, no result) is written here.
+    if (run.status === 'failed' && run.error && !reported) {
       this.deps.benchLog.appendLine(`error: ${run.error.title}: ${run.error.message}${run.error.hint ? ` -- ${run.error.hint}` : ''}`);
-      this.deps.log.warn(`benchmark run ${id} failed: ${run.error.title}: ${run.error.message}`);
     }
     for (const ratio of run.ratios) this.deps.benchLog.appendLine(`ratio ${ratio.backend}/bf16: speed ${formatRatio(ratio.speedup)}, memory ${formatRatio(ratio.memory)}`);
     const entry = toHistoryEntry(run, {
@@ -319,7 +346,7 @@ export class BenchmarkController implements vscode.Disposable {
     if (entry) {
       try {
         await this.deps.history.add(entry);
-        this.update({ history: this.deps.history.entries });
+        this.update({ history: this.deps.history.entries, ...this.selectRuns([entry.id]) });
       } catch (e) {
         this.deps.log.error(`could not save the benchmark history: ${String(e)}`);
         this.update({ historyMessage: `This run could not be saved to the history: ${(e as Error).message}` });
@@ -349,7 +376,7 @@ export class BenchmarkController implements vscode.Disposable {
         problems.push(why);
       }
     }
-    if (imported.length > 0) this.update({ history: this.deps.history.entries });
+    if (imported.length > 0) this.update({ history: this.deps.history.entries, ...this.selectRuns(imported.map((e) => e.id)) });
     if (problems.length > 0) void vscode.window.showErrorMessage(`Benchmark results not imported: ${problems.join(' ')}`);
     else if (imported.length > 0) {
       vscode.window.setStatusBarMessage(`Imported ${imported.length} benchmark run${imported.length === 1 ? '' : 's'} into the history`, 5000);
@@ -420,4 +447,10 @@ export class BenchmarkController implements vscode.Disposable {
 
 function quoteArg(arg: string): string {
   return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The state with what the view may offer recomputed from it (backends, whether Run can start). */
+function withAvailability(state: BenchmarkViewState): BenchmarkViewState {
+  const backends = backendChoices(state.environment);
+  return { ...state, backends, runBlocked: runBlockedReason({ ...state, backends }) };
 }

@@ -18,6 +18,7 @@ export const COMMANDS = {
   getState: 'precisionLens.benchmark.getState',
   refresh: 'precisionLens.benchmark.refreshEnvironment',
   importResults: 'precisionLens.benchmark.importResults',
+  chooseInterpreter: 'precisionLens.benchmark.chooseInterpreter',
 } as const;
 
 /** The files the import command was given: a path, a Uri, or a list of them (scripts, tests, the explorer menu). */
@@ -71,6 +72,10 @@ export function registerBenchmark(context: vscode.ExtensionContext, log: vscode.
       const entries = await controller.importResults(files);
       if (entries.length > 0 && !provider.visible) void vscode.commands.executeCommand(`${BENCHMARK_VIEW_ID}.focus`);
       return entries.map((e) => e.id);
+    }),
+    vscode.commands.registerCommand(COMMANDS.chooseInterpreter, async (): Promise<string | undefined> => {
+      await ready;
+      return controller.chooseInterpreter();
     }),
     vscode.commands.registerCommand(COMMANDS.getState, (): BenchmarkViewState => controller.getState()),
     vscode.commands.registerCommand(COMMANDS.refresh, async () => {

@@ -3,10 +3,11 @@
  * extension API, then python3. Both extension APIs are optional and read defensively (no npm dependency on them,
  * no hard extension dependency): any missing piece or exception falls through to the next source.
  */
+import * as fs from 'node:fs';
 import * as vscode from 'vscode';
 import { SETTINGS_SECTION } from '../../../common/settings';
-import type { InterpreterChoice } from '../../../common/webview-messages';
-import { chooseInterpreter } from './interpreterChain';
+import type { InterpreterCandidate, InterpreterChoice } from '../../../common/webview-messages';
+import { chooseInterpreter, expandPathVariables, mergeCandidates, pathInterpreters } from './interpreterChain';
 
 export const PYTHON_ENVS_EXTENSION_ID = 'ms-python.vscode-python-envs';
 export const PYTHON_EXTENSION_ID = 'ms-python.python';
@@ -116,4 +117,87 @@ export function onPythonSelectionChanged(listener: () => void): vscode.Disposabl
     if (extension?.isActive && isRecord(extension.exports)) subscribe(extension.exports, [...path]);
   }
   return vscode.Disposable.from(...disposables);
+}
+
+function executableOf(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (value instanceof vscode.Uri) return value.fsPath;
+  if (isRecord(value) && typeof value.fsPath === 'string') return value.fsPath;
+  return undefined;
+}
+
+/** ms-python.vscode-python-envs: `api.getEnvironments('all')`, each `execInfo.run.executable`. */
+async function pythonEnvsCandidates(): Promise<InterpreterCandidate[]> {
+  const api = await extensionApi(PYTHON_ENVS_EXTENSION_ID);
+  if (typeof api?.getEnvironments !== 'function') return [];
+  const list: unknown = await withTimeout(Promise.resolve(api.getEnvironments.call(api, 'all')), ACTIVATION_TIMEOUT_MS, 'getEnvironments');
+  if (!Array.isArray(list)) return [];
+  return list.flatMap((env: unknown) => {
+    if (!isRecord(env)) return [];
+    const run = isRecord(env.execInfo) ? env.execInfo.run : undefined;
+    const path = isRecord(run) ? executableOf(run.executable) : undefined;
+    const name = typeof env.displayName === 'string' ? env.displayName : typeof env.name === 'string' ? env.name : undefined;
+    return path ? [{ path, source: 'python-envs' as const, name }] : [];
+  });
+}
+
+/** ms-python.python: `exports.environments.known`, each `executable.uri` (else `path`). */
+async function pythonExtensionCandidates(): Promise<InterpreterCandidate[]> {
+  const api = await extensionApi(PYTHON_EXTENSION_ID);
+  const environments = api?.environments;
+  const known = isRecord(environments) ? environments.known : undefined;
+  if (!Array.isArray(known)) return [];
+  return known.flatMap((env: unknown) => {
+    if (!isRecord(env)) return [];
+    const path = (isRecord(env.executable) ? executableOf(env.executable.uri) : undefined) ?? (typeof env.path === 'string' ? env.path : undefined);
+    const inner = isRecord(env.environment) ? env.environment : undefined;
+    const name = inner && typeof inner.name === 'string' ? inner.name : undefined;
+    return path ? [{ path, source: 'python-extension' as const, name }] : [];
+  });
+}
+
+async function safely(what: string, find: () => Promise<InterpreterCandidate[]>, log?: vscode.LogOutputChannel): Promise<InterpreterCandidate[]> {
+  try {
+    return await find();
+  } catch (e) {
+    log?.debug(`interpreters: ${what} failed: ${e instanceof Error ? e.message : String(e)}`);
+    return [];
+  }
+}
+
+/**
+ * Every interpreter the picker offers, on the machine the extension host runs on (the remote one in a remote
+ * window): the setting's value, the selections and known environments of the Python Environments and Python
+ * extensions, then the Python executables on PATH.
+ */
+export async function findInterpreters(scope?: vscode.Uri, log?: vscode.LogOutputChannel): Promise<InterpreterCandidate[]> {
+  const folder = scope ? vscode.workspace.getWorkspaceFolder(scope) : vscode.workspace.workspaceFolders?.[0];
+  const setting = vscode.workspace.getConfiguration(SETTINGS_SECTION, scope).get<string>('pythonPath')?.trim();
+  const fromSetting: InterpreterCandidate[] = setting ? [{ path: expandPathVariables(setting, folder?.uri.fsPath), source: 'setting' }] : [];
+  const [envsSelected, envs, pySelected, py] = await Promise.all([
+    safely('Python Environments selection', async () => {
+      const p = await pythonEnvsExecutable(scope);
+      return p ? [{ path: p, source: 'python-envs' as const }] : [];
+    }, log),
+    safely('Python Environments list', pythonEnvsCandidates, log),
+    safely('Python extension selection', async () => {
+      const p = await pythonExtensionExecutable(scope);
+      return p ? [{ path: p, source: 'python-extension' as const }] : [];
+    }, log),
+    safely('Python extension list', pythonExtensionCandidates, log),
+  ]);
+  const onPath = pathInterpreters({
+    path: process.env.PATH,
+    list: (dir) => fs.readdirSync(dir),
+    resolve: (file) => {
+      try {
+        const real = fs.realpathSync(file);
+        fs.accessSync(real, fs.constants.X_OK);
+        return fs.statSync(real).isFile() ? real : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+  });
+  return mergeCandidates(fromSetting, envsSelected, envs, pySelected, py, onPath);
 }

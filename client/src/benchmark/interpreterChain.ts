@@ -4,7 +4,7 @@
  * Pure: the lookups are injected, so the order is unit-tested without VS Code.
  */
 import * as os from 'node:os';
-import type { InterpreterChoice } from '../../../common/webview-messages';
+import type { InterpreterCandidate, InterpreterChoice } from '../../../common/webview-messages';
 
 export interface InterpreterLookups {
   /** The raw setting value (may be empty, may contain `${workspaceFolder}` or `~`). */
@@ -60,4 +60,74 @@ export async function chooseInterpreter(lookups: InterpreterLookups): Promise<In
     source: 'default',
     detail: `"${command}" on PATH: no precisionLens.pythonPath setting and no interpreter selected in the Python extensions`,
   };
+}
+
+/** Names of Python executables looked for on PATH: python3, python, python3.N. */
+const PYTHON_NAME = /^python(3(\.\d+)?)?(\.exe)?$/;
+
+export interface PathScan {
+  /** The PATH value (`process.env.PATH`). */
+  path: string | undefined;
+  platform?: NodeJS.Platform;
+  /** Names in a folder; throws or returns [] for a missing one. */
+  list(dir: string): string[];
+  /** The real path of an executable file, or undefined when `file` is not one. */
+  resolve(file: string): string | undefined;
+}
+
+/**
+ * Python executables on PATH, in PATH order, one per real file (python3 and python3.11 linked to one binary count
+ * once, under the first name met).
+ */
+export function pathInterpreters(scan: PathScan): InterpreterCandidate[] {
+  const sep = (scan.platform ?? process.platform) === 'win32' ? ';' : ':';
+  const seen = new Set<string>();
+  const out: InterpreterCandidate[] = [];
+  for (const dir of (scan.path ?? '').split(sep).filter((d) => d.trim() !== '')) {
+    let names: string[];
+    try {
+      names = scan.list(dir);
+    } catch {
+      continue;
+    }
+    // python3 before python3.11 before python: the usual names first.
+    const rank = (n: string) => (n.startsWith('python3.') ? 1 : n.startsWith('python3') ? 0 : 2);
+    for (const name of names.filter((n) => PYTHON_NAME.test(n)).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b))) {
+      const file = `${dir.replace(/[\\/]+$/, '')}${sep === ';' ? '\\' : '/'}${name}`;
+      const real = scan.resolve(file);
+      if (!real || seen.has(real)) continue;
+      seen.add(real);
+      out.push({ path: file, source: 'path' });
+    }
+  }
+  return out;
+}
+
+/** One list from several sources, in order, each path once (the first source that found it stands; a later one may add its name). */
+export function mergeCandidates(...groups: ReadonlyArray<readonly InterpreterCandidate[]>): InterpreterCandidate[] {
+  const out: InterpreterCandidate[] = [];
+  for (const group of groups) {
+    for (const c of group) {
+      const known = out.findIndex((o) => o.path === c.path);
+      if (known < 0 && c.path) out.push(c);
+      else if (known >= 0 && !out[known].name && c.name) out[known] = { ...out[known], name: c.name };
+    }
+  }
+  return out;
+}
+
+/** How the picker names a source. */
+export function candidateSourceLabel(source: InterpreterCandidate['source']): string {
+  switch (source) {
+    case 'setting':
+      return 'precisionLens.pythonPath setting';
+    case 'python-envs':
+      return 'Python Environments extension';
+    case 'python-extension':
+      return 'Python extension';
+    case 'path':
+      return 'on PATH';
+    default:
+      return 'default';
+  }
 }

@@ -92,8 +92,8 @@ export class BenchmarkViewProvider implements vscode.WebviewViewProvider, vscode
         case 'openLog':
           this.benchLog.show(true);
           break;
-        case 'openSettings':
-          await vscode.commands.executeCommand('workbench.action.openSettings', 'precisionLens.pythonPath');
+        case 'chooseInterpreter':
+          await this.controller.chooseInterpreter();
           break;
         case 'manageTrust':
           await vscode.commands.executeCommand('workbench.trust.manage');

@@ -2,6 +2,8 @@
  * Helpers for the end-to-end suites (they run inside the real extension host). Not a suite itself: only
  * `*.test.ts` files are loaded by index.ts. Waiting is always polling a condition with a deadline, never a sleep.
  */
+import * as fs from 'fs';
+import * as path from 'path';
 import * as vscode from 'vscode';
 
 export const SOURCE = 'precision-lens';
@@ -118,4 +120,47 @@ export function callRange(doc: vscode.TextDocument, lineNeedle: string, callee: 
 /** Diagnostics with `code` whose range lies on line `line`. */
 export function onLine(ds: vscode.Diagnostic[], code: string, line: number): vscode.Diagnostic[] {
   return ds.filter((d) => codeOf(d) === code && d.range.start.line <= line && d.range.end.line >= line);
+}
+
+/** What test/e2e/dom-probes.mjs benchmarkView() reports of the real webview. */
+export interface BenchmarkViewSnapshot {
+  width: number;
+  appWidth: number;
+  run?: { disabled: boolean; title: string };
+  runReason?: string;
+  validation?: string;
+  interpreter?: string;
+  chooseInterpreter: boolean;
+  backends: Array<{ id: string; label: string; checked: boolean; disabled: boolean; reason?: string }>;
+  history: Array<{ text: string; checked: boolean }>;
+  details?: { heading: string; text: string };
+  results?: { heading: string };
+  /** Cut values, words broken across lines, anything wider than the view. */
+  problems: string[];
+}
+
+const DOM_MARKER = '__PRECISION_LENS_E2E_DOM__';
+let domRequests = 0;
+
+/**
+ * Asks test/e2e/run.mjs for a DOM probe of the benchmark webview (playwright evaluates test/e2e/dom-probes.mjs in
+ * its frame) and returns what it found. The request travels as a log line, the answer as a file in the run's temp
+ * folder (the parent of the workspace copy).
+ */
+export async function viewSnapshot(): Promise<BenchmarkViewSnapshot> {
+  const out = path.join(path.dirname(workspaceRoot().fsPath), 'dom', `${process.pid}-${++domRequests}.json`);
+  console.log(`${DOM_MARKER}${JSON.stringify({ probe: 'benchmarkView', out })}`);
+  const answer = await waitFor(() => fs.existsSync(out) && (JSON.parse(fs.readFileSync(out, 'utf8')) as { ok: boolean; value?: BenchmarkViewSnapshot; error?: string }),
+    `the DOM probe answer ${out}`, { timeoutMs: 30_000, intervalMs: 100 });
+  if (!answer.ok || !answer.value) throw new Error(`DOM probe failed: ${answer.error}`);
+  return answer.value;
+}
+
+/** Polls the webview until `ok(snapshot)` holds (the view renders each state the host sends a moment later). */
+export async function waitForView(ok: (s: BenchmarkViewSnapshot) => boolean, what: string, timeoutMs = 30_000): Promise<BenchmarkViewSnapshot> {
+  let last: BenchmarkViewSnapshot | undefined;
+  return waitFor(async () => {
+    last = await viewSnapshot();
+    return ok(last) ? last : undefined;
+  }, what, { timeoutMs, intervalMs: 200, describe: () => JSON.stringify(last, null, 1)?.slice(0, 3000) ?? 'no snapshot' });
 }

@@ -5,9 +5,9 @@
  * re-created webview looks the same. DOM is built with createElement/textContent only (no innerHTML): text from the
  * benchmark and the file system is never parsed as HTML.
  */
-import { backendLabel, shortBackendLabel, BackendResult, BASELINE_BACKEND, EnvInfo, hasCudaDevice, KNOWN_BACKENDS, WorkloadInfo } from '../../../../common/bench-events';
+import { backendLabel as knownBackendLabel, shortBackendLabel, BackendResult, BASELINE_BACKEND, EnvInfo, hasCudaDevice, WorkloadInfo } from '../../../../common/bench-events';
 import type {
-  BackendRatio, BenchmarkViewState, HistoryEntry, HostToWebviewMessage, RunOptions, RunProgress, RunState, UserError, WebviewToHostMessage,
+  BackendChoice, BackendRatio, BenchmarkViewState, HistoryEntry, HostToWebviewMessage, RunOptions, RunProgress, RunState, UserError, WebviewToHostMessage,
 } from '../../../../common/webview-messages';
 import { finalLoss, formatBytes, formatDelta, formatMs, formatNumber, formatRatio, formatTimestamp } from '../../benchmark/format';
 import { computeRatios } from '../../benchmark/state';
@@ -27,6 +27,10 @@ interface PersistedState {
   customWorkload?: boolean;
   /** History runs selected for details (one) or comparison (two). */
   selected: string[];
+  /** The host's last selection request applied (BenchmarkViewState.selection.serial). */
+  selectionSerial?: number;
+  /** Backends the user ticked, including ones that cannot run now (ticked again when they can). */
+  wanted?: string[];
   /** The last host state: shown at once on re-creation, until the host re-sends it. */
   host?: BenchmarkViewState;
 }
@@ -37,6 +41,11 @@ const MODULE_FUNCTION = /^[A-Za-z_][\w.]*:[A-Za-z_]\w*$/;
 const api = acquireVsCodeApi();
 const persisted: PersistedState = { selected: [], ...((api.getState() as Partial<PersistedState> | undefined) ?? {}) };
 let host: BenchmarkViewState | undefined = persisted.host;
+
+/** A backend's name as the benchmark reports it (new backends included), else the built-in one. */
+function labelOf(id: string): string {
+  return host?.backends.find((b) => b.id === id)?.label ?? knownBackendLabel(id);
+}
 
 function save(): void {
   api.setState(persisted);
@@ -112,10 +121,7 @@ function buildForm() {
   });
   const customHelp = h('p', { id: 'custom-help', class: 'help' }, 'A function in your workspace that returns the model (see bench/README.md).');
   const customRow = h('div', { class: 'row custom', hidden: true }, h('label', { for: 'custom-workload' }, 'Module:function'), customInput, customHelp);
-  const backendBoxes = KNOWN_BACKENDS.map((b) => {
-    const box = h('input', { type: 'checkbox', id: `backend-${b.id}`, value: b.id, on: { change: () => onFormInput() } });
-    return { id: b.id, box, label: h('label', { for: `backend-${b.id}`, title: b.description, class: 'check' }, box, ` ${b.label}`) };
-  });
+  const backendList = h('div', { class: 'backends' });
   const num = (id: string, label: string, min: number, help: string) => {
     const input = h('input', { id, type: 'number', min, step: 1, inputmode: 'numeric', title: help, on: { input: () => onFormInput() } });
     return { input, row: h('div', { class: 'field' }, h('label', { for: id }, label), input) };
@@ -126,19 +132,64 @@ function buildForm() {
   const seq = num('seq', 'Sequence length', 1, 'Tokens per sequence');
   const compile = h('input', { type: 'checkbox', id: 'compile', on: { change: () => onFormInput() } });
   const validation = h('p', { class: 'validation', role: 'status' });
-  const runButton = button('Run', () => onRun(), { class: 'primary', id: 'run' });
+  const runButton = button('Run', () => onRun(), { class: 'primary', id: 'run', 'aria-describedby': 'run-reason' });
+  const runReason = h('p', { id: 'run-reason', class: 'run-reason', role: 'status', hidden: true });
   const cancelButton = button('Cancel', () => send({ type: 'cancel' }), { class: 'secondary', id: 'cancel' });
   const root = h('form', { on: { submit: (e) => { e.preventDefault(); onRun(); } } },
     h('h2', {}, 'Benchmark'),
     h('div', { class: 'row' }, h('label', { for: 'workload' }, 'Workload'), workloadSelect),
     customRow,
-    h('fieldset', {}, h('legend', {}, 'Backends'), ...backendBoxes.map((b) => b.label)),
+    h('fieldset', {}, h('legend', {}, 'Backends'), backendList),
     h('div', { class: 'grid' }, steps.row, warmup.row, batch.row, seq.row),
     h('label', { class: 'check', for: 'compile', title: 'torch.compile every backend (the same setting for all)' }, compile, ' torch.compile'),
     validation,
     h('div', { class: 'buttons' }, runButton, cancelButton),
+    runReason,
   );
-  return { root, workloadSelect, customInput, customRow, backendBoxes, steps: steps.input, warmup: warmup.input, batch: batch.input, seq: seq.input, compile, validation, runButton, cancelButton, workloadKey: '' };
+  return {
+    root, workloadSelect, customInput, customRow, backendList, backendBoxes: [] as BackendBox[], steps: steps.input, warmup: warmup.input,
+    batch: batch.input, seq: seq.input, compile, validation, runButton, runReason, cancelButton, workloadKey: '', backendKey: '',
+  };
+}
+
+interface BackendBox {
+  choice: BackendChoice;
+  box: HTMLInputElement;
+}
+
+/** One checkbox per backend the host offers; one that cannot run here is disabled and says why. */
+function backendRow(choice: BackendChoice): { row: HTMLElement; box: HTMLInputElement } {
+  const id = `backend-${choice.id}`;
+  const blocked = choice.available === false;
+  const box = h('input', {
+    type: 'checkbox', id, value: choice.id, disabled: blocked, 'aria-describedby': blocked ? `${id}-reason` : undefined,
+    on: { change: () => onBackendToggled(choice.id, box.checked) },
+  });
+  const row = h('div', { class: blocked ? 'backend blocked' : 'backend' },
+    h('label', { for: id, title: choice.description, class: 'check' }, box, ` ${choice.label}`),
+    blocked ? h('span', { id: `${id}-reason`, class: 'reason' }, choice.reason ?? 'not available here') : null);
+  return { row, box };
+}
+
+function onBackendToggled(id: string, on: boolean): void {
+  const wanted = new Set(persisted.wanted ?? readForm().backends);
+  if (on) wanted.add(id);
+  else wanted.delete(id);
+  persisted.wanted = [...wanted];
+  onFormInput();
+}
+
+/** Rebuilds the backend list when what the host offers changes; the user's ticks are kept (persisted.wanted). */
+function syncBackends(state: BenchmarkViewState, draft: RunOptions): void {
+  const key = JSON.stringify(state.backends);
+  if (key === form.backendKey) return;
+  form.backendKey = key;
+  persisted.wanted ??= draft.backends;
+  const wanted = new Set(persisted.wanted);
+  const rows = state.backends.map((choice) => ({ choice, ...backendRow(choice) }));
+  for (const r of rows) r.box.checked = wanted.has(r.choice.id) && r.choice.available !== false;
+  form.backendBoxes = rows.map(({ choice, box }) => ({ choice, box }));
+  form.backendList.replaceChildren(...rows.map((r) => r.row));
 }
 
 function readForm(): RunOptions {
@@ -147,7 +198,7 @@ function readForm(): RunOptions {
   const d = host?.lastOptions ?? persisted.draft;
   return {
     workload: custom ? form.customInput.value.trim() : form.workloadSelect.value,
-    backends: form.backendBoxes.filter((b) => b.box.checked).map((b) => b.id),
+    backends: form.backendBoxes.filter((b) => b.box.checked && b.choice.available !== false).map((b) => b.choice.id),
     steps: n(form.steps, d?.steps ?? 50),
     warmup: n(form.warmup, d?.warmup ?? 10),
     batch: n(form.batch, d?.batch ?? 8),
@@ -209,14 +260,33 @@ function isActive(run: RunState | undefined): boolean {
   return !!run && (run.status === 'starting' || run.status === 'running' || run.status === 'cancelling');
 }
 
+/** Why Run is disabled now, or undefined: the host's verdict on the environment, then the form's own. */
+function runBlocked(): string | undefined {
+  if (!host) return 'Loading…';
+  if (host.runBlocked) return host.runBlocked;
+  if (isActive(host.run)) return undefined; // Cancel is the action; no reason needed
+  const options = readForm();
+  if (options.backends.length === 0 && form.backendBoxes.length > 0 && form.backendBoxes.every((b) => b.choice.available === false)) {
+    return 'None of the backends can run here.';
+  }
+  const invalid = validate(options);
+  return invalid && !invalid.startsWith('Without BF16') ? invalid : undefined;
+}
+
 function syncButtons(): void {
   const active = isActive(host?.run);
-  const disabled = !host?.trusted || active;
-  const invalid = validate(readForm());
-  form.runButton.disabled = disabled || (!!invalid && !invalid.startsWith('Without BF16'));
+  const locked = !host?.trusted || active;
+  const reason = runBlocked();
+  form.runButton.disabled = locked || reason !== undefined;
+  form.runButton.title = reason ?? 'Run the benchmark with these settings';
+  // The form's own validation is shown above the buttons already; the environment's reason goes here.
+  const shown = reason && reason !== form.validation.textContent ? reason : undefined;
+  form.runReason.hidden = !shown || active;
+  form.runReason.textContent = shown ?? '';
   form.cancelButton.disabled = !active || host?.run.status === 'cancelling';
   form.root.querySelectorAll('input, select').forEach((el) => {
-    (el as HTMLInputElement).disabled = disabled;
+    const blockedBackend = form.backendBoxes.some((b) => b.box === el && b.choice.available === false);
+    (el as HTMLInputElement).disabled = locked || blockedBackend;
   });
 }
 
@@ -236,9 +306,9 @@ function syncForm(state: BenchmarkViewState): void {
     if (custom && !form.customInput.value) form.customInput.value = MODULE_FUNCTION.test(draft.workload) ? draft.workload : '';
     form.customRow.hidden = !custom;
   }
+  syncBackends(state, draft);
   if (!formFilled) {
     formFilled = true;
-    for (const b of form.backendBoxes) b.box.checked = draft.backends.includes(b.id);
     form.steps.value = String(draft.steps);
     form.warmup.value = String(draft.warmup);
     form.batch.value = String(draft.batch);
@@ -270,9 +340,12 @@ function renderEnv(state: BenchmarkViewState): void {
   const env = state.environment;
   const info: EnvInfo | undefined = env.info;
   const rows: HTMLElement[] = [];
-  if (state.interpreter) {
-    rows.push(...dlRow('Interpreter', h('code', { class: 'path' }, state.interpreter.path), h('div', { class: 'muted' }, state.interpreter.detail)));
-  }
+  rows.push(...dlRow('Interpreter',
+    state.interpreter ? h('code', { class: 'path', id: 'interpreter-path' }, state.interpreter.path) : h('span', { class: 'muted' }, 'not chosen yet'),
+    state.interpreter ? h('div', { class: 'muted' }, state.interpreter.detail) : null,
+    button('Choose interpreter…', () => send({ type: 'chooseInterpreter' }), {
+      class: 'link', id: 'choose-interpreter', title: 'Pick from the interpreters found (setting, Python extensions, PATH)',
+    })));
   if (state.remote) {
     rows.push(...dlRow('Remote', `${state.remote.name}`, state.remote.hostname ? h('span', {}, ' — runs on ', h('strong', {}, state.remote.hostname)) : h('span', { class: 'muted' }, ' — host not reported yet')));
   } else if (info?.hostname) {
@@ -297,8 +370,7 @@ function renderEnv(state: BenchmarkViewState): void {
     h('div', { class: 'card-head' },
       h('h2', {}, 'Environment'),
       h('div', { class: 'actions' },
-        button('Refresh', () => send({ type: 'refreshEnvironment' }), { class: 'link', title: 'Ask the interpreter again', disabled: !state.trusted || env.status === 'probing' }),
-        button('Interpreter…', () => send({ type: 'openSettings' }), { class: 'link', title: 'Set precisionLens.pythonPath' }))),
+        button('Refresh', () => send({ type: 'refreshEnvironment' }), { class: 'link', title: 'Ask the interpreter again', disabled: !state.trusted || env.status === 'probing' }))),
     env.status === 'probing' ? h('p', { class: 'muted', role: 'status' }, h('span', { class: 'spinner', 'aria-hidden': 'true' }), ' Checking Python, PyTorch and the GPU…') : null,
     env.summary ? h('p', { class: summaryClass }, env.summary) : null,
     env.status === 'failed' && env.error ? errorBody(env.error) : null,
@@ -313,7 +385,7 @@ function phaseText(progress: RunProgress | undefined, status: RunState['status']
   if (status === 'cancelling') return 'Cancelling…';
   if (!progress) return status === 'starting' ? 'Starting…' : status;
   const parts = [progress.phase.replace(/_/g, ' ')];
-  if (progress.backend) parts.push(backendLabel(progress.backend));
+  if (progress.backend) parts.push(labelOf(progress.backend));
   if (progress.step !== undefined && progress.total !== undefined) parts.push(`step ${progress.step}/${progress.total}`);
   if (progress.message) parts.push(progress.message);
   return parts.join(' · ');
@@ -351,7 +423,7 @@ function renderError(run: RunState): void {
     errorBody(error),
     h('div', { class: 'buttons' },
       button('Open log', () => send({ type: 'openLog' }), { class: 'secondary' }),
-      interpreterProblem ? button('Choose interpreter…', () => send({ type: 'openSettings' }), { class: 'secondary' }) : null),
+      interpreterProblem ? button('Choose interpreter…', () => send({ type: 'chooseInterpreter' }), { class: 'secondary' }) : null),
   );
 }
 
@@ -366,7 +438,7 @@ function lossSeries(results: readonly BackendResult[], suffix = '', extraClass =
   return ordered(results)
     .filter((r) => !r.skippedReason && r.losses.length > 0)
     .map((r, i) => ({
-      label: `${backendLabel(r.backend)}${suffix}`,
+      label: `${labelOf(r.backend)}${suffix}`,
       cls: `${seriesClass(r.backend, i)}${extraClass}`,
       points: r.losses.map((l, j): [number, number | null] => [j * (r.lossStride ?? 1), l]),
     }));
@@ -388,29 +460,32 @@ function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly Back
   const skipped = results.filter((r) => r.skippedReason);
   const ratioOf = (b: string) => ratios.find((r) => r.backend === b);
   const tpsBars: Bar[] = ran.map((r, i) => ({
-    label: shortBackendLabel(r.backend), value: r.tokensPerS, cls: seriesClass(r.backend, i), title: backendLabel(r.backend),
+    label: shortBackendLabel(r.backend), value: r.tokensPerS, cls: seriesClass(r.backend, i), title: labelOf(r.backend),
     text: `${formatNumber(r.tokensPerS, 0)}${ratioOf(r.backend)?.speedup ? ` (${formatRatio(ratioOf(r.backend)?.speedup)})` : ''}`,
   }));
   const memBars: Bar[] = ran.map((r, i) => ({
-    label: shortBackendLabel(r.backend), value: r.peakMemoryBytes, cls: seriesClass(r.backend, i), text: formatBytes(r.peakMemoryBytes), title: backendLabel(r.backend),
+    label: shortBackendLabel(r.backend), value: r.peakMemoryBytes, cls: seriesClass(r.backend, i), text: formatBytes(r.peakMemoryBytes), title: labelOf(r.backend),
   }));
   const series = lossSeries(results);
-  const table = h('table', {},
-    h('thead', {}, h('tr', {}, ...['Backend', 'tokens/s', 'step median', 'p90', 'peak memory', 'final loss', 'speed vs BF16', 'memory vs BF16', 'loss Δ'].map((c) => h('th', { scope: 'col' }, c)))),
+  // Every value cell carries its column's name (data-label): in a narrow view the rows stack as cards that show it.
+  const columns = ['tokens/s', 'step median', 'p90', 'peak memory', 'final loss', 'speed vs BF16', 'memory vs BF16', 'loss Δ'];
+  const cell = (i: number, text: string, cls = '') => h('td', { 'data-label': columns[i], class: cls || undefined }, text);
+  const table = h('table', { class: 'results-table' },
+    h('thead', {}, h('tr', {}, ...['Backend', ...columns].map((c) => h('th', { scope: 'col' }, c)))),
     h('tbody', {}, ...ordered(results).map((r) => {
-      if (r.skippedReason) return h('tr', { class: 'skipped' }, h('th', { scope: 'row' }, backendLabel(r.backend)), h('td', { colspan: 8 }, `skipped: ${r.skippedReason}`));
+      if (r.skippedReason) return h('tr', { class: 'skipped' }, h('th', { scope: 'row' }, labelOf(r.backend)), h('td', { colspan: 8 }, `skipped: ${r.skippedReason}`));
       const ratio = ratioOf(r.backend);
       const base = r.backend === BASELINE_BACKEND;
       return h('tr', {},
-        h('th', { scope: 'row', title: [r.label, r.recipe].filter(Boolean).join(' · ') || undefined }, backendLabel(r.backend), r.emulated ? h('span', { class: 'muted' }, ' (emulated)') : null),
-        h('td', {}, formatNumber(r.tokensPerS, 0)),
-        h('td', {}, formatMs(r.stepTimeMedianMs)),
-        h('td', {}, formatMs(r.stepTimeP90Ms)),
-        h('td', {}, formatBytes(r.peakMemoryBytes)),
-        h('td', {}, formatNumber(finalLoss(r.losses), 4)),
-        h('td', { class: ratio?.speedup !== undefined ? (ratio.speedup >= 1 ? 'good' : 'bad') : '' }, base ? 'baseline' : formatRatio(ratio?.speedup)),
-        h('td', {}, base ? '' : formatRatio(ratio?.memory)),
-        h('td', {}, base ? '' : formatDelta(ratio?.finalLossDelta)),
+        h('th', { scope: 'row', title: [r.label, r.recipe].filter(Boolean).join(' · ') || undefined }, labelOf(r.backend), r.emulated ? h('span', { class: 'muted' }, ' (emulated)') : null),
+        cell(0, formatNumber(r.tokensPerS, 0)),
+        cell(1, formatMs(r.stepTimeMedianMs)),
+        cell(2, formatMs(r.stepTimeP90Ms)),
+        cell(3, formatBytes(r.peakMemoryBytes)),
+        cell(4, formatNumber(finalLoss(r.losses), 4)),
+        cell(5, base ? 'baseline' : formatRatio(ratio?.speedup), ratio?.speedup !== undefined ? (ratio.speedup >= 1 ? 'good' : 'bad') : ''),
+        base ? null : cell(6, formatRatio(ratio?.memory)),
+        base ? null : cell(7, formatDelta(ratio?.finalLossDelta)),
       );
     })),
   );
@@ -459,6 +534,17 @@ function toggleSelected(id: string, on: boolean): void {
   if (host) render(host);
 }
 
+/** An import or a finished run: the host asks for those runs to be selected and shown (once per request). */
+function applySelection(state: BenchmarkViewState): void {
+  const request = state.selection;
+  if (!request || request.serial === persisted.selectionSerial) return;
+  persisted.selectionSerial = request.serial;
+  const ids = request.ids.filter((id) => state.history.some((e) => e.id === id));
+  if (ids.length === 0) return;
+  persisted.selected = ids.slice(-2);
+  window.setTimeout(() => sections.details.scrollIntoView({ block: 'start', behavior: 'smooth' }), 0);
+}
+
 function renderHistory(state: BenchmarkViewState): void {
   const entries = state.history;
   persisted.selected = persisted.selected.filter((id) => entries.some((e) => e.id === id));
@@ -488,7 +574,8 @@ function compareBlock(a: HistoryEntry, b: HistoryEntry): HTMLElement {
   const backends = [...new Set([...ordered(a.results), ...ordered(b.results)].map((r) => r.backend))];
   const get = (e: HistoryEntry, backend: string) => e.results.find((r) => r.backend === backend && !r.skippedReason);
   const ratio = (x?: number, y?: number) => (x !== undefined && y !== undefined && x !== 0 ? formatRatio(y / x) : '–');
-  const rows: HTMLElement[] = [];
+  // One small table per backend (metric, A, B, B / A): four columns fit a narrow sidebar without a rowspan to stack.
+  const tables: HTMLElement[] = [];
   for (const backend of backends) {
     const ra = get(a, backend);
     const rb = get(b, backend);
@@ -503,9 +590,11 @@ function compareBlock(a: HistoryEntry, b: HistoryEntry): HTMLElement {
       const sb = (b.ratios.length ? b.ratios : computeRatios(b.results)).find((r) => r.backend === backend)?.speedup;
       metrics.push(['vs BF16', formatRatio(sa), formatRatio(sb), '']);
     }
-    metrics.forEach(([metric, va, vb, r], i) => rows.push(h('tr', { class: i === 0 ? 'group-start' : '' },
-      i === 0 ? h('th', { scope: 'rowgroup', rowspan: metrics.length }, backendLabel(backend)) : null,
-      h('td', {}, metric), h('td', {}, va), h('td', {}, vb), h('td', {}, r))));
+    tables.push(h('div', { class: 'table-wrap' }, h('table', { class: 'compare' },
+      h('caption', {}, labelOf(backend)),
+      h('thead', {}, h('tr', {}, ...['Metric', 'A', 'B', 'B / A'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, ...metrics.map(([metric, va, vb, r]) => h('tr', {},
+        h('th', { scope: 'row' }, metric), h('td', {}, va), h('td', {}, vb), h('td', {}, r)))))));
   }
   const bars: Bar[] = [];
   backends.forEach((backend, i) => {
@@ -526,9 +615,7 @@ function compareBlock(a: HistoryEntry, b: HistoryEntry): HTMLElement {
     series.length > 0 ? h('h3', {}, 'Loss') : null,
     series.length > 0 ? lineChart(series, { width: chartWidth, label: 'loss per step, runs A and B', xLabel: 'step' }) : null,
     series.length > 0 ? legend(series) : null,
-    h('div', { class: 'table-wrap' }, h('table', { class: 'compare' },
-      h('thead', {}, h('tr', {}, ...['Backend', 'Metric', 'A', 'B', 'B / A'].map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, ...rows))),
+    ...tables,
   );
 }
 
@@ -572,6 +659,7 @@ window.addEventListener('message', (event: MessageEvent<HostToWebviewMessage>) =
     case 'state':
       host = message.state;
       persisted.host = message.state;
+      applySelection(message.state);
       save();
       render(message.state);
       break;

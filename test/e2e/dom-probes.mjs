@@ -1,0 +1,67 @@
+// What the end-to-end tests ask of the real webview DOM. test/e2e/run.mjs evaluates these in the benchmark view's
+// frame (through playwright) when a test asks (helpers.ts viewSnapshot), and hands the result back as a file: the
+// tests run inside the extension host, which cannot reach a webview's DOM itself.
+// Each probe runs in the page: plain browser JavaScript, no imports.
+
+/** The benchmark view as a user sees it: what is enabled and why not, what is selected, and whether it fits. */
+export function benchmarkView() {
+  const text = (el) => (el ? el.textContent.replace(/\s+/g, ' ').trim() : '');
+  const app = document.getElementById('app');
+  const run = document.getElementById('run');
+  const reason = document.getElementById('run-reason');
+  const backends = [...document.querySelectorAll('.backends .backend')].map((row) => {
+    const box = row.querySelector('input');
+    return { id: box.value, label: text(row.querySelector('label')), checked: box.checked, disabled: box.disabled, reason: text(row.querySelector('.reason')) || undefined };
+  });
+  const history = [...document.querySelectorAll('.history-list li')].map((li) => ({ text: text(li.querySelector('label')), checked: li.querySelector('input').checked }));
+  const details = document.querySelector('section.details');
+  const results = document.querySelector('section.results');
+
+  // Fit: nothing wider than the view, no cell whose content overflows it, no word broken across two lines.
+  const width = document.documentElement.clientWidth;
+  const problems = [];
+  const where = (el) => `${el.tagName.toLowerCase()}${el.className && typeof el.className === 'string' ? '.' + el.className.split(' ')[0] : ''} "${text(el).slice(0, 40)}"`;
+  if (document.documentElement.scrollWidth > width + 1) problems.push(`the view scrolls sideways: ${document.documentElement.scrollWidth} > ${width} px`);
+  for (const wrap of document.querySelectorAll('section:not([hidden]) .table-wrap')) {
+    if (wrap.scrollWidth > wrap.clientWidth + 1) problems.push(`a table is wider than the view (${wrap.scrollWidth} > ${wrap.clientWidth} px): ${where(wrap.querySelector('tr'))}`);
+  }
+  const visible = (el) => el.getClientRects().length > 0;
+  for (const el of document.querySelectorAll('#app th, #app td, #app caption, #app h2, #app h3, #app label, #app legend, #app button, #app dt, #app .reason, #app .run-reason')) {
+    if (!visible(el)) continue;
+    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible') problems.push(`cut: ${where(el)}`);
+    const r = el.getBoundingClientRect();
+    if (r.right > width + 1 && !el.closest('.table-wrap')) problems.push(`beyond the right edge (${Math.round(r.right)} > ${width}): ${where(el)}`);
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (node.parentElement.closest('code')) continue; // paths may break anywhere
+      const re = /\S{2,}/g;
+      for (let m = re.exec(node.data); m; m = re.exec(node.data)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const lines = new Set([...range.getClientRects()].filter((q) => q.width > 0).map((q) => Math.round(q.top)));
+        if (lines.size > 1) problems.push(`"${m[0]}" broken across lines in ${where(el)}`);
+      }
+    }
+  }
+  for (const t of document.querySelectorAll('section:not([hidden]) svg.chart text')) {
+    const r = t.getBoundingClientRect();
+    if (r.width > 0 && (r.left < -1 || r.right > width + 1)) problems.push(`chart label outside the view: "${text(t)}" (${Math.round(r.left)}..${Math.round(r.right)} of ${width})`);
+  }
+  return {
+    width,
+    appWidth: app ? app.clientWidth : 0,
+    run: run ? { disabled: run.disabled, title: run.title } : undefined,
+    runReason: reason && !reason.hidden ? text(reason) : undefined,
+    validation: text(document.querySelector('.validation')) || undefined,
+    interpreter: text(document.getElementById('interpreter-path')) || undefined,
+    chooseInterpreter: !!document.getElementById('choose-interpreter'),
+    backends,
+    history,
+    details: details && !details.hidden ? { heading: text(details.querySelector('h2')), text: text(details).slice(0, 2000) } : undefined,
+    results: results && !results.hidden ? { heading: text(results.querySelector('h2')) } : undefined,
+    problems: [...new Set(problems)].slice(0, 40),
+  };
+}
+
+export const PROBES = { benchmarkView };
