@@ -53,7 +53,7 @@ try {
     }
   });
 
-  await check('Quick Open finds model.py', async () => {
+  await check('Quick Open finds te_model.py', async () => {
     await page.keyboard.press('Control+P');
     const input = page.locator('.quick-input-widget input');
     await input.waitFor({ timeout: TIMEOUT });

@@ -75,8 +75,28 @@ function h<K extends keyof HTMLElementTagNameMap>(tag: K, props: Props = {}, ...
     } else if (v === true) el.setAttribute(k, '');
     else if (v !== false && v !== undefined && v !== null) el.setAttribute(k, String(v));
   }
-  for (const c of children) if (c !== null && c !== undefined && c !== false) el.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  const plain = tag === 'option' || tag === 'pre' || tag === 'code';
+  for (const c of children) if (c !== null && c !== undefined && c !== false) el.append(typeof c === 'string' ? (plain ? document.createTextNode(c) : words(c)) : c);
   return el;
+}
+
+/**
+ * Text whose hyphenated words (llama-7b-slice, 2026-12-01, torch-fp8) never break at a hyphen: a narrow sidebar
+ * wraps between words only. Every string the view renders goes through here (h() children).
+ */
+function words(text: string): Node {
+  if (!/\S-\S/.test(text)) return document.createTextNode(text);
+  const fragment = document.createDocumentFragment();
+  for (const part of text.split(/(\S*\S-\S\S*)/)) {
+    if (part === '') continue;
+    if (/\S-\S/.test(part)) {
+      const span = document.createElement('span');
+      span.className = 'nowrap';
+      span.textContent = part;
+      fragment.append(span);
+    } else fragment.append(document.createTextNode(part));
+  }
+  return fragment;
 }
 
 /** Replaces an element's children, skipping the empty ones. */
