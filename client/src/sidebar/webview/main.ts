@@ -82,14 +82,15 @@ function h<K extends keyof HTMLElementTagNameMap>(tag: K, props: Props = {}, ...
 
 /**
  * Text whose hyphenated words (llama-7b-slice, 2026-12-01, torch-fp8) never break at a hyphen: a narrow sidebar
- * wraps between words only. Every string the view renders goes through here (h() children).
+ * wraps between words only (paths excepted: they may break anywhere rather than overflow). Every string the view
+ * renders goes through here (h() children).
  */
 function words(text: string): Node {
   if (!/\S-\S/.test(text)) return document.createTextNode(text);
   const fragment = document.createDocumentFragment();
   for (const part of text.split(/(\S*\S-\S\S*)/)) {
     if (part === '') continue;
-    if (/\S-\S/.test(part)) {
+    if (/\S-\S/.test(part) && !/[\\/]/.test(part)) {
       const span = document.createElement('span');
       span.className = 'nowrap';
       span.textContent = part;
@@ -650,7 +651,8 @@ function renderDetails(state: BenchmarkViewState): void {
     const e = chosen[0];
     fill(sections.details,
       resultsBlock(e.results, e.ratios, `Run of ${formatTimestamp(e.startedAt)}: ${e.options.workload}`, () => send({ type: 'copyMarkdown', runIds: [e.id] })),
-      h('p', { class: 'muted' }, `batch ${e.options.batch} × seq ${e.options.seq}, ${e.options.steps} steps (${e.options.warmup} warm-up), compile ${e.options.compile ? 'on' : 'off'}${e.interpreter ? `, ${e.interpreter}` : ''}${e.torchVersion ? `, torch ${e.torchVersion}` : ''}, TE ${e.teVersion ?? 'not installed'}`),
+      h('p', { class: 'muted' }, `batch ${e.options.batch} × seq ${e.options.seq}, ${e.options.steps} steps (${e.options.warmup} warm-up), compile ${e.options.compile ? 'on' : 'off'}${e.torchVersion ? `, torch ${e.torchVersion}` : ''}, TE ${e.teVersion ?? 'not installed'}`,
+        e.interpreter ? h('span', {}, ', ', h('code', { class: 'path' }, e.interpreter)) : null),
     );
     return;
   }
