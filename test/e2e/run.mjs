@@ -126,7 +126,7 @@ async function main() {
   });
   await page.exposeFunction('codeAutomationExit', (code) => {
     // Let the last log lines arrive before closing.
-    setTimeout(() => finish(Number(code) === 0 ? 0 : 1), 200);
+    setTimeout(() => finish(Number(code) === 0 ? 0 : 1), 1500);
   });
 
   const payload = [

@@ -65,5 +65,11 @@ export function run(): Promise<void> {
       if (failures > 0) reject(new Error(`${failures} end-to-end test(s) failed`));
       else resolve();
     });
+    // Each failure is printed the moment it happens, so a CI log shows it even if the reporter's epilogue is cut off
+    // when the workbench closes.
+    runner.on('fail', (test, err) => {
+      const e = err instanceof Error ? err : new Error(String(err));
+      console.log(`e2e FAILED: ${test.fullTitle()}\n${e.stack ?? e.message}`);
+    });
   });
 }
