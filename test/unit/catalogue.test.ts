@@ -3,7 +3,7 @@
  * a way its kind allows. A new row that breaks one of these fails here, not in a model file.
  */
 import { strict as assert } from 'node:assert';
-import { CATALOGUE, CLASS_ATTRIBUTES, LIBRARY_ROOTS, lookupClass, teRenames, type Library } from '../../server/src/analysis/catalogue';
+import { CATALOGUE, CLASS_ATTRIBUTES, isRead, LIBRARY_ROOTS, lookupClass, teRenames, type Library, type RowSource } from '../../server/src/analysis/catalogue';
 import { knownCtor } from '../../server/src/analysis/known';
 
 const LIBRARIES: Library[] = [
@@ -14,6 +14,20 @@ const TE_FOR_KIND: Record<string, string> = { linear: 'te.Linear', 'parallel-lin
 /** te.Linear / te.*Norm keyword names a rename may target (TE 1.x-2.x). */
 const TE_ARGS = new Set(['in_features', 'out_features', 'bias', 'params_dtype', 'return_bias', 'normalized_shape', 'eps', 'zero_centered_gamma']);
 const IDENT = /^[A-Za-z_]\w*$/;
+
+/** A row says the repository, file and commit its signature was read from, or in words why it was not read. */
+function checkSource(what: string, source: RowSource): void {
+  if (isRead(source)) {
+    assert.match(source.repo, /^[\w.-]+\/[\w.-]+$/, `${what}: repo "${source.repo}" is not owner/name`);
+    assert.match(source.path, /^[\w./-]+\.py$/, `${what}: path "${source.path}" is not a Python file`);
+    assert.match(source.commit, /^[0-9a-f]{40}$/, `${what}: commit "${source.commit}" is not a 40-hex commit`);
+    if (source.note !== undefined) assert.ok(source.note.length > 10, `${what}: an empty note`);
+  } else {
+    assert.equal(typeof source.unverified, 'string', `${what}: neither a read source nor an unverified reason`);
+    assert.ok(source.unverified.trim().length >= 20, `${what}: the unverified reason "${source.unverified}" says nothing`);
+    assert.deepEqual(Object.keys(source), ['unverified'], `${what}: an unverified row cannot also claim a source`);
+  }
+}
 
 describe('library catalogue: integrity', () => {
   it('covers every library the analysis promises, each from its own import root', () => {
@@ -40,8 +54,21 @@ describe('library catalogue: integrity', () => {
     for (const e of CATALOGUE) {
       assert.equal(new Set(e.params).size, e.params.length, `${e.name}: duplicate parameter`);
       for (const p of e.params) assert.match(p, IDENT, `${e.name}: ${p}`);
-      assert.match(e.source, /^[\w.-]+\/[\w.-]+ [\w./-]+\.py$/, `${e.name}: source "${e.source}" is not "owner/repo path.py"`);
+      checkSource(e.name, e.source);
       if (!e.notLayer && e.kind !== 'other' && !e.isTe) assert.ok(e.params.length > 0, `${e.name}: a layer row needs its parameters`);
+    }
+  });
+
+  it('reads every row of the libraries checked against source from a recorded version, in the library\'s own repository', () => {
+    const REPOS: Partial<Record<Library, string>> = {
+      apex: 'NVIDIA/apex', timm: 'huggingface/pytorch-image-models', diffusers: 'huggingface/diffusers', flash_attn: 'Dao-AILab/flash-attention',
+      mamba_ssm: 'state-spaces/mamba', xformers: 'facebookresearch/xformers', fairscale: 'facebookresearch/fairscale', transformers: 'huggingface/transformers',
+    };
+    for (const e of CATALOGUE) {
+      const repo = REPOS[e.library];
+      if (!repo) continue;
+      assert.ok(isRead(e.source), `${e.name}: no source read`);
+      if (isRead(e.source)) assert.equal(e.source.repo, repo, e.name);
     }
   });
 
@@ -94,7 +121,7 @@ describe('library catalogue: integrity', () => {
       assert.ok(a.owner.split('.')[0] in LIBRARY_ROOTS, a.owner);
       assert.ok(a.candidates.length > 1, `${a.owner}.${a.attr}: a choice needs candidates`);
       for (const c of a.candidates) assert.ok(lookupClass(c), `${a.owner}.${a.attr}: ${c} is not in the catalogue`);
-      assert.match(a.source, /^[\w.-]+\/[\w.-]+ [\w./-]+\.py$/);
+      checkSource(`${a.owner}.${a.attr}`, a.source);
     }
   });
 

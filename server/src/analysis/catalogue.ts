@@ -1,7 +1,7 @@
 /**
  * The library catalogue: the layer classes model code is written with, as data. One row per class: its fully
  * qualified name, kind, constructor parameters in positional order, role hint, te.* mapping with the argument renames
- * a conversion needs, and the library file it was read from. Adding a library is adding rows (and its import root to
+ * a conversion needs, and the library file it was read from (repository, path and commit), or why it was not read. Adding a library is adding rows (and its import root to
  * LIBRARY_ROOTS); `lookupClass` is the only reader of the rows and test/unit/catalogue.test.ts checks their integrity.
  *
  * Lookup order: the exact name, then the class name within its library (a class is re-exported from several
@@ -53,8 +53,31 @@ export interface CatalogueEntry {
   noTe?: string;
   /** Not a layer at all (containers, losses, parameters). */
   notLayer?: boolean;
-  /** Where the signature was read: `owner/repo path`. */
-  source: string;
+  /** Where the signature was read (repository, file, commit of the version read), or why it was not. */
+  source: RowSource;
+}
+
+/** The library file a row's signature was read from, at the commit of the version read. */
+export interface SourceRead {
+  /** `owner/name` on GitHub. */
+  repo: string;
+  path: string;
+  /** The 40-hex commit of the version read. */
+  commit: string;
+  /** What differs between that version and others still in use (a parameter added or renamed since). */
+  note?: string;
+}
+
+/** A row whose signature was not read from source in a recorded version, and why. */
+export interface Unverified {
+  unverified: string;
+}
+
+export type RowSource = SourceRead | Unverified;
+
+/** Whether a row's signature was read from a recorded source version. */
+export function isRead(source: RowSource): source is SourceRead {
+  return !('unverified' in source);
 }
 
 /** Import roots of the catalogued libraries (the first segment of a resolved name). */
@@ -65,198 +88,245 @@ export const LIBRARY_ROOTS: Record<string, Library> = {
 };
 
 const LINEAR = ['in_features', 'out_features', 'bias', 'device', 'dtype'];
-const CONV = ['in_channels', 'out_channels', 'kernel_size', 'stride', 'padding', 'dilation', 'groups', 'bias'];
+const CONV = ['in_channels', 'out_channels', 'kernel_size', 'stride', 'padding', 'dilation', 'groups', 'bias', 'padding_mode', 'device', 'dtype'];
+// ConvTranspose*d puts output_padding fifth and dilation after bias (torch/nn/modules/conv.py).
+const CONV_TRANSPOSE = ['in_channels', 'out_channels', 'kernel_size', 'stride', 'padding', 'output_padding', 'groups', 'bias', 'dilation', 'padding_mode', 'device', 'dtype'];
 const TORCH_DTYPE = { dtype: 'params_dtype' };
 const MEGATRON_LINEAR = { input_size: 'in_features', output_size: 'out_features', skip_bias_add: 'return_bias', dtype: 'params_dtype' };
 const MEGATRON_NORM = "Megatron builds this norm from its config (LayerNorm or RMSNorm by config.normalization): choose TENorm in the layer spec instead of converting the call.";
-const TORCH_MODULES = 'pytorch/pytorch torch/nn/modules/';
-const TE_MODULES = 'NVIDIA/TransformerEngine transformer_engine/pytorch/';
+/** Rows the catalogue's first author checked against source without recording the version read. */
+const AUTHOR_CHECKED = 'checked against the library source by the catalogue author; the commit read was not recorded';
+const NOT_READ = 'not read in the verification pass: the signature is from memory';
 
-const torchNn = (cls: string, kind: LayerKind, params: string[], file: string, extra: Partial<CatalogueEntry> = {}): CatalogueEntry => ({
-  name: `torch.nn.${cls}`, library: 'torch', kind, params, source: `${TORCH_MODULES}${file}`, ...extra,
+const read = (repo: string, path: string, commit: string, note?: string): SourceRead => (note ? { repo, path, commit, note } : { repo, path, commit });
+const TORCH = (file: string, commit: string): SourceRead => read('pytorch/pytorch', `torch/nn/modules/${file}`, commit);
+const TORCH_LINEAR = TORCH('linear.py', 'f2889c83d0672bf95de5c57f770dcbdf07ebee61');
+const TORCH_NORM = TORCH('normalization.py', 'f3eef90335dca1b8b1d58e9df340629a5ad2ee1f');
+const TORCH_SPARSE = TORCH('sparse.py', 'fc42e13b8c5acd65d322cf3d378da374696c1caf');
+const TORCH_CONV = TORCH('conv.py', 'ddbcf1cd299571603b1412003ceee2d4d6a1986d');
+const TE_1X_NORM = 'this TE 1.x version calls the size hidden_size; TE >= 2 calls it normalized_shape, same position';
+const APEX_NORM = read('NVIDIA/apex', 'apex/normalization/fused_layer_norm.py', '014f30f72902aeca1437b56ef66f97801a7c35d9');
+const TIMM_NORM = read('huggingface/pytorch-image-models', 'timm/layers/norm.py', '05ab01d555b021004df7e8b5f136974df6221d46');
+const FAIRSCALE = read('facebookresearch/fairscale', 'fairscale/nn/model_parallel/layers.py', '158319ac73590d00b0b3ac140af0d0b4fdbd9ac1');
+const FAIRSEQ_LN = read('facebookresearch/fairseq', 'fairseq/modules/layer_norm.py', '00bc279894ab6ed3641b0f791acc578ac2083584');
+const MAMBA_GATED = read('state-spaces/mamba', 'mamba_ssm/ops/triton/layernorm_gated.py', '60dadf2e0ee730ac337035d5533de10bc26e4847');
+const MEGATRON_TE: Unverified = { unverified: NOT_READ };
+
+const torchNn = (cls: string, kind: LayerKind, params: string[], source: RowSource, extra: Partial<CatalogueEntry> = {}): CatalogueEntry => ({
+  name: `torch.nn.${cls}`, library: 'torch', kind, params, source, ...extra,
 });
-const te = (cls: string, kind: LayerKind, params: string[], file: string): CatalogueEntry => ({
-  name: `transformer_engine.pytorch.${cls}`, library: 'transformer_engine', kind, params, isTe: true, source: `${TE_MODULES}${file}`,
+const te = (cls: string, kind: LayerKind, params: string[], source: RowSource): CatalogueEntry => ({
+  name: `transformer_engine.pytorch.${cls}`, library: 'transformer_engine', kind, params, isTe: true, source,
 });
+const NOT_A_LAYER: Unverified = { unverified: 'not a layer: only its name is matched, its signature is never used' };
 
 export const CATALOGUE: CatalogueEntry[] = [
   // torch.nn
-  torchNn('Linear', 'linear', LINEAR, 'linear.py', { te: { cls: 'te.Linear', renames: TORCH_DTYPE } }),
+  torchNn('Linear', 'linear', LINEAR, TORCH_LINEAR, { te: { cls: 'te.Linear', renames: TORCH_DTYPE } }),
   // in_features is inferred at the first forward: no te.* twin (verdict.ts says what to do).
-  torchNn('LazyLinear', 'other', ['out_features', 'bias', 'device', 'dtype'], 'linear.py'),
-  torchNn('Bilinear', 'other', ['in1_features', 'in2_features', 'out_features', 'bias', 'device', 'dtype'], 'linear.py'),
-  torchNn('LayerNorm', 'layernorm', ['normalized_shape', 'eps', 'elementwise_affine', 'bias', 'device', 'dtype'], 'normalization.py', { te: { cls: 'te.LayerNorm' } }),
-  torchNn('RMSNorm', 'rmsnorm', ['normalized_shape', 'eps', 'elementwise_affine', 'device', 'dtype'], 'normalization.py', { te: { cls: 'te.RMSNorm' } }),
-  torchNn('Embedding', 'embedding', ['num_embeddings', 'embedding_dim', 'padding_idx', 'max_norm', 'norm_type', 'scale_grad_by_freq', 'sparse', '_weight', '_freeze', 'device', 'dtype'], 'sparse.py',
+  torchNn('LazyLinear', 'other', ['out_features', 'bias', 'device', 'dtype'], TORCH_LINEAR),
+  torchNn('Bilinear', 'other', ['in1_features', 'in2_features', 'out_features', 'bias', 'device', 'dtype'], TORCH_LINEAR),
+  torchNn('LayerNorm', 'layernorm', ['normalized_shape', 'eps', 'elementwise_affine', 'bias', 'device', 'dtype'], TORCH_NORM, { te: { cls: 'te.LayerNorm' } }),
+  // eps defaults to None (torch.finfo(x.dtype).eps), not te.RMSNorm's 1e-5.
+  torchNn('RMSNorm', 'rmsnorm', ['normalized_shape', 'eps', 'elementwise_affine', 'device', 'dtype'], TORCH_NORM, { te: { cls: 'te.RMSNorm' } }),
+  torchNn('Embedding', 'embedding', ['num_embeddings', 'embedding_dim', 'padding_idx', 'max_norm', 'norm_type', 'scale_grad_by_freq', 'sparse', '_weight', '_freeze', 'device', 'dtype'], TORCH_SPARSE,
     { role: { role: 'embedding', note: 'a lookup table (embedding)' } }),
-  torchNn('EmbeddingBag', 'embedding', ['num_embeddings', 'embedding_dim', 'max_norm', 'norm_type', 'scale_grad_by_freq', 'mode', 'sparse'], 'sparse.py',
-    { role: { role: 'embedding', note: 'a lookup table (embedding bag)' } }),
-  torchNn('AdaptiveLogSoftmaxWithLoss', 'other', ['in_features', 'n_classes', 'cutoffs', 'div_value', 'head_bias', 'device', 'dtype'], 'adaptive.py',
+  torchNn('EmbeddingBag', 'embedding', ['num_embeddings', 'embedding_dim', 'max_norm', 'norm_type', 'scale_grad_by_freq', 'mode', 'sparse', '_weight', 'include_last_offset', 'padding_idx', 'device', 'dtype'],
+    TORCH_SPARSE, { role: { role: 'embedding', note: 'a lookup table (embedding bag)' } }),
+  torchNn('AdaptiveLogSoftmaxWithLoss', 'other', ['in_features', 'n_classes', 'cutoffs', 'div_value', 'head_bias', 'device', 'dtype'],
+    TORCH('adaptive.py', 'd59313b0e0d922ecc9c7f1d04b6b9644ac8be4b9'),
     { role: { role: 'lm_head', note: 'an adaptive softmax: the output layer over the vocabulary (its head and tail projections)' } }),
   torchNn('MultiheadAttention', 'other', ['embed_dim', 'num_heads', 'dropout', 'bias', 'add_bias_kv', 'add_zero_attn', 'kdim', 'vdim', 'batch_first', 'device', 'dtype'],
-    'activation.py', { role: { role: 'attention', note: 'an attention block' } }),
-  ...(['Conv1d', 'Conv2d', 'Conv3d', 'ConvTranspose1d', 'ConvTranspose2d', 'ConvTranspose3d'].map((c) => torchNn(c, 'conv', CONV, 'conv.py'))),
+    { unverified: NOT_READ }, { role: { role: 'attention', note: 'an attention block' } }),
+  ...(['Conv1d', 'Conv2d', 'Conv3d'].map((c) => torchNn(c, 'conv', CONV, TORCH_CONV))),
+  ...(['ConvTranspose1d', 'ConvTranspose2d', 'ConvTranspose3d'].map((c) => torchNn(c, 'conv', CONV_TRANSPOSE, TORCH_CONV))),
   ...(['Module', 'ModuleList', 'ModuleDict', 'Sequential', 'Parameter', 'ParameterList', 'ParameterDict', 'Buffer', 'DataParallel', 'UninitializedParameter']
-    .map((c) => torchNn(c, 'other', [], c.startsWith('Param') || c.endsWith('Parameter') || c === 'Buffer' ? '../parameter.py' : 'container.py', { notLayer: true }))),
+    .map((c) => torchNn(c, 'other', [], NOT_A_LAYER, { notLayer: true }))),
 
   // Transformer Engine
-  te('Linear', 'linear', ['in_features', 'out_features', 'sequence_parallel', 'fuse_wgrad_accumulation', 'tp_group', 'tp_size', 'get_rng_state_tracker', 'rng_tracker_name', 'init_method', 'bias'], 'module/linear.py'),
-  te('LayerNorm', 'layernorm', ['normalized_shape', 'eps', 'sequence_parallel', 'params_dtype', 'zero_centered_gamma'], 'module/layernorm.py'),
-  te('RMSNorm', 'rmsnorm', ['normalized_shape', 'eps', 'sequence_parallel', 'params_dtype', 'zero_centered_gamma'], 'module/rmsnorm.py'),
-  te('LayerNormLinear', 'linear', ['in_features', 'out_features', 'eps', 'sequence_parallel'], 'module/layernorm_linear.py'),
-  te('GroupedLinear', 'linear', ['num_gemms', 'in_features', 'out_features'], 'module/grouped_linear.py'),
-  { ...te('LayerNormMLP', 'other', ['hidden_size', 'ffn_hidden_size', 'eps'], 'module/layernorm_mlp.py'), role: { role: 'mlp', note: 'an MLP block' } },
-  { ...te('DotProductAttention', 'other', ['num_attention_heads', 'kv_channels'], 'attention/dot_product_attention/dot_product_attention.py'),
-    role: { role: 'attention', note: 'an attention block' } },
-  { ...te('MultiheadAttention', 'other', ['hidden_size', 'num_attention_heads'], 'attention/multi_head_attention.py'),
-    role: { role: 'attention', note: 'an attention block' } },
-  te('TransformerLayer', 'other', ['hidden_size', 'ffn_hidden_size', 'num_attention_heads'], 'transformer.py'),
+  te('Linear', 'linear', ['in_features', 'out_features', 'sequence_parallel', 'fuse_wgrad_accumulation', 'tp_group', 'tp_size', 'get_rng_state_tracker', 'rng_tracker_name', 'init_method', 'bias'],
+    read('NVIDIA/TransformerEngine', 'transformer_engine/pytorch/module/linear.py', '3ec878759cc601d088dfa5c0a4772acf4317b190',
+      'this version has no rng_tracker_name (later TE inserts it after get_rng_state_tracker); the first seven positions agree')),
+  te('LayerNorm', 'layernorm', ['normalized_shape', 'eps', 'sequence_parallel', 'params_dtype', 'zero_centered_gamma', 'device'],
+    read('NVIDIA/TransformerEngine', 'transformer_engine/pytorch/module/layernorm.py', '89d4ffb8d278e0b208950eeeda10e0bb38ed3ad8', TE_1X_NORM)),
+  te('RMSNorm', 'rmsnorm', ['normalized_shape', 'eps', 'sequence_parallel', 'params_dtype', 'zero_centered_gamma', 'device'],
+    read('NVIDIA/TransformerEngine', 'transformer_engine/pytorch/module/rmsnorm.py', '5c62f7283a651b682648ee44d46831d232eef04a', TE_1X_NORM)),
+  te('LayerNormLinear', 'linear', ['in_features', 'out_features', 'eps', 'sequence_parallel'], { unverified: NOT_READ }),
+  te('GroupedLinear', 'linear', ['num_gemms', 'in_features', 'out_features'], { unverified: NOT_READ }),
+  { ...te('LayerNormMLP', 'other', ['hidden_size', 'ffn_hidden_size', 'eps'], { unverified: NOT_READ }), role: { role: 'mlp', note: 'an MLP block' } },
+  { ...te('DotProductAttention', 'other', ['num_attention_heads', 'kv_channels'], { unverified: NOT_READ }), role: { role: 'attention', note: 'an attention block' } },
+  { ...te('MultiheadAttention', 'other', ['hidden_size', 'num_attention_heads'], { unverified: NOT_READ }), role: { role: 'attention', note: 'an attention block' } },
+  te('TransformerLayer', 'other', ['hidden_size', 'ffn_hidden_size', 'num_attention_heads'], { unverified: NOT_READ }),
 
   // Megatron-core
   { name: 'megatron.core.tensor_parallel.layers.ColumnParallelLinear', aliases: ['apex.transformer.tensor_parallel.layers.ColumnParallelLinear'], library: 'megatron',
     kind: 'parallel-linear', params: ['input_size', 'output_size'], te: { cls: 'te.Linear', renames: MEGATRON_LINEAR, parallelMode: 'column' },
-    source: 'NVIDIA/Megatron-LM megatron/core/tensor_parallel/layers.py' },
+    source: { unverified: AUTHOR_CHECKED } },
   { name: 'megatron.core.tensor_parallel.layers.RowParallelLinear', aliases: ['apex.transformer.tensor_parallel.layers.RowParallelLinear'], library: 'megatron',
     kind: 'parallel-linear', params: ['input_size', 'output_size'], te: { cls: 'te.Linear', renames: MEGATRON_LINEAR, parallelMode: 'row' },
-    source: 'NVIDIA/Megatron-LM megatron/core/tensor_parallel/layers.py' },
+    source: { unverified: NOT_READ } },
   { name: 'megatron.core.tensor_parallel.layers.VocabParallelEmbedding', aliases: ['apex.transformer.tensor_parallel.layers.VocabParallelEmbedding'], library: 'megatron',
     kind: 'embedding', params: ['num_embeddings', 'embedding_dim'], role: { role: 'embedding', note: 'a vocabulary-parallel token embedding' },
-    source: 'NVIDIA/Megatron-LM megatron/core/tensor_parallel/layers.py' },
+    source: { unverified: NOT_READ } },
   { name: 'megatron.core.models.common.embeddings.language_model_embedding.LanguageModelEmbedding', library: 'megatron', kind: 'other',
     params: ['config', 'vocab_size', 'max_sequence_length', 'position_embedding_type', 'num_tokentypes'],
     role: { role: 'embedding', note: "Megatron's word + position embedding module" },
-    source: 'NVIDIA/Megatron-LM megatron/core/models/common/embeddings/language_model_embedding.py' },
+    source: { unverified: AUTHOR_CHECKED } },
   { name: 'megatron.core.fusions.fused_linear_cross_entropy.FusedLinearCrossEntropyLoss', library: 'megatron', kind: 'other', params: [],
     role: { role: 'lm_head', note: "Megatron's fused output layer and cross-entropy (the logits projection)" },
-    source: 'NVIDIA/Megatron-LM megatron/core/models/gpt/gpt_model.py' },
+    source: { unverified: NOT_READ } },
   // Megatron's own norms take the config first (`FusedLayerNorm(config, hidden_size, eps)`): no positional te.* twin.
   { name: 'megatron.core.fusions.fused_layer_norm.FusedLayerNorm', library: 'megatron', kind: 'layernorm', params: ['config', 'hidden_size', 'eps'], noTe: MEGATRON_NORM,
-    source: 'NVIDIA/Megatron-LM megatron/core/fusions/fused_layer_norm.py' },
+    source: { unverified: NOT_READ } },
   { name: 'megatron.core.transformer.torch_norm.WrappedTorchNorm', library: 'megatron', kind: 'layernorm', params: ['config', 'hidden_size', 'eps'], noTe: MEGATRON_NORM,
-    source: 'NVIDIA/Megatron-LM megatron/core/transformer/torch_norm.py' },
+    source: { unverified: NOT_READ } },
   ...(['TELinear', 'TEColumnParallelLinear', 'TERowParallelLinear', 'TELayerNormColumnParallelLinear'].map((c): CatalogueEntry => ({
     name: `megatron.core.extensions.transformer_engine.${c}`, library: 'megatron', kind: 'linear', params: ['input_size', 'output_size'], isTe: true,
-    source: 'NVIDIA/Megatron-LM megatron/core/extensions/transformer_engine.py',
+    source: MEGATRON_TE,
   }))),
   { name: 'megatron.core.extensions.transformer_engine.TENorm', library: 'megatron', kind: 'layernorm', params: ['config', 'hidden_size', 'eps'], isTe: true,
-    source: 'NVIDIA/Megatron-LM megatron/core/extensions/transformer_engine.py' },
+    source: MEGATRON_TE },
   { name: 'megatron.core.extensions.transformer_engine.TEDotProductAttention', library: 'megatron', kind: 'other', params: ['config', 'layer_number', 'attn_mask_type'], isTe: true,
-    role: { role: 'attention', note: 'an attention block' }, source: 'NVIDIA/Megatron-LM megatron/core/extensions/transformer_engine.py' },
+    role: { role: 'attention', note: 'an attention block' }, source: MEGATRON_TE },
+
 
   // fairscale
-  { name: 'fairscale.nn.model_parallel.layers.ColumnParallelLinear', library: 'fairscale', kind: 'parallel-linear', params: ['in_features', 'out_features', 'bias', 'gather_output'],
-    te: { cls: 'te.Linear', renames: TORCH_DTYPE, parallelMode: 'column' }, source: 'facebookresearch/fairscale fairscale/nn/model_parallel/layers.py' },
-  { name: 'fairscale.nn.model_parallel.layers.RowParallelLinear', library: 'fairscale', kind: 'parallel-linear', params: ['in_features', 'out_features', 'bias', 'input_is_parallel'],
-    te: { cls: 'te.Linear', renames: TORCH_DTYPE, parallelMode: 'row' }, source: 'facebookresearch/fairscale fairscale/nn/model_parallel/layers.py' },
-  { name: 'fairscale.nn.model_parallel.layers.ParallelEmbedding', library: 'fairscale', kind: 'embedding', params: ['num_embeddings', 'embedding_dim', 'padding_idx'],
-    role: { role: 'embedding', note: 'a model-parallel token embedding' }, source: 'facebookresearch/fairscale fairscale/nn/model_parallel/layers.py' },
-  { name: 'fairscale.nn.model_parallel.layers.VocabParallelEmbedding', library: 'fairscale', kind: 'embedding', params: ['num_embeddings', 'embedding_dim', 'padding_idx'],
-    role: { role: 'embedding', note: 'a vocabulary-parallel token embedding' }, source: 'facebookresearch/fairscale fairscale/nn/model_parallel/layers.py' },
+  { name: 'fairscale.nn.model_parallel.layers.ColumnParallelLinear', library: 'fairscale', kind: 'parallel-linear',
+    params: ['in_features', 'out_features', 'bias', 'gather_output', 'init_method', 'stride', 'keep_master_weight_for_test'],
+    te: { cls: 'te.Linear', parallelMode: 'column' }, source: FAIRSCALE },
+  { name: 'fairscale.nn.model_parallel.layers.RowParallelLinear', library: 'fairscale', kind: 'parallel-linear',
+    params: ['in_features', 'out_features', 'bias', 'input_is_parallel', 'init_method', 'stride', 'keep_master_weight_for_test'],
+    te: { cls: 'te.Linear', parallelMode: 'row' }, source: FAIRSCALE },
+  { name: 'fairscale.nn.model_parallel.layers.ParallelEmbedding', library: 'fairscale', kind: 'embedding',
+    params: ['num_embeddings', 'embedding_dim', 'padding_idx', 'max_norm', 'norm_type', 'scale_grad_by_freq', 'sparse', 'init_method', 'keep_master_weight_for_test'],
+    role: { role: 'embedding', note: 'a model-parallel token embedding' }, source: FAIRSCALE },
+  { name: 'fairscale.nn.model_parallel.layers.VocabParallelEmbedding', library: 'fairscale', kind: 'embedding',
+    params: ['num_embeddings', 'embedding_dim', 'padding_idx', 'max_norm', 'norm_type', 'scale_grad_by_freq', 'sparse', 'init_method'],
+    role: { role: 'embedding', note: 'a vocabulary-parallel token embedding' }, source: FAIRSCALE },
 
   // fairseq
   { name: 'fairseq.modules.adaptive_softmax.AdaptiveSoftmax', library: 'fairseq', kind: 'other', params: ['vocab_size', 'input_dim', 'cutoff', 'dropout'],
     role: { role: 'lm_head', note: 'an adaptive softmax: the output layer over the vocabulary (its head and tail projections)' },
-    source: 'facebookresearch/fairseq fairseq/modules/adaptive_softmax.py' },
+    source: read('facebookresearch/fairseq', 'fairseq/modules/adaptive_softmax.py', '1234818b8293bac0286038c60253ffb1896804f7') },
   { name: 'fairseq.modules.adaptive_input.AdaptiveInput', library: 'fairseq', kind: 'other', params: ['vocab_size', 'padding_idx', 'initial_dim', 'factor', 'output_dim', 'cutoff'],
-    role: { role: 'embedding', note: 'an adaptive input: the token embedding, in bands' }, source: 'facebookresearch/fairseq fairseq/modules/adaptive_input.py' },
+    role: { role: 'embedding', note: 'an adaptive input: the token embedding, in bands' },
+    source: read('facebookresearch/fairseq', 'fairseq/modules/adaptive_input.py', '02c338e462080048524a4cdafefb5073ae089b24') },
+  // A function: learned=True returns a LearnedPositionalEmbedding, otherwise a SinusoidalPositionalEmbedding.
   { name: 'fairseq.modules.positional_embedding.PositionalEmbedding', library: 'fairseq', kind: 'embedding', params: ['num_embeddings', 'embedding_dim', 'padding_idx', 'learned'],
     role: { role: 'embedding', note: "fairseq's positional-embedding helper (a learned table when learned=True)", weightsOnlyWhen: 'learned' },
-    source: 'facebookresearch/fairseq fairseq/modules/positional_embedding.py' },
+    source: read('facebookresearch/fairseq', 'fairseq/modules/positional_embedding.py', '4cdde4b53326ddbae5764eb00740ae6e2524d013') },
   { name: 'fairseq.modules.learned_positional_embedding.LearnedPositionalEmbedding', library: 'fairseq', kind: 'embedding', params: ['num_embeddings', 'embedding_dim', 'padding_idx'],
-    role: { role: 'embedding', note: 'a learned positional embedding table' }, source: 'facebookresearch/fairseq fairseq/modules/learned_positional_embedding.py' },
+    role: { role: 'embedding', note: 'a learned positional embedding table' },
+    source: read('facebookresearch/fairseq', 'fairseq/modules/learned_positional_embedding.py', '184629a721adf84a4fbd1fd5db8306c49da7685d',
+      'this older version takes a fourth parameter, left_pad; the first three agree') },
   { name: 'fairseq.modules.sinusoidal_positional_embedding.SinusoidalPositionalEmbedding', library: 'fairseq', kind: 'other', params: ['embedding_dim', 'padding_idx', 'init_size'],
-    source: 'facebookresearch/fairseq fairseq/modules/sinusoidal_positional_embedding.py' },
+    source: read('facebookresearch/fairseq', 'fairseq/modules/sinusoidal_positional_embedding.py', '0491f2696114f5e35e14b6c133fc55c2e60d8077') },
   // A function returning apex's FusedLayerNorm or torch.nn.LayerNorm with the same arguments.
   { name: 'fairseq.modules.layer_norm.LayerNorm', library: 'fairseq', kind: 'layernorm', params: ['normalized_shape', 'eps', 'elementwise_affine', 'export'],
-    te: { cls: 'te.LayerNorm' }, source: 'facebookresearch/fairseq fairseq/modules/layer_norm.py' },
-  // forward computes in float32 and casts back (F.layer_norm(input.float(), ...).type_as(input)).
+    te: { cls: 'te.LayerNorm' }, source: FAIRSEQ_LN },
+  // forward computes in float32 and casts back (F.layer_norm(input.float(), ...).type_as(input)); takes nn.LayerNorm's arguments.
   { name: 'fairseq.modules.layer_norm.Fp32LayerNorm', library: 'fairseq', kind: 'layernorm', params: ['normalized_shape', 'eps', 'elementwise_affine'], imported: true,
-    te: { cls: 'te.LayerNorm' }, source: 'facebookresearch/fairseq fairseq/modules/layer_norm.py' },
+    te: { cls: 'te.LayerNorm' }, source: FAIRSEQ_LN },
   { name: 'fairseq.models.transformer.Embedding', library: 'fairseq', kind: 'embedding', params: ['num_embeddings', 'embedding_dim', 'padding_idx'],
-    role: { role: 'embedding', note: "fairseq's token-embedding helper" }, source: 'facebookresearch/fairseq fairseq/models/transformer/transformer_legacy.py' },
+    role: { role: 'embedding', note: "fairseq's token-embedding helper" }, source: { unverified: AUTHOR_CHECKED } },
 
-  // apex
-  { name: 'apex.normalization.fused_layer_norm.FusedLayerNorm', library: 'apex', kind: 'layernorm', params: ['normalized_shape', 'eps', 'elementwise_affine'],
-    te: { cls: 'te.LayerNorm' }, source: 'NVIDIA/apex apex/normalization/fused_layer_norm.py' },
+  // apex: memory_efficient follows elementwise_affine; the Mixed* variants take eps and then keyword-only arguments.
+  { name: 'apex.normalization.fused_layer_norm.FusedLayerNorm', library: 'apex', kind: 'layernorm', params: ['normalized_shape', 'eps', 'elementwise_affine', 'memory_efficient'],
+    te: { cls: 'te.LayerNorm' }, source: APEX_NORM },
   { name: 'apex.normalization.fused_layer_norm.MixedFusedLayerNorm', library: 'apex', kind: 'layernorm', params: ['normalized_shape', 'eps'],
-    te: { cls: 'te.LayerNorm' }, source: 'NVIDIA/apex apex/normalization/fused_layer_norm.py' },
-  { name: 'apex.normalization.fused_layer_norm.FusedRMSNorm', library: 'apex', kind: 'rmsnorm', params: ['normalized_shape', 'eps', 'elementwise_affine'],
-    te: { cls: 'te.RMSNorm' }, source: 'NVIDIA/apex apex/normalization/fused_layer_norm.py' },
+    te: { cls: 'te.LayerNorm' }, source: APEX_NORM },
+  { name: 'apex.normalization.fused_layer_norm.FusedRMSNorm', library: 'apex', kind: 'rmsnorm', params: ['normalized_shape', 'eps', 'elementwise_affine', 'memory_efficient'],
+    te: { cls: 'te.RMSNorm' }, source: APEX_NORM },
   { name: 'apex.normalization.fused_layer_norm.MixedFusedRMSNorm', library: 'apex', kind: 'rmsnorm', params: ['normalized_shape', 'eps'],
-    te: { cls: 'te.RMSNorm' }, source: 'NVIDIA/apex apex/normalization/fused_layer_norm.py' },
+    te: { cls: 'te.RMSNorm' }, source: APEX_NORM },
 
   // Hugging Face transformers
   // GPT-2's Conv1D: a Linear with its weight stored transposed ([in, out]), Conv1D(nf=out, nx=in).
   { name: 'transformers.pytorch_utils.Conv1D', aliases: ['transformers.modeling_utils.Conv1D'], library: 'transformers', kind: 'linear', params: ['nf', 'nx'],
-    te: { cls: 'te.Linear', transposedWeight: true }, source: 'huggingface/transformers src/transformers/pytorch_utils.py' },
+    te: { cls: 'te.Linear', transposedWeight: true },
+    source: read('huggingface/transformers', 'src/transformers/pytorch_utils.py', '04ae75715f2cca2d87bbaf07c1d8e9fb2ab20bfd') },
 
-  // timm
+  // timm: the size comes first and is called num_channels / channels; eps defaults to 1e-6; `affine` is
+  // elementwise_affine.
   { name: 'timm.layers.norm.LayerNorm', library: 'timm', kind: 'layernorm', params: ['num_channels', 'eps', 'affine'], imported: true,
-    te: { cls: 'te.LayerNorm' }, source: 'huggingface/pytorch-image-models timm/layers/norm.py' },
-  { name: 'timm.layers.norm.RmsNorm', library: 'timm', kind: 'rmsnorm', params: ['channels', 'eps', 'affine'], imported: true,
-    te: { cls: 'te.RMSNorm' }, source: 'huggingface/pytorch-image-models timm/layers/norm.py' },
+    te: { cls: 'te.LayerNorm', renames: { num_channels: 'normalized_shape' } }, source: TIMM_NORM },
+  { name: 'timm.layers.norm.RmsNorm', library: 'timm', kind: 'rmsnorm', params: ['channels', 'eps', 'affine', 'device', 'dtype'], imported: true,
+    te: { cls: 'te.RMSNorm', renames: { channels: 'normalized_shape' } }, source: TIMM_NORM },
   // Normalises over the channel axis of NCHW tensors: te.* norms use the last axis.
-  { name: 'timm.layers.norm.LayerNorm2d', library: 'timm', kind: 'other', params: ['num_channels', 'eps', 'affine'], source: 'huggingface/pytorch-image-models timm/layers/norm.py' },
-  { name: 'timm.layers.mlp.Mlp', library: 'timm', kind: 'other', params: ['in_features', 'hidden_features', 'out_features', 'act_layer', 'norm_layer', 'bias', 'drop'],
-    role: { role: 'mlp', note: "timm's MLP block" }, source: 'huggingface/pytorch-image-models timm/layers/mlp.py' },
-  { name: 'timm.layers.patch_embed.PatchEmbed', library: 'timm', kind: 'other', params: ['img_size', 'patch_size', 'in_chans', 'embed_dim'],
-    source: 'huggingface/pytorch-image-models timm/layers/patch_embed.py' },
+  { name: 'timm.layers.norm.LayerNorm2d', library: 'timm', kind: 'other', params: ['num_channels', 'eps', 'affine'], source: TIMM_NORM },
+  { name: 'timm.layers.mlp.Mlp', library: 'timm', kind: 'other', params: ['in_features', 'hidden_features', 'out_features', 'act_layer', 'norm_layer', 'bias', 'drop', 'use_conv'],
+    role: { role: 'mlp', note: "timm's MLP block" }, source: read('huggingface/pytorch-image-models', 'timm/layers/mlp.py', '0d87caeffff595d74109828fad306dd6dcdd25a2') },
+  { name: 'timm.layers.patch_embed.PatchEmbed', library: 'timm', kind: 'other',
+    params: ['img_size', 'patch_size', 'in_chans', 'embed_dim', 'norm_layer', 'flatten', 'output_fmt', 'bias', 'strict_img_size', 'dynamic_img_pad', 'device', 'dtype'],
+    source: read('huggingface/pytorch-image-models', 'timm/layers/patch_embed.py', '0ad09de3f2e99ca2e8f60614d0f992b24e43e7c6') },
 
   // torchtune
   // forward computes in float32 and casts back; its scale parameter is called `scale`.
   { name: 'torchtune.modules.rms_norm.RMSNorm', library: 'torchtune', kind: 'rmsnorm', params: ['dim', 'eps'], imported: true,
-    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' } }, source: 'pytorch/torchtune torchtune/modules/rms_norm.py' },
+    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' } }, source: read('pytorch/torchtune', 'torchtune/modules/rms_norm.py', '1b0918f2e68bb9ea6a5399243b9027b60024c504') },
+  // Not an nn.Module: a callable holding the tied module, F.linear(x, tied_module.weight) without bias.
   { name: 'torchtune.modules.tied_linear.TiedLinear', library: 'torchtune', kind: 'other', params: ['tied_module'],
-    role: { role: 'lm_head', note: "torchtune's output projection tied to the token embedding" }, source: 'pytorch/torchtune torchtune/modules/tied_linear.py' },
-  { name: 'torchtune.modules.peft.lora.LoRALinear', library: 'torchtune', kind: 'other', params: ['in_dim', 'out_dim', 'rank', 'alpha', 'dropout'],
-    source: 'pytorch/torchtune torchtune/modules/peft/lora.py' },
+    role: { role: 'lm_head', note: "torchtune's output projection tied to the token embedding" },
+    source: read('pytorch/torchtune', 'torchtune/modules/tied_linear.py', '0e52fd0145781890289578f843240a391134eace') },
+  { name: 'torchtune.modules.peft.lora.LoRALinear', library: 'torchtune', kind: 'other', params: ['in_dim', 'out_dim', 'rank', 'alpha', 'dropout'], source: { unverified: NOT_READ } },
 
   // litgpt
   // forward computes in float32, scales by (1 + weight) when add_unit_offset, and casts back.
   { name: 'litgpt.model.RMSNorm', library: 'litgpt', kind: 'rmsnorm', params: ['size', 'dim', 'eps', 'add_unit_offset'], imported: true,
-    te: { cls: 'te.RMSNorm', renames: { size: 'normalized_shape' } }, source: 'Lightning-AI/litgpt litgpt/model.py' },
-  { name: 'litgpt.lora.LoRALinear', library: 'litgpt', kind: 'other', params: ['in_features', 'out_features', 'r', 'lora_alpha', 'lora_dropout'],
-    source: 'Lightning-AI/litgpt litgpt/lora.py' },
+    te: { cls: 'te.RMSNorm', renames: { size: 'normalized_shape' } }, source: { unverified: AUTHOR_CHECKED } },
+  { name: 'litgpt.lora.LoRALinear', library: 'litgpt', kind: 'other', params: ['in_features', 'out_features', 'r', 'lora_alpha', 'lora_dropout'], source: { unverified: NOT_READ } },
 
   // xformers
   { name: 'xformers.ops.swiglu_op.SwiGLU', library: 'xformers', kind: 'other', params: ['in_features', 'hidden_features', 'out_features', 'bias'],
-    role: { role: 'mlp', note: "xformers' fused SwiGLU MLP" }, source: 'facebookresearch/xformers xformers/ops/swiglu_op.py' },
-  { name: 'xformers.ops.rmsnorm.RMSNorm', library: 'xformers', kind: 'rmsnorm', params: ['dim', 'eps', 'include_weight'], imported: true,
-    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' } }, source: 'facebookresearch/xformers xformers/ops/rmsnorm.py' },
+    role: { role: 'mlp', note: "xformers' fused SwiGLU MLP" }, source: read('facebookresearch/xformers', 'xformers/ops/swiglu_op.py', '11783ed70717aa2d7ac6f167f1255e71e816f69d') },
+  // include_weight comes before eps: RMSNorm(dim, False) is a weightless norm, not eps=False. Its forward refuses
+  // tensors that require grad (inference only) and defaults eps to 1e-6.
+  { name: 'xformers.ops.rmsnorm.RMSNorm', library: 'xformers', kind: 'rmsnorm', params: ['dim', 'include_weight', 'eps'], imported: true,
+    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' } }, source: read('facebookresearch/xformers', 'xformers/ops/rmsnorm.py', '66b17439e8691ffee243d7cb2cd74d469610a6f6') },
 
-  // flash-attn
-  { name: 'flash_attn.ops.rms_norm.RMSNorm', library: 'flash_attn', kind: 'rmsnorm', params: ['hidden_size', 'eps', 'device', 'dtype'],
-    te: { cls: 'te.RMSNorm', renames: { hidden_size: 'normalized_shape' } }, source: 'Dao-AILab/flash-attention flash_attn/ops/rms_norm.py' },
-  { name: 'flash_attn.ops.triton.layer_norm.RMSNorm', library: 'flash_attn', kind: 'rmsnorm', params: ['hidden_size', 'eps', 'dropout_p'],
-    te: { cls: 'te.RMSNorm', renames: { hidden_size: 'normalized_shape' } }, source: 'Dao-AILab/flash-attention flash_attn/ops/triton/layer_norm.py' },
-  { name: 'flash_attn.ops.fused_dense.FusedDense', library: 'flash_attn', kind: 'linear', params: ['in_features', 'out_features', 'bias', 'return_residual'],
-    te: { cls: 'te.Linear', renames: TORCH_DTYPE }, source: 'Dao-AILab/flash-attention flash_attn/ops/fused_dense.py' },
+  // flash-attn (flash_attn/ops/rms_norm.py defines DropoutAddRMSNorm, a residual-add fused norm, and no RMSNorm)
+  { name: 'flash_attn.ops.rms_norm.DropoutAddRMSNorm', library: 'flash_attn', kind: 'other',
+    params: ['hidden_size', 'prenorm', 'p', 'eps', 'residual_in_fp32', 'device', 'dtype'],
+    source: read('Dao-AILab/flash-attention', 'flash_attn/ops/rms_norm.py', '393882bc089aff64863c260a8633b8390c90aa78', 'forward(x0, residual) adds the residual before the norm') },
+  { name: 'flash_attn.ops.triton.layer_norm.RMSNorm', library: 'flash_attn', kind: 'rmsnorm', params: ['hidden_size', 'eps', 'dropout_p', 'device', 'dtype'],
+    te: { cls: 'te.RMSNorm', renames: { hidden_size: 'normalized_shape' } },
+    source: read('Dao-AILab/flash-attention', 'flash_attn/ops/triton/layer_norm.py', '0a721daebe4fa7149f06ecf3d3eabeb6dcd0f1fa') },
+  { name: 'flash_attn.ops.fused_dense.FusedDense', library: 'flash_attn', kind: 'linear', params: ['in_features', 'out_features', 'bias', 'return_residual', 'device', 'dtype'],
+    te: { cls: 'te.Linear', renames: TORCH_DTYPE }, source: read('Dao-AILab/flash-attention', 'flash_attn/ops/fused_dense.py', '081c2b012a08ef90346d6adf7e54f55a58b58e9f') },
   { name: 'flash_attn.modules.embedding.GPT2Embeddings', library: 'flash_attn', kind: 'other',
-    params: ['embed_dim', 'vocab_size', 'max_position_embeddings', 'padding_idx', 'word_embed_proj_dim'],
-    role: { role: 'embedding', note: "flash-attn's word + position embedding module" }, source: 'Dao-AILab/flash-attention flash_attn/modules/embedding.py' },
-  { name: 'flash_attn.modules.mha.MHA', library: 'flash_attn', kind: 'other', params: ['embed_dim', 'num_heads'],
-    role: { role: 'attention', note: 'an attention block' }, source: 'Dao-AILab/flash-attention flash_attn/modules/mha.py' },
+    params: ['embed_dim', 'vocab_size', 'max_position_embeddings', 'padding_idx', 'device', 'dtype'],
+    role: { role: 'embedding', note: "flash-attn's word + position embedding module" },
+    source: read('Dao-AILab/flash-attention', 'flash_attn/modules/embedding.py', '4cab4de5eabb5e630b75c668f1e3915814d349a0') },
+  { name: 'flash_attn.modules.mha.MHA', library: 'flash_attn', kind: 'other',
+    params: ['embed_dim', 'num_heads', 'num_heads_kv', 'cross_attn', 'qkv_proj_bias', 'out_proj_bias', 'dropout', 'softmax_scale', 'causal', 'layer_idx'],
+    role: { role: 'attention', note: 'an attention block' }, source: read('Dao-AILab/flash-attention', 'flash_attn/modules/mha.py', '011ec323d6064cb18fb9a55a0904cabf9d62b8aa') },
 
   // diffusers
+  // eps has no default; bias=True adds a bias te.RMSNorm does not have.
   { name: 'diffusers.models.normalization.RMSNorm', library: 'diffusers', kind: 'rmsnorm', params: ['dim', 'eps', 'elementwise_affine', 'bias'], imported: true,
-    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' } }, source: 'huggingface/diffusers src/diffusers/models/normalization.py' },
+    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' } },
+    source: read('huggingface/diffusers', 'src/diffusers/models/normalization.py', '04e9323055098220d57b84cfe68b6850b3b3fc0c') },
   { name: 'diffusers.models.attention.FeedForward', library: 'diffusers', kind: 'other', params: ['dim', 'dim_out', 'mult', 'dropout', 'activation_fn'],
-    role: { role: 'mlp', note: "diffusers' feed-forward block" }, source: 'huggingface/diffusers src/diffusers/models/attention.py' },
-  { name: 'diffusers.models.attention_processor.Attention', library: 'diffusers', kind: 'other', params: ['query_dim', 'cross_attention_dim', 'heads', 'dim_head'],
-    role: { role: 'attention', note: 'an attention block' }, source: 'huggingface/diffusers src/diffusers/models/attention_processor.py' },
-  { name: 'diffusers.models.embeddings.PatchEmbed', library: 'diffusers', kind: 'other', params: ['height', 'width', 'patch_size', 'in_channels', 'embed_dim'],
-    source: 'huggingface/diffusers src/diffusers/models/embeddings.py' },
+    role: { role: 'mlp', note: "diffusers' feed-forward block" }, source: read('huggingface/diffusers', 'src/diffusers/models/attention.py', 'd4c167cffcc678a7cd72114ac2fb730176098c69') },
+  { name: 'diffusers.models.attention_processor.Attention', library: 'diffusers', kind: 'other',
+    params: ['query_dim', 'cross_attention_dim', 'heads', 'dim_head', 'dropout', 'bias', 'upcast_attention', 'upcast_softmax'],
+    role: { role: 'attention', note: 'an attention block' }, source: read('huggingface/diffusers', 'src/diffusers/models/attention_processor.py', '001d4da0eb5809c779120c51f74ef73d6078b08c') },
+  { name: 'diffusers.models.embeddings.PatchEmbed', library: 'diffusers', kind: 'other',
+    params: ['height', 'width', 'patch_size', 'in_channels', 'embed_dim', 'layer_norm', 'flatten', 'bias', 'interpolation_scale', 'pos_embed_type', 'pos_embed_max_size'],
+    source: read('huggingface/diffusers', 'src/diffusers/models/embeddings.py', '0002117e9fa1351a3c0ee988d9c13e683cfb273b') },
 
-  // mamba_ssm
+  // mamba_ssm (mamba_ssm/ops/triton/layer_norm.py defines RMSNorm and functions; its LayerNorm is the gated one)
   { name: 'mamba_ssm.ops.triton.layer_norm.RMSNorm', library: 'mamba_ssm', kind: 'rmsnorm', params: ['hidden_size', 'eps', 'dropout_p', 'device', 'dtype'],
-    te: { cls: 'te.RMSNorm', renames: { hidden_size: 'normalized_shape' } }, source: 'state-spaces/mamba mamba_ssm/ops/triton/layer_norm.py' },
-  { name: 'mamba_ssm.ops.triton.layer_norm.LayerNorm', library: 'mamba_ssm', kind: 'layernorm', params: ['hidden_size', 'eps', 'dropout_p', 'device', 'dtype'],
-    te: { cls: 'te.LayerNorm', renames: { hidden_size: 'normalized_shape' } }, source: 'state-spaces/mamba mamba_ssm/ops/triton/layer_norm.py' },
-  // Gated: forward(x, z) multiplies by a gate, which te.RMSNorm.forward cannot take.
-  { name: 'mamba_ssm.ops.triton.layernorm_gated.RMSNorm', library: 'mamba_ssm', kind: 'other', params: ['hidden_size', 'eps', 'group_size', 'norm_before_gate'],
-    source: 'state-spaces/mamba mamba_ssm/ops/triton/layernorm_gated.py' },
-  { name: 'mamba_ssm.modules.mamba_simple.Mamba', library: 'mamba_ssm', kind: 'other', params: ['d_model', 'd_state', 'd_conv', 'expand'],
-    source: 'state-spaces/mamba mamba_ssm/modules/mamba_simple.py' },
+    te: { cls: 'te.RMSNorm', renames: { hidden_size: 'normalized_shape' } },
+    source: read('state-spaces/mamba', 'mamba_ssm/ops/triton/layer_norm.py', '0f12d2c811687ebae68b1d9ef2dab5b1a91fce4e') },
+  // Gated: forward(x, z) multiplies by a gate, which te.RMSNorm.forward / te.LayerNorm.forward cannot take.
+  { name: 'mamba_ssm.ops.triton.layernorm_gated.RMSNorm', library: 'mamba_ssm', kind: 'other',
+    params: ['hidden_size', 'eps', 'group_size', 'norm_before_gate', 'device', 'dtype'], source: MAMBA_GATED },
+  { name: 'mamba_ssm.ops.triton.layernorm_gated.LayerNorm', library: 'mamba_ssm', kind: 'other',
+    params: ['hidden_size', 'eps', 'group_size', 'norm_before_gate', 'device', 'dtype'], source: MAMBA_GATED },
+  { name: 'mamba_ssm.modules.mamba_simple.Mamba', library: 'mamba_ssm', kind: 'other',
+    params: ['d_model', 'd_state', 'd_conv', 'expand', 'dt_rank', 'dt_min', 'dt_max', 'dt_init', 'dt_scale', 'dt_init_floor', 'conv_bias', 'bias', 'use_fast_path', 'layer_idx', 'device', 'dtype'],
+    source: read('state-spaces/mamba', 'mamba_ssm/modules/mamba_simple.py', '000b310f8b02060a038a01fb6b221dd08edc4b13') },
 ];
 
 /**
@@ -356,14 +426,14 @@ function lookupUncached(resolved: string): ClassLookup | undefined {
   const same = root === 'torch' || root === 'transformer_engine' ? undefined : byLibraryClass.get(`${root}:${last}`);
   // Several rows of one library with the class name (mamba_ssm's plain and gated RMSNorm) need the exact module.
   if (same && (same.length === 1 || same.every((e) => e.kind === same[0].kind && e.te?.cls === same[0].te?.cls))) return { entry: same[0], via: 'library' };
-  if (same) return { entry: { name: resolved, library: same[0].library, kind: 'other', params: [], source: 'ambiguous class name' }, via: 'library' };
+  if (same) return { entry: { name: resolved, library: same[0].library, kind: 'other', params: [], source: { unverified: 'no row: the class name is ambiguous within its library' } }, via: 'library' };
   for (const m of MODULE_RULES) {
     const at = m.prefix.exec(resolved);
     if (!at || at.index !== 0) continue;
     if (m.skip?.test(last)) return undefined;
     const byClass = byName.get(`${m.library === 'torch' ? 'torch.nn' : 'transformer_engine.pytorch'}.${last}`);
     if (byClass) return byClass.notLayer ? undefined : { entry: byClass, via: 'module' };
-    return { entry: { name: resolved, library: m.library, kind: 'other', params: [], isTe: m.isTe, source: 'module rule' }, via: 'module' };
+    return { entry: { name: resolved, library: m.library, kind: 'other', params: [], isTe: m.isTe, source: { unverified: 'no row: answered by the module rule' } }, via: 'module' };
   }
   if (root === 'torch' || root === 'transformer_engine') return undefined;
   for (const f of FAMILIES) {
@@ -371,7 +441,7 @@ function lookupUncached(resolved: string): ClassLookup | undefined {
     return {
       entry: {
         name: resolved, library: LIBRARY_ROOTS[root] ?? 'torch', kind: f.kind, params: f.params, te: f.te, role: f.role,
-        imported: f.importedUnless ? !f.importedUnless.test(resolved) : undefined, source: 'name family',
+        imported: f.importedUnless ? !f.importedUnless.test(resolved) : undefined, source: { unverified: 'no row: answered by a name family' },
       },
       via: 'family',
     };
@@ -405,13 +475,13 @@ export interface ClassAttribute {
   candidates: string[];
   /** What picks one, for the message. */
   note: string;
-  source: string;
+  source: RowSource;
 }
 
 export const CLASS_ATTRIBUTES: ClassAttribute[] = [
   // `getattr(torch.nn, self.norm_class_name)`, or `partial(RMSNorm, add_unit_offset="Gemma" in self.name)`.
   { owner: 'litgpt.config.Config', attr: 'norm_class', candidates: ['torch.nn.LayerNorm', 'litgpt.model.RMSNorm'],
-    note: 'chosen by config.norm_class_name', source: 'Lightning-AI/litgpt litgpt/config.py' },
+    note: 'chosen by config.norm_class_name', source: { unverified: AUTHOR_CHECKED } },
 ];
 
 /** The catalogue's row for a config class attribute that holds a layer class, if any. */
