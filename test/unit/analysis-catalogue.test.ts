@@ -44,4 +44,35 @@ describe('analysis: library classes from the catalogue', () => {
     assert.equal(norm.convertible, false);
     assert.match(norm.reasons[0], /TENorm/);
   });
+
+  it('binds positional arguments by the signatures read from source (xformers RMSNorm, timm norms, ConvTranspose)', () => {
+    const ir = analyze(py`
+      import torch.nn as nn
+      from xformers.ops.rmsnorm import RMSNorm as XRMSNorm
+      from timm.layers.norm import LayerNorm as TimmLayerNorm
+
+      class Block(nn.Module):
+          def __init__(self):
+              super().__init__()
+              self.weightless = XRMSNorm(512, False)
+              self.timm_no_affine = TimmLayerNorm(768, 1e-6, False)
+              self.timm_by_name = TimmLayerNorm(num_channels=768)
+              self.up = nn.ConvTranspose2d(64, 32, 3, 2, 1, 1)
+    `);
+    // xformers' second parameter is include_weight, not eps: RMSNorm(512, False) has no weight.
+    const w = layer(ir, 'self.weightless');
+    assert.equal(w.options.include_weight, 'False');
+    assert.equal(w.options.eps, undefined);
+    assert.equal(w.convertible, false);
+    assert.match(w.reasons.join(' '), /include_weight=False means no weight/);
+    // timm's third parameter is affine (elementwise_affine under another name).
+    const t = layer(ir, 'self.timm_no_affine');
+    assert.equal(t.convertible, false);
+    assert.match(t.reasons.join(' '), /affine=False means no weight or bias/);
+    assert.equal(layer(ir, 'self.timm_by_name').normalizedShape?.value, 768);
+    // ConvTranspose2d's sixth parameter is output_padding (Conv2d's is dilation).
+    const up = layer(ir, 'self.up');
+    assert.equal(up.options.output_padding, '1');
+    assert.equal(up.options.dilation, undefined);
+  });
 });

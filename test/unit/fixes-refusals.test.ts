@@ -156,6 +156,38 @@ describe('fixes: refusals and safety', () => {
   });
 });
 
+describe('fixes: library norms by the signatures read from source', () => {
+  const text = [
+    'import torch.nn as nn',
+    'from timm.layers.norm import LayerNorm',
+    '',
+    'class Block(nn.Module):',
+    '    def __init__(self):',
+    '        super().__init__()',
+    '        self.by_name = LayerNorm(num_channels=768)',
+    '        self.with_eps = LayerNorm(768, 1e-5)',
+    '',
+    '    def forward(self, x):',
+    '        return self.with_eps(self.by_name(x))',
+    '',
+  ].join('\n');
+
+  it("renames timm's num_channels to normalized_shape and keeps its eps default (1e-6, not TE's 1e-5)", async () => {
+    const { ir, findings } = await analyse(text);
+    const converted = (name: string): string => {
+      const f = findings.find((x) => x.layerIndex !== undefined && ir.layers[x.layerIndex].name === name && fixOutcome(text, ir, x, DEFAULT_SETTINGS).fixes.length > 0);
+      assert.ok(f, `no conversion offered for ${name}`);
+      return applyEdits(text, fixOutcome(text, ir, f, DEFAULT_SETTINGS).fixes[0].edits);
+    };
+    const a = converted('self.by_name');
+    // Through the FP8 fallback's factory, which takes te.*'s argument names.
+    assert.match(a, /self\.by_name = fp8_layernorm\(normalized_shape=768, eps=1e-6\)/);
+    assert.equal(pyCompileError(a), undefined);
+    // An eps the call passes is kept as it is.
+    assert.match(converted('self.with_eps'), /self\.with_eps = fp8_layernorm\(768, 1e-5\)/);
+  });
+});
+
 describe('fixes: PL501 only on module checkpoints', () => {
   it('ignores optimizer/scheduler/scaler/dcp loads and module-level functions, refuses **kwargs', async () => {
     const text = [

@@ -23,6 +23,10 @@ export interface TeMapping {
   parallelMode?: 'column' | 'row';
   /** The weight is stored [in, out] (Hugging Face Conv1D): te.Linear computes the same only with it transposed. */
   transposedWeight?: boolean;
+  /** The norm's flag that, False, leaves it without a weight, when not `elementwise_affine` (timm's `affine`). */
+  affineFlag?: string;
+  /** The norm's eps default when it is not te.*'s 1e-5 (timm's 1e-6): carried over when the call leaves eps out. */
+  eps?: string;
 }
 
 /** What a class is in a model, when its class says it (a framework's output layer, its embedding module). */
@@ -249,9 +253,9 @@ export const CATALOGUE: CatalogueEntry[] = [
   // timm: the size comes first and is called num_channels / channels; eps defaults to 1e-6; `affine` is
   // elementwise_affine.
   { name: 'timm.layers.norm.LayerNorm', library: 'timm', kind: 'layernorm', params: ['num_channels', 'eps', 'affine'], imported: true,
-    te: { cls: 'te.LayerNorm', renames: { num_channels: 'normalized_shape' } }, source: TIMM_NORM },
+    te: { cls: 'te.LayerNorm', renames: { num_channels: 'normalized_shape' }, affineFlag: 'affine', eps: '1e-6' }, source: TIMM_NORM },
   { name: 'timm.layers.norm.RmsNorm', library: 'timm', kind: 'rmsnorm', params: ['channels', 'eps', 'affine', 'device', 'dtype'], imported: true,
-    te: { cls: 'te.RMSNorm', renames: { channels: 'normalized_shape' } }, source: TIMM_NORM },
+    te: { cls: 'te.RMSNorm', renames: { channels: 'normalized_shape' }, affineFlag: 'affine', eps: '1e-6' }, source: TIMM_NORM },
   // Normalises over the channel axis of NCHW tensors: te.* norms use the last axis.
   { name: 'timm.layers.norm.LayerNorm2d', library: 'timm', kind: 'other', params: ['num_channels', 'eps', 'affine'], source: TIMM_NORM },
   { name: 'timm.layers.mlp.Mlp', library: 'timm', kind: 'other', params: ['in_features', 'hidden_features', 'out_features', 'act_layer', 'norm_layer', 'bias', 'drop', 'use_conv'],
@@ -263,7 +267,7 @@ export const CATALOGUE: CatalogueEntry[] = [
   // torchtune
   // forward computes in float32 and casts back; its scale parameter is called `scale`.
   { name: 'torchtune.modules.rms_norm.RMSNorm', library: 'torchtune', kind: 'rmsnorm', params: ['dim', 'eps'], imported: true,
-    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' } }, source: read('pytorch/torchtune', 'torchtune/modules/rms_norm.py', '1b0918f2e68bb9ea6a5399243b9027b60024c504') },
+    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' }, eps: '1e-6' }, source: read('pytorch/torchtune', 'torchtune/modules/rms_norm.py', '1b0918f2e68bb9ea6a5399243b9027b60024c504') },
   // Not an nn.Module: a callable holding the tied module, F.linear(x, tied_module.weight) without bias.
   { name: 'torchtune.modules.tied_linear.TiedLinear', library: 'torchtune', kind: 'other', params: ['tied_module'],
     role: { role: 'lm_head', note: "torchtune's output projection tied to the token embedding" },
@@ -282,7 +286,7 @@ export const CATALOGUE: CatalogueEntry[] = [
   // include_weight comes before eps: RMSNorm(dim, False) is a weightless norm, not eps=False. Its forward refuses
   // tensors that require grad (inference only) and defaults eps to 1e-6.
   { name: 'xformers.ops.rmsnorm.RMSNorm', library: 'xformers', kind: 'rmsnorm', params: ['dim', 'include_weight', 'eps'], imported: true,
-    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' } }, source: read('facebookresearch/xformers', 'xformers/ops/rmsnorm.py', '66b17439e8691ffee243d7cb2cd74d469610a6f6') },
+    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' }, affineFlag: 'include_weight', eps: '1e-6' }, source: read('facebookresearch/xformers', 'xformers/ops/rmsnorm.py', '66b17439e8691ffee243d7cb2cd74d469610a6f6') },
 
   // flash-attn (flash_attn/ops/rms_norm.py defines DropoutAddRMSNorm, a residual-add fused norm, and no RMSNorm)
   { name: 'flash_attn.ops.rms_norm.DropoutAddRMSNorm', library: 'flash_attn', kind: 'other',
@@ -459,6 +463,16 @@ export function isLibraryName(resolved: string): boolean {
 export function torchNnStarName(name: string): boolean {
   const e = byName.get(`torch.nn.${name}`);
   return !!e || /^(Dropout|GELU|ReLU|SiLU)$/.test(name);
+}
+
+/** The te.* mapping of a resolved class, when the catalogue has one. */
+export function teMapping(resolved: string): TeMapping | undefined {
+  return lookupClass(resolved)?.entry.te;
+}
+
+/** The name of a resolved class's constructor parameter at a position, when the catalogue lists the class. */
+export function paramAt(resolved: string, index: number): string | undefined {
+  return lookupClass(resolved)?.entry.params[index];
 }
 
 /** The te.* keyword renames for a resolved class (empty when the class is not catalogued). */

@@ -124,14 +124,15 @@ const layerNormArgs: Check = {
   run({ rec, ev, L }) {
     if (L.kind !== 'layernorm') return undefined;
     const c = rec.ctor;
-    const ea = optionValue(rec, ev, 'elementwise_affine');
+    const flag = c.affineFlag ?? 'elementwise_affine';
+    const ea = optionValue(rec, ev, flag);
     const bias = optionValue(rec, ev, 'bias');
     const hasBiasParam = c.local ? c.local.hasBias !== false : true;
     if (ea.text !== undefined && ea.value === undefined) {
-      return guarded(`elementwise_affine=${ea.text} is decided at run time: te.LayerNorm always has a weight and a bias, so it is an exact replacement only when that is True.`);
+      return guarded(`${flag}=${ea.text} is decided at run time: te.LayerNorm always has a weight and a bias, so it is an exact replacement only when that is True.`);
     }
     if (ea.value === false) {
-      return fails(`elementwise_affine=${ea.text}${ea.note ? ` (${ea.note})` : ''} means no weight or bias, but te.LayerNorm always has both: it is not an exact replacement. Keep nn.LayerNorm (or accept a learnable affine)${ea.note ? '; layers built with elementwise_affine=True map onto te.LayerNorm' : ''}.`);
+      return fails(`${flag}=${ea.text}${ea.note ? ` (${ea.note})` : ''} means no weight or bias, but te.LayerNorm always has both: it is not an exact replacement. Keep ${c.display} (or accept a learnable affine)${ea.note ? `; layers built with ${flag}=True map onto te.LayerNorm` : ''}.`);
     }
     if (!hasBiasParam) return fails(`${L.localClass ?? L.constructor} has no bias, but te.LayerNorm always has a weight and a bias: not an exact replacement (te.RMSNorm is not the same computation either).`);
     if (bias.value === false) {
@@ -163,11 +164,12 @@ const rmsNormArgs: Check = {
     const c = rec.ctor;
     const zcIf = c.local?.info.zeroCenteredConditional;
     const eps = L.options.eps;
-    const ea = optionValue(rec, ev, 'elementwise_affine');
+    const flag = c.affineFlag ?? 'elementwise_affine';
+    const ea = optionValue(rec, ev, flag);
     const bias = optionValue(rec, ev, 'bias');
     const name = L.localClass ?? L.constructor;
-    if (ea.value === false) return fails(`elementwise_affine=${ea.text}${ea.note ? ` (${ea.note})` : ''} means no weight, but te.RMSNorm always has a learnable weight: it is not an exact replacement. Keep this norm${ea.note ? '; layers built with elementwise_affine=True map onto te.RMSNorm' : ''}.`);
-    if (ea.text !== undefined && ea.value === undefined) return guarded(`elementwise_affine=${ea.text} is decided at run time: te.RMSNorm always has a weight, so it is an exact replacement only when that is True.`);
+    if (ea.value === false) return fails(`${flag}=${ea.text}${ea.note ? ` (${ea.note})` : ''} means no weight, but te.RMSNorm always has a learnable weight: it is not an exact replacement. Keep this norm${ea.note ? `; layers built with ${flag}=True map onto te.RMSNorm` : ''}.`);
+    if (ea.text !== undefined && ea.value === undefined) return guarded(`${flag}=${ea.text} is decided at run time: te.RMSNorm always has a weight, so it is an exact replacement only when that is True.`);
     if (bias.value === true || (c.local?.rmsBias && bias.value !== false)) {
       return fails(`${bias.value === true ? `bias=${bias.text} gives` : `${name} has`} an RMSNorm with a bias, but te.RMSNorm has none: it is not an exact replacement. Keep this norm.`);
     }

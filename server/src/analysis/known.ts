@@ -23,6 +23,8 @@ export interface KnownCtor {
   roleHint?: RoleHint;
   /** Why a Linear or norm class has no te.* twin in place. */
   noTe?: string;
+  /** The norm's weight flag when not `elementwise_affine` (timm's `affine`, xformers' `include_weight`). */
+  affineFlag?: string;
 }
 
 /** The FP8 fallback's layer factories (fixes/fallback-source.ts writes them) and the kind of layer each builds. */
@@ -45,6 +47,7 @@ export function knownCtor(resolved: string): KnownCtor | undefined {
   if (e.imported) k.imported = resolved;
   if (e.role) k.roleHint = e.role;
   if (e.noTe) k.noTe = e.noTe;
+  if (e.te?.affineFlag) k.affineFlag = e.te.affineFlag;
   return k;
 }
 

@@ -35,6 +35,8 @@ export interface CtorInfo {
   roleHint?: RoleHint;
   /** Why a library Linear or norm class has no te.* twin in place (the catalogue's reason). */
   noTe?: string;
+  /** The norm's weight flag when not `elementwise_affine` (the catalogue's). */
+  affineFlag?: string;
 }
 
 interface Placement {

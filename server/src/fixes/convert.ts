@@ -3,7 +3,7 @@
  * the file has the wrapper), and "convert all eligible layers" in a class or the file. Only the callee and the
  * specific arguments that differ are edited; comments and layout stay.
  */
-import { teRenames } from '../analysis/catalogue';
+import { paramAt, teMapping, teRenames } from '../analysis/catalogue';
 import type { Layer, ModelIR } from '../analysis/ir';
 import { classRefsOf, extendClassTests, type ClassRef } from './class-tests';
 import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
@@ -101,7 +101,6 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
   const present = new Set<string>();
   const positional = call.args.filter((a) => !a.name);
   if (call.args.some((a) => /^\*/.test(a.value) && !a.name)) return { edits, droppedMeaningful, refusal: 'it passes *args/**kwargs, whose names cannot be checked.', label: '*args/**kwargs' };
-  const legacy = ctx.api === 'legacy';
 
   const parallel = layer.kind === 'parallel-linear' ? planParallel(ctx.ir, layer, call) : undefined;
   if (parallel?.refusal) return { edits, droppedMeaningful, refusal: parallel.refusal, label: 'tensor-parallel options' };
@@ -125,58 +124,16 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
       present.add(target);
     }
   } else {
-    // Norms: te.LayerNorm / te.RMSNorm(normalized_shape, eps, ...). TE >= 2.9 calls the size `normalized_shape` and
-    // the dtype `dtype`; older TE `hidden_size` and `params_dtype`. The factory always takes the TE >= 2.9 size name
-    // and params_dtype (it maps them).
-    const sizeName = legacy && !viaFactory ? 'hidden_size' : 'normalized_shape';
-    const dtypeName = legacy || viaFactory ? 'params_dtype' : 'dtype';
-    if (positional.length > 2) {
-      const third = positional[2];
-      if (layer.kind === 'layernorm' && isTrue(third.value)) drop.push(third);
-      else return { edits, droppedMeaningful, refusal: 'it passes elementwise_affine (or more) positionally with a value Transformer Engine cannot represent.', label: 'positional affine flag' };
-    }
-    // A (1 + weight) offset switched by a constructor flag: the flag's argument becomes zero_centered_gamma.
-    const zcg = layer.teArgs?.zero_centered_gamma?.trim();
-    for (const arg of call.args) {
-      if (!arg.name) continue;
-      if (zcg && zcg !== 'True' && arg.name !== 'zero_centered_gamma' && !NORM_KWARGS.has(arg.name) && arg.value.trim().replace(/\s+/g, ' ') === zcg) {
-        edits.push(renameArg(arg, 'zero_centered_gamma'));
-        present.add('zero_centered_gamma');
-        continue;
-      }
-      if (NORM_SIZE_NAMES.has(arg.name)) {
-        if (arg.name !== sizeName) edits.push(renameArg(arg, sizeName));
-        continue;
-      }
-      if (arg.name === 'dtype' || arg.name === 'params_dtype') {
-        if (arg.name !== dtypeName) edits.push(renameArg(arg, dtypeName));
-        present.add('dtype');
-        continue;
-      }
-      if (arg.name === 'elementwise_affine' || (arg.name === 'bias' && layer.kind === 'layernorm')) {
-        // TE norms always have an affine weight (and LayerNorm a bias): True is the only value they can represent.
-        if (!isTrue(arg.value)) {
-          const has = layer.kind === 'layernorm' ? 'a weight and a bias' : 'a weight';
-          // A value read at run time (`bias=config.bias`) may be True; the edit cannot know, so a person decides.
-          return /^(False|0|None)$/.test(arg.value.trim())
-            ? { edits, droppedMeaningful, refusal: `${arg.name}=${arg.value.trim()} cannot be represented: te.${teClass(layer)} always has ${has}.`, label: `${arg.name}=False` }
-            : { edits, droppedMeaningful, refusal: `${arg.name}=${arg.value.trim()} is decided at run time: te.${teClass(layer)} always has ${has}, so it matches only while that is True; convert by hand if it is.`, label: `${arg.name} set at run time` };
-        }
-        drop.push(arg);
-        continue;
-      }
-      if (arg.name === 'eps' && arg.value.trim() === 'None') { drop.push(arg); continue; }
-      if (!NORM_KWARGS.has(arg.name)) { drop.push(arg); droppedMeaningful.push(arg.name); continue; }
-      present.add(arg.name);
-    }
+    const norm = planNormArgs(ctx, layer, call, viaFactory, { edits, drop, droppedMeaningful, present });
+    if (norm) return { edits, droppedMeaningful, ...norm };
   }
 
   edits.push(...removeArgs(ctx.text, call, drop));
   const extra: string[] = [];
   const wantsZeroCentered = layer.zeroCenteredGamma || layer.teArgs?.zero_centered_gamma?.trim() === 'True';
   if ((layer.kind === 'rmsnorm' || layer.kind === 'layernorm') && !present.has('eps') && positional.length < 2) {
-    // A custom norm class brings its own eps default (often 1e-6); TE's is 1e-5, so carry the class's over.
-    const eps = localEpsDefault(ctx, layer);
+    // A custom or library norm class brings its own eps default (often 1e-6); TE's is 1e-5, so carry the class's over.
+    const eps = localEpsDefault(ctx, layer) ?? teMapping(layer.resolved)?.eps;
     if (eps) extra.push(`eps=${eps}`);
   }
   if ((layer.kind === 'rmsnorm' || layer.kind === 'layernorm') && wantsZeroCentered && !present.has('zero_centered_gamma')) extra.push('zero_centered_gamma=True');
@@ -191,6 +148,73 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
   const add = appendArgs(ctx.text, kept, extra);
   if (add) edits.push(add);
   return { edits, droppedMeaningful, call, ...(parallel?.importLine ? { importLine: parallel.importLine } : {}) };
+}
+
+/** Where planArgs' edits and findings go. */
+interface ArgSink {
+  edits: TextEdit[];
+  drop: CallArg[];
+  droppedMeaningful: string[];
+  present: Set<string>;
+}
+
+/** Norm arguments: te.LayerNorm / te.RMSNorm(normalized_shape, eps, ...); the refusal when they cannot be kept. */
+function planNormArgs(ctx: FixContext, layer: Layer, call: CallArgs, viaFactory: boolean, sink: ArgSink): { refusal: string; label: string } | undefined {
+  const { edits, drop, droppedMeaningful, present } = sink;
+  const positional = call.args.filter((a) => !a.name);
+  const legacy = ctx.api === 'legacy';
+  const mapping = teMapping(layer.resolved);
+  // Norms: te.LayerNorm / te.RMSNorm(normalized_shape, eps, ...). TE >= 2.9 calls the size `normalized_shape` and
+  // the dtype `dtype`; older TE `hidden_size` and `params_dtype`. The factory always takes the TE >= 2.9 size name
+  // and params_dtype (it maps them).
+  const sizeName = legacy && !viaFactory ? 'hidden_size' : 'normalized_shape';
+  const dtypeName = legacy || viaFactory ? 'params_dtype' : 'dtype';
+  // The class's second parameter is not eps (xformers' RMSNorm(dim, include_weight, eps)): te.* would read it as eps.
+  const second = paramAt(layer.resolved, 1);
+  if (positional.length > 1 && second && second !== 'eps') {
+    return { refusal: `it passes ${positional[1].value.trim()} as ${second} by position, where te.${teClass(layer)} takes eps: name the argument, then convert.`, label: `positional ${second}` };
+  }
+  if (positional.length > 2) {
+    const third = positional[2];
+    if (layer.kind === 'layernorm' && isTrue(third.value)) drop.push(third);
+    else return { refusal: 'it passes elementwise_affine (or more) positionally with a value Transformer Engine cannot represent.', label: 'positional affine flag' };
+  }
+  // A (1 + weight) offset switched by a constructor flag: the flag's argument becomes zero_centered_gamma.
+  const zcg = layer.teArgs?.zero_centered_gamma?.trim();
+  for (const arg of call.args) {
+    if (!arg.name) continue;
+    if (zcg && zcg !== 'True' && arg.name !== 'zero_centered_gamma' && !NORM_KWARGS.has(arg.name) && arg.value.trim().replace(/\s+/g, ' ') === zcg) {
+      edits.push(renameArg(arg, 'zero_centered_gamma'));
+      present.add('zero_centered_gamma');
+      continue;
+    }
+    // The class's own size name (timm's num_channels) comes from the catalogue.
+    if (NORM_SIZE_NAMES.has(arg.name) || mapping?.renames?.[arg.name] === 'normalized_shape') {
+      if (arg.name !== sizeName) edits.push(renameArg(arg, sizeName));
+      continue;
+    }
+    if (arg.name === 'dtype' || arg.name === 'params_dtype') {
+      if (arg.name !== dtypeName) edits.push(renameArg(arg, dtypeName));
+      present.add('dtype');
+      continue;
+    }
+    if (arg.name === 'elementwise_affine' || arg.name === mapping?.affineFlag || (arg.name === 'bias' && layer.kind === 'layernorm')) {
+      // TE norms always have an affine weight (and LayerNorm a bias): True is the only value they can represent.
+      if (!isTrue(arg.value)) {
+        const has = layer.kind === 'layernorm' ? 'a weight and a bias' : 'a weight';
+        // A value read at run time (`bias=config.bias`) may be True; the edit cannot know, so a person decides.
+        return /^(False|0|None)$/.test(arg.value.trim())
+          ? { refusal: `${arg.name}=${arg.value.trim()} cannot be represented: te.${teClass(layer)} always has ${has}.`, label: `${arg.name}=False` }
+          : { refusal: `${arg.name}=${arg.value.trim()} is decided at run time: te.${teClass(layer)} always has ${has}, so it matches only while that is True; convert by hand if it is.`, label: `${arg.name} set at run time` };
+      }
+      drop.push(arg);
+      continue;
+    }
+    if (arg.name === 'eps' && arg.value.trim() === 'None') { drop.push(arg); continue; }
+    if (!NORM_KWARGS.has(arg.name)) { drop.push(arg); droppedMeaningful.push(arg.name); continue; }
+    present.add(arg.name);
+  }
+  return undefined;
 }
 
 /** The `eps=` default of a local norm class's __init__, when it has one. */
