@@ -141,7 +141,7 @@ export const CATALOGUE: CatalogueEntry[] = [
     TORCH('adaptive.py', 'd59313b0e0d922ecc9c7f1d04b6b9644ac8be4b9'),
     { role: { role: 'lm_head', note: 'an adaptive softmax: the output layer over the vocabulary (its head and tail projections)' } }),
   torchNn('MultiheadAttention', 'other', ['embed_dim', 'num_heads', 'dropout', 'bias', 'add_bias_kv', 'add_zero_attn', 'kdim', 'vdim', 'batch_first', 'device', 'dtype'],
-    { unverified: NOT_READ }, { role: { role: 'attention', note: 'an attention block' } }),
+    TORCH('activation.py', '691d5f4b6f2884330f41b7c1571ed691a4060d59'), { role: { role: 'attention', note: 'an attention block' } }),
   ...(['Conv1d', 'Conv2d', 'Conv3d'].map((c) => torchNn(c, 'conv', CONV, TORCH_CONV))),
   ...(['ConvTranspose1d', 'ConvTranspose2d', 'ConvTranspose3d'].map((c) => torchNn(c, 'conv', CONV_TRANSPOSE, TORCH_CONV))),
   ...(['Module', 'ModuleList', 'ModuleDict', 'Sequential', 'Parameter', 'ParameterList', 'ParameterDict', 'Buffer', 'DataParallel', 'UninitializedParameter']
@@ -278,7 +278,8 @@ export const CATALOGUE: CatalogueEntry[] = [
   // forward computes in float32, scales by (1 + weight) when add_unit_offset, and casts back.
   { name: 'litgpt.model.RMSNorm', library: 'litgpt', kind: 'rmsnorm', params: ['size', 'dim', 'eps', 'add_unit_offset'], imported: true,
     te: { cls: 'te.RMSNorm', renames: { size: 'normalized_shape' } }, source: { unverified: AUTHOR_CHECKED } },
-  { name: 'litgpt.lora.LoRALinear', library: 'litgpt', kind: 'other', params: ['in_features', 'out_features', 'r', 'lora_alpha', 'lora_dropout'], source: { unverified: NOT_READ } },
+  { name: 'litgpt.lora.LoRALinear', library: 'litgpt', kind: 'other', params: ['in_features', 'out_features', 'r', 'lora_alpha', 'lora_dropout'],
+    source: read('Lightning-AI/litgpt', 'litgpt/lora.py', '01e39f5069f50634d4f5b2ebeda9a0e9d9b41974') },
 
   // xformers
   { name: 'xformers.ops.swiglu_op.SwiGLU', library: 'xformers', kind: 'other', params: ['in_features', 'hidden_features', 'out_features', 'bias'],
