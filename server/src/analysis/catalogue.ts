@@ -272,7 +272,8 @@ export const CATALOGUE: CatalogueEntry[] = [
   { name: 'torchtune.modules.tied_linear.TiedLinear', library: 'torchtune', kind: 'other', params: ['tied_module'],
     role: { role: 'lm_head', note: "torchtune's output projection tied to the token embedding" },
     source: read('pytorch/torchtune', 'torchtune/modules/tied_linear.py', '0e52fd0145781890289578f843240a391134eace') },
-  { name: 'torchtune.modules.peft.lora.LoRALinear', library: 'torchtune', kind: 'other', params: ['in_dim', 'out_dim', 'rank', 'alpha', 'dropout'], source: { unverified: NOT_READ } },
+  { name: 'torchtune.modules.peft.lora.LoRALinear', library: 'torchtune', kind: 'other', params: ['in_dim', 'out_dim', 'rank', 'alpha', 'dropout', 'use_bias', 'quantize_base'],
+    source: read('pytorch/torchtune', 'torchtune/modules/peft/lora.py', '031d89b8a659e24607d92a413c30b9e090e7c29d') },
 
   // litgpt
   // forward computes in float32, scales by (1 + weight) when add_unit_offset, and casts back.
