@@ -115,6 +115,8 @@ const FAIRSCALE = read('facebookresearch/fairscale', 'fairscale/nn/model_paralle
 const FAIRSEQ_LN = read('facebookresearch/fairseq', 'fairseq/modules/layer_norm.py', '00bc279894ab6ed3641b0f791acc578ac2083584');
 const MAMBA_GATED = read('state-spaces/mamba', 'mamba_ssm/ops/triton/layernorm_gated.py', '60dadf2e0ee730ac337035d5533de10bc26e4847');
 const MEGATRON_TE: Unverified = { unverified: NOT_READ };
+// Everything after the two sizes is keyword-only (config=, init_method=, ...).
+const MEGATRON_LAYERS = read('NVIDIA/Megatron-LM', 'megatron/core/tensor_parallel/layers.py', '960c06b972fd7813d39eced3079a50038207bbcc');
 
 const torchNn = (cls: string, kind: LayerKind, params: string[], source: RowSource, extra: Partial<CatalogueEntry> = {}): CatalogueEntry => ({
   name: `torch.nn.${cls}`, library: 'torch', kind, params, source, ...extra,
@@ -168,13 +170,13 @@ export const CATALOGUE: CatalogueEntry[] = [
   // Megatron-core
   { name: 'megatron.core.tensor_parallel.layers.ColumnParallelLinear', aliases: ['apex.transformer.tensor_parallel.layers.ColumnParallelLinear'], library: 'megatron',
     kind: 'parallel-linear', params: ['input_size', 'output_size'], te: { cls: 'te.Linear', renames: MEGATRON_LINEAR, parallelMode: 'column' },
-    source: { unverified: AUTHOR_CHECKED } },
+    source: MEGATRON_LAYERS },
   { name: 'megatron.core.tensor_parallel.layers.RowParallelLinear', aliases: ['apex.transformer.tensor_parallel.layers.RowParallelLinear'], library: 'megatron',
     kind: 'parallel-linear', params: ['input_size', 'output_size'], te: { cls: 'te.Linear', renames: MEGATRON_LINEAR, parallelMode: 'row' },
-    source: { unverified: NOT_READ } },
+    source: MEGATRON_LAYERS },
   { name: 'megatron.core.tensor_parallel.layers.VocabParallelEmbedding', aliases: ['apex.transformer.tensor_parallel.layers.VocabParallelEmbedding'], library: 'megatron',
     kind: 'embedding', params: ['num_embeddings', 'embedding_dim'], role: { role: 'embedding', note: 'a vocabulary-parallel token embedding' },
-    source: { unverified: NOT_READ } },
+    source: MEGATRON_LAYERS },
   { name: 'megatron.core.models.common.embeddings.language_model_embedding.LanguageModelEmbedding', library: 'megatron', kind: 'other',
     params: ['config', 'vocab_size', 'max_sequence_length', 'position_embedding_type', 'num_tokentypes'],
     role: { role: 'embedding', note: "Megatron's word + position embedding module" },
