@@ -180,15 +180,15 @@ export const CATALOGUE: CatalogueEntry[] = [
   { name: 'megatron.core.models.common.embeddings.language_model_embedding.LanguageModelEmbedding', library: 'megatron', kind: 'other',
     params: ['config', 'vocab_size', 'max_sequence_length', 'position_embedding_type', 'num_tokentypes'],
     role: { role: 'embedding', note: "Megatron's word + position embedding module" },
-    source: { unverified: AUTHOR_CHECKED } },
+    source: read('NVIDIA/Megatron-LM', 'megatron/core/models/common/embeddings/language_model_embedding.py', '019eddbba422c1daafaead558fbf4d8bd4b58bf9') },
   { name: 'megatron.core.fusions.fused_linear_cross_entropy.FusedLinearCrossEntropyLoss', library: 'megatron', kind: 'other', params: [],
     role: { role: 'lm_head', note: "Megatron's fused output layer and cross-entropy (the logits projection)" },
     source: { unverified: NOT_READ } },
   // Megatron's own norms take the config first (`FusedLayerNorm(config, hidden_size, eps)`): no positional te.* twin.
   { name: 'megatron.core.fusions.fused_layer_norm.FusedLayerNorm', library: 'megatron', kind: 'layernorm', params: ['config', 'hidden_size', 'eps'], noTe: MEGATRON_NORM,
-    source: { unverified: NOT_READ } },
+    source: read('NVIDIA/Megatron-LM', 'megatron/core/fusions/fused_layer_norm.py', '00caa53af30912914981c86f39db123961678bbd') },
   { name: 'megatron.core.transformer.torch_norm.WrappedTorchNorm', library: 'megatron', kind: 'layernorm', params: ['config', 'hidden_size', 'eps'], noTe: MEGATRON_NORM,
-    source: { unverified: NOT_READ } },
+    source: read('NVIDIA/Megatron-LM', 'megatron/core/transformer/torch_norm.py', '00caa53af30912914981c86f39db123961678bbd', 'a class whose __new__ returns torch.nn.LayerNorm or RMSNorm by config.normalization') },
   ...(['TELinear', 'TEColumnParallelLinear', 'TERowParallelLinear', 'TELayerNormColumnParallelLinear'].map((c): CatalogueEntry => ({
     name: `megatron.core.extensions.transformer_engine.${c}`, library: 'megatron', kind: 'linear', params: ['input_size', 'output_size'], isTe: true,
     source: MEGATRON_TE,
