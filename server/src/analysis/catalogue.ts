@@ -114,9 +114,8 @@ const TIMM_NORM = read('huggingface/pytorch-image-models', 'timm/layers/norm.py'
 const FAIRSCALE = read('facebookresearch/fairscale', 'fairscale/nn/model_parallel/layers.py', '158319ac73590d00b0b3ac140af0d0b4fdbd9ac1');
 const FAIRSEQ_LN = read('facebookresearch/fairseq', 'fairseq/modules/layer_norm.py', '00bc279894ab6ed3641b0f791acc578ac2083584');
 const MAMBA_GATED = read('state-spaces/mamba', 'mamba_ssm/ops/triton/layernorm_gated.py', '60dadf2e0ee730ac337035d5533de10bc26e4847');
+// The TE* wrappers take the two sizes positionally and everything else by keyword (config=, init_method=, ...).
 const MEGATRON_TE = read('NVIDIA/Megatron-LM', 'megatron/core/extensions/transformer_engine.py', 'd086a2e3b020ff78db9d29915f7cfe886e085f13');
-/** The classes of that file whose signature was read there (the others were not reached). */
-const MEGATRON_TE_READ = new Set(['TELinear', 'TELayerNormColumnParallelLinear', 'TENorm']);
 // Everything after the two sizes is keyword-only (config=, init_method=, ...).
 const MEGATRON_LAYERS = read('NVIDIA/Megatron-LM', 'megatron/core/tensor_parallel/layers.py', '960c06b972fd7813d39eced3079a50038207bbcc');
 
@@ -193,12 +192,13 @@ export const CATALOGUE: CatalogueEntry[] = [
     source: read('NVIDIA/Megatron-LM', 'megatron/core/transformer/torch_norm.py', '00caa53af30912914981c86f39db123961678bbd', 'a class whose __new__ returns torch.nn.LayerNorm or RMSNorm by config.normalization') },
   ...(['TELinear', 'TEColumnParallelLinear', 'TERowParallelLinear', 'TELayerNormColumnParallelLinear'].map((c): CatalogueEntry => ({
     name: `megatron.core.extensions.transformer_engine.${c}`, library: 'megatron', kind: 'linear', params: ['input_size', 'output_size'], isTe: true,
-    source: MEGATRON_TE_READ.has(c) ? MEGATRON_TE : { unverified: NOT_READ },
+    source: MEGATRON_TE,
   }))),
   { name: 'megatron.core.extensions.transformer_engine.TENorm', library: 'megatron', kind: 'layernorm', params: ['config', 'hidden_size', 'eps'], isTe: true,
     source: MEGATRON_TE },
-  { name: 'megatron.core.extensions.transformer_engine.TEDotProductAttention', library: 'megatron', kind: 'other', params: ['config', 'layer_number', 'attn_mask_type'], isTe: true,
-    role: { role: 'attention', note: 'an attention block' }, source: { unverified: NOT_READ } },
+  { name: 'megatron.core.extensions.transformer_engine.TEDotProductAttention', library: 'megatron', kind: 'other',
+    params: ['config', 'layer_number', 'attn_mask_type', 'attention_type', 'attention_dropout', 'softmax_scale', 'k_channels', 'v_channels'], isTe: true,
+    role: { role: 'attention', note: 'an attention block' }, source: MEGATRON_TE },
 
 
   // fairscale
