@@ -239,7 +239,9 @@ export const CATALOGUE: CatalogueEntry[] = [
   { name: 'fairseq.modules.layer_norm.Fp32LayerNorm', library: 'fairseq', kind: 'layernorm', params: ['normalized_shape', 'eps', 'elementwise_affine'], imported: true,
     te: { cls: 'te.LayerNorm' }, source: FAIRSEQ_LN },
   { name: 'fairseq.models.transformer.Embedding', library: 'fairseq', kind: 'embedding', params: ['num_embeddings', 'embedding_dim', 'padding_idx'],
-    role: { role: 'embedding', note: "fairseq's token-embedding helper" }, source: { unverified: AUTHOR_CHECKED } },
+    role: { role: 'embedding', note: "fairseq's token-embedding helper" },
+    source: read('facebookresearch/fairseq', 'fairseq/models/transformer/transformer_base.py', 'ef5a7118e40a98207e99465ab9835602fd804bf8',
+      'a function returning nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx); not in transformer_legacy.py') },
 
   // apex: memory_efficient follows elementwise_affine; the Mixed* variants take eps and then keyword-only arguments.
   { name: 'apex.normalization.fused_layer_norm.FusedLayerNorm', library: 'apex', kind: 'layernorm', params: ['normalized_shape', 'eps', 'elementwise_affine', 'memory_efficient'],
