@@ -287,7 +287,8 @@ export const CATALOGUE: CatalogueEntry[] = [
   // litgpt
   // forward computes in float32, scales by (1 + weight) when add_unit_offset, and casts back.
   { name: 'litgpt.model.RMSNorm', library: 'litgpt', kind: 'rmsnorm', params: ['size', 'dim', 'eps', 'add_unit_offset'], imported: true,
-    te: { cls: 'te.RMSNorm', renames: { size: 'normalized_shape' } }, source: { unverified: AUTHOR_CHECKED } },
+    te: { cls: 'te.RMSNorm', renames: { size: 'normalized_shape' }, eps: '1e-6' },
+    source: read('Lightning-AI/litgpt', 'litgpt/model.py', '04205815e8849fe883825e3e858e62749c5d7f4d') },
   { name: 'litgpt.lora.LoRALinear', library: 'litgpt', kind: 'other', params: ['in_features', 'out_features', 'r', 'lora_alpha', 'lora_dropout'],
     source: read('Lightning-AI/litgpt', 'litgpt/lora.py', '01e39f5069f50634d4f5b2ebeda9a0e9d9b41974') },
 
