@@ -507,7 +507,9 @@ export interface ClassAttribute {
 export const CLASS_ATTRIBUTES: ClassAttribute[] = [
   // `getattr(torch.nn, self.norm_class_name)`, or `partial(RMSNorm, add_unit_offset="Gemma" in self.name)`.
   { owner: 'litgpt.config.Config', attr: 'norm_class', candidates: ['torch.nn.LayerNorm', 'litgpt.model.RMSNorm'],
-    note: 'chosen by config.norm_class_name', source: { unverified: AUTHOR_CHECKED } },
+    note: 'chosen by config.norm_class_name',
+    source: read('Lightning-AI/litgpt', 'litgpt/config.py', '0006c973aa7d6ace293e2a5fedaf1f8f804f960c',
+      "OLMo's LayerNorm is partial(torch.nn.LayerNorm, elementwise_affine=False); Gemma's RMSNorm has add_unit_offset=True") },
 ];
 
 /** The catalogue's row for a config class attribute that holds a layer class, if any. */
