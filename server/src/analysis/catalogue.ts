@@ -98,8 +98,6 @@ const CONV_TRANSPOSE = ['in_channels', 'out_channels', 'kernel_size', 'stride', 
 const TORCH_DTYPE = { dtype: 'params_dtype' };
 const MEGATRON_LINEAR = { input_size: 'in_features', output_size: 'out_features', skip_bias_add: 'return_bias', dtype: 'params_dtype' };
 const MEGATRON_NORM = "Megatron builds this norm from its config (LayerNorm or RMSNorm by config.normalization): choose TENorm in the layer spec instead of converting the call.";
-/** Rows the catalogue's first author checked against source without recording the version read. */
-const AUTHOR_CHECKED = 'checked against the library source by the catalogue author; the commit read was not recorded';
 const NOT_READ = 'not read in the verification pass: the signature is from memory';
 
 const read = (repo: string, path: string, commit: string, note?: string): SourceRead => (note ? { repo, path, commit, note } : { repo, path, commit });
