@@ -164,7 +164,8 @@ export const CATALOGUE: CatalogueEntry[] = [
     read('NVIDIA/TransformerEngine', 'transformer_engine/pytorch/module/layernorm_mlp.py', '62a84b3c8ae910b15760c6246ba00da1d57781fe')), role: { role: 'mlp', note: 'an MLP block' } },
   { ...te('DotProductAttention', 'other', ['num_attention_heads', 'kv_channels'], { unverified: NOT_READ }), role: { role: 'attention', note: 'an attention block' } },
   { ...te('MultiheadAttention', 'other', ['hidden_size', 'num_attention_heads'], { unverified: NOT_READ }), role: { role: 'attention', note: 'an attention block' } },
-  te('TransformerLayer', 'other', ['hidden_size', 'ffn_hidden_size', 'num_attention_heads'], { unverified: NOT_READ }),
+  te('TransformerLayer', 'other', ['hidden_size', 'ffn_hidden_size', 'num_attention_heads', 'num_gqa_groups', 'layernorm_epsilon', 'hidden_dropout', 'attention_dropout'],
+    read('NVIDIA/TransformerEngine', 'transformer_engine/pytorch/transformer.py', 'a211af6506d689e8281a2a97ef4bcb7c2e6551c0')),
 
   // Megatron-core
   { name: 'megatron.core.tensor_parallel.layers.ColumnParallelLinear', aliases: ['apex.transformer.tensor_parallel.layers.ColumnParallelLinear'], library: 'megatron',
