@@ -991,6 +991,24 @@ function classLike(src: string, n: SyntaxNode): boolean {
   return n.type === 'call' && /^(functools\.)?partial\s*\(/.test(t);
 }
 
+/** What one assignment statement contributes to selfAttrAssigns (`self.<attr> = <class-like>`: the attribute and the
+ *  right side), or null. It reads the statement's own text only, so it is kept on the node: a statement copy reused
+ *  across analyses (node.ts) is classified once, not at every edit. */
+const selfAssignOfNode = new WeakMap<SyntaxNode, { key: string; right: SyntaxNode } | null>();
+function selfAssignOf(src: string, node: SyntaxNode): { key: string; right: SyntaxNode } | null {
+  const hit = selfAssignOfNode.get(node);
+  if (hit !== undefined) return hit;
+  let r: { key: string; right: SyntaxNode } | null = null;
+  const left = node.childForFieldName('left');
+  const right = node.childForFieldName('right');
+  if (left && right && left.type === 'attribute' && classLike(src, right)) {
+    const lt = src.slice(left.startIndex, left.endIndex);
+    if (/^self\.\w+$/.test(lt)) r = { key: lt.slice(5), right };
+  }
+  selfAssignOfNode.set(node, r);
+  return r;
+}
+
 /** Once per analysis: `self.<attr> = <class-like>` in methods, by attribute, with the class that assigns it. */
 const selfAttrCache = new WeakMap<LayerContext, Map<string, { cls: ClassRec; right: SyntaxNode }[]>>();
 function selfAttrAssigns(ctx: LayerContext): Map<string, { cls: ClassRec; right: SyntaxNode }[]> {
@@ -1000,17 +1018,30 @@ function selfAttrAssigns(ctx: LayerContext): Map<string, { cls: ClassRec; right:
   const { src } = ctx;
   for (const a of ctx.walk.assigns) {
     if (!a.scope.fn || !a.scope.cls || src.charCodeAt(a.start) !== 115 /* s */ || !src.startsWith('self.', a.start)) continue;
-    const left = a.node.childForFieldName('left');
-    const right = a.node.childForFieldName('right');
-    if (!left || !right || left.type !== 'attribute' || !classLike(src, right)) continue;
-    const lt = src.slice(left.startIndex, left.endIndex);
-    if (!/^self\.\w+$/.test(lt)) continue;
-    const key = lt.slice(5);
-    const list = m.get(key);
-    if (list) list.push({ cls: a.scope.cls, right }); else m.set(key, [{ cls: a.scope.cls, right }]);
+    const s = selfAssignOf(src, a.node);
+    if (!s) continue;
+    const list = m.get(s.key);
+    if (list) list.push({ cls: a.scope.cls, right: s.right }); else m.set(s.key, [{ cls: a.scope.cls, right: s.right }]);
   }
   selfAttrCache.set(ctx, m);
   return m;
+}
+
+/** Once per analysis: the local classes that define each field (class body or dataclass field), in class order. */
+const fieldClassesCache = new WeakMap<LayerContext, Map<string, ClassModel[]>>();
+function classesWithField(ctx: LayerContext, attr: string): ClassModel[] {
+  let m = fieldClassesCache.get(ctx);
+  if (!m) {
+    m = new Map();
+    for (const c of ctx.classes.values()) {
+      for (const k of c.fieldNodes.keys()) {
+        const l = m.get(k);
+        if (l) { if (l[l.length - 1] !== c) l.push(c); } else m.set(k, [c]);
+      }
+    }
+    fieldClassesCache.set(ctx, m);
+  }
+  return m.get(attr) ?? [];
 }
 
 /** Class expressions assigned to `attr` of the calling class: class body, its local bases and subclasses, methods. */
@@ -1018,7 +1049,7 @@ function selfClassExprs(ctx: LayerContext, call: CallRec, attr: string): SyntaxN
   const owner = call.scope.cls ? ctx.classes.get(call.scope.cls.name) : undefined;
   if (!owner) return [];
   const assigned = selfAttrAssigns(ctx).get(attr);
-  const fields = [...ctx.classes.values()].filter((c) => c.fieldNodes.has(attr));
+  const fields = classesWithField(ctx, attr);
   if (!assigned && !fields.length) return [];
   const related = (c: ClassModel): boolean => c === owner || inherits(ctx, owner, c) || inherits(ctx, c, owner);
   const out: SyntaxNode[] = [];
