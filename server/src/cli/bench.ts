@@ -19,18 +19,7 @@ import { editTree, lineStartsOf, reparse } from '../incremental';
 import { createPythonParser } from '../parser';
 import { runRules } from '../rules';
 import { UsageError } from './args';
-
-/** mulberry32: small, seedable, good enough to pick edit positions reproducibly. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { prng } from './mutate';
 
 function flag(args: readonly string[], name: string, fallback: number): number {
   const i = args.indexOf(name);
