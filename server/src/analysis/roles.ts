@@ -37,13 +37,52 @@ const WIDTH_NAME = /(intermediate|ffn|d_ff|ff_dim|inner|hidden|d_model|model_dim
 const FFN_WIDTH = /(intermediate|ffn|\bd_ff\b|dim_ff|ff_dim|ff_size|n_inner|mlp_dim|mlp_hidden|mlp_ratio|^4\*|\*4$)/i;
 const ROUTER_NAME = /^(gate|router|gating|wg|w_gate|switch|gate_proj_router|router_proj|classifier_router|expert_gate)$/i;
 
+/** Who holds a local class: the owner class and the attribute it is stored under. */
+interface Holder { owner: string; attr: string }
+
+/** A role decision: the role and the evidence for it. */
+interface RoleCall { role: LayerRole; reasons: string[] }
+
+/** What assignRoles gathers once over all the layers of the file before it classifies any of them. */
+interface RoleIndex {
+  ctx: RoleContext;
+  recs: LayerRec[];
+  /** Vocabulary sizes known from embeddings: their values and their (whitespace-free) texts. */
+  vocabValues: Set<number>;
+  embeddingTexts: Set<string>;
+  /** Layers by attribute path (`transformer.wte`, `layers[*]`). */
+  byPath: Map<string, LayerRec[]>;
+  /** `${class}.${attr}` -> the class whose `_tied_weights_keys` lists that layer's weight. */
+  keyTied: Map<string, string>;
+  /** Per local class: where it is built (`self.output = SelfOutput(config)` inside an Attention class). */
+  heldBy: Map<string, Holder[]>;
+  /** Layers tied to an embedding, with the path of the other side of the tie. */
+  tiedTo: Map<LayerRec, string>;
+  /** Projections that produce the logits in forward, with the reason. */
+  lastInForward: Map<LayerRec, string>;
+  /** Per owner class: whether it selects (topk, gumbel_softmax) at all, scanned once, not once per layer. */
+  selecting: Map<string, boolean>;
+}
+
 /** Sets role, roleReasons and tied on every layer. */
 export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
-  const { src } = ctx;
-  /** Per owner class: whether it selects (topk, gumbel_softmax) at all, scanned once, not once per layer. */
-  const selecting = new Map<string, boolean>();
+  const { vocabValues, embeddingTexts } = embeddingVocabulary(ctx, recs);
+  const ix: RoleIndex = {
+    ctx, recs, vocabValues, embeddingTexts,
+    byPath: layersByPath(recs),
+    keyTied: tiedKeyTargets(ctx, recs),
+    heldBy: holdersOf(recs),
+    tiedTo: new Map(),
+    lastInForward: new Map(),
+    selecting: new Map(),
+  };
+  ix.tiedTo = embeddingTies(ix);
+  ix.lastInForward = logitsProjections(ix);
+  classifyAll(ix);
+}
 
-  // Vocabulary sizes known from embeddings.
+/** Vocabulary sizes known from embeddings (their texts are also recorded in ctx.vocabNames). */
+function embeddingVocabulary(ctx: RoleContext, recs: LayerRec[]): { vocabValues: Set<number>; embeddingTexts: Set<string> } {
   const vocabValues = new Set<number>();
   const embeddingTexts = new Set<string>();
   for (const r of recs) {
@@ -55,8 +94,11 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       if (r.layer.inFeatures.value !== undefined) vocabValues.add(r.layer.inFeatures.value);
     }
   }
+  return { vocabValues, embeddingTexts };
+}
 
-  // Ties.
+/** Layers by the attribute path they are stored under (or the local name they are bound to). */
+function layersByPath(recs: LayerRec[]): Map<string, LayerRec[]> {
   const byPath = new Map<string, LayerRec[]>();
   for (const r of recs) {
     const p = r.layer.path || r.localPath || '';
@@ -65,30 +107,39 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     list.push(r);
     byPath.set(p, list);
   }
-  const findLayer = (path: string, owner?: string): LayerRec[] => {
-    const clean = path.replace(/^self\./, '');
-    let hit = byPath.get(clean) ?? [];
-    // `net[0]` / `net[-1]` of an nn.Sequential: by position among its elements in source order, as long as no
-    // element built in a loop or comprehension comes before it (from the end: after it).
-    const idx = /^(.*)\[(-?\d+)\]$/.exec(clean);
-    if (!hit.length && idx) {
-      const elems = (byPath.get(`${idx[1]}[*]`) ?? []).slice().sort((a, b) => a.layer.span.startOffset - b.layer.span.startOffset);
-      const k = Number(idx[2]);
-      const order = k >= 0 ? elems : elems.slice().reverse();
-      const at = k >= 0 ? k : -k - 1;
-      const multi = (r: LayerRec) => r.layer.container === 'comprehension' || r.layer.container === 'loop';
-      if (at < order.length && !order.slice(0, at + 1).some(multi)) return [order[at]];
-      return [];
-    }
-    if (!hit.length) {
-      const last = clean.split('.').pop() ?? '';
-      hit = recs.filter((r) => r.layer.attr === last && (!owner || r.layer.ownerClass === owner));
-      if (!hit.length) hit = recs.filter((r) => r.layer.attr === last);
-    }
-    return hit;
-  };
-  // `_tied_weights_keys` entries are dotted paths from the class that lists them (`cls.predictions.decoder.weight`
-  // in a masked-LM wrapper): follow each segment through the local classes the attributes are built from.
+  return byPath;
+}
+
+/** The layers a tie statement's side names (`self.lm_head`, `net[0]`, `transformer.wte`). */
+function findLayer(ix: RoleIndex, path: string, owner?: string): LayerRec[] {
+  const { byPath, recs } = ix;
+  const clean = path.replace(/^self\./, '');
+  let hit = byPath.get(clean) ?? [];
+  // `net[0]` / `net[-1]` of an nn.Sequential: by position among its elements in source order, as long as no
+  // element built in a loop or comprehension comes before it (from the end: after it).
+  const idx = /^(.*)\[(-?\d+)\]$/.exec(clean);
+  if (!hit.length && idx) {
+    const elems = (byPath.get(`${idx[1]}[*]`) ?? []).slice().sort((a, b) => a.layer.span.startOffset - b.layer.span.startOffset);
+    const k = Number(idx[2]);
+    const order = k >= 0 ? elems : elems.slice().reverse();
+    const at = k >= 0 ? k : -k - 1;
+    const multi = (r: LayerRec) => r.layer.container === 'comprehension' || r.layer.container === 'loop';
+    if (at < order.length && !order.slice(0, at + 1).some(multi)) return [order[at]];
+    return [];
+  }
+  if (!hit.length) {
+    const last = clean.split('.').pop() ?? '';
+    hit = recs.filter((r) => r.layer.attr === last && (!owner || r.layer.ownerClass === owner));
+    if (!hit.length) hit = recs.filter((r) => r.layer.attr === last);
+  }
+  return hit;
+}
+
+/**
+ * `_tied_weights_keys` entries are dotted paths from the class that lists them (`cls.predictions.decoder.weight`
+ * in a masked-LM wrapper): follow each segment through the local classes the attributes are built from.
+ */
+function tiedKeyTargets(ctx: RoleContext, recs: LayerRec[]): Map<string, string> {
   const childClass = new Map<string, string>();
   for (const r of recs) {
     if (r.layer.ownerClass && r.layer.attr && r.layer.localClass) childClass.set(`${r.layer.ownerClass}.${r.layer.attr}`, r.layer.localClass);
@@ -107,9 +158,12 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       if (at !== undefined) keyTied.set(`${at}.${segs[segs.length - 1]}`, cls);
     }
   }
-  // Where each local class is built (`self.output = SelfOutput(config)` inside an Attention class): a helper class
-  // with no role evidence of its own takes the role of the modules that hold it.
-  const heldBy = new Map<string, { owner: string; attr: string }[]>();
+  return keyTied;
+}
+
+/** Where each local class is built: a helper class with no role evidence of its own takes the role of its holders. */
+function holdersOf(recs: LayerRec[]): Map<string, Holder[]> {
+  const heldBy = new Map<string, Holder[]>();
   for (const r of recs) {
     const { localClass, ownerClass, attr } = r.layer;
     if (!localClass || !ownerClass || localClass === ownerClass) continue;
@@ -117,20 +171,29 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     list.push({ owner: ownerClass, attr: attr ?? '' });
     heldBy.set(localClass, list);
   }
-  const roleFromHolders = (cls: string): 'attention' | 'mlp' | undefined => {
-    const holders = heldBy.get(cls);
-    if (!holders?.length) return undefined;
-    const roleOf = (h: { owner: string; attr: string }): 'attention' | 'mlp' | undefined => {
-      if (/^(attn|attention|self_attn|cross_attn|self_attention|crossattention|mha)$/i.test(h.attr)) return 'attention';
-      if (/^(mlp|ffn|feed_forward|ff|intermediate|feedforward)$/i.test(h.attr)) return 'mlp';
-      if (ATTN_CLASS.test(h.owner) && !MLP_CLASS.test(h.owner) && !/Block|Layer$|Decoder|Encoder/.test(h.owner)) return 'attention';
-      if (MLP_CLASS.test(h.owner) && !ATTN_CLASS.test(h.owner) && !/Block|Layer$|Decoder|Encoder/.test(h.owner)) return 'mlp';
-      return undefined;
-    };
-    const roles = new Set(holders.map(roleOf));
-    if (roles.size !== 1) return undefined;
-    return [...roles][0];
-  };
+  return heldBy;
+}
+
+/** The role all the holders of a local class agree on (attention or MLP), if they agree. */
+function roleFromHolders(heldBy: Map<string, Holder[]>, cls: string): 'attention' | 'mlp' | undefined {
+  const holders = heldBy.get(cls);
+  if (!holders?.length) return undefined;
+  const roles = new Set(holders.map(holderRole));
+  if (roles.size !== 1) return undefined;
+  return [...roles][0];
+}
+
+/** What one holder says: the attribute name first, then an attention or MLP class that is not a whole block. */
+function holderRole(h: Holder): 'attention' | 'mlp' | undefined {
+  if (/^(attn|attention|self_attn|cross_attn|self_attention|crossattention|mha)$/i.test(h.attr)) return 'attention';
+  if (/^(mlp|ffn|feed_forward|ff|intermediate|feedforward)$/i.test(h.attr)) return 'mlp';
+  if (ATTN_CLASS.test(h.owner) && !MLP_CLASS.test(h.owner) && !/Block|Layer$|Decoder|Encoder/.test(h.owner)) return 'attention';
+  if (MLP_CLASS.test(h.owner) && !ATTN_CLASS.test(h.owner) && !/Block|Layer$|Decoder|Encoder/.test(h.owner)) return 'mlp';
+  return undefined;
+}
+
+/** Both sides of every weight tie that involves an embedding, each mapped to the path of the other side. */
+function embeddingTies(ix: RoleIndex): Map<LayerRec, string> {
   const tiedTo = new Map<LayerRec, string>();
   // A tie made on `self` in a class means that class's layers (or those of the classes it builds), not every layer
   // of the file with the same attribute name.
@@ -138,9 +201,9 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     const mine = owner ? hits.filter((r) => r.layer.ownerClass === owner) : [];
     return mine.length ? mine : hits;
   };
-  for (const t of ctx.ties) {
-    const left = t.leftLayer ? ownedBy(findLayer(t.leftLayer, t.ownerClass), t.ownerClass) : [];
-    const right = t.rightLayer ? ownedBy(findLayer(t.rightLayer, t.ownerClass), t.ownerClass) : [];
+  for (const t of ix.ctx.ties) {
+    const left = t.leftLayer ? ownedBy(findLayer(ix, t.leftLayer, t.ownerClass), t.ownerClass) : [];
+    const right = t.rightLayer ? ownedBy(findLayer(ix, t.rightLayer, t.ownerClass), t.ownerClass) : [];
     for (const l of left) for (const r of right) {
       // Weight tying means an output projection sharing the embedding table; a parameter shared between two other
       // layers (`model_b.mlp.fc.weight = model_a.mlp.fc.weight`) says nothing about an lm-head.
@@ -149,15 +212,23 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       tiedTo.set(l, r.layer.path || t.rightLayer);
     }
   }
+  return tiedTo;
+}
 
-  // Forward usage: the projection that produces the logits. Position alone is weak evidence, so it only counts for
-  // the outermost call whose value is returned (directly or through a local) or stored under a logits-like name, in
-  // a class that is a whole language model (it owns an embedding, or nothing else builds it and the output size is
-  // unknown or vocabulary-like), and never for a hidden->hidden projection.
+/** The last call in a forward whose value is returned or named like logits. */
+interface LogitsCall { rec: LayerRec; usage: string; probs?: string }
+
+/**
+ * Forward usage: the projection that produces the logits. Position alone is weak evidence, so it only counts for
+ * the outermost call whose value is returned (directly or through a local) or stored under a logits-like name, in
+ * a class that is a whole language model (it owns an embedding, or nothing else builds it and the output size is
+ * unknown or vocabulary-like), and never for a hidden->hidden projection.
+ */
+function logitsProjections(ix: RoleIndex): Map<LayerRec, string> {
   const lastInForward = new Map<LayerRec, string>();
   const byOwner = new Map<string, LayerRec[]>();
   const ownsEmbedding = new Set<string>();
-  for (const r of recs) {
+  for (const r of ix.recs) {
     if (!r.layer.ownerClass) continue;
     if (r.layer.kind === 'embedding') ownsEmbedding.add(r.layer.ownerClass);
     if (r.layer.kind !== 'linear' && r.layer.kind !== 'parallel-linear') continue;
@@ -165,73 +236,89 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     list.push(r);
     byOwner.set(r.layer.ownerClass, list);
   }
-  for (const cm of ctx.classes.values()) {
+  for (const cm of ix.ctx.classes.values()) {
     const fwd = cm.forward;
     if (!fwd) continue;
     const own = byOwner.get(cm.info.name);
     if (!own) continue;
-    let lastRec: LayerRec | undefined;
-    let lastUsage: string | undefined;
-    let lastProbs: string | undefined;
-    // The last qualifying call in document order: scan backwards and stop at the first.
-    // The instance is forward's first parameter, `self` by convention (RWKV writes `s`).
-    const me = paramsOf(src, fwd)[0]?.name ?? 'self';
-    const meCall = me === 'self' ? SELF_CALL : new RegExp(`^${me}\\s*\\.\\s*([A-Za-z_]\\w*(?:\\s*\\.\\s*[A-Za-z_]\\w*)*)\\s*\\(`);
-    for (let i = fwd.calls.length - 1; i >= 0; i--) {
-      const c = fwd.calls[i];
-      // Callee text from the source: `self.<path>(`.
-      if (src.charCodeAt(c.start) !== me.charCodeAt(0) || !src.startsWith(me, c.start)) continue;
-      const head = src.slice(c.start, c.start + 200);
-      const m = meCall.exec(head);
-      // `self.linears[k](out)`: one of several heads in a ModuleList (MusicGen's codebooks, Medusa heads).
-      const sub = m ? null : new RegExp(String.raw`^${me}\s*\.\s*([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\[[^\]\n]*\]\s*\(`).exec(head);
-      if (!m && !sub) continue;
-      const path = m ? m[1].replace(/\s+/g, '') : `${(sub as RegExpExecArray)[1].replace(/\s+/g, '')}[*]`;
-      const hit = own.find((r) => r.layer.path === path || r.layer.path === `${me}.${path}`);
-      if (!hit) continue;
-      const flow: ResultFlow = {};
-      const usage = resultName(src, c.node, fwd, flow);
-      if (usage === '<return>' || (usage && LOGITS_NAME.test(usage))) { lastRec = hit; lastUsage = usage; lastProbs = flow.probs; break; }
-    }
-    if (!lastRec || !lastUsage) continue;
-    const L = lastRec.layer;
-    const inV = L.inFeatures?.value;
-    const outV = L.outFeatures?.value;
-    if (inV !== undefined && inV === outV) continue; // hidden -> hidden
-    const sameText = !!L.inFeatures && !!L.outFeatures && L.inFeatures.text.replace(/\s+/g, '') === L.outFeatures.text.replace(/\s+/g, '');
-    const outText = (L.outFeatures?.text ?? '').replace(/\s+/g, '');
-    // An unknown output size counts only in a class that owns an embedding, or when the result is named like logits:
-    // a top-level block (a Mamba mixer, an attention module defined alone) returns its out_proj too.
-    // A returned (log-)softmax of the projection is the model's output distribution (a character-level LM's head).
-    const vocabLike = lastProbs !== undefined || (outV === undefined && (ownsEmbedding.has(cm.info.name) || lastUsage !== '<return>'))
-      || (outV !== undefined && ((outV >= 10000 && outV % 1024 !== 0) || vocabValues.has(outV))) || isVocabText(outText);
-    const topLevel = ctx.ctorSites(cm.info.name).length === 0;
-    if (!ownsEmbedding.has(cm.info.name) && !(topLevel && vocabLike)) continue;
-    if (lastUsage === '<return>') {
-      if (!sameText) lastInForward.set(lastRec, `it is the last projection ${cm.info.name}.forward returns${lastProbs ? `, through ${lastProbs}` : ''}`);
-    } else lastInForward.set(lastRec, `its output is named ${lastUsage} in ${cm.info.name}.forward`);
+    const last = lastLogitsCall(ix.ctx.src, fwd, own);
+    if (!last) continue;
+    const reason = logitsReason(ix, cm, last, ownsEmbedding.has(cm.info.name));
+    if (reason) lastInForward.set(last.rec, reason);
   }
+  return lastInForward;
+}
 
-  // The classification of one layer reads, besides the layer as built, only what the memo key below names: so a
-  // record reused from its statement's memo (layers.ts) reuses its role while that key is unchanged.
-  const embSig = `${[...embeddingTexts].join(',')}|${[...vocabValues].join(',')}`;
+/** The last call of one of the class's own Linears in forward (document order) whose value is returned or named logits. */
+function lastLogitsCall(src: string, fwd: FuncRec, own: LayerRec[]): LogitsCall | undefined {
+  // Scan backwards and stop at the first. The instance is forward's first parameter, `self` by convention (RWKV
+  // writes `s`).
+  const me = paramsOf(src, fwd)[0]?.name ?? 'self';
+  const meCall = me === 'self' ? SELF_CALL : new RegExp(`^${me}\\s*\\.\\s*([A-Za-z_]\\w*(?:\\s*\\.\\s*[A-Za-z_]\\w*)*)\\s*\\(`);
+  for (let i = fwd.calls.length - 1; i >= 0; i--) {
+    const c = fwd.calls[i];
+    // Callee text from the source: `self.<path>(`.
+    if (src.charCodeAt(c.start) !== me.charCodeAt(0) || !src.startsWith(me, c.start)) continue;
+    const head = src.slice(c.start, c.start + 200);
+    const m = meCall.exec(head);
+    // `self.linears[k](out)`: one of several heads in a ModuleList (MusicGen's codebooks, Medusa heads).
+    const sub = m ? null : new RegExp(String.raw`^${me}\s*\.\s*([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\[[^\]\n]*\]\s*\(`).exec(head);
+    if (!m && !sub) continue;
+    const path = m ? m[1].replace(/\s+/g, '') : `${(sub as RegExpExecArray)[1].replace(/\s+/g, '')}[*]`;
+    const hit = own.find((r) => r.layer.path === path || r.layer.path === `${me}.${path}`);
+    if (!hit) continue;
+    const flow: ResultFlow = {};
+    const usage = resultName(src, c.node, fwd, flow);
+    if (usage === '<return>' || (usage && LOGITS_NAME.test(usage))) return usage ? { rec: hit, usage, probs: flow.probs } : undefined;
+  }
+  return undefined;
+}
+
+/** Why the last logits-like call of a class's forward is its lm-head, or undefined when the class is no whole LM. */
+function logitsReason(ix: RoleIndex, cm: ClassModel, last: LogitsCall, ownsEmbedding: boolean): string | undefined {
+  const L = last.rec.layer;
+  const inV = L.inFeatures?.value;
+  const outV = L.outFeatures?.value;
+  if (inV !== undefined && inV === outV) return undefined; // hidden -> hidden
+  const sameText = !!L.inFeatures && !!L.outFeatures && L.inFeatures.text.replace(/\s+/g, '') === L.outFeatures.text.replace(/\s+/g, '');
+  const outText = (L.outFeatures?.text ?? '').replace(/\s+/g, '');
+  // An unknown output size counts only in a class that owns an embedding, or when the result is named like logits:
+  // a top-level block (a Mamba mixer, an attention module defined alone) returns its out_proj too.
+  // A returned (log-)softmax of the projection is the model's output distribution (a character-level LM's head).
+  const vocabLike = last.probs !== undefined || (outV === undefined && (ownsEmbedding || last.usage !== '<return>'))
+    || (outV !== undefined && ((outV >= 10000 && outV % 1024 !== 0) || ix.vocabValues.has(outV))) || isVocabText(outText);
+  const topLevel = ix.ctx.ctorSites(cm.info.name).length === 0;
+  if (!ownsEmbedding && !(topLevel && vocabLike)) return undefined;
+  if (last.usage === '<return>') {
+    return sameText ? undefined : `it is the last projection ${cm.info.name}.forward returns${last.probs ? `, through ${last.probs}` : ''}`;
+  }
+  return `its output is named ${last.usage} in ${cm.info.name}.forward`;
+}
+
+/**
+ * Classifies every layer, reusing a record's role from its statement's memo (layers.ts) while the memo key is
+ * unchanged: the classification of one layer reads, besides the layer as built, only what that key names.
+ */
+function classifyAll(ix: RoleIndex): void {
+  const { ctx } = ix;
+  const embSig = `${[...ix.embeddingTexts].join(',')}|${[...ix.vocabValues].join(',')}`;
   const holderSigs = new Map<string, string>();
   const holderSig = (owner: string): string => {
     let h = holderSigs.get(owner);
     if (h === undefined) {
-      h = `${roleFromHolders(owner) ?? ''}:${(heldBy.get(owner) ?? []).map((x) => `${x.owner}.${x.attr}`).join(',')}`;
+      h = `${roleFromHolders(ix.heldBy, owner) ?? ''}:${(ix.heldBy.get(owner) ?? []).map((x) => `${x.owner}.${x.attr}`).join(',')}`;
       holderSigs.set(owner, h);
     }
     return h;
   };
-  for (const r of recs) {
+  for (const r of ix.recs) {
     const L = r.layer;
     const attr = L.attr ?? '';
     const owner = L.ownerClass ?? '';
-    const tie = tiedTo.get(r);
-    const keyOwner = keyTied.get(`${owner}.${attr}`)
+    const tie = ix.tiedTo.get(r);
+    const keyOwner = ix.keyTied.get(`${owner}.${attr}`)
       ?? ((ctx.tiedKeys.get(owner) ?? []).some((k) => k.replace(/\.weight$/, '').split('.').pop() === attr) ? owner : undefined);
-    const fwdUse = lastInForward.get(r);
+    const fwdUse = ix.lastInForward.get(r);
     const key = r.snap ? `${embSig}\u0001${tie ?? ''}\u0001${keyOwner ?? ''}\u0001${fwdUse ?? ''}\u0001${owner ? holderSig(owner) : ''}` : undefined;
     const hit = r.snap?.roleMemo;
     if (hit && hit.key === key) {
@@ -242,147 +329,183 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
       if (hit.vocab !== undefined) ctx.vocabNames.add(hit.vocab);
       continue;
     }
-    const vocab = classify(r, L, attr, owner, tie, keyOwner);
+    const vocab = classify(ix, r, { attr, owner, tie, keyOwner });
     if (r.snap && key !== undefined) {
       r.snap.roleMemo = { key, role: L.role, roleReasons: L.roleReasons.slice(), tied: L.tied, tiedByConfig: L.tiedByConfig, vocab };
     }
   }
+}
 
-  /** `x = self.<attr>(...)` then `topk(x` / `x.topk(` / `gumbel_softmax(x` in the owner class: what picks. */
-  function selectionUse(owner: string, attr: string): string | undefined {
-    const cm = ctx.classes.get(owner);
-    if (!cm) return undefined;
-    const text = src.slice(cm.rec.start, cm.rec.end);
-    let selects = selecting.get(owner);
-    if (selects === undefined) selecting.set(owner, (selects = SELECTION.test(text)));
-    if (!selects) return undefined;
-    const names = [...text.matchAll(new RegExp(String.raw`(\w+)\s*=\s*(?:[\w.]+\()?\s*self\.${attr}\s*\(`, 'g'))].map((m) => m[1]);
-    for (const n of [...names, `self\\.${attr}\\s*\\([^)]*\\)`]) {
-      const m = new RegExp(String.raw`\b(topk|gumbel_softmax)\s*\(\s*(?:\w+\.)*(?:softmax\s*\(\s*)?${n}(?!\w)|\b${n}(?:\.\w+\([^()]*\))*\s*\.\s*(topk)\s*\(`).exec(text);
-      if (m) return `${m[1] ?? m[2]}`;
-    }
-    return undefined;
+/** `x = self.<attr>(...)` then `topk(x` / `x.topk(` / `gumbel_softmax(x` in the owner class: what picks. */
+function selectionUse(ix: RoleIndex, owner: string, attr: string): string | undefined {
+  const { src } = ix.ctx;
+  const cm = ix.ctx.classes.get(owner);
+  if (!cm) return undefined;
+  const text = src.slice(cm.rec.start, cm.rec.end);
+  let selects = ix.selecting.get(owner);
+  if (selects === undefined) ix.selecting.set(owner, (selects = SELECTION.test(text)));
+  if (!selects) return undefined;
+  const names = [...text.matchAll(new RegExp(String.raw`(\w+)\s*=\s*(?:[\w.]+\()?\s*self\.${attr}\s*\(`, 'g'))].map((m) => m[1]);
+  for (const n of [...names, `self\\.${attr}\\s*\\([^)]*\\)`]) {
+    const m = new RegExp(String.raw`\b(topk|gumbel_softmax)\s*\(\s*(?:\w+\.)*(?:softmax\s*\(\s*)?${n}(?!\w)|\b${n}(?:\.\w+\([^()]*\))*\s*\.\s*(topk)\s*\(`).exec(text);
+    if (m) return `${m[1] ?? m[2]}`;
   }
+  return undefined;
+}
 
-  function classify(r: LayerRec, L: LayerRec['layer'], attr: string, owner: string, tie: string | undefined, keyOwner: string | undefined): string | undefined {
-    let vocab: string | undefined;
-    const reasons: string[] = [];
-    const segs = (L.path ?? '').split(/[.[\]*]+/).filter(Boolean);
-    const outText = (L.outFeatures?.text ?? '').replace(/\s+/g, '');
-    const outVia = [outText, ...r.outVia.map((v) => v.replace(/\s+/g, ''))];
-    const keyTie = keyOwner !== undefined;
-    if (tie || keyTie) L.tied = true;
-    // Hugging Face ties the keys it lists only when the config says so (tie_word_embeddings).
-    if (!tie && keyTie) L.tiedByConfig = true;
+/** One layer's place: its attribute, its owner class, the embedding it is tied to and the class listing its key. */
+interface LayerPlace { attr: string; owner: string; tie?: string; keyOwner?: string }
 
-    // A library class that says what it is (an adaptive softmax, a word + position embedding module): the catalogue.
-    const hint = r.ctor.roleHint;
-    if (hint && (hint.role === 'lm_head' || hint.role === 'embedding') && L.kind === 'other') {
-      if (hint.weightsOnlyWhen && L.options[hint.weightsOnlyWhen] === 'False') { setRole(L, 'other', []); return vocab; }
-      setRole(L, hint.role, [tie ? `${hint.note}, weights tied to ${tie}` : `${r.ctor.display} is ${hint.note}`]);
-      return vocab;
-    }
-    if (L.kind === 'embedding') {
-      setRole(L, 'embedding', [tie ? `embedding table, weights tied to ${tie}` : `${r.ctor.display} is a lookup table (embedding)`]);
-      return vocab;
-    }
-    if (L.kind === 'layernorm' || L.kind === 'rmsnorm') {
-      setRole(L, 'norm', [`${L.kind === 'rmsnorm' ? 'RMS' : 'layer'} normalisation`]);
-      return vocab;
-    }
-    if (L.kind === 'other' || L.kind === 'conv') {
-      // Library blocks say what they are (the catalogue's role hints: TE's attention, timm's Mlp).
-      if (hint && (hint.role === 'attention' || hint.role === 'mlp')) setRole(L, hint.role, [`${r.ctor.display} is ${hint.note}`]);
-      else setRole(L, 'other', []);
-      return vocab;
-    }
-    // lm-head evidence
-    let score = 0;
-    const vocabHit = outVia.find((t) => isVocabText(t) || embeddingTexts.has(t));
-    if (vocabHit !== undefined) {
-      score += 3;
-      // Shown as written (single spaces), not the whitespace-free matching key (`a or b`, not `aorb`).
-      const shown = [L.outFeatures?.text ?? '', ...r.outVia].find((t) => t.replace(/\s+/g, '') === vocabHit)?.replace(/\s+/g, ' ').trim();
-      reasons.push(`vocabulary-sized output (${shown || vocabHit || outText})`);
-      vocab = vocabHit || outText;
-      ctx.vocabNames.add(vocab);
-    }
-    else if (L.outFeatures?.value !== undefined && L.outFeatures.value >= 1000 && vocabValues.has(L.outFeatures.value)
-      // A coincidence inside a block (an MLP width that equals the vocabulary size) is no evidence.
-      && !ATTN_CLASS.test(owner) && !MLP_CLASS.test(owner) && !/Block|Layer$/.test(owner)) {
-      score += 3; reasons.push(`output size ${L.outFeatures.value} equals the embedding's vocabulary size`);
-    }
-    if (tie) { score += 3; reasons.push(`weights tied to the embedding ${tie}`); }
-    else if (keyTie) { score += 3; reasons.push(`listed in ${keyOwner}._tied_weights_keys: tied to the input embedding when the config ties word embeddings`); }
-    const fwd = lastInForward.get(r);
-    if (fwd) { score += 2; reasons.push(`produces the logits: ${fwd}`); }
-    if (STRONG_HEAD_NAME.test(attr)) { score += 2; reasons.push(`named ${attr}`); }
-    else if (WEAK_HEAD_NAME.test(attr)) { score += 1; reasons.push(`named ${attr} (a common lm-head name, weak evidence alone)`); }
-    const outVal = L.outFeatures?.value;
-    const inAttnOrMlp = ATTN_CLASS.test(owner) || MLP_CLASS.test(owner);
-    // A small output inside an attention or MLP class is an internal gate (a value-embedding gate, a per-head
-    // scale), not a classifier: its role comes from the class below.
-    const classifierLike = outVia.some((t) => CLASSIFIER_NAME.test(t)) || (outVal !== undefined && outVal <= 16 && !inAttnOrMlp);
-    const strong = vocabHit !== undefined || tie !== undefined || keyTie || reasons.some((x) => x.startsWith('output size'));
-    if (strong) {
-      setRole(L, 'lm_head', reasons);
-      return vocab;
-    }
-    // A low-rank adapter (LoRA's lora_A / lora_B): neither a classifier nor a block projection.
-    if (LORA_NAME.test(attr) || segs.some((x) => LORA_NAME.test(x))) {
-      setRole(L, 'other', ['low-rank adapter (LoRA)']);
-      return vocab;
-    }
-    // A discrete choice made from the output (top-k, Gumbel-softmax): a router, whatever its name.
-    const choice = owner && attr ? selectionUse(owner, attr) : undefined;
-    if (choice) {
-      setRole(L, 'router', [`its output picks discretely (${choice}): a router`]);
-      return vocab;
-    }
-    // router (MoE gate): one output per expert outweighs position and name evidence for a head
-    const widthOut = (outVal !== undefined && outVal > 512) || outVia.some((t) => WIDTH_NAME.test(t));
-    if (outVia.some((t) => EXPERTS_NAME.test(t)) || (ROUTER_NAME.test(attr) && MOE_CLASS.test(owner) && !widthOut)) {
-      setRole(L, 'router', [outVia.some((t) => EXPERTS_NAME.test(t)) ? `one output per expert (${outText})` : `named ${attr} in ${owner}: the MoE router`]);
-      return vocab;
-    }
-    if (score >= 2 && !classifierLike && !inAttnOrMlp && !/Router|Gate(?!d)|Routing/.test(owner)) {
-      setRole(L, 'lm_head', reasons);
-      return vocab;
-    }
-    if (classifierLike) {
-      setRole(L, 'classifier', [outVal !== undefined && outVal <= 16 ? `small output (${outVal} features)` : `output size is a class count (${outText})`]);
-      return vocab;
-    }
-    // The container the layer sits in names it best (`mlp[*]` inside a ResidualAttentionBlock), then its class,
-    // then its own name.
-    const outerSegs = segs.slice(0, -1).concat(segs.length > 1 || L.container ? [segs[segs.length - 1]] : []);
-    if (outerSegs.some((s) => /^(mlp|ffn|feed_forward|ff|mlp_block|feedforward|dense_relu_dense|intermediate)$/i.test(s))) { setRole(L, 'mlp', [`inside ${L.path}`]); return vocab; }
-    if (outerSegs.some((s) => /^(attn|attention|self_attn|cross_attn|self_attention|mha|encdec_attn)$/i.test(s))) { setRole(L, 'attention', [`inside ${L.path}`]); return vocab; }
-    const blockish = /Block|Layer$|Residual|Decoder|Encoder/.test(owner);
-    // Built by a helper function named for what it builds (`def FeedForward(dim): return nn.Sequential(...)`).
-    const maker = L.viaFactory ?? '';
-    if (maker && MLP_CLASS.test(maker) && !ATTN_CLASS.test(maker)) { setRole(L, 'mlp', [`built by ${maker}()`]); return vocab; }
-    if (maker && ATTN_CLASS.test(maker) && !MLP_CLASS.test(maker)) { setRole(L, 'attention', [`built by ${maker}()`]); return vocab; }
-    if (MLP_CLASS.test(owner) && !(blockish && ATTN_NAME.test(attr))) { setRole(L, 'mlp', [`inside ${owner}`]); return vocab; }
-    if (ATTN_CLASS.test(owner) && !(blockish && MLP_NAME.test(attr))) { setRole(L, 'attention', [`inside ${owner}`]); return vocab; }
-    if (ATTN_NAME.test(attr)) { setRole(L, 'attention', [`named ${attr}`]); return vocab; }
-    if (MLP_NAME.test(attr)) { setRole(L, 'mlp', [`named ${attr}`]); return vocab; }
-    const inText = (L.inFeatures?.text ?? '').replace(/\s+/g, '');
-    const ffnIn = inText && FFN_WIDTH.test(inText);
-    const ffnOut = outVia.find((t) => t && FFN_WIDTH.test(t));
-    if (ffnIn || ffnOut) {
-      setRole(L, 'mlp', [ffnIn ? `its input is the feed-forward width (${inText})` : `its output is the feed-forward width (${ffnOut})`]);
-      return vocab;
-    }
-    const held = owner && !reasons.length ? roleFromHolders(owner) : undefined;
-    if (held) {
-      const by = (heldBy.get(owner) ?? []).map((h) => `${h.owner}.${h.attr}`).join(', ');
-      setRole(L, held, [`inside ${owner}, held by ${by}`]);
-      return vocab;
-    }
-    setRole(L, 'other', reasons.length ? [...reasons, 'not enough evidence for an lm-head'] : []);
-    return vocab;
+/** The lm-head evidence gathered for one projection. */
+interface HeadEvidence {
+  score: number;
+  reasons: string[];
+  /** The vocabulary size the output matches, recorded in ctx.vocabNames. */
+  vocab?: string;
+  /** Evidence strong enough alone: a vocabulary-sized output, a tie, a `_tied_weights_keys` entry. */
+  strong: boolean;
+  /** The output size is a class count or tiny (outside attention/MLP classes). */
+  classifierLike: boolean;
+  /** The output texts: as built and through the locals it came from (whitespace-free). */
+  outVia: string[];
+}
+
+/** Sets the role of one layer (tied flags included); returns the vocabulary text it matched, if any. */
+function classify(ix: RoleIndex, r: LayerRec, at: LayerPlace): string | undefined {
+  const L = r.layer;
+  const keyTie = at.keyOwner !== undefined;
+  if (at.tie || keyTie) L.tied = true;
+  // Hugging Face ties the keys it lists only when the config says so (tie_word_embeddings).
+  if (!at.tie && keyTie) L.tiedByConfig = true;
+  const byKind = roleFromKind(r, at.tie);
+  if (byKind) { setRole(L, byKind.role, byKind.reasons); return undefined; }
+  const ev = headEvidence(ix, r, at);
+  const call = roleFromOutput(ix, r, at, ev) ?? roleFromPlace(ix, r, at, ev.outVia, ev.reasons.length > 0)
+    ?? { role: 'other', reasons: ev.reasons.length ? [...ev.reasons, 'not enough evidence for an lm-head'] : [] };
+  setRole(L, call.role, call.reasons);
+  return ev.vocab;
+}
+
+/** Roles that the layer's kind decides alone: catalogue role hints, embeddings, norms, blocks and convolutions. */
+function roleFromKind(r: LayerRec, tie: string | undefined): RoleCall | undefined {
+  const L = r.layer;
+  // A library class that says what it is (an adaptive softmax, a word + position embedding module): the catalogue.
+  const hint = r.ctor.roleHint;
+  if (hint && (hint.role === 'lm_head' || hint.role === 'embedding') && L.kind === 'other') {
+    if (hint.weightsOnlyWhen && L.options[hint.weightsOnlyWhen] === 'False') return { role: 'other', reasons: [] };
+    return { role: hint.role, reasons: [tie ? `${hint.note}, weights tied to ${tie}` : `${r.ctor.display} is ${hint.note}`] };
   }
+  if (L.kind === 'embedding') {
+    return { role: 'embedding', reasons: [tie ? `embedding table, weights tied to ${tie}` : `${r.ctor.display} is a lookup table (embedding)`] };
+  }
+  if (L.kind === 'layernorm' || L.kind === 'rmsnorm') return { role: 'norm', reasons: [`${L.kind === 'rmsnorm' ? 'RMS' : 'layer'} normalisation`] };
+  if (L.kind === 'other' || L.kind === 'conv') {
+    // Library blocks say what they are (the catalogue's role hints: TE's attention, timm's Mlp).
+    if (hint && (hint.role === 'attention' || hint.role === 'mlp')) return { role: hint.role, reasons: [`${r.ctor.display} is ${hint.note}`] };
+    return { role: 'other', reasons: [] };
+  }
+  return undefined;
+}
+
+/** The lm-head evidence of a projection: vocabulary-sized output, a tie, producing the logits, its name. */
+function headEvidence(ix: RoleIndex, r: LayerRec, at: LayerPlace): HeadEvidence {
+  const L = r.layer;
+  const { attr, owner, tie, keyOwner } = at;
+  let vocab: string | undefined;
+  const reasons: string[] = [];
+  let score = 0;
+  const outText = (L.outFeatures?.text ?? '').replace(/\s+/g, '');
+  const outVia = [outText, ...r.outVia.map((v) => v.replace(/\s+/g, ''))];
+  const vocabHit = outVia.find((t) => isVocabText(t) || ix.embeddingTexts.has(t));
+  if (vocabHit !== undefined) {
+    score += 3;
+    // Shown as written (single spaces), not the whitespace-free matching key (`a or b`, not `aorb`).
+    const shown = [L.outFeatures?.text ?? '', ...r.outVia].find((t) => t.replace(/\s+/g, '') === vocabHit)?.replace(/\s+/g, ' ').trim();
+    reasons.push(`vocabulary-sized output (${shown || vocabHit || outText})`);
+    vocab = vocabHit || outText;
+    ix.ctx.vocabNames.add(vocab);
+  }
+  else if (L.outFeatures?.value !== undefined && L.outFeatures.value >= 1000 && ix.vocabValues.has(L.outFeatures.value)
+    // A coincidence inside a block (an MLP width that equals the vocabulary size) is no evidence.
+    && !ATTN_CLASS.test(owner) && !MLP_CLASS.test(owner) && !/Block|Layer$/.test(owner)) {
+    score += 3; reasons.push(`output size ${L.outFeatures.value} equals the embedding's vocabulary size`);
+  }
+  const keyTie = keyOwner !== undefined;
+  if (tie) { score += 3; reasons.push(`weights tied to the embedding ${tie}`); }
+  else if (keyTie) { score += 3; reasons.push(`listed in ${keyOwner}._tied_weights_keys: tied to the input embedding when the config ties word embeddings`); }
+  const fwd = ix.lastInForward.get(r);
+  if (fwd) { score += 2; reasons.push(`produces the logits: ${fwd}`); }
+  if (STRONG_HEAD_NAME.test(attr)) { score += 2; reasons.push(`named ${attr}`); }
+  else if (WEAK_HEAD_NAME.test(attr)) { score += 1; reasons.push(`named ${attr} (a common lm-head name, weak evidence alone)`); }
+  const outVal = L.outFeatures?.value;
+  // A small output inside an attention or MLP class is an internal gate (a value-embedding gate, a per-head
+  // scale), not a classifier: its role comes from the class below.
+  const classifierLike = outVia.some((t) => CLASSIFIER_NAME.test(t)) || (outVal !== undefined && outVal <= 16 && !inAttnOrMlp(owner));
+  const strong = vocabHit !== undefined || tie !== undefined || keyTie || reasons.some((x) => x.startsWith('output size'));
+  return { score, reasons, vocab, strong, classifierLike, outVia };
+}
+
+function inAttnOrMlp(owner: string): boolean {
+  return ATTN_CLASS.test(owner) || MLP_CLASS.test(owner);
+}
+
+/** Roles the output decides: an lm-head, a LoRA adapter, a router (selection or one output per expert), a classifier. */
+function roleFromOutput(ix: RoleIndex, r: LayerRec, at: LayerPlace, ev: HeadEvidence): RoleCall | undefined {
+  const L = r.layer;
+  const { attr, owner } = at;
+  if (ev.strong) return { role: 'lm_head', reasons: ev.reasons };
+  const segs = (L.path ?? '').split(/[.[\]*]+/).filter(Boolean);
+  // A low-rank adapter (LoRA's lora_A / lora_B): neither a classifier nor a block projection.
+  if (LORA_NAME.test(attr) || segs.some((x) => LORA_NAME.test(x))) return { role: 'other', reasons: ['low-rank adapter (LoRA)'] };
+  // A discrete choice made from the output (top-k, Gumbel-softmax): a router, whatever its name.
+  const choice = owner && attr ? selectionUse(ix, owner, attr) : undefined;
+  if (choice) return { role: 'router', reasons: [`its output picks discretely (${choice}): a router`] };
+  // router (MoE gate): one output per expert outweighs position and name evidence for a head
+  const outVal = L.outFeatures?.value;
+  const outText = ev.outVia[0];
+  const widthOut = (outVal !== undefined && outVal > 512) || ev.outVia.some((t) => WIDTH_NAME.test(t));
+  if (ev.outVia.some((t) => EXPERTS_NAME.test(t)) || (ROUTER_NAME.test(attr) && MOE_CLASS.test(owner) && !widthOut)) {
+    return { role: 'router', reasons: [ev.outVia.some((t) => EXPERTS_NAME.test(t)) ? `one output per expert (${outText})` : `named ${attr} in ${owner}: the MoE router`] };
+  }
+  if (ev.score >= 2 && !ev.classifierLike && !inAttnOrMlp(owner) && !/Router|Gate(?!d)|Routing/.test(owner)) return { role: 'lm_head', reasons: ev.reasons };
+  if (ev.classifierLike) {
+    return { role: 'classifier', reasons: [outVal !== undefined && outVal <= 16 ? `small output (${outVal} features)` : `output size is a class count (${outText})`] };
+  }
+  return undefined;
+}
+
+/**
+ * Attention or MLP from where the layer sits: the container names it best (`mlp[*]` inside a ResidualAttentionBlock),
+ * then the factory that builds it, its class, its own name, a feed-forward width, the classes that hold its class.
+ */
+function roleFromPlace(ix: RoleIndex, r: LayerRec, at: LayerPlace, outVia: string[], hasHeadReasons: boolean): RoleCall | undefined {
+  const L = r.layer;
+  const { attr, owner } = at;
+  const segs = (L.path ?? '').split(/[.[\]*]+/).filter(Boolean);
+  const outerSegs = segs.slice(0, -1).concat(segs.length > 1 || L.container ? [segs[segs.length - 1]] : []);
+  if (outerSegs.some((s) => /^(mlp|ffn|feed_forward|ff|mlp_block|feedforward|dense_relu_dense|intermediate)$/i.test(s))) return { role: 'mlp', reasons: [`inside ${L.path}`] };
+  if (outerSegs.some((s) => /^(attn|attention|self_attn|cross_attn|self_attention|mha|encdec_attn)$/i.test(s))) return { role: 'attention', reasons: [`inside ${L.path}`] };
+  const blockish = /Block|Layer$|Residual|Decoder|Encoder/.test(owner);
+  // Built by a helper function named for what it builds (`def FeedForward(dim): return nn.Sequential(...)`).
+  const maker = L.viaFactory ?? '';
+  if (maker && MLP_CLASS.test(maker) && !ATTN_CLASS.test(maker)) return { role: 'mlp', reasons: [`built by ${maker}()`] };
+  if (maker && ATTN_CLASS.test(maker) && !MLP_CLASS.test(maker)) return { role: 'attention', reasons: [`built by ${maker}()`] };
+  if (MLP_CLASS.test(owner) && !(blockish && ATTN_NAME.test(attr))) return { role: 'mlp', reasons: [`inside ${owner}`] };
+  if (ATTN_CLASS.test(owner) && !(blockish && MLP_NAME.test(attr))) return { role: 'attention', reasons: [`inside ${owner}`] };
+  if (ATTN_NAME.test(attr)) return { role: 'attention', reasons: [`named ${attr}`] };
+  if (MLP_NAME.test(attr)) return { role: 'mlp', reasons: [`named ${attr}`] };
+  const inText = (L.inFeatures?.text ?? '').replace(/\s+/g, '');
+  const ffnIn = inText && FFN_WIDTH.test(inText);
+  const ffnOut = outVia.find((t) => t && FFN_WIDTH.test(t));
+  if (ffnIn || ffnOut) {
+    return { role: 'mlp', reasons: [ffnIn ? `its input is the feed-forward width (${inText})` : `its output is the feed-forward width (${ffnOut})`] };
+  }
+  const held = owner && !hasHeadReasons ? roleFromHolders(ix.heldBy, owner) : undefined;
+  if (held) {
+    const by = (ix.heldBy.get(owner) ?? []).map((h) => `${h.owner}.${h.attr}`).join(', ');
+    return { role: held, reasons: [`inside ${owner}, held by ${by}`] };
+  }
+  return undefined;
 }
 
 function setRole(L: LayerRec['layer'], role: LayerRole, reasons: string[]): void {
