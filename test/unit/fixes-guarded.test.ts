@@ -99,7 +99,7 @@ describe('fixes: shape-guarded conversions route through the factory', function 
     assert.doesNotMatch(out, /te\.Linear\(config/);
   });
 
-  for (const name of ['llama_config.py', 'vit_site.py', 'litgpt_presets.py', 'argparse_mlp.py']) {
+  for (const name of ['llama_config.py', 'vit_site.py', 'litgpt_presets.py', 'argparse_mlp.py', 'gpt_style.py', 'whisper_style.py', 'qwen_style.py', 'timm_factory_kwargs.py']) {
     it(`${name}: convert all converts >= 90 % of the large Linears; forward + backward on CPU equal the original's`, function () {
       const text = facet(name);
       const before = bigLinears(irOf(text)).length;

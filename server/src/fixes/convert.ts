@@ -13,6 +13,7 @@ import { PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
 import { addImport, teAccess } from './imports';
 import { planParallel } from './parallel';
 import { constructorSite, splitCallArgs, type CallArg, type CallArgs } from './source';
+import { splatKeys } from './splat';
 
 export { constructorSite } from './source';
 import type { Fix, FixContext } from './types';
@@ -99,8 +100,12 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
   const drop: CallArg[] = [];
   const droppedMeaningful: string[] = [];
   const present = new Set<string>();
-  const positional = call.args.filter((a) => !a.name);
-  if (call.args.some((a) => /^\*/.test(a.value) && !a.name)) return { edits, droppedMeaningful, refusal: 'it passes *args/**kwargs, whose names cannot be checked.', label: '*args/**kwargs' };
+  const positional = call.args.filter((a) => !a.name && !/^\*/.test(a.value.trim()));
+  const splats = call.args.filter((a) => /^\*/.test(a.value) && !a.name);
+  const splatRefusal = { edits, droppedMeaningful, refusal: 'it passes *args/**kwargs, whose names cannot be checked.', label: '*args/**kwargs' };
+  if (splats.length && (layer.kind !== 'linear' && layer.kind !== 'parallel-linear')) return splatRefusal;
+  const named = splats.length ? namedSplats(ctx.text, layer, splats) : [];
+  if (!named) return splatRefusal;
 
   const parallel = layer.kind === 'parallel-linear' ? planParallel(ctx.ir, layer, call) : undefined;
   if (parallel?.refusal) return { edits, droppedMeaningful, refusal: parallel.refusal, label: 'tensor-parallel options' };
@@ -115,6 +120,14 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
     }
     // The class's own spellings (Megatron's input_size / skip_bias_add) come from the catalogue.
     const renames = { ...LINEAR_RENAMES, ...teRenames(layer.resolved) };
+    for (const { arg, keys } of named) {
+      const targets = keys.map((k) => renames[k] ?? k);
+      const bad = keys.filter((_, i) => !TE_LINEAR_KWARGS.has(targets[i]) || present.has(targets[i]) || parallel?.handled.has(keys[i]));
+      if (bad.length) return { edits, droppedMeaningful, refusal: `it passes ${arg.value.trim()} with ${bad.join(', ')}, which te.Linear does not take.`, label: '*args/**kwargs' };
+      const dict = arg.value.trim().slice(2);
+      edits.push(replace(arg.start, arg.end, keys.map((k, i) => `${targets[i]}=${dict}["${k}"]`).join(', ')));
+      for (const t of targets) present.add(t);
+    }
     for (const arg of call.args) {
       if (!arg.name) continue;
       if (parallel?.handled.has(arg.name)) { drop.push(arg); continue; }
@@ -148,6 +161,18 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
   const add = appendArgs(ctx.text, kept, extra);
   if (add) edits.push(add);
   return { edits, droppedMeaningful, call, ...(parallel?.importLine ? { importLine: parallel.importLine } : {}) };
+}
+
+/** Each `**name` argument with the keys its dict literal binds (see splat.ts), or undefined when one is not such a dict. */
+function namedSplats(text: string, layer: Layer, splats: CallArg[]): { arg: CallArg; keys: string[] }[] | undefined {
+  const out: { arg: CallArg; keys: string[] }[] = [];
+  for (const arg of splats) {
+    const m = /^\*\*\s*([A-Za-z_]\w*)$/.exec(arg.value.trim());
+    const keys = m ? splatKeys(text, layer.span.startOffset, m[1]) : undefined;
+    if (!keys) return undefined;
+    out.push({ arg, keys });
+  }
+  return out;
 }
 
 /** Where planArgs' edits and findings go. */
