@@ -4,7 +4,8 @@ from collections import OrderedDict
 
 from .protocol import BenchError
 
-# family: bf16 | te | torchao | torch-fp8. te: recipe (None = --te-recipe) and fused (te.LayerNormLinear/-MLP).
+# family: bf16 | te | torchao | torch-fp8. te: recipe (None = --te-recipe), fused (te.LayerNormLinear/-MLP) and
+# attention (te-fp8: te.DotProductAttention with the recipe's fp8_dpa; te-bf16: te.DotProductAttention in BF16).
 BACKENDS = OrderedDict([
     ("bf16", {"family": "bf16",
               "label": "BF16 baseline: torch.autocast(bfloat16), fp32 master weights, AdamW"}),
@@ -20,6 +21,18 @@ BACKENDS = OrderedDict([
     ("te-fused", {"family": "te", "recipe": None, "fused": True,
                   "label": "Transformer Engine FP8, fused blocks: norm+QKV as te.LayerNormLinear, norm+MLP as "
                            "te.LayerNormMLP (recipe per --te-recipe), lm-head and embedding in BF16"}),
+    ("te-fused-delayed", {"family": "te", "recipe": "delayed", "fused": True,
+                          "label": "Transformer Engine FP8, DelayedScaling(HYBRID, amax_history_len=16), fused "
+                                   "blocks (te.LayerNormLinear + te.LayerNormMLP), lm-head and embedding in BF16"}),
+    ("te-dpa", {"family": "te", "recipe": "delayed", "fused": False, "attention": "te-fp8",
+                "label": "Transformer Engine FP8, DelayedScaling(HYBRID, fp8_dpa=True): te.Linear/te.RMSNorm/"
+                         "te.LayerNorm and te.DotProductAttention in FP8, lm-head and embedding in BF16"}),
+    ("te-fused-dpa", {"family": "te", "recipe": "delayed", "fused": True, "attention": "te-fp8",
+                      "label": "Transformer Engine FP8, DelayedScaling(HYBRID, fp8_dpa=True): fused blocks and "
+                               "te.DotProductAttention in FP8, lm-head and embedding in BF16"}),
+    ("te-fused-tedpa-bf16", {"family": "te", "recipe": "delayed", "fused": True, "attention": "te-bf16",
+                             "label": "Transformer Engine FP8 GEMMs (DelayedScaling, fused blocks) with "
+                                      "te.DotProductAttention in BF16: isolates TE's attention kernel from FP8 attention"}),
     ("torchao-tensorwise", {"family": "torchao", "recipe": "tensorwise",
                             "label": "torchao float8 training, tensorwise recipe (convert_to_float8_training), "
                                      "lm-head and embedding in BF16"}),
@@ -33,7 +46,8 @@ BACKENDS = OrderedDict([
 ])
 
 ALIASES = {"fp8": "torch-fp8", "torchfp8": "torch-fp8", "torch_fp8": "torch-fp8", "torchao": "torchao-tensorwise",
-           "te-fp8": "te", "te_delayed": "te-delayed", "te_current": "te-current", "te_fused": "te-fused"}
+           "te-fp8": "te", "te_delayed": "te-delayed", "te_current": "te-current", "te_fused": "te-fused",
+           "te_dpa": "te-dpa", "te_fused_delayed": "te-fused-delayed", "te_fused_dpa": "te-fused-dpa"}
 
 # `--backends all`: every backend, each library's variants once.
 ALL = tuple(BACKENDS)

@@ -19,10 +19,12 @@ import contextlib
 import copy
 import math
 import time
+import traceback
 
 import torch
 import torch.nn.functional as F
 
+from . import workloads
 from .protocol import BenchError, log
 
 INFERENCE_BACKENDS = ("bf16", "torchao", "te", "torch-fp8", "modelopt")
@@ -55,12 +57,27 @@ def _attend(attn, x, cache, layer):
         r = h // hk
         k = k[:, :, None].expand(b, hk, r, t, d).reshape(b, h, t, d)
         v = v[:, :, None].expand(b, hk, r, t, d).reshape(b, h, t, d)
-    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d)
-    if s > 1:  # causal within the new tokens; every cached position is visible
-        mask = torch.ones(s, t, dtype=torch.bool, device=x.device).triu(t - s + 1)
-        scores = scores.masked_fill(mask, float("-inf"))
-    y = torch.matmul(torch.softmax(scores.float(), dim=-1).to(v.dtype), v)
+    y = _cached_attention(q, k, v)
     return attn.proj(y.transpose(1, 2).reshape(b, s, h * d))
+
+
+def _cached_attention(q, k, v):
+    """q (b, h, s, d) over k, v (b, h, t, d), t >= s, the last s positions being q's own: causal within the new
+    tokens, every cached position visible. SDPA (flash / memory-efficient kernels) where torch has it: a prefill
+    is plain causal attention, a one-token decode step needs no mask."""
+    s, t = q.shape[2], k.shape[2]
+    if workloads.HAS_SDPA:
+        if s == t:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if s == 1:
+            return F.scaled_dot_product_attention(q, k, v)
+        visible = torch.ones(s, t, dtype=torch.bool, device=q.device).tril(t - s)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=visible)
+    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if s > 1:
+        mask = torch.ones(s, t, dtype=torch.bool, device=q.device).triu(t - s + 1)
+        scores = scores.masked_fill(mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores.float(), dim=-1).to(v.dtype), v)
 
 
 def forward_logits(model, tokens, cache, start):
@@ -161,9 +178,44 @@ def _te(model, hp, te_info, notes):
     from . import te_convert
     plan = te_convert.plan_conversion(model, hp, rule="te")
     notes["conversion"] = te_convert.convert_to_te(model, te, plan)
+    notes["row_padding"] = pad_te_rows(model, te)
     recipe, notes["recipe"] = te_convert.make_recipe(recipe_mod, "current")
     api = te_info.get("api")
     return model, (lambda: te_convert.te_autocast(te, api, recipe))
+
+
+ROW_MULTIPLE = 8  # TE's FP8 GEMMs need the input's leading dimensions to multiply to a multiple of 8
+
+
+def _pad_rows(module, args):
+    x = args[0]
+    rows = x.numel() // x.shape[-1]
+    if rows % ROW_MULTIPLE == 0:
+        module._pl_rows = None
+        return None
+    module._pl_rows = (tuple(x.shape[:-1]), rows)
+    flat = x.reshape(rows, x.shape[-1])
+    return (torch.cat([flat, flat.new_zeros((-rows) % ROW_MULTIPLE, x.shape[-1])]),) + tuple(args[1:])
+
+
+def _unpad_rows(module, args, out):
+    if module._pl_rows is None:
+        return None
+    shape, rows = module._pl_rows
+    return out[:rows].reshape(shape + (out.shape[-1],))
+
+
+def pad_te_rows(model, te):
+    """Decoding feeds batch x 1 rows to every linear: a batch that is not a multiple of 8 would break TE's FP8 GEMM
+    shape rule, so each te.Linear pads its input rows with zeros (and drops them from the output). Returns the count."""
+    n = 0
+    for m in model.modules():
+        if isinstance(m, te.Linear):
+            m._pl_rows = None
+            m.register_forward_pre_hook(_pad_rows)
+            m.register_forward_hook(_unpad_rows)
+            n += 1
+    return n
 
 
 def _modelopt(model, hp, calib, notes):
@@ -275,6 +327,24 @@ def choose_backends(text, env, device):
     return out
 
 
+NOT_COMPILED = {"te": "TE modules under TE autocast run eager", "modelopt": "fake-quant reference, speed not measured"}
+
+
+def compile_blocks(model, backend):
+    """--compile: each block's linears and MLP as separate torch.compile regions (static shapes: one graph for the
+    prefill, one for the decode step), as torchao's float8 inference is meant to run; the attention with its
+    growing KV cache and the lm-head stay eager. Returns what was done, for the result's notes."""
+    if backend in NOT_COMPILED:
+        return "no: " + NOT_COMPILED[backend]
+    if not hasattr(torch, "compile"):
+        return "no: torch %s has no torch.compile" % torch.__version__
+    for blk in model.blocks:
+        blk.attn.qkv = torch.compile(blk.attn.qkv, dynamic=False)
+        blk.attn.proj = torch.compile(blk.attn.proj, dynamic=False)
+        blk.mlp = torch.compile(blk.mlp, dynamic=False)
+    return "yes: attn.qkv, attn.proj and mlp of every block (dynamic=False)"
+
+
 def _peak_reset(device):
     if device == "cuda":
         torch.cuda.empty_cache()
@@ -293,6 +363,7 @@ def run_one(rc, backend, prompts, calib, baseline):
     model = wl.model.eval().to(torch.bfloat16)
     with torch.no_grad():
         model, ctx, notes = prepare_backend(backend, model, wl, device, rc.get("te_info"), calib)
+        notes["compiled"] = compile_blocks(model, backend) if args.compile else "no (--compile not given)"
         logits = []
         for p in prompts:
             with ctx():
@@ -302,7 +373,8 @@ def run_one(rc, backend, prompts, calib, baseline):
     result = {"mode": "inference", "backend": backend, "label": LABELS[backend], "workload": wl.name, "device": device,
               "batch": batch, "prompt_tokens": prompt_len, "new_tokens": args.new_tokens, "repeats": args.repeats,
               "prefill_s": pre_s, "decode_s": dec_s, "peak_memory_bytes": _peak(device),
-              "reference_only": backend == "modelopt", "notes": notes}
+              "reference_only": backend == "modelopt", "compile": bool(args.compile) and backend not in NOT_COMPILED,
+              "notes": notes}
     result.update(throughput(batch, prompt_len, args.new_tokens, pre_s, dec_s))
     if notes.get("emulated"):
         result["label"] += " [EMULATED in fp32 on %s: harness test, not a benchmark]" % device
@@ -310,6 +382,30 @@ def run_one(rc, backend, prompts, calib, baseline):
         result["accuracy"] = merge_accuracy([accuracy(r, x) for r, x in zip(baseline, logits)])
     del model
     return result, logits
+
+
+def run_one_safely(rc, backend, prompts, calib, baseline):
+    """run_one, with any failure of one backend (a library bug, a missing dependency, out of memory) turned into a
+    non-fatal BenchError naming it, so the other backends still run; memory is freed after a failure."""
+    err = None
+    try:
+        return run_one(rc, backend, prompts, calib, baseline)
+    except BenchError as e:
+        err = e
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:
+        if workloads.is_oom(exc):
+            err = BenchError("oom", "out of memory in the %s inference backend: %s" % (backend, str(exc).split("\n")[0][:300]),
+                             "try a smaller --batch or --prompt-len")
+        else:
+            traceback.print_exc()
+            err = BenchError("backend_failed", "%s inference backend failed: %s: %s" % (backend, type(exc).__name__, str(exc)[:500]),
+                             "see the traceback on stderr")
+    err.__traceback__ = err.__context__ = None
+    err.backend, err.fatal = backend, False
+    _peak_reset(rc["device"])
+    raise err
 
 
 def summarize(results):
@@ -342,9 +438,10 @@ def run(session, args, env, device, builder, te_info=None):
         session.state["backend"] = b
         emitter.emit("progress", phase="inference", backend=b, step=len(results) + 1, total=len(backends))
         try:
-            res, logits = run_one(rc, b, prompts, calib, baseline)
+            res, logits = run_one_safely(rc, b, prompts, calib, baseline)
         except BenchError as err:
             if b == "bf16":
+                err.fatal = True
                 raise
             session.error(err)
             continue

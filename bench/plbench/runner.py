@@ -229,9 +229,13 @@ def _prepare_te(rc, backend, model, hp, result):
         result["conversion"] = te_convert.convert_to_te_fused(model, te, hp)
     else:
         result["conversion"] = te_convert.convert_to_te(model, te, te_convert.plan_conversion(model, hp, rule="te"))
+    attention = backends.BACKENDS[backend].get("attention")
     kind = backends.te_recipe_kind(backend, rc.args.te_recipe, bool(rc.args.compile))
     try:
-        recipe, recipe_text = te_convert.make_recipe(recipe_mod, kind)
+        if attention:
+            result["attention"] = {"kernel": "te.DotProductAttention", "fp8": attention == "te-fp8",
+                                   "layers": te_convert.use_te_attention(model, te)}
+        recipe, recipe_text = te_convert.make_recipe(recipe_mod, kind, fp8_dpa=attention == "te-fp8")
     except AttributeError as exc:
         raise BenchError("backend_failed", str(exc), "upgrade Transformer Engine or use --no-compile")
     result["recipe"] = recipe_text

@@ -326,15 +326,32 @@ def convert_to_te_fused(model, te, high_precision):
     return rep
 
 
-def make_recipe(recipe_mod, kind):
-    """kind: 'delayed' -> DelayedScaling(HYBRID, amax_history_len=16, 'max'); 'current' -> Float8CurrentScaling(HYBRID)."""
+def use_te_attention(model, te):
+    """Every preset attention (a module with `core`, `heads`, `kv_heads`, `head_dim`) gets te.DotProductAttention as
+    its kernel: causal, bshd layout, GQA native. Returns the names of the attentions changed."""
+    if not hasattr(te, "DotProductAttention"):
+        raise AttributeError("this Transformer Engine has no DotProductAttention")
+    names = []
+    for name, m in model.named_modules():
+        if all(hasattr(m, a) for a in ("core", "heads", "kv_heads", "head_dim")):
+            m.core = te.DotProductAttention(m.heads, m.head_dim, num_gqa_groups=m.kv_heads, qkv_format="bshd",
+                                            attn_mask_type="causal")
+            names.append(name)
+    return names
+
+
+def make_recipe(recipe_mod, kind, fp8_dpa=False):
+    """kind: 'delayed' -> DelayedScaling(HYBRID, amax_history_len=16, 'max'); 'current' -> Float8CurrentScaling(HYBRID).
+    fp8_dpa: te.DotProductAttention runs in FP8 too (its inputs cast to FP8, output in BF16: fp8_mha stays off)."""
     fmt = recipe_mod.Format.HYBRID
+    extra, extra_text = ({"fp8_dpa": True}, ", fp8_dpa=True") if fp8_dpa else ({}, "")
     if kind == "delayed":
-        return recipe_mod.DelayedScaling(fp8_format=fmt, amax_history_len=16, amax_compute_algo="max"), \
-            "DelayedScaling(fp8_format=Format.HYBRID, amax_history_len=16, amax_compute_algo='max')"
+        return recipe_mod.DelayedScaling(fp8_format=fmt, amax_history_len=16, amax_compute_algo="max", **extra), \
+            "DelayedScaling(fp8_format=Format.HYBRID, amax_history_len=16, amax_compute_algo='max'%s)" % extra_text
     if not hasattr(recipe_mod, "Float8CurrentScaling"):
         raise AttributeError("this Transformer Engine has no Float8CurrentScaling (needs TE >= 2.2)")
-    return recipe_mod.Float8CurrentScaling(fp8_format=fmt), "Float8CurrentScaling(fp8_format=Format.HYBRID)"
+    return recipe_mod.Float8CurrentScaling(fp8_format=fmt, **extra), \
+        "Float8CurrentScaling(fp8_format=Format.HYBRID%s)" % extra_text
 
 
 def te_autocast(te, api, recipe):

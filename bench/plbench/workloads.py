@@ -57,12 +57,18 @@ class Attention(nn.Module):
         self.head_dim = hidden // heads
         self.qkv = nn.Linear(hidden, (heads + 2 * kv_heads) * self.head_dim, bias=bias, device=device)
         self.proj = nn.Linear(heads * self.head_dim, hidden, bias=bias, device=device)
+        # The attention kernel: None = SDPA (causal_attention); te_convert.use_te_attention sets a
+        # te.DotProductAttention (bshd layout, GQA native, causal), run in FP8 where the recipe says fp8_dpa.
+        self.core = None
 
     def forward(self, x):
         b, s, _ = x.shape
         h, hk, d = self.heads, self.kv_heads, self.head_dim
         qkv = self.qkv(x)
         q, k, v = qkv.split([h * d, hk * d, hk * d], dim=-1)
+        if self.core is not None:
+            y = self.core(q.view(b, s, h, d), k.view(b, s, hk, d), v.view(b, s, hk, d))
+            return self.proj(y.reshape(b, s, h * d))
         q = q.view(b, s, h, d).transpose(1, 2)
         k = k.view(b, s, hk, d).transpose(1, 2)
         v = v.view(b, s, hk, d).transpose(1, 2)

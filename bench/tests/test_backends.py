@@ -103,7 +103,8 @@ def test_gate_one_error_per_missing_library_naming_its_backends():
     assert runnable == ["bf16", "torch-fp8"]
     codes = {e.code: e for e in errors}
     assert set(codes) == {"te_missing", "torchao_missing"}
-    assert codes["te_missing"].extra["backends"] == ["te", "te-delayed", "te-current", "te-fused"]
+    assert codes["te_missing"].extra["backends"] == ["te", "te-delayed", "te-current", "te-fused", "te-fused-delayed",
+                                                     "te-dpa", "te-fused-dpa", "te-fused-tedpa-bf16"]
     ao = codes["torchao_missing"]
     assert ao.extra["backends"] == ["torchao-tensorwise", "torchao-rowwise"] and ao.exit_code == EXIT_TORCHAO_MISSING
     assert ao.fatal is False and ao.message == "torchao not installed"
@@ -322,3 +323,43 @@ def test_profile_steps_through_the_cli():
     assert prof["top_kernels"] and "gemm" in prof["families_ms_per_step"]  # aten::mm / addmm on the CPU
     bad = run_bench(["--device", "cpu", "--workload", "tiny", "--profile-steps", "-1"])
     assert bad.rc == 2 and bad.errors("usage")
+
+
+# -- TE: te.DotProductAttention (FP8 attention) ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("build", [gpt_tiny, llama_tiny])
+def test_te_attention_computes_the_same_function(fake_te, build):
+    te, _ = fake_te
+    model, batch = build()
+    with torch.no_grad():
+        before = model(*batch).item()
+    names = te_convert.use_te_attention(model, te)
+    assert names == ["blocks.0.attn", "blocks.1.attn"]
+    assert all(isinstance(model.get_submodule(n).core, te.DotProductAttention) for n in names)
+    assert model.blocks[0].attn.core.groups == model.blocks[0].attn.kv_heads  # GQA handed to TE, not expanded
+    with torch.no_grad():
+        assert model(*batch).item() == pytest.approx(before, rel=1e-5)
+
+
+def test_fp8_attention_recipe_and_backends(fake_te):
+    _, recipe = fake_te
+    r, text = te_convert.make_recipe(recipe, "delayed", fp8_dpa=True)
+    assert r.fp8_dpa is True and r.fp8_mha is False and text.endswith("fp8_dpa=True)")
+    assert te_convert.make_recipe(recipe, "delayed")[0].fp8_dpa is False
+    assert te_convert.make_recipe(recipe, "current", fp8_dpa=True)[0].fp8_dpa is True
+    spec = backends.BACKENDS
+    assert (spec["te-dpa"]["attention"], spec["te-dpa"]["fused"]) == ("te-fp8", False)
+    assert (spec["te-fused-dpa"]["attention"], spec["te-fused-dpa"]["fused"]) == ("te-fp8", True)
+    assert spec["te-fused-tedpa-bf16"]["attention"] == "te-bf16"
+    for name in ("te-fused-delayed", "te-dpa", "te-fused-dpa", "te-fused-tedpa-bf16"):
+        assert backends.te_recipe_kind(name, "auto", True) == "delayed"  # never the compile-time auto switch
+
+
+def test_te_dpa_backend_end_to_end_with_fake_te():
+    r = run_bench(["--workload", "tiny", "--device", "cpu", "--backends", "bf16,te-fused-dpa", "--steps", "2",
+                   "--warmup", "1", "--no-compile"], pythonpath=[FAKE_TE])
+    assert r.rc == 0, r.stderr
+    bf16, dpa = r.of("result")
+    assert dpa["attention"] == {"kernel": "te.DotProductAttention", "fp8": True, "layers": ["blocks.0.attn", "blocks.1.attn"]}
+    assert dpa["recipe"].startswith("DelayedScaling") and "fp8_dpa=True" in dpa["recipe"]
+    assert dpa["losses"][0] == pytest.approx(bf16["losses"][0], rel=1e-4)  # fake TE = plain torch math

@@ -118,3 +118,77 @@ def test_inference_mode_errors(bench):
     assert r.errors("backend_failed") and r.rc != 0
     r = bench(["--mode", "inference", "--device", "cpu", "--workload", "mymodel:make"])
     assert r.errors("usage") and "presets" in r.errors("usage")[0]["message"]
+
+
+def test_a_chunk_of_several_tokens_over_the_cache_equals_the_full_forward():
+    # the masked branch: several new tokens attending to the cache and causally to each other
+    model = _model(LLAMA)
+    tokens = torch.randint(0, LLAMA.vocab, (2, 12))
+    with torch.no_grad():
+        full = _reference_logits(model, tokens)
+        cache = {}
+        inference.forward_logits(model, tokens[:, :7], cache, 0)
+        chunk = inference.forward_logits(model, tokens[:, 7:12], cache, 7)
+    assert torch.allclose(chunk, full[:, 7:12], atol=1e-5)
+
+
+class _FakeTE(object):
+    class Linear(torch.nn.Linear):
+        seen_rows = []
+
+        def forward(self, x):
+            rows = x.numel() // x.shape[-1]
+            assert rows % 8 == 0, "FP8 GEMM shape rule: %d rows" % rows
+            self.seen_rows.append(rows)
+            return super().forward(x)
+
+
+def test_te_rows_are_padded_to_the_fp8_gemm_rule_and_the_output_is_unchanged():
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(_FakeTE.Linear(16, 32), torch.nn.ReLU(), _FakeTE.Linear(32, 16))
+    x = torch.randn(3, 1, 16)  # a decode step at batch 3
+    with torch.no_grad():
+        lin = torch.nn.functional.linear
+        ref = lin(torch.relu(lin(x, model[0].weight, model[0].bias)), model[2].weight, model[2].bias)
+        assert inference.pad_te_rows(model, _FakeTE) == 2
+        out = model(x)
+        again = model(torch.randn(8, 2, 16))  # 16 rows: no padding, hooks reset
+    assert out.shape == (3, 1, 16) and torch.allclose(out, ref, atol=1e-6)
+    assert _FakeTE.Linear.seen_rows == [8, 8, 16, 16] and again.shape == (8, 2, 16)
+
+
+def test_compile_blocks_says_what_it_did():
+    model = _model(PRESETS["tiny"])
+    assert inference.compile_blocks(model, "te").startswith("no: TE modules")
+    assert inference.compile_blocks(model, "modelopt").startswith("no: fake-quant")
+    if not hasattr(torch, "compile"):
+        assert inference.compile_blocks(model, "bf16").startswith("no: torch")
+        return
+    assert inference.compile_blocks(model, "bf16").startswith("yes")
+    assert all(type(b.mlp).__name__ == "OptimizedModule" for b in model.blocks)
+
+
+def test_a_backend_that_raises_is_one_non_fatal_error_naming_it():
+    import types
+
+    def broken_builder():
+        raise RuntimeError("library bug")
+    rc = {"args": types.SimpleNamespace(new_tokens=1, repeats=1, compile=False), "device": "cpu",
+          "builder": broken_builder}
+    try:
+        inference.run_one_safely(rc, "torchao", [], [], None)
+        raise AssertionError("must raise")
+    except inference.BenchError as err:
+        assert err.code == "backend_failed" and err.backend == "torchao" and err.fatal is False
+        assert "RuntimeError: library bug" in err.message
+
+
+def test_real_modelopt_fake_quant_reference_on_cpu(bench):
+    import pytest
+    pytest.importorskip("modelopt.torch.quantization")
+    r = bench(["--mode", "inference", "--device", "cpu", "--workload", "tiny", "--batch", "2", "--prompt-len", "16",
+               "--new-tokens", "2", "--repeats", "1", "--eval-batches", "1", "--backends", "bf16,modelopt"])
+    assert r.rc == 0, r.stderr
+    mo = [e for e in r.of("result") if e["backend"] == "modelopt"][0]
+    assert mo["reference_only"] and "REFERENCE ONLY" in mo["label"]
+    assert 0 < mo["accuracy"]["max_abs_logit_diff"] and mo["accuracy"]["next_token_agreement"] > 0.5

@@ -8,13 +8,20 @@
 #   bench/tools/h200_te.sh path   CARRY     # te_fp8_path.py facts + the converted example per recipe
 #   bench/tools/h200_te.sh bench  PRESET... # every backend, one process per preset, JSON in $OUT
 #   bench/tools/h200_te.sh lmhead PRESET    # the lm-head in FP8 vs BF16 (te-current, torchao-tensorwise, torch-fp8)
+# 2026-12-02 session (bench/results/h200/README.md, "2026-12-02"):
+#   bench/tools/h200_te.sh infer PRESET...  # --mode inference, eager (every backend) and compiled (bf16/torchao/torch-fp8)
+#   bench/tools/h200_te.sh fixtures CARRY   # CARRY/gen2/*.py (Llama / ViT fixtures converted by the fixes) on real TE,
+#                                           # and the PL305 facts with torch.compile(fullgraph=True)
+#   TAG=levers BACKENDS=... bench/tools/h200_te.sh bench PRESET...   # the training levers (te-fused-delayed, te-dpa...)
+# Every benchmark process runs under `timeout $STEP_S` (default 300 s) so that one hang cannot eat a device call.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-bench/results/h200/raw}; mkdir -p "$OUT"
 SITE_DIR=/tmp/site
 export PYTHONUNBUFFERED=1 PYTHONPATH=$SITE_DIR${PYTHONPATH:+:$PYTHONPATH}
 T=bench/tools
-STEPS=${STEPS:-20}; WARMUP=${WARMUP:-5}
+STEPS=${STEPS:-20}; WARMUP=${WARMUP:-5}; STEP_S=${STEP_S:-300}; TAG=${TAG:+-$TAG}
+INFER_ARGS=${INFER_ARGS:---batch 8 --prompt-len 1024 --new-tokens 32 --repeats 3 --eval-batches 4 --calib-batches 4}
 BACKENDS=${BACKENDS:-bf16,te-delayed,te-current,te-fused,torchao-tensorwise,torchao-rowwise,torch-fp8}
 case "${1:-}" in
   setup)
@@ -22,8 +29,10 @@ case "${1:-}" in
     if ls "$c"/tewheel/transformer_engine_torch-*.whl >/dev/null 2>&1; then
       # One pip call for all: a second --target install of the extension would skip (or, with --upgrade, replace)
       # the transformer_engine folder the core wheel made.
+      # CARRY/mo: nvidia-modelopt and the runtime dependencies the machine lacks (omegaconf, pulp without its
+      # non-Linux CBC binaries), for --mode inference's accuracy reference.
       rm -rf "$SITE_DIR"; python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE_DIR" \
-        "$c"/whl/*.whl "$c"/tewheel/*.whl || exit
+        "$c"/whl/*.whl "$c"/tewheel/*.whl $(ls "$c"/mo/*.whl 2>/dev/null) || exit
     else
       bash $T/te_install.sh install "$c/whl" || exit
       cp "$c"/whl/transformer_engine_torch-*.tar.gz /tmp/ 2>/dev/null || cp "$c"/sdist/*.tar.gz /tmp/ || exit
@@ -58,11 +67,36 @@ case "${1:-}" in
     shift
     for w in "$@"; do
       echo "== $w $(date +%T)"
-      python3 bench/benchmark.py --workload "$w" --backends "$BACKENDS" --compile --steps "$STEPS" --warmup "$WARMUP" \
-        --json-out "$OUT/$w.json" 2>>"$OUT/$w-log.txt" | grep -E '"(error|summary)"' | cut -c1-400
-      grep -E "^(bf16|te-|torchao|torch-fp8|GEMM|error)" "$OUT/$w-log.txt"
+      timeout "$STEP_S" python3 bench/benchmark.py --workload "$w" --backends "$BACKENDS" --compile --steps "$STEPS" \
+        --warmup "$WARMUP" ${BENCH_ARGS:-} --json-out "$OUT/$w$TAG.json" 2>>"$OUT/$w$TAG-log.txt" \
+        | grep -E '"(error|summary)"' | cut -c1-400
+      grep -E "^(bf16|te-|torchao|torch-fp8|GEMM|error)" "$OUT/$w$TAG-log.txt"
     done
-    (cd "$OUT" && tar czf "results-$(date +%H%M%S).tgz" --remove-files *.json *-log.txt 2>/dev/null); ls -l "$OUT"
+    ls -l "$OUT"
+    ;;
+  infer)
+    shift
+    for w in "$@"; do
+      echo "== inference $w $(date +%T)"
+      timeout "$STEP_S" python3 bench/benchmark.py --mode inference --workload "$w" --no-compile $INFER_ARGS \
+        --backends bf16,torchao,te,torch-fp8,modelopt --json-out "$OUT/infer-$w-eager.json" \
+        2>>"$OUT/infer-$w-eager-log.txt" | grep -E '"(error|summary)"' | cut -c1-600
+      grep -E "^(bf16|te |torchao|torch-fp8|modelopt|error)" "$OUT/infer-$w-eager-log.txt"
+      timeout "$STEP_S" python3 bench/benchmark.py --mode inference --workload "$w" --compile $INFER_ARGS \
+        --backends bf16,torchao,torch-fp8 --json-out "$OUT/infer-$w-compiled.json" \
+        2>>"$OUT/infer-$w-compiled-log.txt" | grep -E '"(error|summary)"' | cut -c1-600
+      grep -E "^(bf16|torchao|torch-fp8|error)" "$OUT/infer-$w-compiled-log.txt"
+    done
+    ;;
+  fixtures)
+    c=${2:?carry folder}
+    for f in "$c"/gen2/*.py; do n=$(basename "$f" .py)
+      echo "== converted fixture $n $(date +%T)"
+      timeout "$STEP_S" python3 $T/te_fp8_path.py path "$f" --json-out "$OUT/generated-$n.json" 2>&1 \
+        | tee "$OUT/generated-$n-log.txt" | grep -E "^(RESULT|FP8|step|load|Running|te module)" | cut -c1-300
+    done
+    timeout "$STEP_S" python3 $T/te_fp8_path.py facts --only PL305 --json-out "$OUT/te-facts-pl305.json" 2>&1 \
+      | grep -v "^W1\|UserWarning" | tee "$OUT/te-facts-pl305-log.txt" | grep FACT | cut -c1-400
     ;;
   lmhead)
     w=${2:?preset}
@@ -72,5 +106,5 @@ case "${1:-}" in
     grep -E "^(bf16|te-|torchao|torch-fp8|error)" "$OUT/$w-fp8-lm-head-log.txt"
     (cd "$OUT" && tar czf "lmhead-$(date +%H%M%S).tgz" --remove-files *.json *-log.txt 2>/dev/null); ls -l "$OUT"
     ;;
-  *) sed -n 2,11p "$0"; exit 2 ;;
+  *) sed -n 2,17p "$0"; exit 2 ;;
 esac

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """The generated code's FP8 path on real Transformer Engine, and the TE facts the rules state, checked on the GPU.
 
-    python3 bench/tools/te_fp8_path.py path CONVERTED_DIR [--steps 60] [--json-out FILE]
+    python3 bench/tools/te_fp8_path.py path CONVERTED [--arch gpt|llama|vit] [--steps 60] [--json-out FILE]
     python3 bench/tools/te_fp8_path.py facts [--json-out FILE]
 
-`path`: CONVERTED_DIR holds examples/gpt/model.py after the extension's own fixes (test/python/convert-example.ts:
-"Convert all eligible layers", "Insert FP8 fallback wrapper"). The same file is trained twice from the same weights
+`path`: CONVERTED is a model file after the extension's own fixes (test/python/convert-example.ts: "Convert all
+eligible layers", "Insert FP8 fallback wrapper"), or a folder holding one as model.py: GPT style (examples/gpt: class
+GPT + GPTConfig), Llama style (test/fixtures/fixes/exec_llama.py: class Llama) or ViT style
+(test/fixtures/facets/vit_site.py: class ViT, trained as a classifier on learnable synthetic images); `--arch` picks
+one, else the file's classes do. The same file is trained twice from the same weights
 on the same learnable batches: once with its fallback forced (BF16, torch.nn layers) and once on TE (the wrapper's
 own mode line, its recipe). During the FP8 run every TE GEMM is recorded (operand types: Float8 tensors or not), and
 the te.* modules' FP8 metadata is read afterwards (recipe, amax history / scales, quantizer types). Loading the BF16
@@ -114,16 +117,66 @@ def batches(vocab, batch, seq, n, seed):
         noise = torch.randint(0, 4, (batch, seq), generator=g)
         for i in range(seq):
             t[:, i + 1] = (t[:, i] * 31 + 7 + noise[:, i]) % vocab
-        out.append((t[:, :-1].cuda(), t[:, 1:].cuda()))
+        out.append((t[:, :-1].contiguous().cuda(), t[:, 1:].contiguous().cuda()))
     return out
 
 
-def train(mod, model, data, lr):
+def image_batches(classes, batch, image, n, seed):
+    """Learnable images: a fixed random prototype per class plus noise; the label is the class."""
+    g = torch.Generator().manual_seed(seed)
+    protos = torch.randn(classes, 3, image, image, generator=g)
+    out = []
+    for _ in range(n):
+        y = torch.randint(0, classes, (batch,), generator=g)
+        x = protos[y] + 0.5 * torch.randn(batch, 3, image, image, generator=g)
+        out.append((x.cuda(), y.cuda()))
+    return out
+
+
+def lm_loss(model, batch):
+    return model(*batch)[1]
+
+
+def cls_loss(model, batch):
+    return torch.nn.functional.cross_entropy(model(batch[0]).float(), batch[1])
+
+
+def arch_gpt(mod, a):
+    cfg = mod.GPTConfig(block_size=a.seq, vocab_size=a.vocab, n_layer=a.layers, n_head=a.heads, n_embd=a.width, bias=True)
+    return (lambda: mod.GPT(cfg)), batches(a.vocab, a.batch, a.seq, a.steps, 7), lm_loss
+
+
+def arch_llama(mod, a):
+    build = lambda: mod.Llama(vocab_size=a.vocab, dim=a.width, n_head=a.heads, n_layer=a.layers, hidden=3 * a.width)
+    return build, batches(a.vocab, a.batch, a.seq, a.steps, 7), lm_loss
+
+
+def arch_vit(mod, a):
+    build = lambda: mod.ViT(image_size=32, patch_size=4, num_classes=16, dim=a.width, depth=a.layers, heads=a.heads,
+                            mlp_dim=3 * a.width, dim_head=a.width // a.heads)
+    return build, image_batches(16, a.batch * 4, 32, a.steps, 7), cls_loss  # 64 patches an image
+
+
+ARCHS = {"gpt": ("GPT", arch_gpt), "llama": ("Llama", arch_llama), "vit": ("ViT", arch_vit)}
+
+
+def load_converted(path, arch):
+    """The converted module and its arch name (from --arch or the classes the file defines)."""
+    file = path if path.endswith(".py") else os.path.join(path, "model.py")
+    mod = load_module(file, "converted_model")
+    if arch is None:
+        arch = next((k for k, (cls, _) in ARCHS.items() if hasattr(mod, cls)), None)
+        if arch is None:
+            raise SystemExit("%s defines none of %s: pass --arch" % (file, ", ".join(c for c, _ in ARCHS.values())))
+    return mod, arch
+
+
+def train(mod, model, data, lr, loss_fn):
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     losses, t0 = [], time.perf_counter()
-    for x, y in data:
+    for batch in data:
         with mod.fp8_autocast_context():
-            _, loss = model(x, y)
+            loss = loss_fn(model, batch)
         loss.backward()  # outside the region, as the wrapper's comment says
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -133,23 +186,21 @@ def train(mod, model, data, lr):
 
 
 def cmd_path(args):
-    mod = load_module(os.path.join(args.dir, "model.py"), "converted_model")
-    cfg = mod.GPTConfig(block_size=args.seq, vocab_size=args.vocab, n_layer=args.layers, n_head=args.heads,
-                        n_embd=args.width, bias=True)
-    data = batches(cfg.vocab_size, args.batch, args.seq, args.steps, 7)
-    doc = {"dir": args.dir, "config": vars(args), "te": te_version()}
+    mod, arch = load_converted(args.dir, args.arch)
+    build, data, loss_fn = ARCHS[arch][1](mod, args)
+    doc = {"dir": args.dir, "arch": arch, "config": vars(args), "te": te_version()}
 
     # The reference: the same file with its fallback forced (what it runs without TE), same seed.
     mod._PL_FP8_STATE = (False, "reference run of the same file with FP8 off")
     torch.manual_seed(0)
-    ref = mod.GPT(cfg).cuda()
+    ref = build().cuda()
     ref_state = {k: v.detach().clone() for k, v in ref.state_dict().items()}
 
     mod._PL_FP8_STATE = None
     ok, reason = mod.fp8_available()  # prints the wrapper's own mode line
     doc["mode"] = {"fp8": ok, "reason": reason, "recipe": repr(mod.FP8_RECIPE)}
     torch.manual_seed(0)
-    fp8m = mod.GPT(cfg).cuda()
+    fp8m = build().cuda()
     doc["te_modules"] = sorted({type(m).__name__ for m in fp8m.modules() if type(m).__module__.startswith("transformer_engine")})
     res = fp8m.load_state_dict(ref_state, strict=False)
     doc["load_bf16_into_te"] = {"missing": list(res.missing_keys), "unexpected": list(res.unexpected_keys)}
@@ -157,10 +208,10 @@ def cmd_path(args):
         len(res.missing_keys), ", ".join(res.missing_keys[:2]), len(res.unexpected_keys)))
 
     mod._PL_FP8_STATE = (False, "reference")
-    ref_losses, ref_s = train(mod, ref, data, args.lr)
+    ref_losses, ref_s = train(mod, ref, data, args.lr, loss_fn)
     mod._PL_FP8_STATE = (ok, reason)
     with GemmRecorder() as rec:
-        fp8_losses, fp8_s = train(mod, fp8m, data, args.lr)
+        fp8_losses, fp8_s = train(mod, fp8m, data, args.lr, loss_fn)
     doc["gemms"] = {"calls": rec.calls, "operand_types": rec.operand_types}
     doc["metadata"] = te_metadata(fp8m)
     doc["losses"] = {"bf16_fallback": ref_losses, "fp8": fp8_losses}
@@ -174,8 +225,8 @@ def cmd_path(args):
     log("FP8 GEMMs: %s; operand types %s" % (rec.calls, rec.operand_types))
     for item in doc["metadata"][:4]:
         log("te module %s" % json.dumps(item))
-    log("RESULT path %s: mode fp8=%s recipe=%s final loss bf16 %.4f fp8 %.4f (%+.2f %%), fp8 GEMM calls %d of %d" % (
-        args.dir, ok, type(mod.FP8_RECIPE).__name__, ref_losses[-1], fp8_losses[-1],
+    log("RESULT path %s (%s): mode fp8=%s recipe=%s final loss bf16 %.4f fp8 %.4f (%+.2f %%), fp8 GEMM calls %d of %d" % (
+        args.dir, arch, ok, type(mod.FP8_RECIPE).__name__, ref_losses[-1], fp8_losses[-1],
         100 * doc["loss_rel_diff"]["final"], rec.calls["fp8"], rec.calls["fp8"] + rec.calls["high_precision"]))
     return doc
 
@@ -231,7 +282,22 @@ def facts_pl305(te, R, x, facts):
         torch.cuda.synchronize()
         return "ran"
 
+    def fullgraph_step(recipe):
+        lin = te.Linear(256, 256).cuda()
+
+        @torch.compile(fullgraph=True)
+        def step(inp):
+            with te.autocast(enabled=True, recipe=recipe):
+                return lin(inp).sum()
+        for _ in range(2):
+            step(x).backward()
+        torch.cuda.synchronize()
+        return "ran"
+
     attempt("PL305 DelayedScaling, torch.compile(te.Linear), autocast outside", lambda: compiled_module_autocast_outside(_delayed(R)), facts)
+    attempt("PL305 DelayedScaling, autocast inside torch.compile(fullgraph=True)", lambda: fullgraph_step(_delayed(R)), facts)
+    attempt("PL305 Float8CurrentScaling, autocast inside torch.compile(fullgraph=True)",
+            lambda: fullgraph_step(R.Float8CurrentScaling(fp8_format=R.Format.HYBRID)), facts)
     attempt("PL305 DelayedScaling, autocast inside a compiled function", lambda: compiled_step_autocast_inside(_delayed(R)), facts)
     attempt("PL305 Float8CurrentScaling, autocast inside a compiled function",
             lambda: compiled_step_autocast_inside(R.Float8CurrentScaling(fp8_format=R.Format.HYBRID)), facts)
@@ -331,10 +397,11 @@ def cmd_facts(args):
     from transformer_engine.common import recipe as R
     facts = {"te": te_version(), "torch": torch.__version__}
     x = torch.randn(64, 256, device="cuda", requires_grad=True)
-    facts_pl305(te, R, x, facts)
-    facts_pl110(te, R, facts)
-    facts_pl501(te, R, x, facts)
-    facts_recipes(te, R, x, facts)
+    groups = {"PL305": lambda: facts_pl305(te, R, x, facts), "PL110": lambda: facts_pl110(te, R, facts),
+              "PL501": lambda: facts_pl501(te, R, x, facts), "recipes": lambda: facts_recipes(te, R, x, facts)}
+    for name, run in groups.items():
+        if not args.only or name in args.only.split(","):
+            run()
     return facts
 
 
@@ -342,7 +409,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("path")
-    p.add_argument("dir")
+    p.add_argument("dir", help="the converted model file, or a folder with model.py")
+    p.add_argument("--arch", choices=sorted(ARCHS), default=None, help="default: from the classes the file defines")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=256)
@@ -354,6 +422,7 @@ def main():
     p.add_argument("--json-out")
     f = sub.add_parser("facts")
     f.add_argument("--json-out")
+    f.add_argument("--only", default=None, help="comma-separated groups: PL305,PL110,PL501,recipes (default: all)")
     args = ap.parse_args()
     try:
         doc = cmd_path(args) if args.cmd == "path" else cmd_facts(args)

@@ -39,6 +39,25 @@ class RMSNorm(nn.Module):
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
 
 
+class DotProductAttention(nn.Module):
+    """TE's constructor signature; causal attention over (b, s, heads, d) inputs, GQA by repeating the kv heads,
+    output (b, s, heads * d) as TE returns it for qkv_format="bshd"."""
+
+    def __init__(self, num_attention_heads, kv_channels, num_gqa_groups=None, attention_dropout=0.0,
+                 qkv_format="sbhd", attn_mask_type="causal", **kwargs):
+        super().__init__()
+        assert qkv_format == "bshd" and attn_mask_type == "causal"
+        self.heads, self.groups = num_attention_heads, num_gqa_groups or num_attention_heads
+
+    def forward(self, q, k, v):
+        from plbench.workloads import causal_attention
+        b, s, h, d = q.shape
+        r = self.heads // self.groups
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        k, v = (t.repeat_interleave(r, dim=1) for t in (k, v))
+        return causal_attention(q, k, v).transpose(1, 2).reshape(b, s, h * d)
+
+
 @contextlib.contextmanager
 def autocast(enabled=True, calibrating=False, recipe=None, amax_reduction_group=None):
     AUTOCAST_LOG.append(("autocast", type(recipe).__name__))
