@@ -9,7 +9,8 @@
 #   bench/tools/h200_te.sh bench  PRESET... # every backend, one process per preset, JSON in $OUT
 #   bench/tools/h200_te.sh lmhead PRESET    # the lm-head in FP8 vs BF16 (te-current, torchao-tensorwise, torch-fp8)
 # 2026-12-02 session (bench/results/h200/README.md, "2026-12-02"):
-#   bench/tools/h200_te.sh infer PRESET...  # --mode inference, eager (every backend) and compiled (bf16/torchao/torch-fp8)
+#   bench/tools/h200_te.sh infer PRESET...  # --mode inference, PASSES="eager compiled": eager (every backend), compiled
+#                                           # (bf16/torchao/torch-fp8)
 #   bench/tools/h200_te.sh fixtures CARRY   # CARRY/gen2/*.py (Llama / ViT fixtures converted by the fixes) on real TE,
 #                                           # and the PL305 facts with torch.compile(fullgraph=True)
 #   TAG=levers BACKENDS=... bench/tools/h200_te.sh bench PRESET...   # the training levers (te-fused-delayed, te-dpa...)
@@ -76,17 +77,14 @@ case "${1:-}" in
     ;;
   infer)
     shift
-    for w in "$@"; do
-      echo "== inference $w $(date +%T)"
-      timeout "$STEP_S" python3 bench/benchmark.py --mode inference --workload "$w" --no-compile $INFER_ARGS \
-        --backends bf16,torchao,te,torch-fp8,modelopt --json-out "$OUT/infer-$w-eager.json" \
-        2>>"$OUT/infer-$w-eager-log.txt" | grep -E '"(error|summary)"' | cut -c1-600
-      grep -E "^(bf16|te |torchao|torch-fp8|modelopt|error)" "$OUT/infer-$w-eager-log.txt"
-      timeout "$STEP_S" python3 bench/benchmark.py --mode inference --workload "$w" --compile $INFER_ARGS \
-        --backends bf16,torchao,torch-fp8 --json-out "$OUT/infer-$w-compiled.json" \
-        2>>"$OUT/infer-$w-compiled-log.txt" | grep -E '"(error|summary)"' | cut -c1-600
-      grep -E "^(bf16|torchao|torch-fp8|error)" "$OUT/infer-$w-compiled-log.txt"
-    done
+    for w in "$@"; do for pass in ${PASSES:-eager compiled}; do
+      echo "== inference $w $pass $(date +%T)"
+      if [ "$pass" = eager ]; then flags="--no-compile --backends bf16,torchao,te,torch-fp8,modelopt"
+      else flags="--compile --backends bf16,torchao,torch-fp8"; fi
+      timeout "$STEP_S" python3 bench/benchmark.py --mode inference --workload "$w" $flags $INFER_ARGS \
+        --json-out "$OUT/infer-$w-$pass.json" 2>>"$OUT/infer-$w-$pass-log.txt" | grep -E '"(error|summary)"' | cut -c1-600
+      grep -E "^(bf16|te |torchao|torch-fp8|modelopt|error)" "$OUT/infer-$w-$pass-log.txt"
+    done; done
     ;;
   fixtures)
     c=${2:?carry folder}
