@@ -147,17 +147,58 @@ function builtAs(text: string, receiver: string, imports: ImportTable, isLocalMo
   return 'unknown';
 }
 
+/** The state of one collectCalls pass. */
+interface CallScan {
+  src: string;
+  imports: ImportTable;
+  facts: CallFacts;
+  /** Names optimizers are assigned to (`opt = AdamW(...)`): their step / load_state_dict are no module's. */
+  optimizerVars: Set<string>;
+  fnByName: Map<string, FuncRec>;
+  isModuleAt: (receiver: string, rec: CallRec) => boolean;
+}
+
+/** One call, classified: what the cheap filters found out about its callee. */
+interface CallSite {
+  rec: CallRec;
+  callee: string;
+  /** The callee's last name (what an aliased import names). */
+  last: string;
+  receiver?: string;
+  /** Records the call as notable (with its arguments). */
+  push: (kind: NotableCall['kind'], args?: Arg[]) => NotableCall;
+}
+
 /** Classifies every call once. */
 export function collectCalls(
   src: string, imports: ImportTable, calls: CallRec[], functions: FuncRec[], callees: (string | undefined)[],
   isLocalModule: (name: string) => boolean = () => false,
 ): CallFacts {
   const facts: CallFacts = { calls: [], recipes: [], conversions: [], quantization: [] };
-  const optimizerVars = new Set<string>();
+  const fnByName = new Map<string, FuncRec>();
+  for (const f of functions) if (!fnByName.has(f.name)) fnByName.set(f.name, f);
+  const scan: CallScan = { src, imports, facts, optimizerVars: new Set(), fnByName, isModuleAt: moduleReceiverTest(src, imports, isLocalModule) };
+  for (let i = 0; i < calls.length; i++) {
+    const site = callSite(scan, calls[i], callees[i]);
+    if (site && !namedCallFact(scan, site)) patternCallFact(scan, site);
+  }
+  bareCompileDecorators(src, imports, facts);
+  for (const imp of imports.teFp8ModuleImports) {
+    facts.calls.push({
+      span: spanOf(imp), kind: 'te_deprecated', callee: 'transformer_engine.pytorch.fp8',
+      text: shortText(src.slice(imp.startIndex, imp.endIndex)), args: {},
+    });
+  }
+  facts.calls.sort((a, b) => a.span.startOffset - b.span.startOffset);
+  return facts;
+}
+
+/** Whether a load_state_dict receiver is a module: by how it is built (in its function, else the module), else by its name. */
+function moduleReceiverTest(src: string, imports: ImportTable, isLocalModule: (name: string) => boolean): (receiver: string, rec: CallRec) => boolean {
   // Per receiver and scope: read in the enclosing function (where a local is built), else in the module.
   const nonModule = new Map<string, boolean>();
-  /** Whether a load_state_dict receiver is a module: by how it is built (in its function, else the module), else by its name. */
-  const isModuleAt = (receiver: string, rec: CallRec): boolean => {
+  const wholeBuilt = new Map<string, 'other' | 'module' | 'unknown' | undefined>();
+  return (receiver, rec) => {
     const fn = rec.scope.fn;
     const key = `${fn ? fn.start : -1}\u0001${receiver}`;
     let v = nonModule.get(key);
@@ -175,151 +216,155 @@ export function collectCalls(
     }
     return v;
   };
-  const wholeBuilt = new Map<string, 'other' | 'module' | 'unknown' | undefined>();
-  const fnByName = new Map<string, FuncRec>();
-  for (const f of functions) if (!fnByName.has(f.name)) fnByName.set(f.name, f);
-  for (let i = 0; i < calls.length; i++) {
-    const callee = callees[i];
-    if (!callee) continue;
-    // A name imported under an alias (`from transformer_engine.pytorch import fp8_autocast as fa`) is classified by
-    // what it imports.
-    const dot = callee.lastIndexOf('.');
-    const target = dot < 0 ? imports.map.get(callee) : undefined;
-    if (!mayMatter(callee) && !(target && mayMatter(target))) continue;
-    const rec = calls[i];
-    const node = rec.node;
-    const last = target ? target.slice(target.lastIndexOf('.') + 1) : dot < 0 ? callee : callee.slice(dot + 1);
-    const receiver = dot < 0 ? undefined : callee.slice(0, dot);
-    const push = (kind: NotableCall['kind'], args?: Arg[]): NotableCall => {
-      const a = args ?? argsOf(src, node);
-      const { args: rec2, spans } = kwRecord(a);
-      const nc: NotableCall = {
-        span: spanOf(node), kind, callee, text: shortText(src.slice(node.startIndex, node.endIndex)), args: rec2, argSpans: spans,
-      };
-      if (receiver) nc.receiver = receiver;
-      if (rec.scope.fn) { nc.ownerFunction = rec.scope.fn.name; nc.ownerSpan = spanOf(rec.scope.fn.node); }
-      facts.calls.push(nc);
-      return nc;
+}
+
+/** The call's callee split for the filters, or undefined when no filter can match it. */
+function callSite(scan: CallScan, rec: CallRec, callee: string | undefined): CallSite | undefined {
+  if (!callee) return undefined;
+  const { src, imports, facts } = scan;
+  // A name imported under an alias (`from transformer_engine.pytorch import fp8_autocast as fa`) is classified by
+  // what it imports.
+  const dot = callee.lastIndexOf('.');
+  const target = dot < 0 ? imports.map.get(callee) : undefined;
+  if (!mayMatter(callee) && !(target && mayMatter(target))) return undefined;
+  const node = rec.node;
+  const last = target ? target.slice(target.lastIndexOf('.') + 1) : dot < 0 ? callee : callee.slice(dot + 1);
+  const receiver = dot < 0 ? undefined : callee.slice(0, dot);
+  const push = (kind: NotableCall['kind'], args?: Arg[]): NotableCall => {
+    const a = args ?? argsOf(src, node);
+    const { args: rec2, spans } = kwRecord(a);
+    const nc: NotableCall = {
+      span: spanOf(node), kind, callee, text: shortText(src.slice(node.startIndex, node.endIndex)), args: rec2, argSpans: spans,
     };
-    // Cheap filter on the last name before resolving anything.
-    switch (last) {
-      case 'backward':
-        push('backward');
-        continue;
-      case 'load_state_dict':
-        // A module's load_state_dict: not an optimizer's, a scheduler's or a scaler's, and not a module-level function
-        // (`torch.distributed.checkpoint.load_state_dict`, transformers' `load_state_dict(path)`).
-        if (receiver && !/optim|sched|scaler|^dcp$|checkpoint|distributed|lr_|^opt$|\.opt$/i.test(receiver) && !imports.map.has(receiver.split('.')[0])
-          && !optimizerVars.has(receiver) && isModuleAt(receiver, rec)) push('load_state_dict');
-        continue;
-      case 'half':
-      case 'bfloat16':
-        if (receiver && isModuleReceiver(receiver)) push('cast_low_precision');
-        continue;
-      case 'from_config':
-      case 'from_pretrained': {
-        // `AutoModelForCausalLM.from_pretrained(..., torch_dtype=torch.bfloat16)`: the weights load in 16-bit.
-        const open = src.indexOf('(', rec.start + callee.length);
-        const argText = open < 0 ? '' : src.slice(open, closeParen(src, open));
-        if (/\bload_in_(4|8)bit\s*=\s*True|\bquantization_config\s*=/.test(argText)) facts.quantization.push({ span: spanOf(node), callee: `${callee}(quantized)` });
-        const dtype = /\b(torch_dtype|dtype)\s*=\s*(torch\s*\.\s*)?["']?(bfloat16|float16|half|bf16|fp16)\b["']?/.exec(argText);
-        if (dtype && receiver && !/Tokenizer|Processor|Config|FeatureExtractor|Scheduler|Pipeline/.test(receiver)) {
-          push('cast_low_precision').text = `${callee}(..., ${dtype[0].replace(/\s+/g, '')})`;
-        }
-        continue;
-      }
-      case 'step': {
-        if (!receiver || /sched|lr_|scheduler|warmup/i.test(receiver)) continue;
-        if (/optim|^opt$|\.opt$|optimizer/i.test(receiver) || optimizerVars.has(receiver) || /scaler$/i.test(receiver)) push('optimizer_step');
-        continue;
-      }
-      case 'compile': {
-        const r = resolveName(imports, callee);
-        if (r === 'torch.compile' || (receiver && !imports.map.has(receiver.split('.')[0]) && receiver !== 're')) push('compile');
-        else if (r.startsWith('torch.')) push('compile');
-        continue;
-      }
-      default:
-        break;
-    }
-    if (last === 'to' || last === 'type' || last === 'view' || last === 'copy_') {
-      // The argument text, scanned from the source without touching the tree.
+    if (receiver) nc.receiver = receiver;
+    if (rec.scope.fn) { nc.ownerFunction = rec.scope.fn.name; nc.ownerSpan = spanOf(rec.scope.fn.node); }
+    facts.calls.push(nc);
+    return nc;
+  };
+  return { rec, callee, last, receiver, push };
+}
+
+/** Calls known by their last name alone (backward, load_state_dict, casts, from_pretrained, step, compile); true if handled. */
+function namedCallFact(scan: CallScan, site: CallSite): boolean {
+  const { src, imports, facts, optimizerVars } = scan;
+  const { rec, callee, receiver, push } = site;
+  const node = rec.node;
+  // Cheap filter on the last name before resolving anything.
+  switch (site.last) {
+    case 'backward':
+      push('backward');
+      return true;
+    case 'load_state_dict':
+      // A module's load_state_dict: not an optimizer's, a scheduler's or a scaler's, and not a module-level function
+      // (`torch.distributed.checkpoint.load_state_dict`, transformers' `load_state_dict(path)`).
+      if (receiver && !/optim|sched|scaler|^dcp$|checkpoint|distributed|lr_|^opt$|\.opt$/i.test(receiver) && !imports.map.has(receiver.split('.')[0])
+        && !optimizerVars.has(receiver) && scan.isModuleAt(receiver, rec)) push('load_state_dict');
+      return true;
+    case 'half':
+    case 'bfloat16':
+      if (receiver && isModuleReceiver(receiver)) push('cast_low_precision');
+      return true;
+    case 'from_config':
+    case 'from_pretrained': {
+      // `AutoModelForCausalLM.from_pretrained(..., torch_dtype=torch.bfloat16)`: the weights load in 16-bit.
       const open = src.indexOf('(', rec.start + callee.length);
       const argText = open < 0 ? '' : src.slice(open, closeParen(src, open));
-      if (FLOAT8.test(argText)) push('float8_cast');
-      // A model cast, not a tensor's (`torch.randn(...).to(torch.bfloat16)`, `x.to(dtype)`): a plain name or attribute that
-      // names a module.
-      else if ((last === 'to' || last === 'type') && LOW.test(argText) && /torch\.|dtype|['"]/.test(argText) && receiver && isModuleReceiver(receiver)) push('cast_low_precision');
-      continue;
-    }
-    if (FP8_CHECK.test(last)) { push('fp8_check'); continue; }
-    if (LOG_CALLEE.test(callee)) {
-      const open = src.indexOf('(', rec.start + callee.length);
-      const t = open < 0 ? '' : src.slice(rec.start, closeParen(src, open));
-      if (LOG_TEXT.test(t)) push('log_precision');
-      continue;
-    }
-    if (RECIPES.test(last)) {
-      const { args, spans } = kwRecord(argsOf(src, node));
-      // Positional arguments under their field names (the recipes are dataclasses: DelayedScaling(margin, fp8_format,
-      // amax_history_len, amax_compute_algo), Float8CurrentScaling(fp8_format, ...)).
-      const fields = RECIPE_FIELDS[last] ?? [];
-      fields.forEach((f, k) => {
-        if (args[`$${k}`] !== undefined && args[f] === undefined) { args[f] = args[`$${k}`]; spans[f] = spans[`$${k}`]; }
-      });
-      facts.recipes.push({ span: spanOf(node), recipe: last, args, argSpans: spans });
-      continue;
-    }
-    if (/^[A-Z]/.test(last) && OPTIMIZERS.test(last)) {
-      const r = resolveName(imports, callee);
-      if (!/lr_scheduler/.test(r)) {
-        push('optimizer_ctor');
-        const p = node.parent;
-        if (p && p.type === 'assignment') {
-          const l = p.childForFieldName('left');
-          if (l) optimizerVars.add(src.slice(l.startIndex, l.endIndex).replace(/\s+/g, ''));
-        }
+      if (/\bload_in_(4|8)bit\s*=\s*True|\bquantization_config\s*=/.test(argText)) facts.quantization.push({ span: spanOf(node), callee: `${callee}(quantized)` });
+      const dtype = /\b(torch_dtype|dtype)\s*=\s*(torch\s*\.\s*)?["']?(bfloat16|float16|half|bf16|fp16)\b["']?/.exec(argText);
+      if (dtype && receiver && !/Tokenizer|Processor|Config|FeatureExtractor|Scheduler|Pipeline/.test(receiver)) {
+        push('cast_low_precision').text = `${callee}(..., ${dtype[0].replace(/\s+/g, '')})`;
       }
-      continue;
+      return true;
     }
-    if (CONTEXT_LAST.test(last)) {
+    case 'step': {
+      if (!receiver || /sched|lr_|scheduler|warmup/i.test(receiver)) return true;
+      if (/optim|^opt$|\.opt$|optimizer/i.test(receiver) || optimizerVars.has(receiver) || /scaler$/i.test(receiver)) push('optimizer_step');
+      return true;
+    }
+    case 'compile': {
       const r = resolveName(imports, callee);
-      if (/^transformer_engine\./.test(r)) {
-        const args = argsOf(src, node);
-        if (teAutocastApi(r) === 'fp8_autocast' || /fp8_model_init$/.test(last) || args.some((a) => a.name === 'fp8_recipe' || a.name === 'fp8_group')) {
-          push('te_deprecated', args);
-        }
-      }
-      continue;
+      if (r === 'torch.compile' || (receiver && !imports.map.has(receiver.split('.')[0]) && receiver !== 're')) push('compile');
+      else if (r.startsWith('torch.')) push('compile');
+      return true;
     }
-    if (CONVERSION.test(last)) {
-      const conv = conversion(src, imports, node, last, callee, fnByName);
-      if (conv) facts.conversions.push(conv);
-      else if (last === 'quantize_') facts.quantization.push({ span: spanOf(node), callee }); // torchao int4/int8 weights
-      continue;
-    }
-    if (QUANT_LAST.test(last)) {
-      facts.quantization.push({ span: spanOf(node), callee });
-      continue;
-    }
+    default:
+      return false;
   }
-  // `@torch.compile` written as a bare decorator (nanoGPT style) is no call, but compiles the function all the same.
-  if (src.includes('compile')) {
-    for (const m of src.matchAll(/^[ \t]*@[ \t]*((?:torch[ \t]*\.[ \t]*)?compile)[ \t]*(?:#[^\n]*)?$/gm)) {
-      const callee = m[1].replace(/[ \t]/g, '');
-      if (callee === 'compile' && imports.map.get('compile') !== 'torch.compile') continue;
-      const at = (m.index ?? 0) + m[0].indexOf('@');
-      facts.calls.push({ span: spanAt(at, at + m[0].trimEnd().length - m[0].indexOf('@')), kind: 'compile', callee, text: `@${callee}`, args: {} });
-    }
+}
+
+/** Calls known by a pattern of their name: dtype casts, FP8 checks, logging, recipes, optimizers, TE contexts, conversions. */
+function patternCallFact(scan: CallScan, site: CallSite): void {
+  const { src, imports, facts } = scan;
+  const { rec, callee, last, receiver, push } = site;
+  const node = rec.node;
+  if (last === 'to' || last === 'type' || last === 'view' || last === 'copy_') {
+    // The argument text, scanned from the source without touching the tree.
+    const open = src.indexOf('(', rec.start + callee.length);
+    const argText = open < 0 ? '' : src.slice(open, closeParen(src, open));
+    if (FLOAT8.test(argText)) push('float8_cast');
+    // A model cast, not a tensor's (`torch.randn(...).to(torch.bfloat16)`, `x.to(dtype)`): a plain name or attribute that
+    // names a module.
+    else if ((last === 'to' || last === 'type') && LOW.test(argText) && /torch\.|dtype|['"]/.test(argText) && receiver && isModuleReceiver(receiver)) push('cast_low_precision');
+    return;
   }
-  for (const imp of imports.teFp8ModuleImports) {
-    facts.calls.push({
-      span: spanOf(imp), kind: 'te_deprecated', callee: 'transformer_engine.pytorch.fp8',
-      text: shortText(src.slice(imp.startIndex, imp.endIndex)), args: {},
+  if (FP8_CHECK.test(last)) { push('fp8_check'); return; }
+  if (LOG_CALLEE.test(callee)) {
+    const open = src.indexOf('(', rec.start + callee.length);
+    const t = open < 0 ? '' : src.slice(rec.start, closeParen(src, open));
+    if (LOG_TEXT.test(t)) push('log_precision');
+    return;
+  }
+  if (RECIPES.test(last)) {
+    const { args, spans } = kwRecord(argsOf(src, node));
+    // Positional arguments under their field names (the recipes are dataclasses: DelayedScaling(margin, fp8_format,
+    // amax_history_len, amax_compute_algo), Float8CurrentScaling(fp8_format, ...)).
+    const fields = RECIPE_FIELDS[last] ?? [];
+    fields.forEach((f, k) => {
+      if (args[`$${k}`] !== undefined && args[f] === undefined) { args[f] = args[`$${k}`]; spans[f] = spans[`$${k}`]; }
     });
+    facts.recipes.push({ span: spanOf(node), recipe: last, args, argSpans: spans });
+    return;
   }
-  facts.calls.sort((a, b) => a.span.startOffset - b.span.startOffset);
-  return facts;
+  if (/^[A-Z]/.test(last) && OPTIMIZERS.test(last)) {
+    const r = resolveName(imports, callee);
+    if (!/lr_scheduler/.test(r)) {
+      push('optimizer_ctor');
+      const p = node.parent;
+      if (p && p.type === 'assignment') {
+        const l = p.childForFieldName('left');
+        if (l) scan.optimizerVars.add(src.slice(l.startIndex, l.endIndex).replace(/\s+/g, ''));
+      }
+    }
+    return;
+  }
+  if (CONTEXT_LAST.test(last)) {
+    const r = resolveName(imports, callee);
+    if (/^transformer_engine\./.test(r)) {
+      const args = argsOf(src, node);
+      if (teAutocastApi(r) === 'fp8_autocast' || /fp8_model_init$/.test(last) || args.some((a) => a.name === 'fp8_recipe' || a.name === 'fp8_group')) {
+        push('te_deprecated', args);
+      }
+    }
+    return;
+  }
+  if (CONVERSION.test(last)) {
+    const conv = conversion(src, imports, node, last, callee, scan.fnByName);
+    if (conv) facts.conversions.push(conv);
+    else if (last === 'quantize_') facts.quantization.push({ span: spanOf(node), callee }); // torchao int4/int8 weights
+    return;
+  }
+  if (QUANT_LAST.test(last)) facts.quantization.push({ span: spanOf(node), callee });
+}
+
+/** `@torch.compile` written as a bare decorator (nanoGPT style) is no call, but compiles the function all the same. */
+function bareCompileDecorators(src: string, imports: ImportTable, facts: CallFacts): void {
+  if (!src.includes('compile')) return;
+  for (const m of src.matchAll(/^[ \t]*@[ \t]*((?:torch[ \t]*\.[ \t]*)?compile)[ \t]*(?:#[^\n]*)?$/gm)) {
+    const callee = m[1].replace(/[ \t]/g, '');
+    if (callee === 'compile' && imports.map.get('compile') !== 'torch.compile') continue;
+    const at = (m.index ?? 0) + m[0].indexOf('@');
+    facts.calls.push({ span: spanAt(at, at + m[0].trimEnd().length - m[0].indexOf('@')), kind: 'compile', callee, text: `@${callee}`, args: {} });
+  }
 }
 
 const HEAD_IN_FILTER = /lm_head|output|\bhead\b|vocab|logits|decoder|embed|unembed|classifier|last/i;

@@ -87,125 +87,155 @@ const CONFIG_NAME = /(Config|Configuration|Args|Arguments|Params|Parameters|Dime
 /** Builds ClassModels and works out which local classes are layers. */
 export function analyzeClasses(src: string, recs: ClassRec[], imports: ImportTable): Map<string, ClassModel> {
   const byName = new Map<string, ClassModel>();
-  for (const rec of recs) {
-    const basesNode = rec.node.childForFieldName('superclasses');
-    const bases: string[] = [];
-    if (basesNode) {
-      for (const b of basesNode.namedChildren) {
-        if (b && (b.type === 'identifier' || b.type === 'attribute')) bases.push(src.slice(b.startIndex, b.endIndex).replace(/\s+/g, ''));
-        else if (b && b.type === 'subscript') {
-          const v = b.childForFieldName('value');
-          if (v) bases.push(src.slice(v.startIndex, v.endIndex).replace(/\s+/g, ''));
-        }
-      }
-    }
-    const fieldNodes = new Map<string, SyntaxNode>();
-    const fieldDefaults: Record<string, string> = {};
-    for (const a of rec.bodyAssigns) {
-      const left = a.node.childForFieldName('left');
-      let right = a.node.childForFieldName('right');
-      if (!left || left.type !== 'identifier' || !right) continue;
-      // dataclasses.field(default=768)
-      if (right.type === 'call') {
-        const f = right.childForFieldName('function');
-        if (f && /(^|\.)field$/.test(src.slice(f.startIndex, f.endIndex))) {
-          const d = keywordArg(src, right, 'default');
-          if (!d) continue;
-          right = d;
-        }
-      }
-      const name = src.slice(left.startIndex, left.endIndex);
-      fieldNodes.set(name, right);
-      fieldDefaults[name] = src.slice(right.startIndex, right.endIndex);
-    }
-    const info: ClassInfo = {
-      name: rec.name, span: spanOf(rec.node), bases, resolvedBases: [], methods: rec.methods.map((m) => m.name),
-      fieldDefaults,
-    };
-    const init = rec.methods.find((m) => m.name === '__init__');
-    const forward = rec.methods.find((m) => m.name === 'forward' || m.name === '__call__');
-    if (forward) info.forwardSpan = spanOf(forward.node);
-    const isConfig = rec.decorators.some((d) => /dataclass|attr\.s|define|frozen/.test(d)) || CONFIG_NAME.test(rec.name)
-      || bases.some((b) => /BaseModel|NamedTuple|PretrainedConfig|Config$/.test(b));
-    const model: ClassModel = { rec, info, fieldNodes, init, forward, isTe: false, isConfig, isModule: false };
-    const post = rec.methods.find((m) => m.name === '__post_init__');
-    if (post && fieldNodes.size) {
-      const set = new Set<string>();
-      for (const x of src.slice(post.start, post.end).matchAll(/\bself\s*\.\s*([A-Za-z_]\w*)\s*(?:[-+*/%]|\/\/)?=(?!=)/g)) set.add(x[1]);
-      // `setattr(self, "n_local_heads", ...)`
-      for (const x of src.slice(post.start, post.end).matchAll(/\bsetattr\s*\(\s*self\s*,\s*["']([A-Za-z_]\w*)["']/g)) set.add(x[1]);
-      if (set.size) model.postInit = set;
-    }
-    byName.set(rec.name, model);
-  }
+  for (const rec of recs) byName.set(rec.name, classModel(src, rec));
   // Resolve bases after every class is known (a base may be defined below its subclass).
   for (const m of byName.values()) {
     m.info.resolvedBases = m.info.bases.map((b) => (byName.has(b) ? `local:${b}` : resolveName(imports, b)));
   }
   const visiting = new Set<string>();
   const decide = (m: ClassModel): void => {
-    if (m.info.layerKind !== undefined || visiting.has(m.info.name)) return;
+    // (Through a function: a narrowing of layerKind here would outlive kindFromBases, which sets it.)
+    if (kindDecided(m) || visiting.has(m.info.name)) return;
     visiting.add(m.info.name);
-    let kindFromBase = false;
-    for (const rb of m.info.resolvedBases) {
-      if (rb.startsWith('local:')) {
-        const base = byName.get(rb.slice(6));
-        if (!base) continue;
-        decide(base);
-        if (base.isModule) m.isModule = true;
-        if (base.info.layerKind && base.info.layerKind !== 'other') {
-          m.info.layerKind = base.info.layerKind;
-          m.info.layerKindReason = `subclass of local ${base.info.name} (${base.info.layerKindReason ?? base.info.layerKind})`;
-          m.info.zeroCenteredGamma = base.info.zeroCenteredGamma;
-          m.info.zeroCenteredConditional = base.info.zeroCenteredConditional;
-          m.info.ownImplementation = base.info.ownImplementation;
-          m.isTe = base.isTe;
-          m.teEquivalent = base.teEquivalent;
-          m.hasBias = base.hasBias;
-          break;
-        }
-      } else {
-        const k = knownCtor(rb);
-        if (/^torch\.nn\.(modules\.)?\w*Module$/.test(rb) || MODULE_BASE.test(rb)) m.isModule = true;
-        if (k && k.kind !== 'other') {
-          m.isModule = true;
-          kindFromBase = true;
-          m.info.layerKind = k.kind;
-          m.info.layerKindReason = `subclass of ${rb}`;
-          m.isTe = k.isTe;
-          m.teEquivalent = k.isTe ? undefined : k.te;
-          break;
-        } else if (k) m.isModule = true;
-      }
-    }
+    const kindFromBase = kindFromBases(m, byName, decide);
     if (!m.info.layerKind && m.isModule) structural(src, m);
     if (!m.info.layerKind && m.isModule) m.info.layerKind = 'other';
     if ((m.info.layerKind === 'linear' || m.info.layerKind === 'layernorm' || m.info.layerKind === 'rmsnorm') && !m.isTe) {
       layerSubclassFacts(src, m, kindFromBase);
     }
-    if (m.info.layerKind === 'layernorm' || m.info.layerKind === 'rmsnorm') {
-      const axis = channelAxisOf(src, m);
-      if (axis) m.info.channelAxis = axis;
-      // A bias created in a local base class (`LayerNormBase.__init__`, OLMo) is the subclass's bias too.
-      if (m.hasBias === false && baseDefinesBias(src, m, byName)) m.hasBias = true;
-      if (m.init) {
-        for (const p of ctorParams(src, m.init)) {
-          if ((p.name === 'bias' || p.name === 'elementwise_affine' || p.name === 'affine') && p.def) {
-            (m.normDefaults ??= {})[p.name] = src.slice(p.def.startIndex, p.def.endIndex);
-          }
-        }
-      }
-      if (m.info.layerKind === 'rmsnorm' && !m.info.ownImplementation) {
-        const initText = m.init ? src.slice(m.init.start, m.init.end) : '';
-        // `self.bias = nn.Parameter(...)` not under a condition of the same line (`... if bias else None`).
-        m.rmsBias = /self\.bias\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\s*\([^\n]*$/m.test(initText) && !/self\.bias\s*=[^\n]*\bif\b/.test(initText)
-          && !/^\s*if\b[^\n]*:\s*\n\s*self\.bias\s*=/m.test(initText);
-      }
-    }
+    if (m.info.layerKind === 'layernorm' || m.info.layerKind === 'rmsnorm') normClassFacts(src, m, byName);
     visiting.delete(m.info.name);
   };
   for (const m of byName.values()) decide(m);
   return byName;
+}
+
+function kindDecided(m: ClassModel): boolean {
+  return m.info.layerKind !== undefined;
+}
+
+/** The bases as written: names and attributes, and the class of a subscripted generic base (`Base[T]`). */
+function basesOf(src: string, rec: ClassRec): string[] {
+  const basesNode = rec.node.childForFieldName('superclasses');
+  const bases: string[] = [];
+  if (basesNode) {
+    for (const b of basesNode.namedChildren) {
+      if (b && (b.type === 'identifier' || b.type === 'attribute')) bases.push(src.slice(b.startIndex, b.endIndex).replace(/\s+/g, ''));
+      else if (b && b.type === 'subscript') {
+        const v = b.childForFieldName('value');
+        if (v) bases.push(src.slice(v.startIndex, v.endIndex).replace(/\s+/g, ''));
+      }
+    }
+  }
+  return bases;
+}
+
+/** Class-body fields with their default values (`n_embd: int = 768`, `dataclasses.field(default=768)`). */
+function fieldsOf(src: string, rec: ClassRec): { fieldNodes: Map<string, SyntaxNode>; fieldDefaults: Record<string, string> } {
+  const fieldNodes = new Map<string, SyntaxNode>();
+  const fieldDefaults: Record<string, string> = {};
+  for (const a of rec.bodyAssigns) {
+    const left = a.node.childForFieldName('left');
+    let right = a.node.childForFieldName('right');
+    if (!left || left.type !== 'identifier' || !right) continue;
+    // dataclasses.field(default=768)
+    if (right.type === 'call') {
+      const f = right.childForFieldName('function');
+      if (f && /(^|\.)field$/.test(src.slice(f.startIndex, f.endIndex))) {
+        const d = keywordArg(src, right, 'default');
+        if (!d) continue;
+        right = d;
+      }
+    }
+    const name = src.slice(left.startIndex, left.endIndex);
+    fieldNodes.set(name, right);
+    fieldDefaults[name] = src.slice(right.startIndex, right.endIndex);
+  }
+  return { fieldNodes, fieldDefaults };
+}
+
+/** One class's model before its bases are resolved: bases, fields, methods, config-ness, `__post_init__` fields. */
+function classModel(src: string, rec: ClassRec): ClassModel {
+  const bases = basesOf(src, rec);
+  const { fieldNodes, fieldDefaults } = fieldsOf(src, rec);
+  const info: ClassInfo = {
+    name: rec.name, span: spanOf(rec.node), bases, resolvedBases: [], methods: rec.methods.map((m) => m.name),
+    fieldDefaults,
+  };
+  const init = rec.methods.find((m) => m.name === '__init__');
+  const forward = rec.methods.find((m) => m.name === 'forward' || m.name === '__call__');
+  if (forward) info.forwardSpan = spanOf(forward.node);
+  const isConfig = rec.decorators.some((d) => /dataclass|attr\.s|define|frozen/.test(d)) || CONFIG_NAME.test(rec.name)
+    || bases.some((b) => /BaseModel|NamedTuple|PretrainedConfig|Config$/.test(b));
+  const model: ClassModel = { rec, info, fieldNodes, init, forward, isTe: false, isConfig, isModule: false };
+  const post = rec.methods.find((m) => m.name === '__post_init__');
+  if (post && fieldNodes.size) {
+    const set = new Set<string>();
+    for (const x of src.slice(post.start, post.end).matchAll(/\bself\s*\.\s*([A-Za-z_]\w*)\s*(?:[-+*/%]|\/\/)?=(?!=)/g)) set.add(x[1]);
+    // `setattr(self, "n_local_heads", ...)`
+    for (const x of src.slice(post.start, post.end).matchAll(/\bsetattr\s*\(\s*self\s*,\s*["']([A-Za-z_]\w*)["']/g)) set.add(x[1]);
+    if (set.size) model.postInit = set;
+  }
+  return model;
+}
+
+/**
+ * The layer kind a class inherits: from a local base (decided first, through `decide`) or a known library class.
+ * Sets isModule on the way; returns whether the kind came from a library base.
+ */
+function kindFromBases(m: ClassModel, byName: Map<string, ClassModel>, decide: (m: ClassModel) => void): boolean {
+  for (const rb of m.info.resolvedBases) {
+    if (rb.startsWith('local:')) {
+      const base = byName.get(rb.slice(6));
+      if (!base) continue;
+      decide(base);
+      if (base.isModule) m.isModule = true;
+      if (base.info.layerKind && base.info.layerKind !== 'other') {
+        m.info.layerKind = base.info.layerKind;
+        m.info.layerKindReason = `subclass of local ${base.info.name} (${base.info.layerKindReason ?? base.info.layerKind})`;
+        m.info.zeroCenteredGamma = base.info.zeroCenteredGamma;
+        m.info.zeroCenteredConditional = base.info.zeroCenteredConditional;
+        m.info.ownImplementation = base.info.ownImplementation;
+        m.isTe = base.isTe;
+        m.teEquivalent = base.teEquivalent;
+        m.hasBias = base.hasBias;
+        return false;
+      }
+    } else {
+      const k = knownCtor(rb);
+      if (/^torch\.nn\.(modules\.)?\w*Module$/.test(rb) || MODULE_BASE.test(rb)) m.isModule = true;
+      if (k && k.kind !== 'other') {
+        m.isModule = true;
+        m.info.layerKind = k.kind;
+        m.info.layerKindReason = `subclass of ${rb}`;
+        m.isTe = k.isTe;
+        m.teEquivalent = k.isTe ? undefined : k.te;
+        return true;
+      } else if (k) m.isModule = true;
+    }
+  }
+  return false;
+}
+
+/** A norm class's channel axis, bias (its own or a base's), affine defaults and, for an RMSNorm, whether it has a bias. */
+function normClassFacts(src: string, m: ClassModel, byName: Map<string, ClassModel>): void {
+  const axis = channelAxisOf(src, m);
+  if (axis) m.info.channelAxis = axis;
+  // A bias created in a local base class (`LayerNormBase.__init__`, OLMo) is the subclass's bias too.
+  if (m.hasBias === false && baseDefinesBias(src, m, byName)) m.hasBias = true;
+  if (m.init) {
+    for (const p of ctorParams(src, m.init)) {
+      if ((p.name === 'bias' || p.name === 'elementwise_affine' || p.name === 'affine') && p.def) {
+        (m.normDefaults ??= {})[p.name] = src.slice(p.def.startIndex, p.def.endIndex);
+      }
+    }
+  }
+  if (m.info.layerKind === 'rmsnorm' && !m.info.ownImplementation) {
+    const initText = m.init ? src.slice(m.init.start, m.init.end) : '';
+    // `self.bias = nn.Parameter(...)` not under a condition of the same line (`... if bias else None`).
+    m.rmsBias = /self\.bias\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\s*\([^\n]*$/m.test(initText) && !/self\.bias\s*=[^\n]*\bif\b/.test(initText)
+      && !/^\s*if\b[^\n]*:\s*\n\s*self\.bias\s*=/m.test(initText);
+  }
 }
 
 const channelAxisCache = new WeakMap<SyntaxNode, ClassInfo['channelAxis'] | null>();

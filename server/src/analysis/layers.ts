@@ -213,195 +213,240 @@ function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; c
   return undefined;
 }
 
+/** A statement's memo of layer records, and how far the statement moved since the records were made. */
+interface StmtMemo { memo: Map<SyntaxNode, unknown>; dOff: number; dLine: number }
+
+/** A layer built inside a factory function, waiting for the factory's call sites. */
+interface Template { rec: LayerRec; place: Placement }
+
+/** The state of one collectLayers pass. */
+interface Collector {
+  ctx: LayerContext;
+  out: LayerRec[];
+  /** Per factory function: the layers it builds and returns. */
+  templates: Map<FuncRec, Template[]>;
+  /** Calls of something that is no layer class: perhaps a factory's call site. */
+  pending: { call: CallRec; callee: string }[];
+  memos: Map<Stmt, StmtMemo | undefined>;
+  reused: number;
+  built: number;
+}
+
 /** Finds every layer construction. */
 export function collectLayers(ctx: LayerContext): LayerRec[] {
-  const { src, walk } = ctx;
-  const out: LayerRec[] = [];
-  const templates = new Map<FuncRec, { rec: LayerRec; place: Placement }[]>();
-  const pending: { call: CallRec; callee: string }[] = [];
-  const memoKey = ctx.memoKey;
-  // The memo of a statement's layer records, valid while its dependency key is unchanged, and how far the statement
-  // moved since the records were made (offsets, lines).
-  const memos = new Map<Stmt, { memo: Map<SyntaxNode, unknown>; dOff: number; dLine: number } | undefined>();
-  const memoOf = (node: SyntaxNode): { memo: Map<SyntaxNode, unknown>; dOff: number; dLine: number } | undefined => {
-    if (!memoKey) return undefined;
-    const stmt = stmtOf(node);
-    if (!stmt) return undefined;
-    if (memos.has(stmt)) return memos.get(stmt);
-    const key = memoKey(stmt);
-    const line = positionAt(stmt.base).row;
-    if (stmt.memoKey !== key || !stmt.memo) {
-      stmt.memoKey = key;
-      stmt.memo = new Map();
-      stmt.memoBase = stmt.base;
-      stmt.memoLine = line;
+  const c: Collector = { ctx, out: [], templates: new Map(), pending: [], memos: new Map(), reused: 0, built: 0 };
+  for (let i = 0; i < ctx.walk.calls.length; i++) collectCall(c, i);
+  // Factories: `def make_linear(i, o): return nn.Linear(i, o)`; `self.x = make_linear(...)`.
+  if (c.templates.size) {
+    const used = instantiateFactories(c);
+    keepUnusedTemplates(c, used);
+    c.out.sort((a, b) => a.layer.span.startOffset - b.layer.span.startOffset);
+  }
+  if (ctx.stats) { ctx.stats.layersReused = c.reused; ctx.stats.layersBuilt = c.built; }
+  return c.out;
+}
+
+/**
+ * The memo of a statement's layer records, valid while its dependency key is unchanged (reset otherwise), and how
+ * far the statement moved since the records were made (offsets, lines).
+ */
+function memoOf(c: Collector, node: SyntaxNode): StmtMemo | undefined {
+  const memoKey = c.ctx.memoKey;
+  if (!memoKey) return undefined;
+  const stmt = stmtOf(node);
+  if (!stmt) return undefined;
+  if (c.memos.has(stmt)) return c.memos.get(stmt);
+  const key = memoKey(stmt);
+  const line = positionAt(stmt.base).row;
+  if (stmt.memoKey !== key || !stmt.memo) {
+    stmt.memoKey = key;
+    stmt.memo = new Map();
+    stmt.memoBase = stmt.base;
+    stmt.memoLine = line;
+  }
+  const m = { memo: stmt.memo, dOff: stmt.base - stmt.memoBase, dLine: line - stmt.memoLine };
+  c.memos.set(stmt, m);
+  return m;
+}
+
+/** Records a layer a factory returns, under its factory. */
+function addTemplate(c: Collector, fn: FuncRec, rec: LayerRec, place: Placement): void {
+  // Its name inside the factory (`net[*]` for `net = nn.Sequential(...); return net`), for ties made there.
+  if (place.base) rec.localPath = `${place.base}${place.segs.join('')}${place.multi ? '[*]' : ''}`.replace(/\[[^\]]*\]/g, '[*]');
+  const list = c.templates.get(fn);
+  if (list) list.push({ rec, place }); else c.templates.set(fn, [{ rec, place }]);
+}
+
+/** The i-th call of the file: a layer construction (memoised on its statement), a class chosen elsewhere, or pending. */
+function collectCall(c: Collector, i: number): void {
+  const { ctx } = c;
+  const text = ctx.callees[i];
+  const call = ctx.walk.calls[i];
+  if (!text) {
+    const inline = inlineClassCtor(ctx, call);
+    if (inline) {
+      const fnode = call.node.childForFieldName('function') as SyntaxNode;
+      const rec = makeLayer(ctx, call, fnode, ctx.src.slice(fnode.startIndex, fnode.endIndex).replace(/\s+/g, ' '), inline.resolved, inline.ctor, scopeOf(ctx, call));
+      if (inline.via) rec.layer.classFrom = inline.via;
+      else if (inline.candidates) rec.layer.classCandidates = inline.candidates;
+      c.built++;
+      applyPlacement(rec, placement(ctx, call.node, call), call);
+      c.out.push(rec);
     }
-    const m = { memo: stmt.memo, dOff: stmt.base - stmt.memoBase, dLine: line - stmt.memoLine };
-    memos.set(stmt, m);
-    return m;
-  };
-  const addTemplate = (fn: FuncRec, rec: LayerRec, place: Placement): void => {
-    // Its name inside the factory (`net[*]` for `net = nn.Sequential(...); return net`), for ties made there.
-    if (place.base) rec.localPath = `${place.base}${place.segs.join('')}${place.multi ? '[*]' : ''}`.replace(/\[[^\]]*\]/g, '[*]');
-    const list = templates.get(fn);
-    if (list) list.push({ rec, place }); else templates.set(fn, [{ rec, place }]);
-  };
-  let reused = 0;
-  let built = 0;
-  for (let i = 0; i < walk.calls.length; i++) {
-    const text = ctx.callees[i];
-    const call = walk.calls[i];
-    if (!text) {
-      const inline = inlineClassCtor(ctx, call);
-      if (inline) {
-        const fnode = call.node.childForFieldName('function') as SyntaxNode;
-        const rec = makeLayer(ctx, call, fnode, ctx.src.slice(fnode.startIndex, fnode.endIndex).replace(/\s+/g, ' '), inline.resolved, inline.ctor, scopeOf(ctx, call));
-        if (inline.via) rec.layer.classFrom = inline.via;
-        else if (inline.candidates) rec.layer.classCandidates = inline.candidates;
-        built++;
-        applyPlacement(rec, placement(ctx, call.node, call), call);
-        out.push(rec);
-      }
-      continue;
+    return;
+  }
+  const found = ctorFor(ctx, text);
+  if (!found) {
+    const viaParam: ClassSite | undefined = paramDefaultCtor(ctx, call, text) ?? assignedClassCtor(ctx, call, text) ?? attrClassCtor(ctx, call, text);
+    if (viaParam) {
+      // Rare; not memoised (a returned class depends on another statement): rebuilt at each analysis.
+      const rec = makeLayer(ctx, call, call.node.childForFieldName('function') as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
+      if (viaParam.via) rec.layer.classFrom = viaParam.via;
+      else if (viaParam.candidates) rec.layer.classCandidates = viaParam.candidates;
+      c.built++;
+      applyPlacement(rec, placement(ctx, call.node, call), call);
+      c.out.push(rec);
+      return;
     }
-    const found = ctorFor(ctx, text);
-    if (!found) {
-      const viaParam: ClassSite | undefined = paramDefaultCtor(ctx, call, text) ?? assignedClassCtor(ctx, call, text) ?? attrClassCtor(ctx, call, text);
-      if (viaParam) {
-        // Rare; not memoised (a returned class depends on another statement): rebuilt at each analysis.
-        const rec = makeLayer(ctx, call, call.node.childForFieldName('function') as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
-        if (viaParam.via) rec.layer.classFrom = viaParam.via;
-        else if (viaParam.candidates) rec.layer.classCandidates = viaParam.candidates;
-        built++;
-        applyPlacement(rec, placement(ctx, call.node, call), call);
-        out.push(rec);
-        continue;
-      }
-      pending.push({ call, callee: text });
-      continue;
-    }
-    const m = memoOf(call.node);
-    const snap = m?.memo.get(call.node) as LayerSnap | undefined;
-    if (m && snap) {
-      const rec: LayerRec = {
-        layer: copyLayer(snap.layer, m.dOff, m.dLine), call, ctor: found.ctor, scope: scopeOf(ctx, call),
-        argNodes: snap.argNodes, outVia: snap.outVia.slice(), snap,
-      };
-      reused++;
-      if (snap.place && call.scope.fn) addTemplate(call.scope.fn, rec, snap.place);
-      else out.push(rec);
-      continue;
-    }
-    const calleeNode = call.node.childForFieldName('function') as SyntaxNode;
-    const rec = makeLayer(ctx, call, calleeNode, text, found.resolved, found.ctor, scopeOf(ctx, call));
-    built++;
-    const place = placement(ctx, call.node, call);
-    if (place.returned && call.scope.fn) {
-      if (m) {
-        rec.snap = { layer: copyLayer(rec.layer, -m.dOff, -m.dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice(), place };
-        m.memo.set(call.node, rec.snap);
-      }
-      addTemplate(call.scope.fn, rec, place);
-      continue;
-    }
-    applyPlacement(rec, place, call);
+    c.pending.push({ call, callee: text });
+    return;
+  }
+  const m = memoOf(c, call.node);
+  const snap = m?.memo.get(call.node) as LayerSnap | undefined;
+  if (m && snap) {
+    const rec: LayerRec = {
+      layer: copyLayer(snap.layer, m.dOff, m.dLine), call, ctor: found.ctor, scope: scopeOf(ctx, call),
+      argNodes: snap.argNodes, outVia: snap.outVia.slice(), snap,
+    };
+    c.reused++;
+    if (snap.place && call.scope.fn) addTemplate(c, call.scope.fn, rec, snap.place);
+    else c.out.push(rec);
+    return;
+  }
+  const calleeNode = call.node.childForFieldName('function') as SyntaxNode;
+  const rec = makeLayer(ctx, call, calleeNode, text, found.resolved, found.ctor, scopeOf(ctx, call));
+  c.built++;
+  const place = placement(ctx, call.node, call);
+  if (place.returned && call.scope.fn) {
     if (m) {
-      rec.snap = { layer: copyLayer(rec.layer, -m.dOff, -m.dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice() };
+      rec.snap = { layer: copyLayer(rec.layer, -m.dOff, -m.dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice(), place };
       m.memo.set(call.node, rec.snap);
     }
-    out.push(rec);
+    addTemplate(c, call.scope.fn, rec, place);
+    return;
   }
-  // Factories: `def make_linear(i, o): return nn.Linear(i, o)`; `self.x = make_linear(...)`.
-  if (templates.size) {
-    // By name, preferring the method of the calling class (two classes may each define build_fc1).
-    const byName = new Map<string, FuncRec[]>();
-    for (const fn of templates.keys()) { const l = byName.get(fn.name); if (l) l.push(fn); else byName.set(fn.name, [fn]); }
-    const used = new Set<FuncRec>();
-    for (const { call, callee } of pending) {
-      const name = callee.replace(/^(self|cls)\./, '');
-      const cands = byName.get(name) ?? [];
-      const fn = cands.find((f) => f.cls && f.cls === call.scope.cls) ?? cands[cands.length - 1];
-      if (!fn || (callee !== name && !fn.cls) || (callee === name && fn.cls)) continue;
-      used.add(fn);
-      const siteScope = scopeOf(ctx, call);
-      const params = ctorParams(src, fn);
-      const bind = new Map<string, { node: SyntaxNode; scope: EvalScope }>();
-      params.forEach((p, i) => {
-        const a = argFor(src, call.node, p.name, i);
-        if (a) bind.set(p.name, { node: a, scope: siteScope });
-      });
-      const list = templates.get(fn) ?? [];
-      // The instances at this call site, memoised on the site's statement while it and every template it
-      // instantiates (their records: the same snapshot objects) are unchanged.
-      const m = memoOf(call.node);
-      const prev = m?.memo.get(call.node) as { templates: (LayerSnap | undefined)[]; snaps: LayerSnap[] } | undefined;
-      if (m && prev && prev.templates.length === list.length && list.every((t, k) => t.rec.snap !== undefined && t.rec.snap === prev.templates[k])) {
-        list.forEach((t, k) => {
-          const snap = prev.snaps[k];
-          // Its span is the call site's; its arguments and callee are the template's (in the factory's statement,
-          // which may have moved by another amount): take them from the current records.
-          const layer = copyLayer(snap.layer, 0, 0);
-          layer.span = spanOf(call.node);
-          layer.calleeSpan = t.rec.layer.calleeSpan;
-          layer.argsSpan = t.rec.layer.argsSpan;
-          layer.args = t.rec.layer.args;
-          layer.constructionSpan = t.rec.layer.span;
-          out.push({ layer, call, ctor: t.rec.ctor, scope: { ...t.rec.scope, bind }, argNodes: snap.argNodes, outVia: snap.outVia.slice(), snap });
-          reused++;
-        });
-        continue;
-      }
-      const instSnaps: LayerSnap[] = [];
-      const place = placement(ctx, call.node, call);
-      // A helper that can also return something else (`return nn.Linear(...)` for one layer, `return
-      // nn.Sequential(*layers)` otherwise, DINOv2's _build_mlp): which one this call gets is decided at run time.
-      const other = fn.returns.map((r) => r.namedChild(0)).find((v) => !!v && v.type === 'call'
-        && !list.some((t) => t.rec.call.start >= v.startIndex && t.rec.call.start < v.endIndex));
-      const otherText = other ? src.slice(other.startIndex, other.endIndex).replace(/\s+/g, ' ') : undefined;
-      for (const t of list) {
-        const scope: EvalScope = { ...t.rec.scope, bind };
-        const calleeNode = calleeText(src, t.rec.call.node)?.node as SyntaxNode;
-        const inst = makeLayer(ctx, t.rec.call, calleeNode, t.rec.layer.constructor, t.rec.layer.resolved, t.rec.ctor, scope);
-        inst.layer.span = spanOf(call.node);
-        inst.layer.constructionSpan = t.rec.layer.span;
-        inst.layer.viaFactory = fn.name;
-        inst.layer.ownerClass = call.scope.cls?.name;
-        inst.layer.ownerFunction = call.scope.fn?.name;
-        inst.call = call;
-        const merged: Placement = {
-          ...place,
-          segs: [...place.segs, ...t.place.segs],
-          multi: place.multi || t.place.multi,
-          container: place.container ?? t.place.container,
-          wrappedBy: place.wrappedBy ?? t.place.wrappedBy,
-        };
-        applyPlacement(inst, merged, call);
-        inst.layer.container ??= 'helper';
-        if (otherText) inst.layer.classFrom = `${fn.name}(), which can also return ${otherText.length > 60 ? `${otherText.slice(0, 57)}...` : otherText}`;
-        if (m) {
-          inst.snap = { layer: copyLayer(inst.layer, -m.dOff, -m.dLine), argNodes: inst.argNodes, outVia: inst.outVia.slice() };
-          instSnaps.push(inst.snap);
-        }
-        built++;
-        out.push(inst);
-      }
-      if (m) m.memo.set(call.node, { templates: list.map((t) => t.rec.snap), snaps: instSnaps });
-    }
-    for (const [fn, list] of templates) {
-      if (used.has(fn)) continue;
-      for (const t of list) {
-        t.rec.layer.name = '';
-        t.rec.layer.path = '';
-        t.rec.layer.attr = '';
-        t.rec.layer.viaFactory = fn.name;
-        t.rec.layer.container = 'helper';
-        out.push(t.rec);
-      }
-    }
-    out.sort((a, b) => a.layer.span.startOffset - b.layer.span.startOffset);
+  applyPlacement(rec, place, call);
+  if (m) {
+    rec.snap = { layer: copyLayer(rec.layer, -m.dOff, -m.dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice() };
+    m.memo.set(call.node, rec.snap);
   }
-  if (ctx.stats) { ctx.stats.layersReused = reused; ctx.stats.layersBuilt = built; }
-  return out;
+  c.out.push(rec);
+}
+
+/** Instantiates every factory's layers at each of its call sites; returns the factories that were called. */
+function instantiateFactories(c: Collector): Set<FuncRec> {
+  const { ctx } = c;
+  // By name, preferring the method of the calling class (two classes may each define build_fc1).
+  const byName = new Map<string, FuncRec[]>();
+  for (const fn of c.templates.keys()) { const l = byName.get(fn.name); if (l) l.push(fn); else byName.set(fn.name, [fn]); }
+  const used = new Set<FuncRec>();
+  for (const { call, callee } of c.pending) {
+    const name = callee.replace(/^(self|cls)\./, '');
+    const cands = byName.get(name) ?? [];
+    const fn = cands.find((f) => f.cls && f.cls === call.scope.cls) ?? cands[cands.length - 1];
+    if (!fn || (callee !== name && !fn.cls) || (callee === name && fn.cls)) continue;
+    used.add(fn);
+    const siteScope = scopeOf(ctx, call);
+    const bind = new Map<string, { node: SyntaxNode; scope: EvalScope }>();
+    ctorParams(ctx.src, fn).forEach((p, i) => {
+      const a = argFor(ctx.src, call.node, p.name, i);
+      if (a) bind.set(p.name, { node: a, scope: siteScope });
+    });
+    const list = c.templates.get(fn) ?? [];
+    if (!reuseInstances(c, call, list, bind)) buildInstances(c, call, fn, list, bind);
+  }
+  return used;
+}
+
+/**
+ * The instances at a factory's call site from the site statement's memo, while it and every template it instantiates
+ * (their records: the same snapshot objects) are unchanged; false when they must be built.
+ */
+function reuseInstances(c: Collector, call: CallRec, list: Template[], bind: EvalScope['bind']): boolean {
+  const m = memoOf(c, call.node);
+  const prev = m?.memo.get(call.node) as { templates: (LayerSnap | undefined)[]; snaps: LayerSnap[] } | undefined;
+  if (!m || !prev || prev.templates.length !== list.length || !list.every((t, k) => t.rec.snap !== undefined && t.rec.snap === prev.templates[k])) return false;
+  list.forEach((t, k) => {
+    const snap = prev.snaps[k];
+    // Its span is the call site's; its arguments and callee are the template's (in the factory's statement,
+    // which may have moved by another amount): take them from the current records.
+    const layer = copyLayer(snap.layer, 0, 0);
+    layer.span = spanOf(call.node);
+    layer.calleeSpan = t.rec.layer.calleeSpan;
+    layer.argsSpan = t.rec.layer.argsSpan;
+    layer.args = t.rec.layer.args;
+    layer.constructionSpan = t.rec.layer.span;
+    c.out.push({ layer, call, ctor: t.rec.ctor, scope: { ...t.rec.scope, bind }, argNodes: snap.argNodes, outVia: snap.outVia.slice(), snap });
+    c.reused++;
+  });
+  return true;
+}
+
+/** Builds a factory's layers at one call site, with the site's arguments bound to the factory's parameters. */
+function buildInstances(c: Collector, call: CallRec, fn: FuncRec, list: Template[], bind: EvalScope['bind']): void {
+  const { ctx } = c;
+  const { src } = ctx;
+  const m = memoOf(c, call.node);
+  const instSnaps: LayerSnap[] = [];
+  const place = placement(ctx, call.node, call);
+  // A helper that can also return something else (`return nn.Linear(...)` for one layer, `return
+  // nn.Sequential(*layers)` otherwise, DINOv2's _build_mlp): which one this call gets is decided at run time.
+  const other = fn.returns.map((r) => r.namedChild(0)).find((v) => !!v && v.type === 'call'
+    && !list.some((t) => t.rec.call.start >= v.startIndex && t.rec.call.start < v.endIndex));
+  const otherText = other ? src.slice(other.startIndex, other.endIndex).replace(/\s+/g, ' ') : undefined;
+  for (const t of list) {
+    const scope: EvalScope = { ...t.rec.scope, bind };
+    const calleeNode = calleeText(src, t.rec.call.node)?.node as SyntaxNode;
+    const inst = makeLayer(ctx, t.rec.call, calleeNode, t.rec.layer.constructor, t.rec.layer.resolved, t.rec.ctor, scope);
+    inst.layer.span = spanOf(call.node);
+    inst.layer.constructionSpan = t.rec.layer.span;
+    inst.layer.viaFactory = fn.name;
+    inst.layer.ownerClass = call.scope.cls?.name;
+    inst.layer.ownerFunction = call.scope.fn?.name;
+    inst.call = call;
+    const merged: Placement = {
+      ...place,
+      segs: [...place.segs, ...t.place.segs],
+      multi: place.multi || t.place.multi,
+      container: place.container ?? t.place.container,
+      wrappedBy: place.wrappedBy ?? t.place.wrappedBy,
+    };
+    applyPlacement(inst, merged, call);
+    inst.layer.container ??= 'helper';
+    if (otherText) inst.layer.classFrom = `${fn.name}(), which can also return ${otherText.length > 60 ? `${otherText.slice(0, 57)}...` : otherText}`;
+    if (m) {
+      inst.snap = { layer: copyLayer(inst.layer, -m.dOff, -m.dLine), argNodes: inst.argNodes, outVia: inst.outVia.slice() };
+      instSnaps.push(inst.snap);
+    }
+    c.built++;
+    c.out.push(inst);
+  }
+  if (m) m.memo.set(call.node, { templates: list.map((t) => t.rec.snap), snaps: instSnaps });
+}
+
+/** A factory nobody calls in the file still builds its layers: kept, unnamed, as the helper's. */
+function keepUnusedTemplates(c: Collector, used: Set<FuncRec>): void {
+  for (const [fn, list] of c.templates) {
+    if (used.has(fn)) continue;
+    for (const t of list) {
+      t.rec.layer.name = '';
+      t.rec.layer.path = '';
+      t.rec.layer.attr = '';
+      t.rec.layer.viaFactory = fn.name;
+      t.rec.layer.container = 'helper';
+      c.out.push(t.rec);
+    }
+  }
 }
 
 /**
@@ -737,151 +782,175 @@ function fillDims(ctx: LayerContext, rec: LayerRec): void {
   }
 }
 
+/** The walk up from a layer construction to where its value goes. */
+interface PlaceWalk {
+  ctx: LayerContext;
+  rec: CallRec;
+  pl: Placement;
+  /** The position of the value in an `a, b = ...` right-hand side, once seen. */
+  tupleIndex: number;
+}
+
+/** A walk step's outcome: the node to continue from, or the final placement. */
+type PlaceStep = { next: SyntaxNode } | { done: Placement };
+
+/** Source text of a node without whitespace. */
+function compactText(src: string, n: SyntaxNode): string {
+  return src.slice(n.startIndex, n.endIndex).replace(/\s+/g, '');
+}
+
 /** Where a layer's value goes: attribute path, container, factory return. */
 function placement(ctx: LayerContext, call: SyntaxNode, rec: CallRec): Placement {
-  const { src } = ctx;
-  const text = (n: SyntaxNode): string => src.slice(n.startIndex, n.endIndex).replace(/\s+/g, '');
-  const pl: Placement = { base: '', segs: [], multi: false, returned: false };
+  const w: PlaceWalk = { ctx, rec, pl: { base: '', segs: [], multi: false, returned: false }, tupleIndex: -1 };
   let n: SyntaxNode = call;
-  let tupleIndex = -1;
   for (let guard = 0; guard < 60; guard++) {
     const p = n.parent;
-    if (!p) return pl;
-    switch (p.type) {
-      case 'argument_list': {
-        const outer = p.parent;
-        if (!outer || outer.type !== 'call') return pl;
-        const f = outer.childForFieldName('function');
-        if (!f) return pl;
-        const ft = text(f);
-        const r = resolveName(ctx.imports, ft);
-        const last = ft.split('.').pop() ?? '';
-        if (CONTAINER_LIST.test(r) || CONTAINER_LIST.test(ft)) {
-          pl.segs.unshift('[*]');
-          pl.multi = false;
-          if (pl.container === undefined || pl.container === 'comprehension') pl.container = /Sequential/.test(last) ? 'Sequential' : 'ModuleList';
-        } else if (CONTAINER_DICT.test(r) || CONTAINER_DICT.test(ft)) {
-          if (pl.container === undefined || pl.container === 'comprehension') pl.container = 'ModuleDict';
-        } else if (DICT_FN.test(ft)) {
-          // transparent: dict(wte=...) / OrderedDict([...])
-        } else if (f.type === 'attribute' && /^(append|extend|insert|add|appendleft)$/.test(last)) {
-          const obj = f.childForFieldName('object');
-          pl.base = obj ? text(obj) : '';
-          pl.segs.unshift('[*]');
-          pl.multi = false;
-          pl.container ??= rec.scope.loopDepth > 0 ? 'loop' : 'ModuleList';
-          return followLocal(ctx, pl, rec, 0);
-        } else if (f.type === 'attribute' && last === 'update' && pl.segs.length && pl.segs[0].startsWith('.')) {
-          // `self.transformer.update({"ff_out": nn.Linear(...)})` (OLMo): a ModuleDict entry under its key.
-          const obj = f.childForFieldName('object');
-          pl.base = obj ? text(obj) : '';
-          pl.container ??= 'ModuleDict';
-          return pl;
-        } else if (f.type === 'attribute' && /^(add_module|register_module)$/.test(last)) {
-          const obj = f.childForFieldName('object');
-          const first = p.namedChild(0);
-          const key = first ? stringValue(text(first)) : undefined;
-          pl.base = `${obj ? text(obj) : ''}.${key ?? '*'}`;
-          if (rec.scope.loopDepth > 0) pl.container ??= 'loop';
-          return pl;
-        } else if ((CLASS_WRAPPERS.test(last) || CLASS_WRAPPERS.test(r.split('.').pop() ?? '')) && p.namedChild(0)?.startIndex === n.startIndex) {
-          pl.wrappedBy ??= ft;
-          n = outer;
-          continue;
-        } else if (ft === 'setattr') {
-          const obj = p.namedChild(0);
-          const keyNode = p.namedChild(1);
-          const key = keyNode ? stringValue(text(keyNode)) : undefined;
-          pl.base = `${obj ? text(obj) : ''}.${key ?? '*'}`;
-          if (rec.scope.loopDepth > 0) pl.container ??= 'loop';
-          return pl;
-        }
-        n = outer;
-        continue;
-      }
-      case 'keyword_argument': {
-        const outer = p.parent?.parent;
-        const f = outer?.childForFieldName('function');
-        const ft = f ? text(f) : '';
-        const lastName = ft.split('.').pop() ?? '';
-        // dict(wte=...), and a module built with its submodules as keyword arguments (`MoeLayer(gate=nn.Linear(...))`
-        // stores it under that name).
-        if (DICT_FN.test(ft) || CONTAINER_DICT.test(ft) || (/^[A-Z]/.test(lastName) && !CONTAINER_LIST.test(ft))) {
-          const nm = p.childForFieldName('name');
-          if (nm) pl.segs.unshift(`.${text(nm)}`);
-        }
-        n = p;
-        continue;
-      }
-      case 'pair': {
-        const k = p.childForFieldName('key');
-        const key = k ? stringValue(text(k)) : undefined;
-        pl.segs.unshift(key !== undefined && /^[\w-]+$/.test(key) ? `.${key}` : '[*]');
-        n = p;
-        continue;
-      }
-      case 'tuple': {
-        const first = p.namedChild(0);
-        const key = first && first.type === 'string' && first.startIndex !== n.startIndex ? stringValue(text(first)) : undefined;
-        if (key !== undefined) pl.segs.unshift(`.${key}`);
-        else pl.multi = true;
-        n = p;
-        continue;
-      }
-      case 'list':
-      case 'set':
-        pl.multi = true;
-        n = p;
-        continue;
-      case 'list_comprehension':
-      case 'generator_expression':
-      case 'set_comprehension':
-      case 'dictionary_comprehension':
-        pl.container ??= 'comprehension';
-        pl.multi = true;
-        n = p;
-        continue;
-      case 'dictionary':
-      case 'parenthesized_expression':
-      case 'conditional_expression':
-      case 'list_splat':
-      case 'boolean_operator':
-      case 'await':
-        n = p;
-        continue;
-      case 'expression_list': {
-        const kids = p.namedChildren;
-        tupleIndex = kids.findIndex((k) => k !== null && k.startIndex === n.startIndex && k.endIndex === n.endIndex);
-        n = p;
-        continue;
-      }
-      case 'attribute': {
-        // nn.Linear(...).to(device) / .cuda() / .requires_grad_(False)
-        const outer = p.parent;
-        if (outer && outer.type === 'call' && p.childForFieldName('object')?.startIndex === n.startIndex) { n = outer; continue; }
-        return pl;
-      }
-      case 'assignment':
-      case 'augmented_assignment': {
-        const right = p.childForFieldName('right');
-        if (!right || right.startIndex !== n.startIndex || right.endIndex !== n.endIndex) return pl;
-        let left = p.childForFieldName('left');
-        if (!left) return pl;
-        if ((left.type === 'pattern_list' || left.type === 'tuple_pattern') && tupleIndex >= 0) {
-          left = left.namedChildren.filter((k) => k !== null)[tupleIndex] ?? left;
-        }
-        pl.base = text(left);
-        if (p.type === 'augmented_assignment') pl.segs.unshift('[*]');
-        if (left.type === 'identifier' && rec.scope.fn) return followLocal(ctx, pl, rec, 0);
-        return pl;
-      }
-      case 'return_statement':
-        pl.returned = true;
-        return pl;
-      default:
-        return pl;
-    }
+    if (!p) return w.pl;
+    const step = placeStep(w, p, n);
+    if ('done' in step) return step.done;
+    n = step.next;
   }
+  return w.pl;
+}
+
+/** One step of the walk: what the parent `p` of the value's node `n` says about where the value goes. */
+function placeStep(w: PlaceWalk, p: SyntaxNode, n: SyntaxNode): PlaceStep {
+  const { pl } = w;
+  const text = (x: SyntaxNode): string => compactText(w.ctx.src, x);
+  switch (p.type) {
+    case 'argument_list':
+      return placeInArguments(w, p, n);
+    case 'keyword_argument': {
+      const outer = p.parent?.parent;
+      const f = outer?.childForFieldName('function');
+      const ft = f ? text(f) : '';
+      const lastName = ft.split('.').pop() ?? '';
+      // dict(wte=...), and a module built with its submodules as keyword arguments (`MoeLayer(gate=nn.Linear(...))`
+      // stores it under that name).
+      if (DICT_FN.test(ft) || CONTAINER_DICT.test(ft) || (/^[A-Z]/.test(lastName) && !CONTAINER_LIST.test(ft))) {
+        const nm = p.childForFieldName('name');
+        if (nm) pl.segs.unshift(`.${text(nm)}`);
+      }
+      return { next: p };
+    }
+    case 'pair': {
+      const k = p.childForFieldName('key');
+      const key = k ? stringValue(text(k)) : undefined;
+      pl.segs.unshift(key !== undefined && /^[\w-]+$/.test(key) ? `.${key}` : '[*]');
+      return { next: p };
+    }
+    case 'tuple': {
+      const first = p.namedChild(0);
+      const key = first && first.type === 'string' && first.startIndex !== n.startIndex ? stringValue(text(first)) : undefined;
+      if (key !== undefined) pl.segs.unshift(`.${key}`);
+      else pl.multi = true;
+      return { next: p };
+    }
+    case 'list':
+    case 'set':
+      pl.multi = true;
+      return { next: p };
+    case 'list_comprehension':
+    case 'generator_expression':
+    case 'set_comprehension':
+    case 'dictionary_comprehension':
+      pl.container ??= 'comprehension';
+      pl.multi = true;
+      return { next: p };
+    case 'dictionary':
+    case 'parenthesized_expression':
+    case 'conditional_expression':
+    case 'list_splat':
+    case 'boolean_operator':
+    case 'await':
+      return { next: p };
+    case 'expression_list': {
+      const kids = p.namedChildren;
+      w.tupleIndex = kids.findIndex((k) => k !== null && k.startIndex === n.startIndex && k.endIndex === n.endIndex);
+      return { next: p };
+    }
+    case 'attribute': {
+      // nn.Linear(...).to(device) / .cuda() / .requires_grad_(False)
+      const outer = p.parent;
+      if (outer && outer.type === 'call' && p.childForFieldName('object')?.startIndex === n.startIndex) return { next: outer };
+      return { done: pl };
+    }
+    case 'assignment':
+    case 'augmented_assignment':
+      return { done: placeAssigned(w, p, n) };
+    case 'return_statement':
+      pl.returned = true;
+      return { done: pl };
+    default:
+      return { done: pl };
+  }
+}
+
+/** The value is an argument of a call: a container, a dict, `append` / `add_module` / `setattr`, a class wrapper. */
+function placeInArguments(w: PlaceWalk, p: SyntaxNode, n: SyntaxNode): PlaceStep {
+  const { ctx, rec, pl } = w;
+  const text = (x: SyntaxNode): string => compactText(ctx.src, x);
+  const outer = p.parent;
+  if (!outer || outer.type !== 'call') return { done: pl };
+  const f = outer.childForFieldName('function');
+  if (!f) return { done: pl };
+  const ft = text(f);
+  const r = resolveName(ctx.imports, ft);
+  const last = ft.split('.').pop() ?? '';
+  if (CONTAINER_LIST.test(r) || CONTAINER_LIST.test(ft)) {
+    pl.segs.unshift('[*]');
+    pl.multi = false;
+    if (pl.container === undefined || pl.container === 'comprehension') pl.container = /Sequential/.test(last) ? 'Sequential' : 'ModuleList';
+  } else if (CONTAINER_DICT.test(r) || CONTAINER_DICT.test(ft)) {
+    if (pl.container === undefined || pl.container === 'comprehension') pl.container = 'ModuleDict';
+  } else if (DICT_FN.test(ft)) {
+    // transparent: dict(wte=...) / OrderedDict([...])
+  } else if (f.type === 'attribute' && /^(append|extend|insert|add|appendleft)$/.test(last)) {
+    const obj = f.childForFieldName('object');
+    pl.base = obj ? text(obj) : '';
+    pl.segs.unshift('[*]');
+    pl.multi = false;
+    pl.container ??= rec.scope.loopDepth > 0 ? 'loop' : 'ModuleList';
+    return { done: followLocal(ctx, pl, rec, 0) };
+  } else if (f.type === 'attribute' && last === 'update' && pl.segs.length && pl.segs[0].startsWith('.')) {
+    // `self.transformer.update({"ff_out": nn.Linear(...)})` (OLMo): a ModuleDict entry under its key.
+    const obj = f.childForFieldName('object');
+    pl.base = obj ? text(obj) : '';
+    pl.container ??= 'ModuleDict';
+    return { done: pl };
+  } else if (f.type === 'attribute' && /^(add_module|register_module)$/.test(last)) {
+    const obj = f.childForFieldName('object');
+    const first = p.namedChild(0);
+    const key = first ? stringValue(text(first)) : undefined;
+    pl.base = `${obj ? text(obj) : ''}.${key ?? '*'}`;
+    if (rec.scope.loopDepth > 0) pl.container ??= 'loop';
+    return { done: pl };
+  } else if ((CLASS_WRAPPERS.test(last) || CLASS_WRAPPERS.test(r.split('.').pop() ?? '')) && p.namedChild(0)?.startIndex === n.startIndex) {
+    pl.wrappedBy ??= ft;
+  } else if (ft === 'setattr') {
+    const obj = p.namedChild(0);
+    const keyNode = p.namedChild(1);
+    const key = keyNode ? stringValue(text(keyNode)) : undefined;
+    pl.base = `${obj ? text(obj) : ''}.${key ?? '*'}`;
+    if (rec.scope.loopDepth > 0) pl.container ??= 'loop';
+    return { done: pl };
+  }
+  return { next: outer };
+}
+
+/** The value is assigned: the target names it (a local is followed to where it goes next). */
+function placeAssigned(w: PlaceWalk, p: SyntaxNode, n: SyntaxNode): Placement {
+  const { ctx, rec, pl } = w;
+  const right = p.childForFieldName('right');
+  if (!right || right.startIndex !== n.startIndex || right.endIndex !== n.endIndex) return pl;
+  let left = p.childForFieldName('left');
+  if (!left) return pl;
+  if ((left.type === 'pattern_list' || left.type === 'tuple_pattern') && w.tupleIndex >= 0) {
+    left = left.namedChildren.filter((k) => k !== null)[w.tupleIndex] ?? left;
+  }
+  pl.base = compactText(ctx.src, left);
+  if (p.type === 'augmented_assignment') pl.segs.unshift('[*]');
+  if (left.type === 'identifier' && rec.scope.fn) return followLocal(ctx, pl, rec, 0);
   return pl;
 }
 

@@ -88,22 +88,7 @@ export function walkNodes(nodes: readonly SyntaxNode[], src: string): WalkResult
   const stack: Frame[] = [];
   let scope: Scope = { guarded: false, withs: [], loopDepth: 0 };
 
-  const rebuild = (): void => {
-    let cls: ClassRec | undefined;
-    let fn: FuncRec | undefined;
-    let guarded = false;
-    const withs: WithRec[] = [];
-    let loopDepth = 0;
-    for (const f of stack) {
-      if (f.kind === 'class') { cls = f.rec as ClassRec; fn = undefined; loopDepth = 0; }
-      else if (f.kind === 'fn') { fn = f.rec as FuncRec; loopDepth = 0; }
-      else if (f.kind === 'try') guarded = true;
-      else if (f.kind === 'with') withs.push(f.rec as WithRec);
-      else if (f.kind === 'loop') loopDepth++;
-    }
-    // A class nested in a function keeps the function as context of its own body only through cls.
-    scope = { cls, fn, guarded, withs, loopDepth };
-  };
+  const rebuild = (): void => { scope = scopeOfStack(stack); };
 
   for (const node of nodes) {
     const start = node.startIndex;
@@ -134,27 +119,14 @@ export function walkNodes(nodes: readonly SyntaxNode[], src: string): WalkResult
         out.imports.push({ node, scope });
         break;
       case 'class_definition': {
-        const nameNode = node.childForFieldName('name');
-        const decorators: string[] = [];
-        const parent = node.parent;
-        if (parent && parent.type === 'decorated_definition') {
-          for (const c of parent.namedChildren) if (c && c.type === 'decorator') decorators.push(src.slice(c.startIndex + 1, c.endIndex).trim());
-        }
-        const rec: ClassRec = {
-          node, name: nameNode ? src.slice(nameNode.startIndex, nameNode.endIndex) : '', start, end: node.endIndex,
-          scope, methods: [], bodyAssigns: [], decorators,
-        };
+        const rec = classRecOf(node, src, scope);
         out.classes.push(rec);
         stack.push({ end: rec.end, kind: 'class', rec });
         rebuild();
         break;
       }
       case 'function_definition': {
-        const nameNode = node.childForFieldName('name');
-        const rec: FuncRec = {
-          node, name: nameNode ? src.slice(nameNode.startIndex, nameNode.endIndex) : '', start, end: node.endIndex,
-          cls: scope.fn ? undefined : scope.cls, scope, returns: [], assigns: [], calls: [],
-        };
+        const rec = funcRecOf(node, src, scope);
         if (rec.cls) rec.cls.methods.push(rec);
         out.functions.push(rec);
         stack.push({ end: rec.end, kind: 'fn', rec });
@@ -172,10 +144,8 @@ export function walkNodes(nodes: readonly SyntaxNode[], src: string): WalkResult
         break;
       case 'with_statement': {
         const rec: WithRec = { node, id: out.withs.length, start, end: node.endIndex };
-        for (let i = stack.length - 1; i >= 0; i--) {
-          const f = stack[i];
-          if (f.kind === 'fn') { rec.fnName = (f.rec as FuncRec).name; break; }
-        }
+        const fn = enclosingFunction(stack);
+        if (fn) rec.fnName = fn.name;
         out.withs.push(rec);
         stack.push({ end: rec.end, kind: 'with', rec });
         rebuild();
@@ -184,4 +154,54 @@ export function walkNodes(nodes: readonly SyntaxNode[], src: string): WalkResult
     }
   }
   return out;
+}
+
+/** The scope at the top of the frame stack: the innermost class and function, try, withs, loop depth. */
+function scopeOfStack(stack: Frame[]): Scope {
+  let cls: ClassRec | undefined;
+  let fn: FuncRec | undefined;
+  let guarded = false;
+  const withs: WithRec[] = [];
+  let loopDepth = 0;
+  for (const f of stack) {
+    if (f.kind === 'class') { cls = f.rec as ClassRec; fn = undefined; loopDepth = 0; }
+    else if (f.kind === 'fn') { fn = f.rec as FuncRec; loopDepth = 0; }
+    else if (f.kind === 'try') guarded = true;
+    else if (f.kind === 'with') withs.push(f.rec as WithRec);
+    else if (f.kind === 'loop') loopDepth++;
+  }
+  // A class nested in a function keeps the function as context of its own body only through cls.
+  return { cls, fn, guarded, withs, loopDepth };
+}
+
+/** A class definition's record, with its decorators' texts. */
+function classRecOf(node: SyntaxNode, src: string, scope: Scope): ClassRec {
+  const nameNode = node.childForFieldName('name');
+  const decorators: string[] = [];
+  const parent = node.parent;
+  if (parent && parent.type === 'decorated_definition') {
+    for (const c of parent.namedChildren) if (c && c.type === 'decorator') decorators.push(src.slice(c.startIndex + 1, c.endIndex).trim());
+  }
+  return {
+    node, name: nameNode ? src.slice(nameNode.startIndex, nameNode.endIndex) : '', start: node.startIndex, end: node.endIndex,
+    scope, methods: [], bodyAssigns: [], decorators,
+  };
+}
+
+/** A function definition's record: a method of the enclosing class when defined directly in its body. */
+function funcRecOf(node: SyntaxNode, src: string, scope: Scope): FuncRec {
+  const nameNode = node.childForFieldName('name');
+  return {
+    node, name: nameNode ? src.slice(nameNode.startIndex, nameNode.endIndex) : '', start: node.startIndex, end: node.endIndex,
+    cls: scope.fn ? undefined : scope.cls, scope, returns: [], assigns: [], calls: [],
+  };
+}
+
+/** The innermost function on the frame stack. */
+function enclosingFunction(stack: Frame[]): FuncRec | undefined {
+  for (let i = stack.length - 1; i >= 0; i--) {
+    const f = stack[i];
+    if (f.kind === 'fn') return f.rec as FuncRec;
+  }
+  return undefined;
 }
