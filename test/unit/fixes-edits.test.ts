@@ -1,7 +1,8 @@
 /** The text-level machinery under every fix: applying edits, argument surgery, statement scanning, indentation. */
 import * as assert from 'node:assert/strict';
 import { applyEdits, combineFixes, type Fix } from '../../server/src/fixes';
-import { insert, removeArgs, replace } from '../../server/src/fixes/edits';
+import { EditSet, editsConflict, insert, normalizeEdits, removeArgs, replace, type TextEdit } from '../../server/src/fixes/edits';
+import { prng } from '../../server/src/cli/mutate';
 import { indentUnit } from '../../server/src/fixes/indent';
 import { afterImportsOffset } from '../../server/src/fixes/imports';
 import { scanSource, splitCallArgs, statementAt, statementText } from '../../server/src/fixes/source';
@@ -27,6 +28,25 @@ describe('fixes: edits', () => {
     const r = combineFixes([fix('a', 0, 2), fix('b', 1, 3), fix('c', 4, 5)]);
     assert.deepEqual(r.applied.map((f) => f.id), ['a', 'c']);
     assert.deepEqual(r.skipped.map((f) => f.id), ['b']);
+  });
+
+  it('combineFixes keeps what re-normalizing per fix gave: the same fixes taken, the same merged edits', () => {
+    // The reference: normalizeEdits over everything accepted so far, once per fix (what combineFixes did before).
+    const random = prng(7);
+    const int = (n: number) => Math.floor(random() * n);
+    for (let t = 0; t < 5000; t++) {
+      const fixes = Array.from({ length: 1 + int(6) }, () => Array.from({ length: 1 + int(3) }, (): TextEdit => {
+        const start = int(12);
+        return { startOffset: start, endOffset: random() < 0.4 ? start : start + int(4), newText: ['a', 'b', 'ab', ''][int(4)] };
+      }));
+      let reference: TextEdit[] = [];
+      const taken: number[] = [];
+      fixes.forEach((f, i) => { if (!editsConflict(reference, f)) { reference = normalizeEdits([...reference, ...f]); taken.push(i); } });
+      const set = new EditSet();
+      const setTaken = fixes.flatMap((f, i) => (set.tryAdd(f) ? [i] : []));
+      assert.deepEqual(setTaken, taken, JSON.stringify(fixes));
+      assert.deepEqual(set.edits, reference, JSON.stringify(fixes));
+    }
   });
 
   it('removes arguments with exactly one comma, keeping layout and comments', () => {

@@ -62,6 +62,8 @@ export function findPresets(src: string, moduleAssigns: readonly AssignRec[], cl
   for (const a of moduleAssigns) {
     const right = a.node.childForFieldName('right');
     if (!right || (right.type !== 'list' && right.type !== 'tuple' && right.type !== 'dictionary')) continue;
+    // A collection longer than any table of presets (data: 200,000 numbers) is not read item by item.
+    if (right.namedChild(MAX_PRESETS)) continue;
     const items: { node: SyntaxNode; key?: string }[] = [];
     for (const c of right.namedChildren) {
       if (!c) continue;

@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { RuleCode } from '../../../common/codes';
 import type { PrecisionLensSettings } from '../../../common/settings';
-import { applyEdits, combineFixes, fixesForFinding, sourceFixes, type Fix, type FixEnv } from '../fixes';
+import { applyEdits, combineFixes, fixesForFinding, sourceFixes, type Fix, type FixEnv, type TextEdit } from '../fixes';
 import type { PythonParser } from '../parser';
 import type { ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
@@ -21,6 +21,14 @@ const MAX_ROUNDS = 4;
 
 /** A top-level (unguarded) Transformer Engine import in generated text: the file would need TE to import. */
 const BARE_TE_IMPORT = /^(?:import transformer_engine|from transformer_engine)/m;
+
+/** Per edit object: the fallback's shared edits (the inline block) come with every conversion of a file, tested once. */
+const bareImportSeen = new WeakMap<TextEdit, boolean>();
+function addsBareTeImport(edit: TextEdit): boolean {
+  let hit = bareImportSeen.get(edit);
+  if (hit === undefined) bareImportSeen.set(edit, hit = BARE_TE_IMPORT.test(edit.newText));
+  return hit;
+}
 
 const precomputed = new WeakMap<AnalysedFile, Map<Finding, string[]>>();
 
@@ -71,7 +79,7 @@ export function batchClass(fix: Fix, ir: ModelIR): { cls: BatchClass; needsWrapp
   if (!fix.edits.length) return { cls: undefined };
   if (fix.safe) return { cls: 'safe' };
   if (fix.codes.includes('PL303')) return { cls: undefined };
-  if (!ir.teImportUnguarded && fix.edits.some((e) => BARE_TE_IMPORT.test(e.newText))) return { cls: 'unsafe', needsWrapper: true };
+  if (!ir.teImportUnguarded && fix.edits.some(addsBareTeImport)) return { cls: 'unsafe', needsWrapper: true };
   return { cls: 'unsafe' };
 }
 
@@ -125,6 +133,8 @@ function roundFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, appli
 /** What --fix may apply and where the result goes. */
 export interface FixMode {
   write: boolean;
+  /** Make the unified diff of the changes (default: when not writing, --diff); false: only the fixed texts. */
+  diff?: boolean;
   /** --unsafe-fixes. */
   unsafe: boolean;
   env: FixEnv;
@@ -193,7 +203,7 @@ export async function fixFiles(parser: PythonParser, files: AnalysedFile[], sett
         created.add(f.path);
         const display = path.relative(path.dirname(file.input.absolute), f.path);
         const shown = path.join(path.dirname(file.input.display), display);
-        if (!opts.write) { outcome.diff += patchOf(shown, undefined, f.text); continue; }
+        if (!opts.write) { if (opts.diff ?? true) outcome.diff += patchOf(shown, undefined, f.text); continue; }
         try {
           fs.writeFileSync(f.path, f.text, { flag: 'wx' });
         } catch (e) {
@@ -214,7 +224,7 @@ export async function fixFiles(parser: PythonParser, files: AnalysedFile[], sett
       } catch (e) {
         outcome.errors.push(`${file.input.display}: could not write: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
       }
-    } else {
+    } else if (opts.diff ?? true) {
       outcome.diff += patchOf(file.input.display, original, file.text);
     }
   }

@@ -80,8 +80,9 @@ async function checkOne(parser: PythonParser, path: string, settings: PrecisionL
   JSON.parse(json);
   let fixed: string | undefined;
   if (withFix && f.findings.length) {
-    // --fix, and every other time --fix --unsafe-fixes (the conversions, through an inline fallback block).
-    const outcome = await fixFiles(parser, files, settings, { write: false, unsafe: withFix === 'unsafe', env: {} });
+    // --fix, and every other time --fix --unsafe-fixes (the conversions, through an inline fallback block), into memory:
+    // the fixed text is compiled below, so no diff is made.
+    const outcome = await fixFiles(parser, files, settings, { write: false, diff: false, unsafe: withFix === 'unsafe', env: {} });
     if (outcome.errors.length) return { problem: `--fix failed: ${outcome.errors.join('; ')}` };
     if (outcome.changedFiles) fixed = files[0].text;
   }

@@ -63,6 +63,71 @@ export function applyEdits(text: string, edits: readonly TextEdit[]): string {
   return out + text.slice(pos);
 }
 
+/**
+ * A growing set of normalized edits (what normalizeEdits would make of everything added so far) that takes a whole
+ * list of edits or none: each edit finds its place by binary search, so combining thousands of fixes (a conversion per
+ * layer, each carrying the file's one fallback insertion) stays O(n log n) instead of re-normalizing per fix.
+ */
+export class EditSet {
+  private readonly list: TextEdit[] = [];
+
+  get edits(): TextEdit[] {
+    return this.list.map((e) => ({ ...e }));
+  }
+
+  /** Adds `edits` when they can all go with those already taken (normalizeEdits of the union would not throw). */
+  tryAdd(edits: readonly TextEdit[]): boolean {
+    let own: TextEdit[];
+    try {
+      own = normalizeEdits(edits);
+    } catch (err) {
+      if (err instanceof OverlappingEditsError) return false;
+      throw err;
+    }
+    if (own.some((e) => this.conflicts(e))) return false;
+    for (const e of edits) this.place(e);
+    return true;
+  }
+
+  /** The index after every taken edit that sorts at or before `e` (by start, then end). */
+  private slot(e: TextEdit): number {
+    let lo = 0;
+    let hi = this.list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      const m = this.list[mid];
+      if (m.startOffset < e.startOffset || (m.startOffset === e.startOffset && m.endOffset <= e.endOffset)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Whether `e` would make normalizeEdits throw against the taken edits (its neighbours in sorted order). */
+  private conflicts(e: TextEdit): boolean {
+    const at = this.slot(e);
+    const prev = this.list[at - 1];
+    const next = this.list[at];
+    if (next && next.startOffset < e.endOffset) return true;
+    if (!prev) return false;
+    if (prev.startOffset === e.startOffset && prev.endOffset === e.endOffset && (prev.newText === e.newText || e.startOffset === e.endOffset)) return false;
+    return e.startOffset < prev.endOffset;
+  }
+
+  /** Inserts `e` as normalizeEdits would: an identical edit collapses, insertions at one offset concatenate. */
+  private place(e: TextEdit): void {
+    const at = this.slot(e);
+    const prev = this.list[at - 1];
+    if (prev && prev.startOffset === e.startOffset && prev.endOffset === e.endOffset) {
+      if (prev.newText === e.newText || (e.startOffset === e.endOffset && prev.newText.includes(e.newText))) return;
+      if (e.startOffset === e.endOffset) {
+        this.list[at - 1] = { ...prev, newText: e.newText.includes(prev.newText) ? e.newText : prev.newText + e.newText };
+        return;
+      }
+    }
+    this.list.splice(at, 0, { ...e });
+  }
+}
+
 /** Whether two edit lists can be applied together. */
 export function editsConflict(a: readonly TextEdit[], b: readonly TextEdit[]): boolean {
   try {

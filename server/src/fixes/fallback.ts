@@ -6,6 +6,7 @@ import { wrapperRanges } from '../analysis/known';
 import { replace, type TextEdit } from './edits';
 import { fallbackSource } from './fallback-source';
 import { addImport } from './imports';
+import { perContext } from './memo';
 import type { CreatedFile, FixContext } from './types';
 
 function escape(s: string): string {
@@ -13,7 +14,11 @@ function escape(s: string): string {
 }
 
 /** Names the file can use already: defined in its inline block, or imported from the project's module. */
-export function boundFallbackNames(ctx: FixContext): Set<string> {
+export function boundFallbackNames(ctx: FixContext): ReadonlySet<string> {
+  return perContext(ctx, 'bound', () => boundNames(ctx));
+}
+
+function boundNames(ctx: FixContext): Set<string> {
   const out = new Set<string>();
   if (ctx.hasWrapper) {
     const block = wrapperRanges(ctx.text).map(([a, b]) => ctx.text.slice(a, b)).join('\n') || ctx.text;
@@ -48,11 +53,16 @@ export function convertsThroughFallback(ctx: FixContext): boolean {
 export function moduleFiles(ctx: FixContext): CreatedFile[] {
   const module = ctx.fallbackModule;
   if (!module || module.exists) return [];
-  return [{ path: module.path, text: fallbackSource({ api: ctx.api, settings: ctx.settings, teName: 'te', module: true }) }];
+  return [...perContext(ctx, 'module-files', () => [{ path: module.path, text: fallbackSource({ api: ctx.api, settings: ctx.settings, teName: 'te', module: true }) }])];
 }
 
 /** An import of `names` from `mod`: added to a one-line `from mod import ...` the file has, or a new line. */
 export function importNames(ctx: FixContext, mod: string, names: readonly string[]): TextEdit {
+  // The search for an existing import line reads the whole text: once per context and name set.
+  return perContext(ctx, `import:${mod}:${names.join(',')}`, () => importEdit(ctx, mod, names));
+}
+
+function importEdit(ctx: FixContext, mod: string, names: readonly string[]): TextEdit {
   const re = new RegExp(`^from[ \\t]+${escape(mod)}[ \\t]+import[ \\t]+([\\w \\t,]+?)[ \\t]*$`, 'm');
   const m = re.exec(ctx.text);
   if (m) {

@@ -15,7 +15,7 @@ import type { Finding } from '../rules/types';
 import { findTrainingSteps, fp8ContextHeader, moveBackwardOut, selectedStatements, wrapStatements } from './autocast';
 import { loadNonStrict } from './checkpoint';
 import { conversionArgumentRefusal, conversionFix, convertAllFix } from './convert';
-import { applyEdits, editsConflict, normalizeEdits, type TextEdit } from './edits';
+import { applyEdits, EditSet, type TextEdit } from './edits';
 import { filterHeadFromConversion, keepLayerInBf16 } from './head';
 import { eol } from './indent';
 import { scanSource, type SourceModel, type Statement } from './source';
@@ -64,7 +64,15 @@ function sameModule(a?: FallbackModule, b?: FallbackModule): boolean {
 /** Generated text uses '\n'; a CRLF file gets CRLF. */
 function withFileEol(text: string, fixes: Fix[]): Fix[] {
   if (eol(text) === '\n') return fixes;
-  return fixes.map((f) => ({ ...f, edits: f.edits.map((e) => ({ ...e, newText: e.newText.replace(/\r?\n/g, '\r\n') })) }));
+  return fixes.map((f) => ({ ...f, edits: f.edits.map(crlfEdit) }));
+}
+
+/** An edit in CRLF, once per edit object (the fallback's shared edits come with every conversion of the file). */
+const crlfEdits = new WeakMap<TextEdit, TextEdit>();
+function crlfEdit(e: TextEdit): TextEdit {
+  let out = crlfEdits.get(e);
+  if (!out) crlfEdits.set(e, out = { ...e, newText: e.newText.replace(/\r?\n/g, '\r\n') });
+  return out;
 }
 
 /** The quick fixes for one finding, with the reasons for any fix the user might expect but does not get. */
@@ -306,13 +314,9 @@ function wrapTrainingStep(ctx: FixContext, selection?: { startOffset: number; en
 export function combineFixes(fixes: readonly Fix[]): { edits: TextEdit[]; applied: Fix[]; skipped: Fix[] } {
   const applied: Fix[] = [];
   const skipped: Fix[] = [];
-  let edits: TextEdit[] = [];
-  for (const fix of fixes) {
-    if (editsConflict(edits, fix.edits)) { skipped.push(fix); continue; }
-    edits = normalizeEdits([...edits, ...fix.edits]);
-    applied.push(fix);
-  }
-  return { edits, applied, skipped };
+  const set = new EditSet();
+  for (const fix of fixes) (set.tryAdd(fix.edits) ? applied : skipped).push(fix);
+  return { edits: set.edits, applied, skipped };
 }
 
 /** Applies one fix to the text. */

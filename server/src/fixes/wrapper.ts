@@ -11,6 +11,7 @@ import { indentUnit } from './indent';
 import { constructorSite, splitCallArgs, statementAt, statementText, type Statement } from './source';
 import { CONTEXT_FACTORY, FACTORY_BY_TE_CLASS, fallbackSource } from './fallback-source';
 import { boundFallbackNames, importNames, moduleFiles } from './fallback';
+import { perContext } from './memo';
 import type { CreatedFile, FixContext } from './types';
 
 /** First line of the block: how fixes (and people) recognise it (defined with the analysis, which skips the block). */
@@ -184,6 +185,12 @@ function insertBlock(ctx: FixContext, moved: BareImport[]): TextEdit {
  * it, the inline block is inserted (once) and the bare TE imports move into its try block.
  */
 export function planWrapper(ctx: FixContext, alsoImport: readonly string[] = []): WrapperPlan {
+  // The same for every finding of the file (the conversions ask for it once each): planned once per context.
+  const plan = perContext(ctx, `wrapper:${alsoImport.join(',')}`, () => planWrapperOnce(ctx, alsoImport));
+  return { ...plan, edits: [...plan.edits], remainingTeUses: [...plan.remainingTeUses], createFiles: [...plan.createFiles] };
+}
+
+function planWrapperOnce(ctx: FixContext, alsoImport: readonly string[]): WrapperPlan {
   const { ir } = ctx;
   const module = ctx.fallbackModule;
   const edits: TextEdit[] = [];
