@@ -14,7 +14,8 @@ import { lineStartsOf, pythonSource } from '../../server/src/lines';
 import { ParserTrap, PythonParser } from '../../server/src/parser';
 import { AnalysisSession } from '../../server/src/session';
 import { changeOffsets, isEnvironment } from '../../server/src/sync';
-import { CR_ONLY_MODEL, deepBlocks, layerRun, nestedAutocast, selfBuilding, unclosedInit } from '../fixtures/robust/shapes';
+import { CR_ONLY_MODEL, deepBlocks, layerRun, nestedAutocast, selfBuilding, strayParenBeforeLayers, unclosedInit } from '../fixtures/robust/shapes';
+import { calleeText } from '../../server/src/analysis/layers';
 import { ensureBuilt, parseJson, runCli, type CheckJson } from './cli-harness';
 
 describe('robustness: bounded analysis', function () {
@@ -56,6 +57,21 @@ describe('robustness: bounded analysis', function () {
     const per = (ir: typeof small): number => JSON.stringify(ir.layers).length / ir.layers.length;
     // Per-layer size constant (a quadratic analysis stores a callee text per call that grows with the prefix).
     assert.ok(per(large) < per(small) * 1.5, `${per(small)} -> ${per(large)} characters per layer`);
+  });
+
+  it('a stray ( before a run of layer lines: no callee text grows with the file (the recovered chain of calls)', () => {
+    const src = pythonSource(strayParenBeforeLayers(2000));
+    const tree = parser.parse(src)!;
+    try {
+      const calls = tree.rootNode.descendantsOfType('call').filter((c) => c !== null);
+      assert.ok(calls.length >= 2000, `${calls.length} calls`);
+      // The shape: calls whose callee spans most of the file (what made every callee a copy of the prefix).
+      assert.ok(calls.some((c) => c.childForFieldName('function')!.text.length > src.length / 2), 'the recovered tree chains the lines');
+      const longest = Math.max(...calls.map((c) => calleeText(src, c)?.text.length ?? 0));
+      assert.ok(longest <= 300, `a callee text of ${longest} characters`);
+      const ir = analyzeTree(tree, src);
+      assert.equal(ir.analysisError, undefined);
+    } finally { parser.release(tree); }
   });
 
   it('10,000 layers in one class are all found, with and without an unclosed parenthesis', () => {

@@ -141,9 +141,18 @@ const CONTAINER_DICT = /(^|\.)(ModuleDict|ParameterDict)$/;
 const DICT_FN = /^(dict|OrderedDict|collections\.OrderedDict)$/;
 const WEIGHTLESS = /Rotary|RoPE|Rope|Sinusoidal|PositionalEncoding|Alibi|ALiBi/;
 
+/** Longer callee text than this is no dotted name (`f(x).g` whose `f(x)` spans the file): only its last name is kept. */
+const MAX_CALLEE = 256;
+
 export function calleeText(src: string, call: SyntaxNode): { node: SyntaxNode; text: string } | undefined {
   const f = call.childForFieldName('function');
   if (!f || (f.type !== 'identifier' && f.type !== 'attribute')) return undefined;
+  if (f.endIndex - f.startIndex > MAX_CALLEE) {
+    // After a syntax error the recovered tree can chain every later line into one call whose callee text is the whole
+    // prefix: a copy per call would be quadratic in time and memory. The method name is what the analysis reads there.
+    const attr = f.type === 'attribute' ? f.childForFieldName('attribute') : null;
+    return attr ? { node: f, text: `(...).${src.slice(attr.startIndex, attr.endIndex)}` } : undefined;
+  }
   return { node: f, text: src.slice(f.startIndex, f.endIndex).replace(/\s+/g, '') };
 }
 
