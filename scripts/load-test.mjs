@@ -7,6 +7,7 @@
 //   - the server's RSS at start, with everything open, and after closing every document
 //
 //   npm run build && node scripts/load-test.mjs [--docs 200] [--edits 2000] [--spread-ms 5000] [--seed 1]
+//   LOAD_TEST_PROFILE=DIR: a CPU profile of the server in DIR; LOAD_TEST_MEMORY=DIR: mappings + heap snapshot in DIR
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -43,7 +44,11 @@ const rssOf = (pid) => {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const quantile = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((s.length - 1) * q))]; };
 
-const child = spawn(process.execPath, [...(process.env.LOAD_TEST_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.LOAD_TEST_PROFILE}`] : []), join(root, 'out', 'server.js'), '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'] });
+const nodeArgs = [
+  ...(process.env.LOAD_TEST_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.LOAD_TEST_PROFILE}`] : []),
+  ...(process.env.LOAD_TEST_MEMORY ? ['--heapsnapshot-signal=SIGUSR2'] : []),
+];
+const child = spawn(process.execPath, [...nodeArgs, join(root, 'out', 'server.js'), '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'], cwd: process.env.LOAD_TEST_MEMORY || undefined });
 const conn = createMessageConnection(new StreamMessageReader(child.stdout), new StreamMessageWriter(child.stdin));
 const published = new Map(); // uri -> latest published version
 let publishes = 0;
@@ -114,12 +119,27 @@ const rssClosed5 = rssOf(child.pid);
 await sleep(10000);
 const rssClosed15 = rssOf(child.pid);
 
+// LOAD_TEST_MEMORY=1: where the RSS after closing is (the largest mappings; a WASM memory is one anonymous mapping), and
+// a heap snapshot of the server (node --heapsnapshot-signal) in its working directory.
+let mappings = '';
+if (process.env.LOAD_TEST_MEMORY) {
+  const maps = readFileSync(`/proc/${child.pid}/smaps`, 'utf8').split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/).map((m) => {
+    const [range, , , , , name = '[anon]'] = m.split('\n')[0].split(/\s+/);
+    const [a, b] = range.split('-').map((x) => parseInt(x, 16));
+    return { name, sizeMb: (b - a) / 1048576, rssMb: Number(/^Rss:\s+(\d+)/m.exec(m)?.[1] ?? 0) / 1024 };
+  }).sort((x, y) => y.rssMb - x.rssMb).slice(0, 6);
+  mappings = maps.map((m) => `${m.name} ${m.rssMb.toFixed(0)} MB resident of ${m.sizeMb.toFixed(0)} MB`).join('; ');
+  process.kill(child.pid, 'SIGUSR2');
+  await sleep(8000);
+}
+
 const answered = EDITS - waiting.length;
 console.log(`Precision Lens language server load test: ${DOCS} documents (${Math.ceil(DOCS / 5)} training scripts with FP8 autocast), ${EDITS} edits over ${SPREAD_MS} ms`);
 console.log(`  opened and published all documents in ${openedMs - (openDeadline - 120_000)} ms`);
 console.log(`  edits answered: ${answered}/${EDITS}; edit -> diagnostics p50 ${quantile(latencies, 0.5)} ms, p95 ${quantile(latencies, 0.95)} ms, max ${Math.max(...latencies)} ms (debounce 120 ms included)`);
 console.log(`  settled ${settledMs} ms after the last edit; documents showing an older version: ${stale}; publishes in the 2 s after settling: ${publishesAfterSettle}`);
 console.log(`  RSS: ${rssStart.toFixed(0)} MB at start, ${rssOpen.toFixed(0)} MB with all open, ${rssClosed5.toFixed(0)} MB 5 s after closing all, ${rssClosed15.toFixed(0)} MB after 15 s`);
+if (mappings) console.log(`  largest mappings after closing: ${mappings}`);
 await conn.sendRequest('shutdown');
 await conn.sendNotification('exit');
 conn.dispose();

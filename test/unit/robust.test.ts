@@ -3,7 +3,8 @@
  * engine, the session and the built CLI. Work is checked by counts (layers, statements), never by wall time.
  */
 import * as assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveSettings } from '../../common/settings';
@@ -147,6 +148,32 @@ describe('robustness: a parser that survives', function () {
       assert.equal(json.summary.analysed, 2);
       assert.deepEqual(json.notAnalysed.map((n) => n.file.replace(/.*[\\/]/, '')), ['deep.py']);
       assert.ok(json.diagnostics.filter((d) => d.file.endsWith('model.py')).length === 3);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('robustness: --fix by Python\'s line rules', function () {
+  this.timeout(60000);
+
+  it('a CR-only file, and one mixing CR and LF lines, are fixed where Python sees the lines: the result compiles', () => {
+    ensureBuilt();
+    const dir = mkdtempSync(join(tmpdir(), 'pl-robust-'));
+    try {
+      const body = (nl: string, later: string) => `import torch.nn as nn${nl}${nl}${nl}class M(nn.Module):${nl}    def __init__(self):${nl}        super().__init__()${nl}`
+        + `        self.a = nn.Linear(64, 64)${later}        self.b = nn.Linear(64, 64)${later}`;
+      // The mixed file is the fuzzer's find (crOnly, then manyLayers adding \n lines): the import went after line 8.
+      writeFileSync(join(dir, 'cr.py'), body('\r', '\r'));
+      writeFileSync(join(dir, 'mixed.py'), body('\r', '\n'));
+      const run = runCli(['check', dir, '--fix', '--unsafe-fixes', '--fail-on', 'none'], dir);
+      assert.equal(run.status, 0, run.stderr);
+      for (const name of ['cr.py', 'mixed.py']) {
+        const fixed = readFileSync(join(dir, name), 'utf8');
+        assert.match(fixed, /fp8_linear\(64, 64\)/, name);
+        const py = spawnSync('/usr/bin/python3', ['-c', 'import sys; compile(open(sys.argv[1], "rb").read(), sys.argv[1], "exec")', join(dir, name)], { encoding: 'utf8' });
+        assert.equal(py.status, 0, `${name}: ${py.stderr}\n${JSON.stringify(fixed)}`);
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

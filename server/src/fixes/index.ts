@@ -18,6 +18,7 @@ import { conversionArgumentRefusal, conversionFix, convertAllFix } from './conve
 import { applyEdits, EditSet, type TextEdit } from './edits';
 import { filterHeadFromConversion, keepLayerInBf16 } from './head';
 import { eol } from './indent';
+import { pythonSource } from '../lines';
 import { scanSource, type SourceModel, type Statement } from './source';
 import { teAtLeast } from '../rules/autocast';
 import { migrateDeprecated, repairRecipe, replaceDelayedScaling, resolveApi } from './te-api';
@@ -38,7 +39,10 @@ let lastContext: { ctx: FixContext; teVersion?: string; fallbackModule?: Fallbac
  * Builds the shared context (the statement scan of the whole file is its costly part); reused while the text, the IR
  * and the settings are the same objects, so asking for the fixes of every finding stays linear in the file size.
  */
-export function fixContext(text: string, ir: ModelIR, settings: PrecisionLensSettings, env: FixEnv = {}): FixContext {
+export function fixContext(raw: string, ir: ModelIR, settings: PrecisionLensSettings, env: FixEnv = {}): FixContext {
+  // The fixes read the text as Python and the analysis do (a lone \r ends a line); same length, so their edits apply
+  // to the text as it is.
+  const text = asPython(raw);
   const last = lastContext;
   if (last && last.ctx.text === text && last.ctx.ir === ir && last.ctx.settings === settings && last.teVersion === env.teVersion
     && last.ctx.otherStack === env.otherStack && sameModule(last.fallbackModule, env.fallbackModule)) return last.ctx;
@@ -55,6 +59,13 @@ export function fixContext(text: string, ir: ModelIR, settings: PrecisionLensSet
   if (env.fallbackModule && !ctx.hasWrapper) ctx.fallbackModule = env.fallbackModule;
   lastContext = { ctx, teVersion: env.teVersion, fallbackModule: env.fallbackModule };
   return ctx;
+}
+
+let lastSource: { raw: string; text: string } | undefined;
+function asPython(raw: string): string {
+  if (raw.indexOf('\r') === -1) return raw;
+  if (lastSource?.raw !== raw) lastSource = { raw, text: pythonSource(raw) };
+  return lastSource.text;
 }
 
 function sameModule(a?: FallbackModule, b?: FallbackModule): boolean {
