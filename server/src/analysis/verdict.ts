@@ -198,10 +198,11 @@ export function keepTorchFallbacks(recs: LayerRec[]): void {
   // te.* layers built around other constructions: the fallback's factories (`fp8_parallel_linear(lambda: X(...))`).
   const factories = recs.filter((r) => r.layer.isTe && (r.layer.viaFallback || r.layer.viaFactory));
   if (!te.size && !factories.length) return;
+  const index = factories.length ? factoryIndex(factories) : undefined;
   for (const r of recs) {
     const L = r.layer;
     if (L.isTe || L.convertible === false) continue;
-    const factory = factories.length ? factoryAround(L, factories) : undefined;
+    const factory = index ? factoryAround(L, index) : undefined;
     if (factory) {
       L.fallbackFor = `${factory} (line ${L.span.startLine + 1})`;
       protect(L, 'built-by-fallback-factory', `This ${L.constructor} is what ${factory} builds where FP8 does not run (its fallback), so it stays as it is.`);
@@ -217,13 +218,32 @@ export function keepTorchFallbacks(recs: LayerRec[]): void {
   }
 }
 
+/**
+ * The te.* factory calls by start, with the furthest end reached so far: the first factory that encloses a layer is
+ * found by two binary searches (a file converted through the fallback has a factory per layer).
+ */
+interface FactoryIndex { byStart: LayerRec[]; maxEnd: number[] }
+
+function factoryIndex(factories: LayerRec[]): FactoryIndex {
+  const byStart = [...factories].sort((a, b) => a.layer.span.startOffset - b.layer.span.startOffset);
+  const maxEnd: number[] = [];
+  for (const f of byStart) maxEnd.push(Math.max(maxEnd[maxEnd.length - 1] ?? -1, f.layer.span.endOffset));
+  return { byStart, maxEnd };
+}
+
 /** The te.* factory call whose arguments build this layer (`fp8_parallel_linear(lambda: X(...), ...)`), if any. */
-function factoryAround(L: LayerRec['layer'], factories: LayerRec[]): string | undefined {
-  for (const f of factories) {
-    const a = f.layer.span;
-    if (a.startOffset < L.span.startOffset && L.span.endOffset <= a.endOffset) return f.layer.constructor;
-  }
-  return undefined;
+function factoryAround(L: LayerRec['layer'], index: FactoryIndex): string | undefined {
+  const { byStart, maxEnd } = index;
+  // Factories starting before the layer: [0, before).
+  let lo = 0;
+  let hi = byStart.length;
+  while (lo < hi) { const mid = (lo + hi) >> 1; if (byStart[mid].layer.span.startOffset < L.span.startOffset) lo = mid + 1; else hi = mid; }
+  const before = lo;
+  // The first of them whose end (the furthest so far) reaches the layer's end encloses it.
+  lo = 0;
+  hi = before;
+  while (lo < hi) { const mid = (lo + hi) >> 1; if (maxEnd[mid] >= L.span.endOffset) hi = mid; else lo = mid + 1; }
+  return lo < before ? byStart[lo].layer.constructor : undefined;
 }
 
 /** Whether two layers are elements of the same container call (nn.Sequential / nn.ModuleList / a list literal). */

@@ -63,7 +63,7 @@ export function fixContext(raw: string, ir: ModelIR, settings: PrecisionLensSett
 
 let lastSource: { raw: string; text: string } | undefined;
 function asPython(raw: string): string {
-  if (raw.indexOf('\r') === -1) return raw;
+  // Asked once per finding: the text is scanned once, not once per call.
   if (lastSource?.raw !== raw) lastSource = { raw, text: pythonSource(raw) };
   return lastSource.text;
 }
