@@ -55,10 +55,22 @@ export interface CatalogueEntry {
   imported?: boolean;
   /** Why a Linear or norm class has no te.* twin to convert to in place (said as the verdict's reason). */
   noTe?: string;
+  /**
+   * For an imported norm class whose forward was read: it computes a plain norm over the last axis (no (1 + weight)
+   * offset, no extra inputs), so te.* represents it. `from` says where the forward was read; `scaleName` is set when
+   * its weight is not called `weight` (the state_dict keys change).
+   */
+  forwardRead?: ForwardRead;
   /** Not a layer at all (containers, losses, parameters). */
   notLayer?: boolean;
   /** Where the signature was read (repository, file, commit of the version read), or why it was not. */
   source: RowSource;
+}
+
+/** Where an imported norm's forward was read, and what it calls its weight when not `weight`. */
+export interface ForwardRead {
+  from: string;
+  scaleName?: string;
 }
 
 /** The library file a row's signature was read from, at the commit of the version read. */
@@ -263,7 +275,8 @@ export const CATALOGUE: CatalogueEntry[] = [
   { name: 'timm.layers.norm.LayerNorm', library: 'timm', kind: 'layernorm', params: ['num_channels', 'eps', 'affine'], imported: true,
     te: { cls: 'te.LayerNorm', renames: { num_channels: 'normalized_shape' }, affineFlag: 'affine', eps: '1e-6' }, source: TIMM_NORM },
   { name: 'timm.layers.norm.RmsNorm', library: 'timm', kind: 'rmsnorm', params: ['channels', 'eps', 'affine', 'device', 'dtype'], imported: true,
-    te: { cls: 'te.RMSNorm', renames: { channels: 'normalized_shape' }, affineFlag: 'affine', eps: '1e-6' }, source: TIMM_NORM },
+    te: { cls: 'te.RMSNorm', renames: { channels: 'normalized_shape' }, affineFlag: 'affine', eps: '1e-6' }, source: TIMM_NORM,
+    forwardRead: { from: 'timm 1.0.31 (PyPI wheel), timm/layers/norm.py: rms_norm(x, normalized_shape, self.weight, eps) over the last axis' } },
   // Normalises over the channel axis of NCHW tensors: te.* norms use the last axis.
   { name: 'timm.layers.norm.LayerNorm2d', library: 'timm', kind: 'other', params: ['num_channels', 'eps', 'affine'], source: TIMM_NORM },
   { name: 'timm.layers.mlp.Mlp', library: 'timm', kind: 'other', params: ['in_features', 'hidden_features', 'out_features', 'act_layer', 'norm_layer', 'bias', 'drop', 'use_conv'],
@@ -275,7 +288,8 @@ export const CATALOGUE: CatalogueEntry[] = [
   // torchtune
   // forward computes in float32 and casts back; its scale parameter is called `scale`.
   { name: 'torchtune.modules.rms_norm.RMSNorm', library: 'torchtune', kind: 'rmsnorm', params: ['dim', 'eps'], imported: true,
-    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' }, eps: '1e-6' }, source: read('pytorch/torchtune', 'torchtune/modules/rms_norm.py', '1b0918f2e68bb9ea6a5399243b9027b60024c504') },
+    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' }, eps: '1e-6' }, source: read('pytorch/torchtune', 'torchtune/modules/rms_norm.py', '1b0918f2e68bb9ea6a5399243b9027b60024c504'),
+    forwardRead: { from: 'torchtune 0.6.1 (PyPI wheel), torchtune/modules/rms_norm.py: F.rms_norm(x.float(), weight=self.scale, eps=self.eps).to(x.dtype)', scaleName: 'scale' } },
   // Not an nn.Module: a callable holding the tied module, F.linear(x, tied_module.weight) without bias.
   { name: 'torchtune.modules.tied_linear.TiedLinear', library: 'torchtune', kind: 'other', params: ['tied_module'],
     role: { role: 'lm_head', note: "torchtune's output projection tied to the token embedding" },

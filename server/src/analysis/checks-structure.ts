@@ -201,6 +201,8 @@ const importedNorm: Check = {
   name: 'imported-norm-class', facet: 'structure',
   run({ rec, L, sofar }) {
     if (L.kind !== 'rmsnorm' || !rec.ctor.imported || sofar !== 'ok') return undefined;
+    const read = rec.ctor.importedForward;
+    if (read) return ok(`${rec.ctor.display}'s forward is a plain RMSNorm over the last axis (read in ${read.from}).`);
     return guarded(`${rec.ctor.display} is imported from ${rec.ctor.imported.replace(/\.[^.]+$/, '')}: its forward is not in this file (some scale by 1 + weight, as Gemma's does, which needs zero_centered_gamma=True). Check it before converting.`);
   },
 };
@@ -218,10 +220,10 @@ const weightlessNorm: Check = {
 const scaleName: Check = {
   name: 'norm-scale-name', facet: 'structure',
   run({ rec, L, sofar }) {
-    const scale = rec.ctor.local?.info.scaleName;
+    const scale = rec.ctor.local?.info.scaleName ?? rec.ctor.importedForward?.scaleName;
     if (!isNorm(L.kind) || !scale || sofar !== 'ok') return undefined;
     const at = L.name ? `${L.name.replace(/^self\./, '')}.` : '';
-    return guarded(`${L.localClass} calls its scale ${scale}, ${teNorm(L.kind)} calls it weight: the state_dict keys change (${at}${scale} -> ${at}weight), so map them when loading a checkpoint (training from scratch is unaffected).`);
+    return guarded(`${L.localClass ?? rec.ctor.display} calls its scale ${scale}, ${teNorm(L.kind)} calls it weight: the state_dict keys change (${at}${scale} -> ${at}weight), so map them when loading a checkpoint (training from scratch is unaffected).`);
   },
 };
 

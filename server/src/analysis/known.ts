@@ -2,7 +2,7 @@
  * What the analysis knows about library classes, read from the catalogue (catalogue.ts): kinds, constructor
  * signatures, role hints and te.* mappings, in the shape the layer collector uses.
  */
-import { displayName, lookupClass, type RoleHint } from './catalogue';
+import { displayName, lookupClass, type ForwardRead, type RoleHint } from './catalogue';
 import type { LayerKind } from './ir';
 
 export interface KnownCtor {
@@ -19,6 +19,8 @@ export interface KnownCtor {
   transposedWeight?: boolean;
   /** A model library's own norm class, imported (its forward is not in the file): the resolved name. */
   imported?: string;
+  /** The imported norm's forward as the catalogue read it (a plain norm; its weight's name when not `weight`). */
+  importedForward?: ForwardRead;
   /** What the class is in a model (a framework's output layer or embedding module), from the catalogue. */
   roleHint?: RoleHint;
   /** Why a Linear or norm class has no te.* twin in place. */
@@ -45,6 +47,7 @@ export function knownCtor(resolved: string): KnownCtor | undefined {
   if (e.te?.parallelMode) k.parallelMode = e.te.parallelMode;
   if (e.te?.transposedWeight) k.transposedWeight = true;
   if (e.imported) k.imported = resolved;
+  if (e.imported && e.forwardRead) k.importedForward = e.forwardRead;
   if (e.role) k.roleHint = e.role;
   if (e.noTe) k.noTe = e.noTe;
   if (e.te?.affineFlag) k.affineFlag = e.te.affineFlag;
@@ -60,7 +63,7 @@ export const SHAPE_PARAM = /^(normalized_shape|ndim|dim|hidden_size|d_model|n_st
 export const VOCAB_NAME = /(^|[._])(vocab(ulary)?(_size|_len|_length|size)?|padded_vocab_size|n_?vocab|num_vocab|ntokens?|n_?tokens|num_tokens|token_num|vocab_num|n_words|num_words|output_vocab_size|tgt_vocab_size|target_vocab_size|src_vocab_size|vocab_dim|n_?chars|num_chars|n_characters|num_characters|n_?symbols|num_symbols|alphabet_size|charset_size)\)?$/i;
 export const VOCAB_EXPR = /\blen\(\s*(self\.)?[\w.]*(dictionary|dict|tokenizer|vocab|tgt_dict|itos|stoi|alphabet|chars|symbols|tokens|char_to_idx|idx_to_char|token_to_id|id2token|word2idx|idx2word)\w*\s*\)|\.weight\.(shape\[0\]|size\(0\))|\.num_embeddings\b/i;
 
-export const CLASSIFIER_NAME = /(^|[._])(num_classes|n_classes|nclasses|num_class|n_class|num_labels|n_labels|nlabels|num_outputs|n_outputs|num_actions|n_actions|output_classes|classes|num_targets)\)?$/i;
+export const CLASSIFIER_NAME = /(^|[._])(num_classes|n_classes|nclasses|num_class|n_class|num_labels|n_labels|nlabels|num_outputs|n_outputs|num_actions|n_actions|output_classes|classes|num_targets|classifier_proj_size|classifier_hidden_size|classifier_dim)\)?$/i;
 
 export const EXPERTS_NAME = /(^|[._])(num_experts|n_experts|num_local_experts|n_routed_experts|moe_num_experts|num_experts_per_tok|experts|n_expert|expert_num|num_moe_experts)\)?$/i;
 

@@ -8,7 +8,7 @@ import type { Layer, LayerArg, LayerKind, Span } from './ir';
 import { ctorParams, paramsOf, WEIGHT_CAST, type ClassModel } from './classes';
 import { argFor, type EvalScope, type Evaluator } from './dims';
 import { resolveName, type ImportTable } from './imports';
-import { lookupClassAttribute, type RoleHint } from './catalogue';
+import { lookupClassAttribute, type ForwardRead, type RoleHint } from './catalogue';
 import { FALLBACK_FACTORIES, IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
 import { positionAt, spanOf, stringValue } from './spans';
 import type { CallRec, ClassRec, FuncRec, WalkResult } from './walk';
@@ -31,6 +31,8 @@ export interface CtorInfo {
   transposedWeight?: boolean;
   /** A model library's own norm class, imported: its resolved name (its forward is not in the file). */
   imported?: string;
+  /** The imported norm's forward as the catalogue read it. */
+  importedForward?: ForwardRead;
   /** The catalogue's role hint for a library class (a framework's output layer or embedding module). */
   roleHint?: RoleHint;
   /** Why a library Linear or norm class has no te.* twin in place (the catalogue's reason). */
@@ -485,7 +487,7 @@ interface ClassExpr {
 /** What a constructor converts to, as one comparable key and as words for messages. */
 function conversionOf(c: CtorInfo): { key: string; words: string } {
   const li = c.local?.info;
-  const key = `${c.kind}|${c.isTe}|${c.te ?? ''}|${c.parallelMode ?? ''}|${!!c.transposedWeight}|${!!c.imported}|${!!li?.zeroCenteredGamma}|${li?.zeroCenteredConditional ?? ''}|${li?.forwardExtra ?? ''}`;
+  const key = `${c.kind}|${c.isTe}|${c.te ?? ''}|${c.parallelMode ?? ''}|${!!c.transposedWeight}|${!!c.imported}|${c.importedForward ? `read:${c.importedForward.scaleName ?? 'weight'}` : ''}|${!!li?.zeroCenteredGamma}|${li?.zeroCenteredConditional ?? ''}|${li?.forwardExtra ?? ''}`;
   const words = c.isTe ? 'already TE' : c.te ? `${c.te}${c.parallelMode ? ` (${c.parallelMode}-parallel)` : ''}${li?.zeroCenteredGamma ? ' (zero_centered_gamma)' : ''}` : 'no te.* twin';
   return { key, words };
 }
