@@ -44,6 +44,8 @@ export interface WireEnvEvent {
   platform?: string;
   /** Every backend the benchmark offers, and whether it can run here (bench/plbench/cli.py backend_report). */
   backends?: Array<{ id?: string; label?: string; description?: string; available?: boolean; reason?: string | null }>;
+  /** The same for `--mode inference` (bench/plbench/inference_report.py); `reference_only`: accuracy, not speed. */
+  inference_backends?: Array<{ id?: string; label?: string; description?: string; available?: boolean; reason?: string | null; reference_only?: boolean }>;
 }
 
 export interface WireProgressEvent {
@@ -76,6 +78,14 @@ export interface WireResultEvent {
   skipped?: boolean | string;
   reason?: string;
   error?: string | { message?: string; hint?: string; code?: string };
+  /** `--mode inference` results (bench/plbench/inference.py run_one). */
+  mode?: string;
+  prefill_tokens_per_s?: number | null;
+  decode_tokens_per_s?: number | null;
+  prompt_tokens?: number;
+  new_tokens?: number;
+  reference_only?: boolean;
+  accuracy?: { max_abs_logit_diff?: number; mean_abs_logit_diff?: number; next_token_agreement?: number } | null;
 }
 
 export interface WireSummaryEvent {
@@ -133,6 +143,8 @@ export interface BackendAvailability {
   available: boolean;
   /** Why not, when it cannot. */
   reason?: string;
+  /** Its figures are an accuracy reference only (ModelOpt fake-quant: its speed is not FP8 speed). */
+  referenceOnly?: boolean;
 }
 
 export interface EnvInfo {
@@ -160,6 +172,8 @@ export interface EnvInfo {
   platform?: string;
   /** The backends the benchmark offers here (newer benchmarks report them; older ones leave this undefined). */
   backends?: BackendAvailability[];
+  /** The `--mode inference` backends, the same way (undefined from benchmarks that predate inference). */
+  inferenceBackends?: BackendAvailability[];
 }
 
 export interface EnvEvent extends EnvInfo {
@@ -195,8 +209,27 @@ export interface BackendResult {
   recipe?: string;
   /** The backend did not run (e.g. TE not installed): why. */
   skippedReason?: string;
+  /** `--mode inference` figures; undefined for a training result. */
+  inference?: InferenceFigures;
   /** Fields the extension does not know, shown in the details. */
   extra?: Record<string, unknown>;
+}
+
+/** One inference backend's figures: throughput of the two phases, and its accuracy cost against BF16. */
+export interface InferenceFigures {
+  /** Prompt tokens per second (batch x prompt tokens per forward). */
+  prefillTokensPerS?: number;
+  /** Generated tokens per second (one per sequence per decode step). */
+  decodeTokensPerS?: number;
+  promptTokens?: number;
+  newTokens?: number;
+  /** Against the BF16 logits on held-out batches; undefined for BF16 itself. */
+  maxAbsLogitDiff?: number;
+  meanAbsLogitDiff?: number;
+  /** 0..1: how often the predicted next token is BF16's. */
+  nextTokenAgreement?: number;
+  /** Fake-quant (ModelOpt): the accuracy is meaningful, the speed is not FP8 speed. */
+  referenceOnly?: boolean;
 }
 
 export interface ResultEvent extends BackendResult {
@@ -314,7 +347,10 @@ function normalizeBackends(value: unknown): BackendAvailability[] | undefined {
   for (const b of value) {
     const id = isRecord(b) ? str(b.id) : undefined;
     if (!isRecord(b) || !id || out.some((o) => o.id === id)) continue;
-    out.push({ id, label: str(b.label) ?? id, description: str(b.description), available: b.available === true, reason: str(b.reason) });
+    out.push({
+      id, label: str(b.label) ?? id, description: str(b.description), available: b.available === true, reason: str(b.reason),
+      ...(b.reference_only === true ? { referenceOnly: true } : {}),
+    });
   }
   return out;
 }
@@ -356,7 +392,8 @@ function normalizeEnv(raw: Record<string, unknown>): EnvEvent {
     hostname: str(raw.hostname) ?? str(raw.host),
     platform: str(raw.platform),
     backends: normalizeBackends(raw.backends),
-    extra: omit(raw, ['event', 'backends', 'executable', 'python_executable', 'python_version', 'python', 'torch', 'torch_version', 'cuda',
+    inferenceBackends: normalizeBackends(raw.inference_backends),
+    extra: omit(raw, ['event', 'backends', 'inference_backends', 'executable', 'python_executable', 'python_version', 'python', 'torch', 'torch_version', 'cuda',
       'cuda_version', 'cuda_available', 'gpus', 'te_version', 'te', 'transformer_engine', 'fp8', 'torch_fp8', 'recipes', 'hostname', 'host', 'platform']),
   };
 }
@@ -384,12 +421,31 @@ function normalizeResult(raw: Record<string, unknown>): ResultEvent {
     peakMemoryBytes: num(raw.peak_memory_bytes),
     losses,
     lossMeasuredFrom: num(raw.loss_measured_from),
-    emulated: raw.emulated === true ? true : undefined,
+    emulated: raw.emulated === true || (isRecord(raw.notes) && raw.notes.emulated === true) ? true : undefined,
     recipe: str(raw.recipe),
     skippedReason,
+    inference: raw.mode === 'inference' ? normalizeInference(raw) : undefined,
     extra: omit(raw, ['event', 'backend', 'label', 'tokens_per_s', 'step_ms', 'step_time_ms', 'step_time_median_ms', 'step_time_p90_ms',
-      'peak_memory_bytes', 'losses', 'loss_measured_from', 'emulated', 'recipe', 'status', 'skipped', 'reason', 'error']),
+      'peak_memory_bytes', 'losses', 'loss_measured_from', 'emulated', 'recipe', 'status', 'skipped', 'reason', 'error',
+      ...(raw.mode === 'inference' ? INFERENCE_FIELDS : [])]),
   };
+}
+
+const INFERENCE_FIELDS = ['prefill_tokens_per_s', 'decode_tokens_per_s', 'prompt_tokens', 'new_tokens', 'reference_only', 'accuracy'];
+
+function normalizeInference(raw: Record<string, unknown>): InferenceFigures {
+  const acc = isRecord(raw.accuracy) ? raw.accuracy : {};
+  const figures: InferenceFigures = {
+    prefillTokensPerS: num(raw.prefill_tokens_per_s),
+    decodeTokensPerS: num(raw.decode_tokens_per_s),
+    promptTokens: num(raw.prompt_tokens),
+    newTokens: num(raw.new_tokens),
+    maxAbsLogitDiff: num(acc.max_abs_logit_diff),
+    meanAbsLogitDiff: num(acc.mean_abs_logit_diff),
+    nextTokenAgreement: num(acc.next_token_agreement),
+    referenceOnly: raw.reference_only === true ? true : undefined,
+  };
+  return Object.fromEntries(Object.entries(figures).filter(([, v]) => v !== undefined)) as InferenceFigures;
 }
 
 function normalizeWorkloads(value: unknown): WorkloadInfo[] {
@@ -489,12 +545,23 @@ export const KNOWN_BACKENDS: ReadonlyArray<{ id: string; label: string; descript
   { id: 'torch-fp8', label: 'FP8 (torch._scaled_mm)', description: 'per-tensor scaled FP8 matmul, compiled; where TE is missing' },
 ];
 
+/** The `--mode inference` backends (bench/plbench/inference_report.py), offered before the probe answers. */
+export const KNOWN_INFERENCE_BACKENDS: ReadonlyArray<{ id: string; label: string; description: string; referenceOnly?: boolean }> = [
+  { id: 'bf16', label: 'BF16 (eval)', description: 'baseline: the model in bfloat16, eval, no grad' },
+  { id: 'torchao', label: 'FP8 (torchao dynamic act + weight)', description: 'torchao Float8DynamicActivationFloat8WeightConfig: E4M3, dynamic per-tensor scales' },
+  { id: 'te', label: 'FP8 (TE, eval)', description: 'te.* layers under TE autocast in eval' },
+  { id: 'torch-fp8', label: 'FP8 (torch._scaled_mm, fallback)', description: 'per-tensor scaled FP8 linear; where TE and torchao are missing' },
+  { id: 'modelopt', label: 'ModelOpt fake-quant (accuracy only)', description: 'Model Optimizer FP8_DEFAULT_CFG fake-quant: an accuracy reference, its speed is not FP8 speed', referenceOnly: true },
+];
+
+const SHORT_LABELS: Readonly<Record<string, string>> = { bf16: 'BF16', te: 'TE FP8', 'torch-fp8': 'torch FP8', torchao: 'torchao FP8', modelopt: 'ModelOpt ref' };
+
 /** A short name for a backend id (chart labels in a narrow sidebar). */
 export function shortBackendLabel(id: string): string {
-  return id === 'bf16' ? 'BF16' : id === 'te' ? 'TE FP8' : id === 'torch-fp8' ? 'torch FP8' : id;
+  return SHORT_LABELS[id] ?? id;
 }
 
 /** A readable name for a backend id. */
 export function backendLabel(id: string): string {
-  return KNOWN_BACKENDS.find((b) => b.id === id)?.label ?? id;
+  return KNOWN_BACKENDS.find((b) => b.id === id)?.label ?? KNOWN_INFERENCE_BACKENDS.find((b) => b.id === id)?.label ?? id;
 }

@@ -8,8 +8,13 @@
  */
 import type { BackendAvailability, BackendResult, BenchErrorInfo, EnvInfo, WorkloadInfo } from './bench-events';
 
+/** The benchmark's two modes: BF16 vs FP8 training steps, or serving (prefill/decode and the accuracy cost). */
+export type RunMode = 'train' | 'inference';
+
 /** What the form submits; also what a history entry records. */
 export interface RunOptions {
+  /** Absent in runs recorded before inference existed: those are training runs. */
+  mode?: RunMode;
   /** A preset name from `--list-workloads`, or `module:function` for the user's own model. */
   workload: string;
   backends: string[];
@@ -18,9 +23,18 @@ export interface RunOptions {
   batch: number;
   seq: number;
   compile: boolean;
+  /** Inference: prompt tokens per sequence (prefill). */
+  promptLen?: number;
+  /** Inference: tokens decoded per sequence. */
+  newTokens?: number;
+  /** Inference: timed repetitions (the median is reported). */
+  repeats?: number;
+  /** Inference: the backends ticked on the inference tab (each tab keeps its own). */
+  inferenceBackends?: string[];
 }
 
 export const DEFAULT_RUN_OPTIONS: RunOptions = {
+  mode: 'train',
   workload: 'gpt-125m',
   backends: ['bf16', 'te', 'torch-fp8'],
   steps: 30,
@@ -28,7 +42,16 @@ export const DEFAULT_RUN_OPTIONS: RunOptions = {
   batch: 16,
   seq: 1024,
   compile: true,
+  promptLen: 512,
+  newTokens: 64,
+  repeats: 5,
+  inferenceBackends: ['bf16', 'torchao', 'te'],
 };
+
+/** The mode of a run (older history entries have none: training). */
+export function runMode(options: Pick<RunOptions, 'mode'> | undefined): RunMode {
+  return options?.mode === 'inference' ? 'inference' : 'train';
+}
 
 /** How the interpreter was chosen, in the order they are tried. */
 export type InterpreterSource = 'setting' | 'python-envs' | 'python-extension' | 'default';
@@ -91,6 +114,10 @@ export interface BackendRatio {
   stepTime?: number;
   /** final loss minus BF16's final loss. */
   finalLossDelta?: number;
+  /** Inference: prefill tokens/s over BF16's. */
+  prefillSpeedup?: number;
+  /** Inference: decode tokens/s over BF16's. */
+  decodeSpeedup?: number;
 }
 
 export interface RunState {
@@ -148,6 +175,8 @@ export interface BenchmarkViewState {
   interpreters?: { candidates: InterpreterCandidate[]; pickerOpen: boolean };
   /** The backends to offer, each enabled or disabled with the reason (derived from `environment`). */
   backends: BackendChoice[];
+  /** The same for the inference tab (`--mode inference`). */
+  inferenceBackends: BackendChoice[];
   /** Why Run cannot start in this environment (untrusted, no torch, no CUDA...); undefined when it can. */
   runBlocked?: string;
   /** History runs the view should select and show (an import, a finished run); a new serial each time. */
@@ -215,17 +244,30 @@ export function sanitizeRunOptions(raw: unknown, fallback: RunOptions = DEFAULT_
     const n = typeof v === 'number' ? v : typeof v === 'string' ? Number(v) : NaN;
     return Number.isFinite(n) ? Math.min(max, Math.max(min, Math.round(n))) : d;
   };
-  const backends = Array.isArray(r.backends)
-    ? [...new Set(r.backends.filter((b): b is string => typeof b === 'string' && /^[A-Za-z0-9_.-]+$/.test(b)))]
-    : fallback.backends;
+  const ids = (v: unknown, d: string[]) => {
+    const list = Array.isArray(v) ? [...new Set(v.filter((b): b is string => typeof b === 'string' && /^[A-Za-z0-9_.-]+$/.test(b)))] : d;
+    return list.length > 0 ? list : d;
+  };
   const workload = typeof r.workload === 'string' && r.workload.trim() !== '' ? r.workload.trim() : fallback.workload;
+  const mode = r.mode === 'inference' || r.mode === 'train' ? r.mode : runMode(fallback);
+  const inferenceFallback = fallback.inferenceBackends ?? DEFAULT_RUN_OPTIONS.inferenceBackends!;
   return {
+    mode,
     workload,
-    backends: backends.length > 0 ? backends : fallback.backends,
+    backends: ids(r.backends, fallback.backends),
     steps: int(r.steps, fallback.steps, 1, 100000),
     warmup: int(r.warmup, fallback.warmup, 0, 100000),
     batch: int(r.batch, fallback.batch, 1, 65536),
     seq: int(r.seq, fallback.seq, 1, 1048576),
     compile: typeof r.compile === 'boolean' ? r.compile : fallback.compile,
+    promptLen: int(r.promptLen, fallback.promptLen ?? DEFAULT_RUN_OPTIONS.promptLen!, 1, 1048576),
+    newTokens: int(r.newTokens, fallback.newTokens ?? DEFAULT_RUN_OPTIONS.newTokens!, 0, 1048576),
+    repeats: int(r.repeats, fallback.repeats ?? DEFAULT_RUN_OPTIONS.repeats!, 1, 1000),
+    inferenceBackends: ids(r.inferenceBackends, inferenceFallback),
   };
+}
+
+/** The backends a run of these options launches: the ticked ones of its mode's tab. */
+export function runBackends(options: RunOptions): string[] {
+  return runMode(options) === 'inference' ? options.inferenceBackends ?? DEFAULT_RUN_OPTIONS.inferenceBackends! : options.backends;
 }

@@ -188,6 +188,8 @@ def _main(session, argv):
         from . import envprobe
         env = envprobe.probe(None, with_te=False)
         env["backends"] = backend_report(env)
+        from . import inference_report
+        env["inference_backends"] = inference_report.backend_report(env)
         emitter.emit("env", protocol=PROTOCOL_VERSION, bench_version=__version__, **env)
         raise BenchError("no_torch", "PyTorch is not installed in %s (%s)" % (sys.executable, exc),
                          "select a Python interpreter that has torch (pip install torch), or set precisionLens.pythonPath")
@@ -196,6 +198,8 @@ def _main(session, argv):
     session.state["phase"] = "probe"
     env = envprobe.probe(torch, with_te=True)
     env["backends"] = backend_report(env)
+    from . import inference_report
+    env["inference_backends"] = inference_report.backend_report(env)
     emitter.emit("env", protocol=PROTOCOL_VERSION, bench_version=__version__, **env)
     log("torch %s, CUDA %s, GPU %s (%s), TE %s, FP8: %s (%s)" % (
         env["torch"], env["cuda"], env["gpu_name"], env["sm"], env["te"]["version"] or "not installed",

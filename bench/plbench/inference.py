@@ -25,16 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from . import workloads
+from .inference_report import INFERENCE_BACKENDS, LABELS
 from .protocol import BenchError, log
-
-INFERENCE_BACKENDS = ("bf16", "torchao", "te", "torch-fp8", "modelopt")
-LABELS = {
-    "bf16": "BF16 (eval, no grad)",
-    "torchao": "torchao Float8DynamicActivationFloat8WeightConfig (E4M3, dynamic per-tensor scales)",
-    "te": "Transformer Engine te.* layers under TE autocast (eval)",
-    "torch-fp8": "torch._scaled_mm per-tensor FP8 linear (this harness)",
-    "modelopt": "Model Optimizer FP8_DEFAULT_CFG fake-quant: ACCURACY REFERENCE ONLY, its speed is not FP8 speed",
-}
 
 
 # --------------------------------------------------------------------------------------------------------------

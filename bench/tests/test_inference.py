@@ -192,3 +192,25 @@ def test_real_modelopt_fake_quant_reference_on_cpu(bench):
     mo = [e for e in r.of("result") if e["backend"] == "modelopt"][0]
     assert mo["reference_only"] and "REFERENCE ONLY" in mo["label"]
     assert 0 < mo["accuracy"]["max_abs_logit_diff"] and mo["accuracy"]["next_token_agreement"] > 0.5
+
+
+def test_backend_report_says_why_each_inference_backend_cannot_run():
+    from plbench import inference_report as rep
+    h200 = {"torch": "2.11", "cuda_available": True, "gpus": [{"name": "NVIDIA H200"}],
+            "te": {"installed": True, "error": None}, "torchao": {"installed": True},
+            "fp8": {"available": True}, "torch_fp8": {"available": True}}
+    by = {b["id"]: b for b in rep.backend_report(h200)}
+    assert list(by) == list(rep.INFERENCE_BACKENDS)
+    assert all(by[b]["available"] for b in ("bf16", "torchao", "te", "torch-fp8"))
+    assert by["modelopt"]["reference_only"] and "ACCURACY REFERENCE ONLY" in by["modelopt"]["description"]
+    a100 = dict(h200, te={"installed": False}, torchao={"installed": False},
+                fp8={"available": False, "reason": "compute capability 8.0 < 8.9"},
+                torch_fp8={"available": False, "reason": "compute capability 8.0 < 8.9"})
+    by = {b["id"]: b for b in rep.backend_report(a100)}
+    assert by["bf16"]["available"] and by["bf16"]["reason"] is None
+    assert by["te"]["reason"] == "Transformer Engine not installed"
+    assert by["torchao"]["reason"] == "torchao not installed"
+    assert by["torch-fp8"]["reason"] == "compute capability 8.0 < 8.9"
+    no_gpu = dict(h200, cuda_available=False, gpus=[])
+    assert {b["reason"] for b in rep.backend_report(no_gpu)} == {"no CUDA device"}
+    assert {b["reason"] for b in rep.backend_report({"torch": None})} == {"PyTorch is not installed in this interpreter"}

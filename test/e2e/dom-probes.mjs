@@ -48,9 +48,13 @@ export function benchmarkView() {
     const r = t.getBoundingClientRect();
     if (r.width > 0 && (r.left < -1 || r.right > width + 1)) problems.push(`chart label outside the view: "${text(t)}" (${Math.round(r.left)}..${Math.round(r.right)} of ${width})`);
   }
+  const tab = document.querySelector('.tabs [role="tab"][aria-selected="true"]');
+  const fields = [...document.querySelectorAll('#benchmark-form .field input')].filter((i) => i.getClientRects().length > 0).map((i) => i.id);
   return {
     width,
     appWidth: app ? app.clientWidth : 0,
+    mode: tab ? tab.id.replace(/^tab-/, '') : undefined,
+    fields,
     run: run ? { disabled: run.disabled, title: run.title } : undefined,
     runReason: reason && !reason.hidden ? text(reason) : undefined,
     validation: text(document.querySelector('.validation')) || undefined,
@@ -64,4 +68,18 @@ export function benchmarkView() {
   };
 }
 
-export const PROBES = { benchmarkView };
+/** Clicks the form's Inference tab, as a user would; true when it was there to click. */
+export function clickInferenceTab() {
+  const tab = document.getElementById('tab-inference');
+  if (tab) tab.click();
+  return !!tab;
+}
+
+/** Clicks the Training tab. */
+export function clickTrainingTab() {
+  const tab = document.getElementById('tab-train');
+  if (tab) tab.click();
+  return !!tab;
+}
+
+export const PROBES = { benchmarkView, clickInferenceTab, clickTrainingTab };

@@ -8,6 +8,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ImportError, jsonOutToHistoryEntry, optionsFromDocument, parseJsonOutText } from '../../client/src/benchmark/importResults';
 import { normalizeBenchEvent, BenchEvent } from '../../common/bench-events';
+import { DEFAULT_RUN_OPTIONS } from '../../common/webview-messages';
+
+/** A training run's options carry the inference tab's defaults untouched. */
+const { promptLen, newTokens, repeats, inferenceBackends } = DEFAULT_RUN_OPTIONS;
+const TRAIN = { mode: 'train', promptLen, newTokens, repeats, inferenceBackends };
 
 const dir = join(__dirname, '..', '..', 'bench', 'results', 'h200');
 const FINISHED = Date.UTC(2026, 10, 30, 0, 37, 3);
@@ -22,7 +27,7 @@ describe('benchmark results import (--json-out)', () => {
     const { entry, warnings } = jsonOutToHistoryEntry(doc, { path: '/r/llama-7b-slice.json', finishedAt: FINISHED });
     assert.deepEqual(entry.results.map((r) => r.backend), ['bf16', 'torch-fp8']);
     assert.ok(entry.results.every((r) => !r.skippedReason && !r.emulated));
-    assert.deepEqual(entry.options, { workload: 'llama-7b-slice', backends: ['bf16', 'te', 'torch-fp8'], steps: 50, warmup: 10, batch: 4, seq: 4096, compile: true });
+    assert.deepEqual(entry.options, { ...TRAIN, workload: 'llama-7b-slice', backends: ['bf16', 'te', 'torch-fp8'], steps: 50, warmup: 10, batch: 4, seq: 4096, compile: true });
     assert.equal(entry.gpu, 'NVIDIA H200');
     assert.equal(entry.capability, '9.0');
     assert.equal(entry.torchVersion, '2.11.0+cu130');
@@ -88,7 +93,7 @@ describe('benchmark results import (--json-out)', () => {
     assert.deepEqual([options.steps, options.warmup, options.batch, options.seq, options.compile], [30, 10, 16, 1024, true]);
     // Without results' fields, the command line decides.
     const bare = optionsFromDocument({ command: ['b.py', '--workload', 'gpt-1.3b', '--backends', 'bf16', '--steps=7', '--no-compile'] }, []);
-    assert.deepEqual(bare, { workload: 'gpt-1.3b', backends: ['bf16'], steps: 7, warmup: 10, batch: 16, seq: 1024, compile: false });
+    assert.deepEqual(bare, { ...TRAIN, workload: 'gpt-1.3b', backends: ['bf16'], steps: 7, warmup: 10, batch: 16, seq: 1024, compile: false });
   });
 
   it('a document without "events" is rebuilt from env / errors / results / summary', () => {

@@ -119,7 +119,8 @@ describe('webview messages', () => {
 
   it('sanitizes run options (clamps numbers, drops odd backends, keeps module:function)', () => {
     const o = sanitizeRunOptions({ workload: ' pkg.m:build ', backends: ['bf16', 'te', 'te', '; rm', 3], steps: '12', warmup: -4, batch: 0, seq: 1e9, compile: 'yes' });
-    assert.deepEqual(o, { workload: 'pkg.m:build', backends: ['bf16', 'te'], steps: 12, warmup: 0, batch: 1, seq: 1048576, compile: DEFAULT_RUN_OPTIONS.compile });
+    const { promptLen, newTokens, repeats, inferenceBackends } = DEFAULT_RUN_OPTIONS;
+    assert.deepEqual(o, { mode: 'train', workload: 'pkg.m:build', backends: ['bf16', 'te'], steps: 12, warmup: 0, batch: 1, seq: 1048576, compile: DEFAULT_RUN_OPTIONS.compile, promptLen, newTokens, repeats, inferenceBackends });
     assert.deepEqual(sanitizeRunOptions(undefined), DEFAULT_RUN_OPTIONS);
   });
 });

@@ -4,7 +4,7 @@
  * Run can start at all. Pure: no `vscode`; the host puts the result into the view state on every change, so the
  * view is re-enabled the moment the environment does (a new interpreter, a new probe).
  */
-import { EnvInfo, hasCudaDevice, KNOWN_BACKENDS } from '../../../common/bench-events';
+import { EnvInfo, hasCudaDevice, KNOWN_BACKENDS, KNOWN_INFERENCE_BACKENDS } from '../../../common/bench-events';
 import type { BackendChoice, EnvironmentState, InterpreterChoice } from '../../../common/webview-messages';
 
 export const RUN_BLOCKED = {
@@ -39,6 +39,24 @@ export function backendChoices(environment: EnvironmentState): BackendChoice[] {
     if (!info) return { id: b.id, label: b.label, description: b.description };
     const reason = derivedReason(b.id, info);
     return { id: b.id, label: b.label, description: b.description, available: reason === undefined, reason };
+  });
+}
+
+/**
+ * The inference tab's backends: the probe's `inference_backends` when it reports them; else (no probe yet, or a
+ * benchmark that predates `--mode inference`) the known ones, enabled while unknown and, after a probe without the
+ * list, disabled with the environment's reason (no torch, no CUDA) or as unknown to that benchmark.
+ */
+export function inferenceBackendChoices(environment: EnvironmentState): BackendChoice[] {
+  const info = environment.info;
+  if (info?.inferenceBackends && info.inferenceBackends.length > 0) {
+    return info.inferenceBackends.map((b) => ({ ...b, reason: b.available ? undefined : b.reason ?? 'not available here' }));
+  }
+  return KNOWN_INFERENCE_BACKENDS.map((b) => {
+    const choice: BackendChoice = { id: b.id, label: b.label, description: b.description, ...(b.referenceOnly ? { referenceOnly: true } : {}) };
+    if (!info) return choice;
+    const reason = !info.torchVersion ? 'PyTorch is not installed in this interpreter' : !hasCudaDevice(info) ? 'no CUDA device' : 'this benchmark has no --mode inference: update the extension';
+    return { ...choice, available: false, reason };
   });
 }
 

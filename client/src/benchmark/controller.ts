@@ -6,11 +6,11 @@ import { mkdirSync } from 'node:fs';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { BenchEvent, EnvInfo, WorkloadInfo } from '../../../common/bench-events';
+import { BenchEvent, EnvInfo, InferenceFigures, WorkloadInfo } from '../../../common/bench-events';
 import {
-  BenchmarkViewState, DEFAULT_RUN_OPTIONS, HistoryEntry, HostToWebviewMessage, sanitizeRunOptions, UserError,
+  BenchmarkViewState, DEFAULT_RUN_OPTIONS, HistoryEntry, HostToWebviewMessage, runBackends, runMode, sanitizeRunOptions, UserError,
 } from '../../../common/webview-messages';
-import { backendChoices, runBlockedReason } from './availability';
+import { backendChoices, inferenceBackendChoices, runBlockedReason } from './availability';
 import { formatBytes, formatMs, formatNumber, formatRatio } from './format';
 import { HistoryStore } from './historyStore';
 import { ImportError, jsonOutToHistoryEntry, parseJsonOutText } from './importResults';
@@ -70,6 +70,7 @@ export class BenchmarkController implements vscode.Disposable {
       remote: vscode.env.remoteName ? { name: vscode.env.remoteName } : undefined,
       environment: { status: 'unknown' },
       backends: [],
+      inferenceBackends: [],
       workloads: FALLBACK_WORKLOADS,
       lastOptions: saved ? sanitizeRunOptions(saved, DEFAULT_RUN_OPTIONS) : DEFAULT_RUN_OPTIONS,
       workspaceFolder: this.workspaceFolder()?.fsPath,
@@ -247,7 +248,7 @@ export class BenchmarkController implements vscode.Disposable {
 
     const benchLog = this.deps.benchLog;
     benchLog.appendLine(`[${new Date().toLocaleTimeString()}] run ${id}: ${interpreter.path} ${args.map(quoteArg).join(' ')}`);
-    this.deps.log.info(`benchmark run ${id} started (${options.workload}, ${options.backends.join(',')})`);
+    this.deps.log.info(`benchmark run ${id} started (${runMode(options)}, ${options.workload}, ${runBackends(options).join(',')})`);
     let lastPhase = '';
     const child = startBenchmark(
       { command: interpreter.path, args, cwd: folder?.fsPath },
@@ -287,7 +288,9 @@ export class BenchmarkController implements vscode.Disposable {
         this.deps.benchLog.appendLine(
           event.skippedReason
             ? `result ${event.backend}: skipped: ${event.skippedReason}`
-            : `result ${event.backend}: ${formatNumber(event.tokensPerS, 0)} tokens/s, step ${formatMs(event.stepTimeMedianMs)} (p90 ${formatMs(event.stepTimeP90Ms)}), peak ${formatBytes(event.peakMemoryBytes)}${ratio ? `, ${formatRatio(ratio.speedup)} vs BF16` : ''}`,
+            : event.inference
+              ? `result ${event.backend}: ${inferenceLogLine(event.inference, event.peakMemoryBytes)}${ratio?.decodeSpeedup !== undefined ? `, decode ${formatRatio(ratio.decodeSpeedup)} vs BF16` : ''}`
+              : `result ${event.backend}: ${formatNumber(event.tokensPerS, 0)} tokens/s, step ${formatMs(event.stepTimeMedianMs)} (p90 ${formatMs(event.stepTimeP90Ms)}), peak ${formatBytes(event.peakMemoryBytes)}${ratio ? `, ${formatRatio(ratio.speedup)} vs BF16` : ''}`,
         );
         this.update({ run });
         return;
@@ -445,6 +448,14 @@ export class BenchmarkController implements vscode.Disposable {
   }
 }
 
+/** One inference result in the benchmark log: both throughputs, peak memory, the accuracy cost when measured. */
+function inferenceLogLine(f: InferenceFigures, peak: number | undefined): string {
+  const acc = f.nextTokenAgreement !== undefined
+    ? `, logits max |Δ| ${formatNumber(f.maxAbsLogitDiff, 3)} mean ${formatNumber(f.meanAbsLogitDiff, 3)}, next-token agreement ${formatNumber(f.nextTokenAgreement * 100, 1)} %`
+    : '';
+  return `prefill ${formatNumber(f.prefillTokensPerS, 0)} tokens/s, decode ${formatNumber(f.decodeTokensPerS, 0)} tokens/s, peak ${formatBytes(peak)}${acc}${f.referenceOnly ? ' (accuracy reference only)' : ''}`;
+}
+
 function quoteArg(arg: string): string {
   return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
 }
@@ -452,5 +463,5 @@ function quoteArg(arg: string): string {
 /** The state with what the view may offer recomputed from it (backends, whether Run can start). */
 function withAvailability(state: BenchmarkViewState): BenchmarkViewState {
   const backends = backendChoices(state.environment);
-  return { ...state, backends, runBlocked: runBlockedReason({ ...state, backends }) };
+  return { ...state, backends, inferenceBackends: inferenceBackendChoices(state.environment), runBlocked: runBlockedReason({ ...state, backends }) };
 }

@@ -65,9 +65,17 @@ export function optionsFromDocument(doc: Record<string, unknown>, events: readon
   const backends = argValue(argv, '--backends');
   const requested = backends && backends !== 'auto' ? backends.split(',').map((b) => b.trim()).filter(Boolean) : undefined;
   const ran = events.filter((e) => e.event === 'result').map((e) => (e.event === 'result' ? e.backend : ''));
+  const inference = summary.mode === 'inference' || extra.mode === 'inference' || argValue(argv, '--mode') === 'inference';
+  const figures = result?.event === 'result' ? result.inference : undefined;
+  const backendsRun = requested ?? (Array.isArray(summary.backends) ? summary.backends : ran);
   return sanitizeRunOptions({
+    mode: inference ? 'inference' : 'train',
     workload: extra.workload ?? summary.workload ?? argValue(argv, '--workload'),
-    backends: requested ?? (Array.isArray(summary.backends) ? summary.backends : ran),
+    backends: inference ? undefined : backendsRun,
+    inferenceBackends: inference ? backendsRun : undefined,
+    promptLen: figures?.promptTokens ?? argValue(argv, '--prompt-len'),
+    newTokens: figures?.newTokens ?? argValue(argv, '--new-tokens'),
+    repeats: extra.repeats ?? argValue(argv, '--repeats'),
     steps: extra.steps ?? summary.steps ?? argValue(argv, '--steps'),
     warmup: extra.warmup ?? summary.warmup ?? argValue(argv, '--warmup'),
     batch: extra.batch ?? argValue(argv, '--batch'),

@@ -3,7 +3,7 @@
  * Pure: no `vscode`, no Node APIs.
  */
 import { backendLabel, BackendResult, BASELINE_BACKEND } from '../../../common/bench-events';
-import type { HistoryEntry } from '../../../common/webview-messages';
+import { runMode, type HistoryEntry } from '../../../common/webview-messages';
 import { finalLoss, formatBytes, formatDelta, formatMs, formatNumber, formatRatio, formatTimestamp } from './format';
 import { computeRatios } from './state';
 
@@ -24,7 +24,11 @@ function table(header: string[], rows: string[][], align?: Array<'l' | 'r'>): st
 /** One line saying what ran where: workload, shape, GPU, software versions. */
 export function describeRun(run: HistoryEntry): string {
   const o = run.options;
-  const parts = [
+  const parts = runMode(o) === 'inference' ? [
+    `inference, workload \`${o.workload}\``,
+    `batch ${o.batch} x ${o.promptLen} prompt tokens + ${o.newTokens} decoded`,
+    `median of ${o.repeats} repeats`,
+  ] : [
     `workload \`${o.workload}\``,
     `batch ${o.batch} x seq ${o.seq}`,
     `${o.steps} steps (${o.warmup} warm-up)`,
@@ -43,8 +47,41 @@ function orderedResults(results: readonly BackendResult[]): BackendResult[] {
   return [...results].sort((a, b) => (a.backend === BASELINE_BACKEND ? -1 : b.backend === BASELINE_BACKEND ? 1 : 0));
 }
 
+/** An inference run: throughput of both phases, peak memory and the accuracy cost of each backend against BF16. */
+function inferenceRunToMarkdown(run: HistoryEntry): string {
+  const ratios = run.ratios.length > 0 ? run.ratios : computeRatios(run.results);
+  const rows = orderedResults(run.results).map((r) => {
+    if (r.skippedReason) return [backendLabel(r.backend), 'skipped', '', '', '', '', '', r.skippedReason];
+    const f = r.inference ?? {};
+    const ratio = ratios.find((x) => x.backend === r.backend);
+    const vs = r.backend === BASELINE_BACKEND ? 'baseline'
+      : f.referenceOnly ? 'accuracy reference only (fake-quant)'
+        : ratio ? `prefill ${formatRatio(ratio.prefillSpeedup)}, decode ${formatRatio(ratio.decodeSpeedup)}` : '–';
+    return [
+      backendLabel(r.backend),
+      formatNumber(f.prefillTokensPerS, 0),
+      formatNumber(f.decodeTokensPerS, 0),
+      formatBytes(r.peakMemoryBytes),
+      formatNumber(f.maxAbsLogitDiff, 3),
+      formatNumber(f.meanAbsLogitDiff, 3),
+      f.nextTokenAgreement !== undefined ? `${formatNumber(f.nextTokenAgreement * 100, 1)} %` : '–',
+      vs,
+    ];
+  });
+  return [
+    `**FP8 vs BF16 inference benchmark** (${formatTimestamp(run.startedAt)})`,
+    '',
+    describeRun(run),
+    '',
+    table(['Backend', 'prefill tokens/s', 'decode tokens/s', 'peak memory', 'max |Δ logit|', 'mean |Δ logit|', 'next-token agreement', 'vs BF16'], rows,
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'l']),
+    '',
+  ].join('\n');
+}
+
 /** A single run as Markdown: a heading line, the settings, and one row per backend with its ratio to BF16. */
 export function runToMarkdown(run: HistoryEntry): string {
+  if (runMode(run.options) === 'inference') return inferenceRunToMarkdown(run);
   const ratios = run.ratios.length > 0 ? run.ratios : computeRatios(run.results);
   const rows = orderedResults(run.results).map((r) => {
     if (r.skippedReason) return [backendLabel(r.backend), 'skipped', '', '', '', '', r.skippedReason];

@@ -4,7 +4,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { BenchEvent, ErrorEvent, normalizeBenchEvent } from '../../../common/bench-events';
-import type { RunOptions, UserError } from '../../../common/webview-messages';
+import { runBackends, runMode, type RunOptions, type UserError } from '../../../common/webview-messages';
 import { JsonLineParser } from './lineParser';
 import { killProcessTree, spawnTree } from './processTree';
 import { BENCH_EXIT_CODES, toUserError, withoutTraceback } from './state';
@@ -167,7 +167,16 @@ export function startBenchmark(invocation: BenchmarkInvocation, handlers: Benchm
 
 /** Arguments for a benchmark run. */
 export function buildRunArgs(script: string, options: RunOptions, extra: { jsonOut?: string; workspace?: string } = {}): string[] {
-  const args = [
+  const args = runMode(options) === 'inference' ? [
+    script,
+    '--mode', 'inference',
+    '--workload', options.workload,
+    '--backends', runBackends(options).join(','),
+    '--batch', String(options.batch),
+    '--prompt-len', String(options.promptLen),
+    '--new-tokens', String(options.newTokens),
+    '--repeats', String(options.repeats),
+  ] : [
     script,
     '--workload', options.workload,
     '--backends', options.backends.join(','),

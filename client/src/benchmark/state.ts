@@ -41,6 +41,10 @@ export function computeRatios(results: readonly BackendResult[]): BackendRatio[]
         memory: div(r.peakMemoryBytes, base.peakMemoryBytes),
         stepTime: div(r.stepTimeMedianMs, base.stepTimeMedianMs),
         finalLossDelta: loss !== undefined && baseLoss !== undefined ? loss - baseLoss : undefined,
+        ...(r.inference || base.inference ? {
+          prefillSpeedup: div(r.inference?.prefillTokensPerS, base.inference?.prefillTokensPerS),
+          decodeSpeedup: div(r.inference?.decodeTokensPerS, base.inference?.decodeTokensPerS),
+        } : {}),
       };
     });
 }
@@ -175,7 +179,7 @@ export function environmentSummary(env: EnvInfo): string {
 }
 
 /** Fields of a result's `extra` worth keeping in the history (the rest, e.g. conversion reports, stays in --json-out). */
-const EXTRA_KEPT = ['workload', 'batch', 'seq', 'layers', 'params', 'tokens_per_step', 'compile', 'first_step_s', 'model_tflops_per_s', 'te_version', 'te_api'];
+const EXTRA_KEPT = ['workload', 'batch', 'seq', 'layers', 'params', 'tokens_per_step', 'compile', 'first_step_s', 'model_tflops_per_s', 'te_version', 'te_api', 'mode', 'device', 'repeats'];
 
 /**
  * The history's copy of a result: at most `maxPoints` loss values (every k-th) and only small extra fields,

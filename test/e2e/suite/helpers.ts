@@ -131,6 +131,9 @@ export interface BenchmarkViewSnapshot {
   validation?: string;
   interpreter?: string;
   chooseInterpreter: boolean;
+  /** The form's selected tab ('train' | 'inference') and the ids of its visible number fields. */
+  mode?: string;
+  fields: string[];
   backends: Array<{ id: string; label: string; checked: boolean; disabled: boolean; reason?: string }>;
   history: Array<{ text: string; checked: boolean }>;
   details?: { heading: string; text: string };
@@ -148,11 +151,16 @@ let domRequests = 0;
  * folder (the parent of the workspace copy).
  */
 export async function viewSnapshot(): Promise<BenchmarkViewSnapshot> {
+  return domProbe<BenchmarkViewSnapshot>('benchmarkView');
+}
+
+/** Runs one of test/e2e/dom-probes.mjs's PROBES in the benchmark webview and returns its value. */
+export async function domProbe<T>(probe: string): Promise<T> {
   const out = path.join(path.dirname(workspaceRoot().fsPath), 'dom', `${process.pid}-${++domRequests}.json`);
-  console.log(`${DOM_MARKER}${JSON.stringify({ probe: 'benchmarkView', out })}`);
-  const answer = await waitFor(() => fs.existsSync(out) && (JSON.parse(fs.readFileSync(out, 'utf8')) as { ok: boolean; value?: BenchmarkViewSnapshot; error?: string }),
+  console.log(`${DOM_MARKER}${JSON.stringify({ probe, out })}`);
+  const answer = await waitFor(() => fs.existsSync(out) && (JSON.parse(fs.readFileSync(out, 'utf8')) as { ok: boolean; value?: T; error?: string }),
     `the DOM probe answer ${out}`, { timeoutMs: 30_000, intervalMs: 100 });
-  if (!answer.ok || !answer.value) throw new Error(`DOM probe failed: ${answer.error}`);
+  if (!answer.ok || answer.value === undefined) throw new Error(`DOM probe failed: ${answer.error}`);
   return answer.value;
 }
 

@@ -6,8 +6,9 @@
  * benchmark and the file system is never parsed as HTML.
  */
 import { backendLabel as knownBackendLabel, shortBackendLabel, BackendResult, BASELINE_BACKEND, EnvInfo, hasCudaDevice, WorkloadInfo } from '../../../../common/bench-events';
+import { runMode } from '../../../../common/webview-messages';
 import type {
-  BackendChoice, BackendRatio, BenchmarkViewState, HistoryEntry, HostToWebviewMessage, RunOptions, RunProgress, RunState, UserError, WebviewToHostMessage,
+  BackendChoice, BackendRatio, BenchmarkViewState, HistoryEntry, HostToWebviewMessage, RunMode, RunOptions, RunProgress, RunState, UserError, WebviewToHostMessage,
 } from '../../../../common/webview-messages';
 import { finalLoss, formatBytes, formatDelta, formatMs, formatNumber, formatRatio, formatTimestamp } from '../../benchmark/format';
 import { computeRatios } from '../../benchmark/state';
@@ -31,6 +32,10 @@ interface PersistedState {
   selectionSerial?: number;
   /** Backends the user ticked, including ones that cannot run now (ticked again when they can). */
   wanted?: string[];
+  /** The same for the inference tab. */
+  wantedInference?: string[];
+  /** The tab on show: training or inference. */
+  mode?: RunMode;
   /** The last host state: shown at once on re-creation, until the host re-sends it. */
   host?: BenchmarkViewState;
 }
@@ -44,7 +49,17 @@ let host: BenchmarkViewState | undefined = persisted.host;
 
 /** A backend's name as the benchmark reports it (new backends included), else the built-in one. */
 function labelOf(id: string): string {
-  return host?.backends.find((b) => b.id === id)?.label ?? knownBackendLabel(id);
+  return host?.backends.find((b) => b.id === id)?.label ?? host?.inferenceBackends?.find((b) => b.id === id)?.label ?? knownBackendLabel(id);
+}
+
+/** The tab on show. */
+function currentMode(): RunMode {
+  return persisted.mode ?? runMode(host?.lastOptions);
+}
+
+/** The backends the current tab offers. */
+function offered(state: BenchmarkViewState): BackendChoice[] {
+  return currentMode() === 'inference' ? state.inferenceBackends ?? [] : state.backends;
 }
 
 function save(): void {
@@ -151,18 +166,32 @@ function buildForm() {
   const warmup = num('warmup', 'Warm-up', 0, 'Steps run before measuring (compilation, autotuning)');
   const batch = num('batch', 'Batch', 1, 'Sequences per step');
   const seq = num('seq', 'Sequence length', 1, 'Tokens per sequence');
+  const promptLen = num('prompt-len', 'Prompt tokens', 1, 'Prompt tokens per sequence (prefill)');
+  const newTokens = num('new-tokens', 'New tokens', 0, 'Tokens decoded per sequence (greedy, KV cache)');
+  const repeats = num('repeats', 'Repeats', 1, 'Timed repetitions of prefill and decode (the median is shown)');
   const compile = h('input', { type: 'checkbox', id: 'compile', on: { change: () => onFormInput() } });
+  const compileRow = h('label', { class: 'check', for: 'compile', title: 'torch.compile every backend (the same setting for all)' }, compile, ' torch.compile');
+  const tab = (mode: RunMode, label: string) => h('button', {
+    type: 'button', role: 'tab', id: `tab-${mode}`, class: 'tab', 'aria-controls': 'benchmark-form', on: { click: () => onModeChosen(mode) },
+  }, label);
+  const tabs = { train: tab('train', 'Training'), inference: tab('inference', 'Inference') };
+  const modeHelp = h('p', { class: 'help', id: 'mode-help' });
+  const trainGrid = h('div', { class: 'grid' }, steps.row, warmup.row, batch.row, seq.row);
+  const inferenceGrid = h('div', { class: 'grid', hidden: true }, promptLen.row, newTokens.row, repeats.row);
   const validation = h('p', { class: 'validation', role: 'status' });
   const runButton = button('Run', () => onRun(), { class: 'primary', id: 'run', 'aria-describedby': 'run-reason' });
   const runReason = h('p', { id: 'run-reason', class: 'run-reason', role: 'status', hidden: true });
   const cancelButton = button('Cancel', () => send({ type: 'cancel' }), { class: 'secondary', id: 'cancel' });
-  const root = h('form', { on: { submit: (e) => { e.preventDefault(); onRun(); } } },
+  const root = h('form', { id: 'benchmark-form', on: { submit: (e) => { e.preventDefault(); onRun(); } } },
     h('h2', {}, 'Benchmark'),
+    h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Benchmark mode' }, tabs.train, tabs.inference),
+    modeHelp,
     h('div', { class: 'row' }, h('label', { for: 'workload' }, 'Workload'), workloadSelect),
     customRow,
     h('fieldset', {}, h('legend', {}, 'Backends'), backendList),
-    h('div', { class: 'grid' }, steps.row, warmup.row, batch.row, seq.row),
-    h('label', { class: 'check', for: 'compile', title: 'torch.compile every backend (the same setting for all)' }, compile, ' torch.compile'),
+    trainGrid,
+    inferenceGrid,
+    compileRow,
     validation,
     h('div', { class: 'buttons' }, runButton, cancelButton),
     runReason,
@@ -170,7 +199,40 @@ function buildForm() {
   return {
     root, workloadSelect, customInput, customRow, backendList, backendBoxes: [] as BackendBox[], steps: steps.input, warmup: warmup.input,
     batch: batch.input, seq: seq.input, compile, validation, runButton, runReason, cancelButton, workloadKey: '', backendKey: '',
+    promptLen: promptLen.input, newTokens: newTokens.input, repeats: repeats.input, compileRow, tabs, modeHelp, trainGrid, inferenceGrid,
+    seqRow: seq.row,
   };
+}
+
+const MODE_HELP: Record<RunMode, string> = {
+  train: 'BF16 vs FP8 training steps: tokens/s, step time, peak memory, loss.',
+  inference: 'Serving: prefill and decode tokens/s, peak memory, and the accuracy cost against BF16 (logit difference, next-token agreement).',
+};
+
+/** Shows the tab's own fields and backends; each tab keeps its ticks and its inputs. */
+function showMode(mode: RunMode): void {
+  for (const [m, el] of Object.entries(form.tabs) as Array<[RunMode, HTMLButtonElement]>) {
+    el.setAttribute('aria-selected', String(m === mode));
+    el.classList.toggle('selected', m === mode);
+  }
+  form.modeHelp.textContent = MODE_HELP[mode];
+  form.trainGrid.hidden = mode === 'inference';
+  form.inferenceGrid.hidden = mode !== 'inference';
+  form.compileRow.hidden = mode === 'inference';
+  // Batch is shared: in the inference grid it sits beside the prompt and decode lengths.
+  const batchRow = form.batch.closest('.field');
+  if (batchRow) (mode === 'inference' ? form.inferenceGrid : form.trainGrid).insertBefore(batchRow, mode === 'inference' ? form.inferenceGrid.firstChild : form.seqRow);
+}
+
+function onModeChosen(mode: RunMode): void {
+  if (currentMode() === mode) return;
+  // The ticks of both tabs are kept in persisted.wanted / wantedInference (those that cannot run now included).
+  const before = readForm();
+  persisted.mode = mode;
+  form.backendKey = '';
+  showMode(mode);
+  if (host) syncBackends(host, { ...before, mode });
+  onFormInput();
 }
 
 interface BackendBox {
@@ -193,21 +255,26 @@ function backendRow(choice: BackendChoice): { row: HTMLElement; box: HTMLInputEl
 }
 
 function onBackendToggled(id: string, on: boolean): void {
-  const wanted = new Set(persisted.wanted ?? readForm().backends);
+  const inference = currentMode() === 'inference';
+  const form0 = readForm();
+  const wanted = new Set((inference ? persisted.wantedInference : persisted.wanted) ?? (inference ? form0.inferenceBackends : form0.backends));
   if (on) wanted.add(id);
   else wanted.delete(id);
-  persisted.wanted = [...wanted];
+  if (inference) persisted.wantedInference = [...wanted];
+  else persisted.wanted = [...wanted];
   onFormInput();
 }
 
 /** Rebuilds the backend list when what the host offers changes; the user's ticks are kept (persisted.wanted). */
 function syncBackends(state: BenchmarkViewState, draft: RunOptions): void {
-  const key = JSON.stringify(state.backends);
+  const choices = offered(state);
+  const key = JSON.stringify([currentMode(), choices]);
   if (key === form.backendKey) return;
   form.backendKey = key;
   persisted.wanted ??= draft.backends;
-  const wanted = new Set(persisted.wanted);
-  const rows = state.backends.map((choice) => ({ choice, ...backendRow(choice) }));
+  persisted.wantedInference ??= draft.inferenceBackends ?? ['bf16'];
+  const wanted = new Set(currentMode() === 'inference' ? persisted.wantedInference : persisted.wanted);
+  const rows = choices.map((choice) => ({ choice, ...backendRow(choice) }));
   for (const r of rows) r.box.checked = wanted.has(r.choice.id) && r.choice.available !== false;
   form.backendBoxes = rows.map(({ choice, box }) => ({ choice, box }));
   form.backendList.replaceChildren(...rows.map((r) => r.row));
@@ -217,9 +284,18 @@ function readForm(): RunOptions {
   const custom = form.workloadSelect.value === CUSTOM_WORKLOAD;
   const n = (input: HTMLInputElement, d: number) => (input.value.trim() === '' || !Number.isFinite(input.valueAsNumber) ? d : input.valueAsNumber);
   const d = host?.lastOptions ?? persisted.draft;
+  const mode = currentMode();
+  const ticked = form.backendBoxes.filter((b) => b.box.checked && b.choice.available !== false).map((b) => b.choice.id);
+  // The other tab's ticks: those the user made there (kept while this tab is on show).
+  const kept = (wanted: string[] | undefined, fallback: string[] | undefined) => wanted ?? fallback ?? [];
   return {
+    mode,
     workload: custom ? form.customInput.value.trim() : form.workloadSelect.value,
-    backends: form.backendBoxes.filter((b) => b.box.checked && b.choice.available !== false).map((b) => b.choice.id),
+    backends: mode === 'train' ? ticked : kept(persisted.wanted, d?.backends),
+    inferenceBackends: mode === 'inference' ? ticked : kept(persisted.wantedInference, d?.inferenceBackends),
+    promptLen: n(form.promptLen, d?.promptLen ?? 512),
+    newTokens: n(form.newTokens, d?.newTokens ?? 64),
+    repeats: n(form.repeats, d?.repeats ?? 5),
     steps: n(form.steps, d?.steps ?? 50),
     warmup: n(form.warmup, d?.warmup ?? 10),
     batch: n(form.batch, d?.batch ?? 8),
@@ -229,13 +305,20 @@ function readForm(): RunOptions {
 }
 
 function validate(options: RunOptions): string | undefined {
+  const inference = runMode(options) === 'inference';
+  if (inference && form.workloadSelect.value === CUSTOM_WORKLOAD) return 'Inference runs the presets (the decode reads their modules): pick one.';
   if (form.workloadSelect.value === CUSTOM_WORKLOAD && !MODULE_FUNCTION.test(options.workload)) {
     return 'Enter your model as module:function, e.g. mypkg.model:build.';
   }
-  if (options.backends.length === 0) return 'Choose at least one backend.';
-  if (!options.backends.includes(BASELINE_BACKEND)) return 'Without BF16 there is no baseline: ratios will be missing.';
-  for (const [name, v, min] of [['Steps', options.steps, 1], ['Warm-up', options.warmup, 0], ['Batch', options.batch, 1], ['Sequence length', options.seq, 1]] as const) {
-    if (!Number.isInteger(v) || v < min) return `${name} must be a whole number of at least ${min}.`;
+  const backends = inference ? options.inferenceBackends ?? [] : options.backends;
+  if (backends.length === 0) return 'Choose at least one backend.';
+  // Inference always measures BF16 first (the accuracy cost is taken against it): no warning needed there.
+  if (!inference && !backends.includes(BASELINE_BACKEND)) return 'Without BF16 there is no baseline: ratios will be missing.';
+  const fields: ReadonlyArray<readonly [string, number | undefined, number]> = inference
+    ? [['Batch', options.batch, 1], ['Prompt tokens', options.promptLen, 1], ['New tokens', options.newTokens, 0], ['Repeats', options.repeats, 1]]
+    : [['Steps', options.steps, 1], ['Warm-up', options.warmup, 0], ['Batch', options.batch, 1], ['Sequence length', options.seq, 1]];
+  for (const [name, v, min] of fields) {
+    if (v === undefined || !Number.isInteger(v) || v < min) return `${name} must be a whole number of at least ${min}.`;
   }
   return undefined;
 }
@@ -287,7 +370,7 @@ function runBlocked(): string | undefined {
   if (host.runBlocked) return host.runBlocked;
   if (isActive(host.run)) return undefined; // Cancel is the action; no reason needed
   const options = readForm();
-  if (options.backends.length === 0 && form.backendBoxes.length > 0 && form.backendBoxes.every((b) => b.choice.available === false)) {
+  if (form.backendBoxes.length > 0 && form.backendBoxes.every((b) => b.choice.available === false)) {
     return 'None of the backends can run here.';
   }
   const invalid = validate(options);
@@ -327,9 +410,16 @@ function syncForm(state: BenchmarkViewState): void {
     if (custom && !form.customInput.value) form.customInput.value = MODULE_FUNCTION.test(draft.workload) ? draft.workload : '';
     form.customRow.hidden = !custom;
   }
+  if (!formFilled) {
+    persisted.mode ??= runMode(draft);
+    showMode(currentMode());
+  }
   syncBackends(state, draft);
   if (!formFilled) {
     formFilled = true;
+    form.promptLen.value = String(draft.promptLen ?? 512);
+    form.newTokens.value = String(draft.newTokens ?? 64);
+    form.repeats.value = String(draft.repeats ?? 5);
     form.steps.value = String(draft.steps);
     form.warmup.value = String(draft.warmup);
     form.batch.value = String(draft.batch);
@@ -475,7 +565,68 @@ function legend(items: Array<{ label: string; cls: string }>): HTMLElement {
   return h('ul', { class: 'legend' }, ...items.map((i) => h('li', { class: i.cls }, h('span', { class: 'swatch', 'aria-hidden': 'true' }), i.label)));
 }
 
+/** Whether these are `--mode inference` results. */
+function isInference(results: readonly BackendResult[]): boolean {
+  return results.some((r) => r.inference !== undefined);
+}
+
+const pct = (x: number | undefined) => (x !== undefined ? `${formatNumber(x * 100, 1)} %` : '–');
+
+/**
+ * An inference run: prefill and decode tokens/s (charts and table), peak memory, and the accuracy cost against BF16.
+ * A fake-quant backend (ModelOpt) is shown for its accuracy only: its speed is left out of the charts and ratios.
+ */
+function inferenceBlock(results: readonly BackendResult[], ratiosIn: readonly BackendRatio[], title: string, copy: () => void): HTMLElement {
+  const ratios = ratiosIn.length > 0 ? ratiosIn : computeRatios(results);
+  const ran = ordered(results).filter((r) => !r.skippedReason);
+  const timed = ran.filter((r) => !r.inference?.referenceOnly);
+  const ratioOf = (b: string) => ratios.find((r) => r.backend === b);
+  const bars = (pick: (r: BackendResult) => number | undefined, speed: (r: BackendRatio | undefined) => number | undefined): Bar[] => timed.map((r, i) => ({
+    label: shortBackendLabel(r.backend), value: pick(r), cls: seriesClass(r.backend, i), title: labelOf(r.backend),
+    text: `${formatNumber(pick(r), 0)}${speed(ratioOf(r.backend)) ? ` (${formatRatio(speed(ratioOf(r.backend)))})` : ''}`,
+  }));
+  const decode = bars((r) => r.inference?.decodeTokensPerS, (x) => x?.decodeSpeedup);
+  const prefill = bars((r) => r.inference?.prefillTokensPerS, (x) => x?.prefillSpeedup);
+  const columns = ['prefill tokens/s', 'decode tokens/s', 'peak memory', 'max |Δ logit|', 'mean |Δ logit|', 'next-token agreement', 'prefill vs BF16', 'decode vs BF16'];
+  const cell = (i: number, text: string, cls = '') => h('td', { 'data-label': columns[i], class: cls || undefined }, text);
+  const speedCell = (i: number, r: BackendResult, x: number | undefined) => r.backend === BASELINE_BACKEND ? cell(i, 'baseline')
+    : r.inference?.referenceOnly ? cell(i, 'not FP8 speed', 'muted') : cell(i, formatRatio(x), x !== undefined ? (x >= 1 ? 'good' : 'bad') : '');
+  const table = h('table', { class: 'results-table inference' },
+    h('thead', {}, h('tr', {}, ...['Backend', ...columns].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, ...ordered(results).map((r) => {
+      if (r.skippedReason) return h('tr', { class: 'skipped' }, h('th', { scope: 'row' }, labelOf(r.backend)), h('td', { colspan: 8 }, `skipped: ${r.skippedReason}`));
+      const f = r.inference ?? {};
+      const ratio = ratioOf(r.backend);
+      const base = r.backend === BASELINE_BACKEND;
+      return h('tr', {},
+        h('th', { scope: 'row', title: r.label }, labelOf(r.backend),
+          f.referenceOnly ? h('span', { class: 'muted' }, ' (accuracy reference only)') : null, r.emulated ? h('span', { class: 'muted' }, ' (emulated)') : null),
+        cell(0, formatNumber(f.prefillTokensPerS, 0)),
+        cell(1, formatNumber(f.decodeTokensPerS, 0)),
+        cell(2, formatBytes(r.peakMemoryBytes)),
+        base ? null : cell(3, formatNumber(f.maxAbsLogitDiff, 3)),
+        base ? null : cell(4, formatNumber(f.meanAbsLogitDiff, 3)),
+        base ? null : cell(5, pct(f.nextTokenAgreement)),
+        speedCell(6, r, ratio?.prefillSpeedup),
+        base ? null : speedCell(7, r, ratio?.decodeSpeedup),
+      );
+    })),
+  );
+  const emulated = ran.some((r) => r.emulated);
+  return h('div', { class: 'result-block' },
+    h('div', { class: 'card-head' }, h('h2', {}, title), h('div', { class: 'actions' }, button('Copy as Markdown', copy, { class: 'link' }))),
+    decode.length > 0 ? h('h3', {}, 'Decode (tokens/s)') : null,
+    decode.length > 0 ? barChart(decode, { width: chartWidth, label: `decode tokens per second: ${decode.map((b) => `${b.label} ${b.text}`).join(', ')}` }) : null,
+    prefill.length > 0 ? h('h3', {}, 'Prefill (tokens/s)') : null,
+    prefill.length > 0 ? barChart(prefill, { width: chartWidth, label: `prefill tokens per second: ${prefill.map((b) => `${b.label} ${b.text}`).join(', ')}` }) : null,
+    h('div', { class: 'table-wrap' }, table),
+    ran.some((r) => r.inference?.referenceOnly) ? h('p', { class: 'muted' }, 'ModelOpt quantization is fake-quant (FP8 simulated in BF16): its accuracy is a reference, its speed is not FP8 speed.') : null,
+    emulated ? h('p', { class: 'banner warning' }, 'FP8 was emulated on this machine: these figures test the harness, they are not a benchmark.') : null,
+  );
+}
+
 function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly BackendRatio[], title: string, copy: () => void): HTMLElement {
+  if (isInference(results)) return inferenceBlock(results, ratiosIn, title, copy);
   const ratios = ratiosIn.length > 0 ? ratiosIn : computeRatios(results);
   const ran = ordered(results).filter((r) => !r.skippedReason);
   const skipped = results.filter((r) => r.skippedReason);
@@ -540,7 +691,11 @@ function renderResults(run: RunState): void {
 
 function entrySummary(e: HistoryEntry): string {
   const ratios = e.ratios.length > 0 ? e.ratios : computeRatios(e.results);
-  const speed = ratios.filter((r) => r.speedup !== undefined).map((r) => `${r.backend} ${formatRatio(r.speedup)}`).join(', ');
+  const inference = runMode(e.options) === 'inference';
+  const reference = (b: string) => e.results.some((r) => r.backend === b && r.inference?.referenceOnly);
+  const speed = inference
+    ? ratios.filter((r) => r.decodeSpeedup !== undefined && !reference(r.backend)).map((r) => `${r.backend} decode ${formatRatio(r.decodeSpeedup)}`).join(', ')
+    : ratios.filter((r) => r.speedup !== undefined).map((r) => `${r.backend} ${formatRatio(r.speedup)}`).join(', ');
   return [e.gpu ?? 'GPU unknown', e.hostname && e.remoteName ? `on ${e.hostname}` : undefined, speed || 'no FP8 ratio'].filter(Boolean).join(' · ');
 }
 
@@ -576,7 +731,9 @@ function renderHistory(state: BenchmarkViewState): void {
       h('input', { type: 'checkbox', id, checked, 'aria-label': `Select run of ${formatTimestamp(e.startedAt)}`, on: { change: (ev) => toggleSelected(e.id, (ev.target as HTMLInputElement).checked) } }),
       h('label', { for: id },
         h('span', { class: 'when' }, formatTimestamp(e.startedAt)),
-        h('span', {}, ` ${e.options.workload} · b${e.options.batch}×${e.options.seq}${e.options.compile ? '' : ' · eager'}`),
+        h('span', {}, runMode(e.options) === 'inference'
+          ? ` ${e.options.workload} · inference b${e.options.batch}×${e.options.promptLen ?? '?'}+${e.options.newTokens ?? '?'}`
+          : ` ${e.options.workload} · b${e.options.batch}×${e.options.seq}${e.options.compile ? '' : ' · eager'}`),
         h('span', { class: 'muted block' }, entrySummary(e))),
       h('span', { class: 'row-actions' },
         button('Copy', () => send({ type: 'copyMarkdown', runIds: [e.id] }), { class: 'link', title: 'Copy this run as Markdown' }),
@@ -600,13 +757,20 @@ function compareBlock(a: HistoryEntry, b: HistoryEntry): HTMLElement {
   for (const backend of backends) {
     const ra = get(a, backend);
     const rb = get(b, backend);
-    const metrics: Array<[string, string, string, string]> = [
+    const fa = ra?.inference;
+    const fb = rb?.inference;
+    const metrics: Array<[string, string, string, string]> = fa || fb ? [
+      ['prefill tokens/s', formatNumber(fa?.prefillTokensPerS, 0), formatNumber(fb?.prefillTokensPerS, 0), ratio(fa?.prefillTokensPerS, fb?.prefillTokensPerS)],
+      ['decode tokens/s', formatNumber(fa?.decodeTokensPerS, 0), formatNumber(fb?.decodeTokensPerS, 0), ratio(fa?.decodeTokensPerS, fb?.decodeTokensPerS)],
+      ['peak memory', formatBytes(ra?.peakMemoryBytes), formatBytes(rb?.peakMemoryBytes), ratio(ra?.peakMemoryBytes, rb?.peakMemoryBytes)],
+      ...(backend !== BASELINE_BACKEND ? [['next-token agreement', pct(fa?.nextTokenAgreement), pct(fb?.nextTokenAgreement), ''] as [string, string, string, string]] : []),
+    ] : [
       ['tokens/s', formatNumber(ra?.tokensPerS, 0), formatNumber(rb?.tokensPerS, 0), ratio(ra?.tokensPerS, rb?.tokensPerS)],
       ['step median', formatMs(ra?.stepTimeMedianMs), formatMs(rb?.stepTimeMedianMs), ratio(ra?.stepTimeMedianMs, rb?.stepTimeMedianMs)],
       ['peak memory', formatBytes(ra?.peakMemoryBytes), formatBytes(rb?.peakMemoryBytes), ratio(ra?.peakMemoryBytes, rb?.peakMemoryBytes)],
       ['final loss', formatNumber(finalLoss(ra?.losses), 4), formatNumber(finalLoss(rb?.losses), 4), ''],
     ];
-    if (backend !== BASELINE_BACKEND) {
+    if (backend !== BASELINE_BACKEND && !fa && !fb) {
       const sa = (a.ratios.length ? a.ratios : computeRatios(a.results)).find((r) => r.backend === backend)?.speedup;
       const sb = (b.ratios.length ? b.ratios : computeRatios(b.results)).find((r) => r.backend === backend)?.speedup;
       metrics.push(['vs BF16', formatRatio(sa), formatRatio(sb), '']);
@@ -621,23 +785,31 @@ function compareBlock(a: HistoryEntry, b: HistoryEntry): HTMLElement {
   backends.forEach((backend, i) => {
     for (const [tag, e, extra] of [['A', a, ''], ['B', b, ' run-b']] as const) {
       const r = get(e, backend);
-      if (r) bars.push({ label: `${shortBackendLabel(backend)} · ${tag}`, value: r.tokensPerS, cls: `${seriesClass(backend, i)}${extra}`, text: formatNumber(r.tokensPerS, 0) });
+      const value = r?.inference ? r.inference.decodeTokensPerS : r?.tokensPerS;
+      if (r && !r.inference?.referenceOnly) bars.push({ label: `${shortBackendLabel(backend)} · ${tag}`, value, cls: `${seriesClass(backend, i)}${extra}`, text: formatNumber(value, 0) });
     }
   });
   const series = [...lossSeries(a.results, ' · A'), ...lossSeries(b.results, ' · B', ' run-b')];
-  const describe = (tag: string, e: HistoryEntry) => h('li', {}, h('strong', {}, `${tag}: `), `${formatTimestamp(e.startedAt)} · ${e.options.workload} · batch ${e.options.batch} × seq ${e.options.seq} · ${e.options.steps} steps · compile ${e.options.compile ? 'on' : 'off'}${e.gpu ? ` · ${e.gpu}` : ''}`);
+  const describe = (tag: string, e: HistoryEntry) => h('li', {}, h('strong', {}, `${tag}: `), `${formatTimestamp(e.startedAt)} · ${e.options.workload} · ${settingsText(e.options)}${e.gpu ? ` · ${e.gpu}` : ''}`);
   return h('div', { class: 'result-block' },
     h('div', { class: 'card-head' }, h('h2', {}, 'Comparison'), h('div', { class: 'actions' },
       button('Copy as Markdown', () => send({ type: 'copyMarkdown', runIds: [a.id, b.id] }), { class: 'link' }),
       button('Clear', () => { persisted.selected = []; save(); if (host) render(host); }, { class: 'link' }))),
     h('ul', { class: 'plain' }, describe('A', a), describe('B', b)),
-    h('h3', {}, 'Throughput (tokens/s)'),
+    h('h3', {}, isInference([...a.results, ...b.results]) ? 'Decode (tokens/s)' : 'Throughput (tokens/s)'),
     barChart(bars, { width: chartWidth, label: `tokens per second, A and B: ${bars.map((x) => `${x.label} ${x.text}`).join(', ')}` }),
     series.length > 0 ? h('h3', {}, 'Loss') : null,
     series.length > 0 ? lineChart(series, { width: chartWidth, label: 'loss per step, runs A and B', xLabel: 'step' }) : null,
     series.length > 0 ? legend(series) : null,
     ...tables,
   );
+}
+
+/** A run's settings in one line. */
+function settingsText(o: RunOptions): string {
+  return runMode(o) === 'inference'
+    ? `inference · batch ${o.batch} × ${o.promptLen ?? '?'} prompt + ${o.newTokens ?? '?'} new tokens · median of ${o.repeats ?? '?'}`
+    : `batch ${o.batch} × seq ${o.seq} · ${o.steps} steps (${o.warmup} warm-up) · compile ${o.compile ? 'on' : 'off'}`;
 }
 
 function renderDetails(state: BenchmarkViewState): void {
@@ -651,7 +823,7 @@ function renderDetails(state: BenchmarkViewState): void {
     const e = chosen[0];
     fill(sections.details,
       resultsBlock(e.results, e.ratios, `Run of ${formatTimestamp(e.startedAt)}: ${e.options.workload}`, () => send({ type: 'copyMarkdown', runIds: [e.id] })),
-      h('p', { class: 'muted' }, `batch ${e.options.batch} × seq ${e.options.seq}, ${e.options.steps} steps (${e.options.warmup} warm-up), compile ${e.options.compile ? 'on' : 'off'}${e.torchVersion ? `, torch ${e.torchVersion}` : ''}, TE ${e.teVersion ?? 'not installed'}`,
+      h('p', { class: 'muted' }, `${settingsText(e.options)}${e.torchVersion ? ` · torch ${e.torchVersion}` : ''} · TE ${e.teVersion ?? 'not installed'}`,
         e.interpreter ? h('span', {}, ', ', h('code', { class: 'path' }, e.interpreter)) : null),
     );
     return;
