@@ -9,8 +9,10 @@
 //   docs/screenshots/results-h200.png the view with the H200 llama-7b-slice run (bench/results/h200/*.json, imported
 //                                     with "Precision Lens: Import Benchmark Results (JSON)…"): charts and table
 //   docs/screenshots/compare-h200.png the 7B and 70B slice runs selected together: the comparison
+//   docs/screenshots/inference.png    the view's Inference tab, with a --mode inference run imported (a CPU harness
+//                                     run of the tiny preset: test/fixtures/bench/inference-cpu-tiny.json, FP8 emulated)
 // The view keeps VS Code's default sidebar width in every picture: that is the width it must fit.
-// Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,...,interpreter,results-h200,compare-h200]
+// Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,...,interpreter,results-h200,compare-h200,inference]
 // Each step that fails is reported and the script goes on; the exit code is 1 when any step failed.
 // SCREENSHOTS_DEBUG=DIR saves the window of a failed step as DIR/failed-<step>.png.
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
@@ -25,6 +27,8 @@ const want = (name) => !only || only.includes(name);
 const TIMEOUT = 45_000;
 /** The H200 runs the results pictures show (bench/results/h200/, written by benchmark.py --json-out). */
 const H200_RUNS = ['llama-7b-slice.json', 'llama-70b-slice.json'];
+/** The inference run the Inference picture shows (benchmark.py --mode inference --json-out). */
+const INFERENCE_RUN = join(repoRoot, 'test', 'fixtures', 'bench', 'inference-cpu-tiny.json');
 const VIEW_SELECTOR = '.activitybar .action-item a[aria-label^="Precision Lens"], .activitybar .action-item [aria-label^="Precision Lens"]';
 
 if (!findChromium()) {
@@ -152,6 +156,18 @@ try {
     await scrollView(view, 'section.details');
     await shot(page, 'compare-h200');
   }, page);
+
+  await step('inference', async () => {
+    await importH200();
+    await runCommand(page, 'Precision Lens: Import Benchmark Results (JSON)');
+    await pickFile(page, INFERENCE_RUN);
+    const view = await benchmarkFrame(page);
+    await view.click('#tab-inference');
+    await selectRuns(view, ['inference']);
+    await waitForView(page, (text) => text.includes('Decode (tokens/s)') && text.includes('next-token agreement'), undefined, 'the inference run');
+    await scrollView(view, '#benchmark-form');
+    await shot(page, 'inference');
+  }, page);
 } catch (err) {
   failures.push(`setup: ${err.message}`);
 } finally {
@@ -179,7 +195,7 @@ async function step(name, fn, page) {
 
 async function shot(page, name) {
   const file = join(outDir, `${name}.png`);
-  if (name === 'sidebar' || name.endsWith('-h200')) await page.mouse.move(1200, 600); // no tooltip in the picture
+  if (name === 'sidebar' || name === 'inference' || name.endsWith('-h200')) await page.mouse.move(1200, 600); // no tooltip in the picture
   await page.screenshot({ path: file });
   console.log(`wrote ${file}`);
 }
