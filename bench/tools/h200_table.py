@@ -4,6 +4,7 @@
     python3 bench/tools/h200_table.py FILE.json...            # throughput table, one row per backend
     python3 bench/tools/h200_table.py --logits FILE.json...   # lm-head logit magnitude / z-loss per backend
     python3 bench/tools/h200_table.py --profile FILE.json     # GPU ms per step by kernel family
+    python3 bench/tools/h200_table.py --inference FILE.json...  # --mode inference: prefill/decode, memory, accuracy
 
 Ratios are against the bf16 result of the same file (the same process), when it has one.
 """
@@ -69,11 +70,45 @@ def profile(paths):
                                            " | ".join("%.1f" % f.get(k, 0.0) for k in fams)))
 
 
+def _tps(v):
+    return "{:,}".format(int(round(v))).replace(",", " ") if v else "-"
+
+
+def inference(paths):
+    print("| preset | backend | compiled | prefill tok/s (vs BF16) | decode tok/s (vs BF16) | peak GiB | "
+          "max / mean abs logit diff | next-token agree | file |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for p in paths:
+        doc = load(p)
+        res = [r for r in doc["results"] if r.get("mode") == "inference"]
+        base = next((r for r in res if r["backend"] == "bf16"), None)
+        for r in res:
+            def vs(key):
+                if r is base or not base or not r.get(key) or not base.get(key):
+                    return ""
+                return " (**%.2fx**)" % (r[key] / base[key])
+            acc = r.get("accuracy") or {}
+            ref = r.get("reference_only")
+            print("| %s | %s%s | %s | %s%s | %s%s | %.1f | %s | %s | %s |" % (
+                r["workload"], r["backend"], " (fake-quant: accuracy reference only)" if ref else "",
+                "yes" if r.get("compile") else "no",
+                _tps(r.get("prefill_tokens_per_s")), "" if ref else vs("prefill_tokens_per_s"),
+                _tps(r.get("decode_tokens_per_s")), "" if ref else vs("decode_tokens_per_s"),
+                (r.get("peak_memory_bytes") or 0) / 2 ** 30,
+                ("%.3g / %.3g" % (acc["max_abs_logit_diff"], acc["mean_abs_logit_diff"])) if acc else "baseline",
+                ("%.1f %%" % (100 * acc["next_token_agreement"])) if acc else "-", p.rsplit("/", 1)[-1]))
+        errs = [e for e in doc.get("errors", [])]
+        for e in errs:
+            print("| %s | %s | - | failed: %s |  |  |  |  | %s |" % (
+                doc["results"][0]["workload"] if doc["results"] else "?", e.get("backend", "?"),
+                e.get("message", "")[:160].replace("|", "/"), p.rsplit("/", 1)[-1]))
+
+
 def main(argv):
     if not argv:
         print(__doc__)
         return 2
-    mode = {"--logits": logits, "--profile": profile}.get(argv[0])
+    mode = {"--logits": logits, "--profile": profile, "--inference": inference}.get(argv[0])
     (mode or throughput)(argv[1:] if mode else argv)
     return 0
 
