@@ -343,6 +343,10 @@ def _peak_reset(device):
         torch.cuda.reset_peak_memory_stats()
 
 
+def _allocated(device):
+    return torch.cuda.memory_allocated() if device == "cuda" else None
+
+
 def _peak(device):
     return torch.cuda.max_memory_allocated() if device == "cuda" else None
 
@@ -356,6 +360,10 @@ def run_one(rc, backend, prompts, calib, baseline):
     with torch.no_grad():
         model, ctx, notes = prepare_backend(backend, model, wl, device, rc.get("te_info"), calib)
         notes["compiled"] = compile_blocks(model, backend) if args.compile else "no (--compile not given)"
+    notes["model_memory_bytes"] = _allocated(device)
+    # The peak of serving, not of building: the preset is built in fp32 and cast, and the conversions copy weights.
+    _peak_reset(device)
+    with torch.no_grad():
         logits = []
         for p in prompts:
             with ctx():

@@ -214,3 +214,19 @@ def test_backend_report_says_why_each_inference_backend_cannot_run():
     no_gpu = dict(h200, cuda_available=False, gpus=[])
     assert {b["reason"] for b in rep.backend_report(no_gpu)} == {"no CUDA device"}
     assert {b["reason"] for b in rep.backend_report({"torch": None})} == {"PyTorch is not installed in this interpreter"}
+
+
+def test_peak_memory_is_that_of_serving_not_of_building(monkeypatch):
+    # the preset is built in fp32 and cast to bf16, conversions copy weights: the peak is reset after all that
+    import types
+    calls = []
+    real_prepare, real_forward = inference.prepare_backend, inference.forward_logits
+    monkeypatch.setattr(inference, "_peak_reset", lambda device: calls.append("reset"))
+    monkeypatch.setattr(inference, "prepare_backend", lambda *a, **k: calls.append("prepare") or real_prepare(*a, **k))
+    monkeypatch.setattr(inference, "forward_logits", lambda *a, **k: calls.append("forward") or real_forward(*a, **k))
+    args = types.SimpleNamespace(new_tokens=1, repeats=1, compile=False)
+    rc = {"args": args, "device": "cpu", "builder": lambda: build_preset("tiny", batch=1, seq=8, device="cpu", n_batches=1)}
+    res, _ = inference.run_one(rc, "bf16", [torch.randint(0, 512, (1, 4))], [], None)
+    first_forward = calls.index("forward")
+    assert calls[:2] == ["reset", "prepare"] and calls[first_forward - 1] == "reset"
+    assert "model_memory_bytes" in res["notes"]
