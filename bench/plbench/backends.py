@@ -9,6 +9,9 @@ from .protocol import BenchError
 BACKENDS = OrderedDict([
     ("bf16", {"family": "bf16",
               "label": "BF16 baseline: torch.autocast(bfloat16), fp32 master weights, AdamW"}),
+    ("bf16-tedpa", {"family": "bf16", "attention": "te-bf16",
+                    "label": "BF16 with te.DotProductAttention (Transformer Engine's attention kernel, BF16): the "
+                             "baseline for the te-*dpa* backends' attention, no FP8 anywhere"}),
     ("te", {"family": "te", "recipe": None, "fused": False,
             "label": "Transformer Engine FP8: te.Linear/te.LayerNorm/te.RMSNorm under TE autocast (recipe per "
                      "--te-recipe), lm-head and embedding in BF16"}),
@@ -55,6 +58,11 @@ ALL = tuple(BACKENDS)
 
 def family(name):
     return BACKENDS[name]["family"]
+
+
+def needs_te(name):
+    """The te family, and any backend that runs te.DotProductAttention."""
+    return family(name) == "te" or bool(BACKENDS[name].get("attention"))
 
 
 def label(name):

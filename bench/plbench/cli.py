@@ -20,7 +20,9 @@ SHORT_LABELS = {
     "bf16": "BF16", "te": "FP8 (Transformer Engine)", "te-delayed": "FP8 (TE, DelayedScaling)",
     "te-current": "FP8 (TE, Float8CurrentScaling)", "te-fused": "FP8 (TE, fused LayerNormLinear/MLP)",
     "torchao-tensorwise": "FP8 (torchao, tensorwise)", "torchao-rowwise": "FP8 (torchao, rowwise)",
-    "torch-fp8": "FP8 (torch._scaled_mm, fallback)",
+    "torch-fp8": "FP8 (torch._scaled_mm, fallback)", "bf16-tedpa": "BF16 (TE attention)",
+    "te-fused-delayed": "FP8 (TE, fused, DelayedScaling)", "te-dpa": "FP8 (TE, FP8 attention)",
+    "te-fused-dpa": "FP8 (TE, fused, FP8 attention)", "te-fused-tedpa-bf16": "FP8 (TE, fused, TE attention in BF16)",
 }
 
 
@@ -248,7 +250,7 @@ def _main(session, argv):
 
     from . import fp8_torchao, runner
     families = {backend_specs.family(b) for b in runnable}
-    info = envprobe.load_te() if "te" in families else {}
+    info = envprobe.load_te() if any(backend_specs.needs_te(b) for b in runnable) else {}
     ao_info = fp8_torchao.load_torchao() if "torchao" in families else {}
     rc = runner.RunContext(args, emitter, env, device, builder, te_info=info, state=session.state, ao_info=ao_info)
     results = {}
@@ -319,10 +321,10 @@ def gate_backends(backends, env, device):
     ao_env = env.get("torchao") or {}
     for b in backends:
         fam = backend_specs.family(b)
-        if fam == "bf16":
-            runnable.append(b)
-        elif fam == "te" and (not te_env.get("installed") or te_env.get("error")):
+        if backend_specs.needs_te(b) and (not te_env.get("installed") or te_env.get("error")):
             missing.setdefault("te_missing", []).append(b)
+        elif fam == "bf16":
+            runnable.append(b)
         elif fam == "torchao" and not ao_env.get("float8_training"):
             missing.setdefault("torchao_missing", []).append(b)
         elif fam == "torch-fp8" and device == "cpu":

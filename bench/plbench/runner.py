@@ -192,6 +192,13 @@ def release_lm_head(hp):
 
 
 def _prepare_bf16(rc, backend, model, hp, result):
+    if backends.BACKENDS[backend].get("attention"):  # bf16-tedpa: TE's attention kernel, no FP8, no TE autocast
+        te = rc.te_info.get("te")
+        try:
+            result["attention"] = {"kernel": "te.DotProductAttention", "fp8": False,
+                                   "layers": te_convert.use_te_attention(model, te)}
+        except AttributeError as exc:
+            raise BenchError("backend_failed", str(exc), "upgrade Transformer Engine")
     return []
 
 

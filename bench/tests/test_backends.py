@@ -103,7 +103,7 @@ def test_gate_one_error_per_missing_library_naming_its_backends():
     assert runnable == ["bf16", "torch-fp8"]
     codes = {e.code: e for e in errors}
     assert set(codes) == {"te_missing", "torchao_missing"}
-    assert codes["te_missing"].extra["backends"] == ["te", "te-delayed", "te-current", "te-fused", "te-fused-delayed",
+    assert codes["te_missing"].extra["backends"] == ["bf16-tedpa", "te", "te-delayed", "te-current", "te-fused", "te-fused-delayed",
                                                      "te-dpa", "te-fused-dpa", "te-fused-tedpa-bf16"]
     ao = codes["torchao_missing"]
     assert ao.extra["backends"] == ["torchao-tensorwise", "torchao-rowwise"] and ao.exit_code == EXIT_TORCHAO_MISSING
@@ -363,3 +363,16 @@ def test_te_dpa_backend_end_to_end_with_fake_te():
     assert dpa["attention"] == {"kernel": "te.DotProductAttention", "fp8": True, "layers": ["blocks.0.attn", "blocks.1.attn"]}
     assert dpa["recipe"].startswith("DelayedScaling") and "fp8_dpa=True" in dpa["recipe"]
     assert dpa["losses"][0] == pytest.approx(bf16["losses"][0], rel=1e-4)  # fake TE = plain torch math
+
+
+def test_bf16_with_te_attention_is_a_bf16_run_that_needs_te():
+    r = run_bench(["--workload", "tiny", "--device", "cpu", "--backends", "bf16,bf16-tedpa", "--steps", "2",
+                   "--warmup", "1", "--no-compile"], pythonpath=[FAKE_TE])
+    assert r.rc == 0, r.stderr
+    bf16, tedpa = r.of("result")
+    assert tedpa["attention"] == {"kernel": "te.DotProductAttention", "fp8": False, "layers": ["blocks.0.attn", "blocks.1.attn"]}
+    assert tedpa["recipe"] is None and tedpa["conversion"] is None  # no FP8 anywhere
+    assert tedpa["losses"] == pytest.approx(bf16["losses"], rel=1e-4)
+    runnable, (err,) = cli.gate_backends(["bf16", "bf16-tedpa"], _env(te=False, fp8=False), "cuda")
+    assert runnable == ["bf16"] and err.code == "te_missing" and err.extra["backends"] == ["bf16-tedpa"]
+    assert cli.gate_backends(["bf16-tedpa"], _env(te=True, fp8=False), "cuda") == (["bf16-tedpa"], [])  # no FP8 needed
