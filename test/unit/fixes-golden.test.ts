@@ -74,6 +74,16 @@ const CASES: GoldenCase[] = [
   { input: 'ptq_model.py', name: 'ptq', source: {}, fix: 'ptq-fp8' },
   // PL601 on torchao quantize_ without filter_fn: a filter that leaves the lm-head found by role out.
   { input: 'ptq_torchao.py', name: 'filter', code: 'PL601', at: 'self.lm_head', fix: 'ptq-torchao-filter' },
+  // PL601 on ModelOpt: the disabling wildcard for the head found by role, after a copied FP8_DEFAULT_CFG (0.47's list
+  // form) or inside a literal quant_cfg list; PL603 the calibration bound; PL604 E5M2 -> E4M3; PL606 mto.save.
+  { input: 'ptq_modelopt.py', name: 'disable-head', code: 'PL601', at: 'self.decoder', fix: 'ptq-modelopt-disable' },
+  { input: 'ptq_modelopt_literal.py', name: 'disable-head', code: 'PL601', at: 'self.output', fix: 'ptq-modelopt-disable' },
+  { input: 'ptq_modelopt.py', name: 'calib-size', code: 'PL603', fix: 'ptq-calib-size' },
+  { input: 'ptq_modelopt.py', name: 'e4m3', code: 'PL604', fix: 'ptq-e4m3' },
+  { input: 'ptq_torchao_e5m2.py', name: 'e4m3', code: 'PL604', fix: 'ptq-e4m3' },
+  { input: 'ptq_modelopt.py', name: 'mto-save', code: 'PL606', fix: 'ptq-mto-save' },
+  // PL602 with a validation loader in scope: a forward_loop over 512 of its samples.
+  { input: 'ptq_modelopt_nocalib.py', name: 'forward-loop', code: 'PL602', fix: 'ptq-forward-loop' },
 ];
 
 function findingFor(text: string, findings: Finding[], irLayers: { name: string }[], c: GoldenCase): Finding {

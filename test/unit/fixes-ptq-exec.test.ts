@@ -7,12 +7,16 @@
  *    on CPU torchao's float8 dynamic-activation config asserts, so the block takes float8 weight-only), each keeping
  *    the lm-head found by role in high precision and printing the logit check.
  * The re-analysed output raises no PL601/PL602: the analysis reads the block it wrote.
+ * The PL6xx quick fixes' golden outputs run there too: ModelOpt's head wildcard, E4M3, the calibration bound and
+ * loop, mto.save / mto.restore, torchao's E4M3 weight-only config.
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DEFAULT_SETTINGS } from '../../common/settings';
+import { applyEdits, fixOutcome } from '../../server/src/fixes';
 import { analyse, FIXTURES, PYTHON } from './fixes-support';
 
 const ROOT = join(__dirname, '..', '..');
@@ -104,5 +108,65 @@ describe('fixes: the FP8 post-training quantization block runs', function () {
     const model = run(VENV_PYTHON, modelDriver(), ['modelopt']);
     assert.equal(model.status, 0, model.out);
     assertQuantized(model.out, /^torchao Float8WeightOnlyConfig/, 'lm_head');
+  });
+});
+
+/** The golden outputs of the PL6xx quick fixes, applied one after another to one file (each on a fresh analysis). */
+async function applyAll(input: string, codes: string[]): Promise<string> {
+  let text = readFileSync(join(FIXTURES, input), 'utf8');
+  for (const code of codes) {
+    const { ir, findings } = await analyse(text);
+    const finding = findings.find((f) => f.code === code);
+    assert.ok(finding, `${input}: no ${code} to fix`);
+    const out = fixOutcome(text, ir, finding, DEFAULT_SETTINGS);
+    assert.equal(out.fixes.length, 1, `${input} ${code}: ${out.refusals.join(' ')}`);
+    text = applyEdits(text, out.fixes[0].edits);
+  }
+  return text;
+}
+
+describe('fixes: the PL6xx quick fixes run with ModelOpt 0.47 / torchao 0.18 on CPU', function () {
+  this.timeout(600_000);
+  before(function () {
+    if (!venv) { console.log(`      (skipped: no ${VENV_PYTHON}; run scripts/ptq-venv.sh)`); this.skip(); }
+  });
+
+  it('ModelOpt, all four fixes on one file: head disabled by its wildcard, E4M3 weights, 512 samples, mto.save restores', async () => {
+    const text = await applyAll('ptq_modelopt.py', ['PL601', 'PL603', 'PL604', 'PL606']);
+    assert.deepEqual((await analyse(text)).findings.filter((f) => f.code.startsWith('PL6')).map((f) => f.message), []);
+    const check = [
+      'print("decoder:", model.decoder.weight_quantizer.is_enabled, model.decoder.input_quantizer.is_enabled)',
+      'print("fc:", model.fc.weight_quantizer.is_enabled, tuple(model.fc.weight_quantizer.num_bits))',
+      'restored = mto.restore(TinyLM(), "quantized.pt")',
+      'print("restored:", type(restored.fc).__name__, restored.decoder.weight_quantizer.is_enabled)', '',
+    ].join('\n');
+    const r = run(VENV_PYTHON, write('ptq_modelopt_all.py', `${text}\n${check}`));
+    assert.equal(r.status, 0, r.out);
+    assert.match(r.out, /^decoder: False False$/m);
+    assert.match(r.out, /^fc: True \(4, 3\)$/m);
+    assert.match(r.out, /^restored: QuantLinear False$/m, 'mto.restore rebuilds the quantized model, head excluded');
+  });
+
+  it('ModelOpt literal quant_cfg list: the head\'s entry switches its quantizers off, the other layer stays quantized', () => {
+    const check = 'print("output:", model.output.weight_quantizer.is_enabled, "fc:", model.fc.weight_quantizer.is_enabled)\n';
+    const before = run(VENV_PYTHON, write('ptq_literal_before.py', `${readFileSync(join(FIXTURES, 'ptq_modelopt_literal.py'), 'utf8')}\n${check}`));
+    assert.match(before.out, /^output: True fc: True$/m, before.out);
+    const after = run(VENV_PYTHON, write('ptq_literal_after.py', `${expected('ptq_modelopt_literal.disable-head.py')}\n${check}`));
+    assert.equal(after.status, 0, after.out);
+    assert.match(after.out, /^output: False fc: True$/m);
+  });
+
+  it('ModelOpt without forward_loop: the inserted loop calibrates the static scales on the validation loader', () => {
+    const check = 'print("amax calibrated:", model[1].input_quantizer.amax is not None, model[3].weight_quantizer.amax is not None)\n';
+    const r = run(VENV_PYTHON, write('ptq_nocalib.py', `${expected('ptq_modelopt_nocalib.forward-loop.py')}\n${check}`));
+    assert.equal(r.status, 0, r.out);
+    assert.match(r.out, /^amax calibrated: True True$/m);
+  });
+
+  it('torchao: the E4M3 weight-only config quantizes on CPU', () => {
+    const check = 'print("fc weight:", type(model.fc.weight).__name__, "lm_head weight:", type(model.lm_head.weight).__name__)\n';
+    const r = run(VENV_PYTHON, write('ptq_torchao_e4m3.py', `${expected('ptq_torchao_e5m2.e4m3.py')}\n${check}`), ['modelopt']);
+    assert.equal(r.status, 0, r.out);
+    assert.match(r.out, /^fc weight: Float8Tensor lm_head weight: Parameter$/m, r.out);
   });
 });

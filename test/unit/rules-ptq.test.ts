@@ -10,7 +10,7 @@ import type { ModelIR } from '../../server/src/analysis/ir';
 import { fnmatch } from '../../server/src/analysis/ptq';
 import { explanationText, sentences } from '../../server/src/rules/explain';
 import { analyzeText } from '../../server/src/engine';
-import { fixOutcome } from '../../server/src/fixes';
+import { applyEdits, fixOutcome } from '../../server/src/fixes';
 import { createPythonParser, type Parser } from '../../server/src/parser';
 import type { Finding } from '../../server/src/rules/types';
 
@@ -156,17 +156,27 @@ describe('rules: PL6xx post-training quantization', () => {
     }
   });
 
-  it('the torchao filter fix leaves no PL601; the other PL6xx say what to do instead of a fix', () => {
+  it('each fix leaves no finding of its code; where no exact edit exists (PL605) the refusal says what to do', () => {
     const fixed = readFileSync(join(FIX, '..', 'fixes', 'expected', 'ptq_torchao.filter.py'), 'utf8');
     assert.deepEqual(run(fixed).findings.map((f) => f.code), []);
     const text = read('modelopt_fp8.py');
     const { ir, findings } = run(text, 'ampere');
+    const settings = resolveSettings({ targetGpu: 'ampere' });
+    assert.deepEqual([...new Set(findings.map((f) => f.code))].sort(), ['PL601', 'PL603', 'PL604', 'PL605', 'PL606']);
     for (const f of findings) {
-      const out = fixOutcome(text, ir, f, resolveSettings({ targetGpu: 'ampere' }));
-      assert.equal(out.fixes.length, 0, f.code);
-      assert.match(out.refusals.join(' '), /^No automatic fix/, f.code);
+      const out = fixOutcome(text, ir, f, settings);
+      if (f.code === 'PL605') {
+        assert.equal(out.fixes.length, 0);
+        assert.match(out.refusals.join(' '), /^No automatic fix/);
+        continue;
+      }
+      assert.equal(out.fixes.length, 1, `${f.code}: ${out.refusals.join(' ')}`);
+      const after = run(applyEdits(text, out.fixes[0].edits), 'ampere').findings;
+      assert.equal(after.filter((g) => g.code === f.code).length, 0, `${f.code} fixed: ${after.map((g) => g.message).join(' | ')}`);
     }
-    assert.match(fixOutcome(text, ir, findings.find((f) => f.code === 'PL601')!, resolveSettings({})).refusals[0], /"\*decoder\*"/);
+    // The file writes the dict form of quant_cfg (ModelOpt < 0.47): the head's wildcard is added the same way.
+    const head = fixOutcome(text, ir, findings.find((f) => f.code === 'PL601')!, settings).fixes[0];
+    assert.match(applyEdits(text, head.edits), /^cfg\["quant_cfg"\]\["\*decoder\*"\] = \{"enable": False\}$/m);
   });
 
   it('fnmatch follows Python: *, ? and [kv] classes', () => {

@@ -122,6 +122,21 @@ export const CALIB_SIZE_NAMES = /^(calib_size|calib_samples|num_calib_samples|ca
  */
 export const CALIB_SIZE = { tooFew: 128, sweetSpot: [512, 1024] as const, tooMany: 10000 };
 
+/**
+ * The suffixes of ModelOpt's quantizer module names (QuantLinear: weight_quantizer, input_quantizer,
+ * output_quantizer; attention: k_bmm_quantizer, v_bmm_quantizer; modelopt/torch/quantization/nn, 0.47).
+ */
+export const MODELOPT_QUANTIZER_SUFFIXES = ['weight_quantizer', 'input_quantizer', 'output_quantizer', 'k_bmm_quantizer', 'v_bmm_quantizer'] as const;
+
+/**
+ * The ModelOpt wildcard that disables one module's quantizers, from its attribute name: `*lm_head*` (ModelOpt's own
+ * idiom), or `*output.*` where the bare name is part of a quantizer suffix (`*output*` would also switch off every
+ * layer's output_quantizer).
+ */
+export function modeloptWildcard(attr: string): string {
+  return MODELOPT_QUANTIZER_SUFFIXES.some((s) => s.includes(attr)) ? `*${attr}.*` : `*${attr}*`;
+}
+
 export function configEntry(library: PtqLibrary, name: string): PtqConfigEntry | undefined {
   return PTQ_CONFIGS.find((c) => c.library === library && c.name === name);
 }

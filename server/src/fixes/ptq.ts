@@ -15,13 +15,12 @@ import type { Layer, PtqQuantizeCall } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { WRAPPER_END_MARKER, wrapperRanges } from '../analysis/known';
 import { findTrainingSteps } from './autocast';
+import { calibrationBoundFix, calibrationLoopFix, e4m3Fix, EVAL_SOURCE, modeloptHeadFix, modeloptSaveFix } from './ptq-edits';
 import type { Statement, SourceModel } from './source';
 import { outcome, refuse, type Fix, type FixContext, type FixOutcome } from './types';
 
 export const PTQ_FUNCTION = 'quantize_fp8_for_inference';
 
-/** Names of held-out data sources, in order of preference: what calibration should read. */
-const EVAL_SOURCE = /\b((?:val|valid|validation|eval|evaluation|test|dev|calib|calibration|holdout)_?(?:loader|dataloader|dl|data|dataset|batches|set|iter)|(?:val|eval|calib)_ds)\b/;
 
 function statementText(model: SourceModel, s: Statement): string {
   return model.text.slice(s.start, s.end);
@@ -203,21 +202,18 @@ export function ptqFindingOutcome(ctx: FixContext, finding: Finding): FixOutcome
   switch (finding.code) {
     case 'PL601':
       if (call?.library === 'torchao' && !call.filter) return torchaoFilter(ctx, call, layer);
-      if (call?.library === 'modelopt' && layer) {
-        const w = `*${headNames([layer])[0] ?? 'lm_head'}*`;
-        return refuse(`No automatic fix: add {"quantizer_name": "${w}", "enable": False} to the config's quant_cfg list (ModelOpt >= 0.47), or cfg["quant_cfg"]["${w}"] = {"enable": False} before.`);
-      }
+      if (call?.library === 'modelopt' && layer) return modeloptHeadFix(ctx, call, layer);
       return refuse('No automatic fix: change the filter_fn so that it returns False for the lm-head and for Linears tied to an embedding.');
     case 'PL602':
-      return refuse('No automatic fix for this call: pass forward_loop=a function that runs the model on ~512 validation samples (the source action "Quantize to FP8 after training" writes one).');
+      return calibrationLoopFix(ctx, call);
     case 'PL603':
-      return refuse('No automatic fix: change the bound of the calibration loop to 512-1024 samples.');
+      return calibrationBoundFix(ctx, call);
     case 'PL604':
-      return refuse('No automatic fix: use E4M3, num_bits=(4, 3) (ModelOpt) or torch.float8_e4m3fn (torchao, the default).');
+      return e4m3Fix(ctx, call);
     case 'PL605':
       return refuse('No automatic fix: pick a format the target GPU runs, or set precisionLens.targetGpu to the GPU you deploy on.');
     case 'PL606':
-      return refuse('No automatic fix: save with mto.save(model, path) and load with mto.restore(model, path), or export with export_tensorrt_llm_checkpoint.');
+      return modeloptSaveFix(ctx, ctx.ir.ptq.saves.find((s) => s.span.startOffset === finding.span.startOffset && s.kind === 'torch-save-state-dict'));
     default:
       return outcome();
   }

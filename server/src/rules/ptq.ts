@@ -10,7 +10,7 @@
  */
 import type { TargetGpu } from '../../../common/settings';
 import type { Layer, ModelIR, PtqCalibrationSize, PtqQuantizeCall } from '../analysis/ir';
-import { CALIB_SIZE } from '../analysis/ptq-catalogue';
+import { CALIB_SIZE, modeloptWildcard } from '../analysis/ptq-catalogue';
 import { GPU_NAMES } from './autocast';
 import { layerLabel } from './format';
 import type { Finding, RuleContext, RuleModule } from './types';
@@ -26,9 +26,9 @@ function sizeFact(size: PtqCalibrationSize): string {
 }
 
 /** Which name to disable in a ModelOpt config: the module's last attribute as a wildcard (`*decoder*`). */
-function wildcardFor(layer: Layer): string {
+export function wildcardFor(layer: Layer): string {
   const attr = layer.attr ?? (layer.path ?? layer.name).replace(/^self\./, '').split('.').pop() ?? 'lm_head';
-  return `*${attr.replace(/\[\*\]$/, '')}*`;
+  return modeloptWildcard(attr.replace(/\[\*\]$/, ''));
 }
 
 const protectedLayer: Check = (call, ptqIndex, { ir }) => {
