@@ -9,8 +9,8 @@
 //   docs/screenshots/results-h200.png the view with the H200 llama-7b-slice run (bench/results/h200/*.json, imported
 //                                     with "Precision Lens: Import Benchmark Results (JSON)…"): charts and table
 //   docs/screenshots/compare-h200.png the 7B and 70B slice runs selected together: the comparison
-//   docs/screenshots/inference.png    the view's Inference tab, with a --mode inference run imported (a CPU harness
-//                                     run of the tiny preset: test/fixtures/bench/inference-cpu-tiny.json, FP8 emulated)
+//   docs/screenshots/inference.png    the view's Inference tab, with the H200 --mode inference run of llama-7b-slice
+//                                     imported (bench/results/h200/2026-12-02/infer-llama-7b-slice-eager.json)
 // The view keeps VS Code's default sidebar width in every picture: that is the width it must fit.
 // Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,...,interpreter,results-h200,compare-h200,inference]
 // Each step that fails is reported and the script goes on; the exit code is 1 when any step failed.
@@ -28,7 +28,7 @@ const TIMEOUT = 45_000;
 /** The H200 runs the results pictures show (bench/results/h200/, written by benchmark.py --json-out). */
 const H200_RUNS = ['llama-7b-slice.json', 'llama-70b-slice.json'];
 /** The inference run the Inference picture shows (benchmark.py --mode inference --json-out). */
-const INFERENCE_RUN = join(repoRoot, 'test', 'fixtures', 'bench', 'inference-cpu-tiny.json');
+const INFERENCE_RUN = join(repoRoot, 'bench', 'results', 'h200', '2026-12-02', 'infer-llama-7b-slice-eager.json');
 const VIEW_SELECTOR = '.activitybar .action-item a[aria-label^="Precision Lens"], .activitybar .action-item [aria-label^="Precision Lens"]';
 
 if (!findChromium()) {
@@ -163,7 +163,7 @@ try {
     await pickFile(page, INFERENCE_RUN);
     const view = await benchmarkFrame(page);
     await view.click('#tab-inference');
-    await selectRuns(view, ['inference']);
+    await selectRuns(view, ['llama-7b-slice · inference']);
     await waitForView(page, (text) => text.includes('Decode (tokens/s)') && text.includes('next-token agreement'), undefined, 'the inference run');
     await scrollView(view, '#benchmark-form');
     await shot(page, 'inference');
