@@ -9,7 +9,7 @@
 import type { PrecisionLensSettings } from '../../common/settings';
 import { AnalysisCache } from './analysis';
 import { fileURLToPath } from 'node:url';
-import { analyzeParsed, emptyIR, findingsOf, skipReason, type DocumentAnalysis } from './engine';
+import { analyzeParsed, emptyIR, fileFactsOf, findingsOf, skipReason, type DocumentAnalysis } from './engine';
 import { dimsForFile } from './workspace-dims';
 import { editTree, lineStartsOf, type TextChange } from './incremental';
 import { pythonSource } from './lines';
@@ -35,6 +35,8 @@ export interface DocumentState {
   desynced?: string;
   /** What the server last published for this document (so that an unchanged result is not published again). */
   published?: string;
+  /** What its last IR contributes to the workspace facts (engine.fileFactsOf), as a string. */
+  factsKey?: string;
 }
 
 /** A text change whose offsets come from LSP positions, with whether those positions were valid. */
@@ -42,6 +44,11 @@ export type SessionChange = (TextChange & { invalid?: string }) | { text: string
 
 export class AnalysisSession {
   private readonly docs = new Map<string, DocumentState>();
+  /**
+   * Bumped whenever what the open documents contribute to the workspace facts may have changed: a document opened or
+   * closed, or an analysis whose file facts differ from the document's previous ones (most edits change none).
+   */
+  factsGeneration = 0;
 
   constructor(private readonly parser: PythonParser) {}
 
@@ -61,6 +68,7 @@ export class AnalysisSession {
     this.close(uri);
     const state: DocumentState = { uri, version, text, lineStarts: lineStartsOf(text), tree: null, stale: true, cache: new AnalysisCache() };
     this.docs.set(uri, state);
+    this.factsGeneration++;
     return state;
   }
 
@@ -105,6 +113,7 @@ export class AnalysisSession {
     state.cache.clear();
     state.analysis = undefined;
     this.docs.delete(uri);
+    this.factsGeneration++;
   }
 
   private dropTree(state: DocumentState): void {
@@ -140,6 +149,8 @@ export class AnalysisSession {
       state.irKey = irKey;
       state.rulesKey = rulesKey;
       state.analysis = { ...analysis, version: state.version, ms: performance.now() - started, ...(skip ? { skipped: skip } : {}) };
+      const factsKey = JSON.stringify(fileFactsOf(analysis.ir));
+      if (factsKey !== state.factsKey) { state.factsKey = factsKey; this.factsGeneration++; }
       return state.analysis;
     };
     if (skipped) {

@@ -68,7 +68,11 @@ export function configFileDims(dir: string): ExternalDims {
   const recent = cache.get(dir);
   if (recent && now - recent.at < RECHECK_MS) return recent.dims;
   let names: string[];
-  try { names = readdirSync(dir).filter((n) => CONFIG_FILE.test(n)).sort().slice(0, MAX_FILES); } catch { return {}; }
+  try { names = readdirSync(dir).filter((n) => CONFIG_FILE.test(n)).sort().slice(0, MAX_FILES); } catch {
+    // No such directory (an untitled or virtual document's path): asked again at most every RECHECK_MS too.
+    cache.set(dir, { key: '', dims: {}, at: now });
+    return {};
+  }
   const stats = names.map((n) => { try { const s = statSync(join(dir, n)); return s.isFile() && s.size <= MAX_BYTES ? `${n}:${s.mtimeMs}` : ''; } catch { return ''; } });
   const key = stats.join('|');
   const hit = cache.get(dir);
