@@ -142,5 +142,7 @@ console.log(`  RSS: ${rssStart.toFixed(0)} MB at start, ${rssOpen.toFixed(0)} MB
 if (mappings) console.log(`  largest mappings after closing: ${mappings}`);
 await conn.sendRequest('shutdown');
 await conn.sendNotification('exit');
+// Let the server exit by itself (a CPU profile is written at exit), then make sure it is gone.
+await Promise.race([new Promise((r) => child.once('exit', r)), sleep(10000)]);
 conn.dispose();
 child.kill();
