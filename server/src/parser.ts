@@ -9,6 +9,7 @@
  */
 import { existsSync } from 'node:fs';
 import { join, dirname } from 'node:path';
+import { getHeapStatistics } from 'node:v8';
 
 type Binding = typeof import('web-tree-sitter');
 export type Parser = import('web-tree-sitter').Parser;
@@ -170,6 +171,16 @@ export class PythonParser {
     if (!this.runtime || this.runtime.live.size > 0) return false;
     this.dispose();
     return true;
+  }
+
+  /**
+   * Drops the runtime when no tree is left and the process holds more than `limitBytes` outside the JS heap (the WASM
+   * memory, which only grows, is most of it): after an unusually large file the next renew() starts small again, so a
+   * long run (a CI batch, the fuzzer) does not keep the peak of its largest input for every file after it.
+   */
+  recycleIfLarge(limitBytes = 256 * 1048576): boolean {
+    if (!this.runtime || this.runtime.live.size > 0 || getHeapStatistics().external_memory < limitBytes) return false;
+    return this.recycle();
   }
 
   dispose(): void {

@@ -118,6 +118,24 @@ describe('robustness: a parser that survives', function () {
     parser.dispose();
   });
 
+  it('after a file that grew the WASM memory, a batch gets a fresh runtime (never while a tree is alive)', async () => {
+    const host = await PythonParser.create();
+    try {
+      const tree = host.parse(layerRun(3000, false))!;
+      assert.equal(host.recycleIfLarge(1), false, 'a live tree keeps its runtime');
+      host.release(tree);
+      assert.equal(host.recycleIfLarge(Number.MAX_SAFE_INTEGER), false, 'below the limit the runtime stays');
+      assert.equal(host.recycleIfLarge(1), true);
+      assert.equal(host.needsRenewal, true);
+      await host.renew();
+      const again = host.parse(layerRun(3, false))!;
+      assert.equal(again.rootNode.type, 'module');
+      host.release(again);
+    } finally {
+      host.dispose();
+    }
+  });
+
   it('the session fails only the trapped document and keeps the others', async () => {
     const parser = await PythonParser.create();
     const session = new AnalysisSession(parser);

@@ -99,6 +99,8 @@ export async function buildIR(parser: PythonParser, file: AnalysedFile, findings
     } else file.error = `analysis failed: ${(e as Error).message}`;
   } finally {
     parser.release(tree);
+    // A fresh runtime for the next file if this one grew the WASM memory far (buildIR renews it first).
+    parser.recycleIfLarge();
   }
 }
 
