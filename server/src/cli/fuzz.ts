@@ -69,7 +69,7 @@ function seedFiles(dirs: readonly string[]): { path: string; text: string }[] {
 interface Failure { index: number; seed: string; applied: string[]; problem: string; saved?: string }
 
 /** One input through the check path (and --fix); what went wrong, if anything. */
-async function checkOne(parser: PythonParser, path: string, settings: PrecisionLensSettings, withFix: 'safe' | 'unsafe' | false, o: FuzzOptions): Promise<{ problem?: string; fixed?: string }> {
+async function checkOne(parser: PythonParser, path: string, settings: PrecisionLensSettings, withFix: 'safe' | 'unsafe' | false, o: FuzzOptions): Promise<{ problem?: string; fixed?: string; ms?: number }> {
   const started = performance.now();
   const input = { absolute: path, display: path };
   const { files } = await analyseAll(parser, [input], settings, {}, true);
@@ -87,10 +87,10 @@ async function checkOne(parser: PythonParser, path: string, settings: PrecisionL
     if (outcome.changedFiles) fixed = files[0].text;
   }
   const ms = performance.now() - started;
-  if (ms > o.timeLimitMs) return { problem: `took ${ms.toFixed(0)} ms (limit ${o.timeLimitMs} ms)` };
+  if (ms > o.timeLimitMs) return { problem: `took ${ms.toFixed(0)} ms (limit ${o.timeLimitMs} ms)`, ms };
   const rss = process.memoryUsage().rss / 1048576;
-  if (rss > o.rssLimitMb) return { problem: `process at ${rss.toFixed(0)} MB (limit ${o.rssLimitMb} MB)` };
-  return { fixed };
+  if (rss > o.rssLimitMb) return { problem: `process at ${rss.toFixed(0)} MB (limit ${o.rssLimitMb} MB)`, ms };
+  return { fixed, ms };
 }
 
 /** Pairs (original, fixed) where the original compiles and the fixed text does not, per python3's compile(). */
@@ -125,19 +125,21 @@ export async function runFuzz(args: readonly string[], write: (s: string) => voi
   const pairs: [string, string][] = [];
   const started = performance.now();
   let peakRss = 0;
+  let slowest = { ms: 0, index: -1 };
   try {
     for (let i = 0; i < o.count; i++) {
       const seed = seeds[Math.floor(random() * seeds.length)];
       const { text, applied } = mutate(seed.text, random);
       const path = join(work, `in-${i}.py`);
       writeFileSync(path, text);
-      let result: { problem?: string; fixed?: string };
+      let result: { problem?: string; fixed?: string; ms?: number };
       try {
         result = await checkOne(parser, path, settings, i % o.fixEvery !== 0 ? false : i % (2 * o.fixEvery) === 0 ? 'unsafe' : 'safe', o);
       } catch (e) {
         result = { problem: `crash: ${(e as Error).stack ?? String(e)}` };
       }
       peakRss = Math.max(peakRss, process.memoryUsage().rss);
+      if ((result.ms ?? 0) > slowest.ms) slowest = { ms: result.ms!, index: i };
       if (result.fixed !== undefined) {
         writeFileSync(`${path}.fixed.py`, result.fixed);
         pairs.push([path, `${path}.fixed.py`]);
@@ -152,7 +154,7 @@ export async function runFuzz(args: readonly string[], write: (s: string) => voi
     rmSync(work, { recursive: true, force: true });
   }
   const seconds = (performance.now() - started) / 1000;
-  write(`fuzz: seed ${o.seed}, ${o.count} inputs from ${seeds.length} files in ${seconds.toFixed(1)} s, ${pairs.length} fixed and compiled, peak RSS ${(peakRss / 1048576).toFixed(0)} MB, ${failures.length} failure${failures.length === 1 ? '' : 's'}\n`);
+  write(`fuzz: seed ${o.seed}, ${o.count} inputs from ${seeds.length} files in ${seconds.toFixed(1)} s, ${pairs.length} fixed and compiled, slowest ${slowest.ms.toFixed(0)} ms (#${slowest.index}), peak RSS ${(peakRss / 1048576).toFixed(0)} MB, ${failures.length} failure${failures.length === 1 ? '' : 's'}\n`);
   for (const f of failures) write(`FAIL #${f.index} (${f.applied.join(' + ')} of ${f.seed})${f.saved ? ` saved as ${f.saved}` : ''}: ${f.problem}\n`);
   return failures.length ? 1 : 0;
 }
