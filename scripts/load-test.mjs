@@ -41,6 +41,11 @@ const rssOf = (pid) => {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : NaN;
 };
+/** CPU seconds the process has used (user + system), from /proc: a figure the machine's other load barely moves. */
+const cpuOf = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const quantile = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((s.length - 1) * q))]; };
 
@@ -86,6 +91,7 @@ while (published.size < DOCS && Date.now() < openDeadline) await sleep(50);
 const openedMs = Date.now();
 
 // Edits: append a character to a random line of a random document (what typing does).
+const cpuBefore = cpuOf(child.pid);
 const t0 = Date.now();
 for (let e = 0; e < EDITS; e++) {
   const due = t0 + (e * SPREAD_MS) / EDITS;
@@ -107,6 +113,7 @@ while (Date.now() < settleDeadline) {
   await sleep(100);
 }
 const settledMs = Date.now() - editsDone;
+const cpuEdits = cpuOf(child.pid) - cpuBefore;
 const stale = docs.filter((d) => (published.get(d.uri) ?? 0) < d.version).length;
 const publishesBefore = publishes;
 await sleep(2000);
@@ -137,6 +144,7 @@ const answered = EDITS - waiting.length;
 console.log(`Precision Lens language server load test: ${DOCS} documents (${Math.ceil(DOCS / 5)} training scripts with FP8 autocast), ${EDITS} edits over ${SPREAD_MS} ms`);
 console.log(`  opened and published all documents in ${openedMs - (openDeadline - 120_000)} ms`);
 console.log(`  edits answered: ${answered}/${EDITS}; edit -> diagnostics p50 ${quantile(latencies, 0.5)} ms, p95 ${quantile(latencies, 0.95)} ms, max ${Math.max(...latencies)} ms (debounce 120 ms included)`);
+console.log(`  server CPU time from the first edit until settled: ${cpuEdits.toFixed(2)} s`);
 console.log(`  settled ${settledMs} ms after the last edit; documents showing an older version: ${stale}; publishes in the 2 s after settling: ${publishesAfterSettle}`);
 console.log(`  RSS: ${rssStart.toFixed(0)} MB at start, ${rssOpen.toFixed(0)} MB with all open, ${rssClosed5.toFixed(0)} MB 5 s after closing all, ${rssClosed15.toFixed(0)} MB after 15 s`);
 if (mappings) console.log(`  largest mappings after closing: ${mappings}`);
