@@ -1045,6 +1045,21 @@ function attrClassCtor(ctx: LayerContext, call: CallRec, text: string): ClassSit
   const m = /^([A-Za-z_]\w*)\.([A-Za-z_]\w*)$/.exec(text);
   if (!m) return undefined;
   const [, head, attr] = m;
+  // Most `self.x(...)` / `obj.x(...)` calls build nothing: the answer depends only on the calling class (self) or
+  // function (a parameter's annotation), so a miss is remembered for the analysis.
+  const self = head === 'self' || head === 'cls';
+  const missKey = `${self ? call.scope.cls?.name ?? '' : call.scope.fn?.start ?? -1}\u0001${text}`;
+  let misses = attrMisses.get(ctx);
+  if (!misses) attrMisses.set(ctx, (misses = new Set()));
+  if (misses.has(missKey)) return undefined;
+  const r = attrClassCtorUncached(ctx, call, text, head, attr);
+  if (!r) misses.add(missKey);
+  return r;
+}
+
+const attrMisses = new WeakMap<LayerContext, Set<string>>();
+
+function attrClassCtorUncached(ctx: LayerContext, call: CallRec, text: string, head: string, attr: string): ClassSite | undefined {
   const exprs = head === 'self' || head === 'cls' ? selfClassExprs(ctx, call, attr) : configClassExprs(ctx, attr);
   if (!exprs.length) return head === 'self' || head === 'cls' ? undefined : libraryAttrCtor(ctx, call, head, attr);
   const found: { node: SyntaxNode; c: ClassExpr }[] = [];
@@ -1071,6 +1086,33 @@ function classLike(src: string, n: SyntaxNode): boolean {
   return n.type === 'call' && /^(functools\.)?partial\s*\(/.test(t);
 }
 
+const SELF_ASSIGN_HEAD = /self\.\w+[ \t]*=(?!=)[ \t]*/y;
+
+/**
+ * Whether the text alone shows that `self.<x> = <right>` starting at `at` has no class-like right side (classLike), so
+ * the tree need not be read. It does when the statement is that one line (brackets balanced, no backslash, no
+ * triple quote) with no capital letter and no `partial` / `functools` start: a class-like right side (a name, an
+ * attribute, a conditional or a `partial(...)` call) has a capital letter in it. Anything else (an annotation,
+ * several targets, a statement over several lines) is left to the tree.
+ */
+function notClassLikeByText(src: string, at: number): boolean {
+  SELF_ASSIGN_HEAD.lastIndex = at;
+  if (!SELF_ASSIGN_HEAD.test(src)) return false;
+  const from = SELF_ASSIGN_HEAD.lastIndex;
+  let end = src.indexOf('\n', from);
+  if (end < 0) end = src.length;
+  const line = src.slice(from, end);
+  if (!line.trim() || /[A-Z\\]|"""|'''/.test(line) || /^(partial|functools)\b/.test(line)) return false;
+  // The statement ends on this line only if its brackets close there.
+  let depth = 0;
+  for (let i = 0; i < line.length; i++) {
+    const c = line.charCodeAt(i);
+    if (c === 40 || c === 91 || c === 123) depth++;
+    else if (c === 41 || c === 93 || c === 125) depth--;
+  }
+  return depth === 0;
+}
+
 /** What one assignment statement contributes to selfAttrAssigns (`self.<attr> = <class-like>`: the attribute and the
  *  right side), or null. It reads the statement's own text only, so it is kept on the node: a statement copy reused
  *  across analyses (node.ts) is classified once, not at every edit. */
@@ -1079,6 +1121,7 @@ function selfAssignOf(src: string, node: SyntaxNode): { key: string; right: Synt
   const hit = selfAssignOfNode.get(node);
   if (hit !== undefined) return hit;
   let r: { key: string; right: SyntaxNode } | null = null;
+  if (notClassLikeByText(src, node.startIndex)) { selfAssignOfNode.set(node, r); return r; }
   const left = node.childForFieldName('left');
   const right = node.childForFieldName('right');
   if (left && right && left.type === 'attribute' && classLike(src, right)) {
