@@ -35,18 +35,4 @@ describe('analysis: gaps from the real-code evaluation', () => {
     assert.notEqual(other.convertible, true);
     assert.equal(other.facets!.structure.check, 'imported-norm-class');
   });
-
-  it('a Linear to or from an adapter width (adapter_attn_dim, through attributes) is a bottleneck adapter kept in BF16', () => {
-    const ir = analyze(fixture('bottleneck_adapter.py'));
-    const get = (owner: string, name: string) => ir.layers.find((l) => l.ownerClass === owner && l.name === name)!;
-    for (const name of ['self.down', 'self.up']) {
-      const l = get('AttnAdapter', name);
-      assert.equal(l.convertible, false, name);
-      assert.equal(l.facets!.role.check, 'bottleneck-adapter', name);
-      assert.match(l.facets!.role.reason, /adapter_attn_dim/);
-    }
-    for (const [owner, name] of [['OutputAdapter', 'self.proj'], ['EncoderLayer', 'self.fc1'], ['EncoderLayer', 'self.fc2']]) {
-      assert.equal(get(owner, name).convertible, true, `${owner}.${name}: ${get(owner, name).reasons.join(' ')}`);
-    }
-  });
 });

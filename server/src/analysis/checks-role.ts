@@ -63,15 +63,6 @@ const loraAdapter: Check = {
   },
 };
 
-const bottleneckAdapter: Check = {
-  name: 'bottleneck-adapter', facet: 'role',
-  run({ L }) {
-    const m = /^bottleneck adapter \((.+)\)$/.exec(L.roleReasons[0] ?? '');
-    if (!m) return undefined;
-    return { state: 'fails', reasons: [`A bottleneck adapter (its size is ${m[1]}): adapter GEMMs are too narrow to gain from FP8, so keep it in BF16 and convert the layers it adapts.`] };
-  },
-};
-
 const smallOutput: Check = {
   name: 'classifier-or-router', facet: 'role',
   run({ L }) {
@@ -86,4 +77,4 @@ const smallOutput: Check = {
 };
 
 /** In order: the first that fails decides the role facet. */
-export const ROLE_CHECKS: readonly Check[] = [lmHead, embedding, tiedWeight, loraAdapter, bottleneckAdapter, smallOutput];
+export const ROLE_CHECKS: readonly Check[] = [lmHead, embedding, tiedWeight, loraAdapter, smallOutput];

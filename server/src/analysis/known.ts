@@ -65,10 +65,6 @@ export const VOCAB_EXPR = /\blen\(\s*(self\.)?[\w.]*(dictionary|dict|tokenizer|v
 
 export const CLASSIFIER_NAME = /(^|[._])(num_classes|n_classes|nclasses|num_class|n_class|num_labels|n_labels|nlabels|num_outputs|n_outputs|num_actions|n_actions|output_classes|classes|num_targets|classifier_proj_size|classifier_hidden_size|classifier_dim)\)?$/i;
 
-/** Sizes that name a bottleneck adapter's width (HF wav2vec2-family `adapter_attn_dim`, Houlsby-style adapters): a
- *  Linear to or from it is an adapter, too narrow to gain from FP8. */
-export const ADAPTER_WIDTH = /(^|[._])(adapter_attn_dim|adapter_dim|adapter_size|adapter_hidden_size|adapter_hidden_dim|adapter_bottleneck_dim|bottleneck_dim|bottleneck_size)\)?$/i;
-
 export const EXPERTS_NAME = /(^|[._])(num_experts|n_experts|num_local_experts|n_routed_experts|moe_num_experts|num_experts_per_tok|experts|n_expert|expert_num|num_moe_experts)\)?$/i;
 
 /** First and last lines of the FP8 fallback wrapper the fixes insert (fixes/wrapper.ts writes them). */

@@ -65,8 +65,6 @@ export interface LayerRec {
   argNodes: Map<string, SyntaxNode>;
   /** Texts the out-dim value passed through. */
   outVia: string[];
-  /** Texts the in-dim value passed through. */
-  inVia?: string[];
   /** The statement memo entry this record was built from or stored in (roles and verdicts memoise on it too). */
   snap?: LayerSnap;
   /** For a layer a factory returns: its path inside the factory (`net[*]`). */
@@ -104,7 +102,6 @@ export interface LayerSnap {
   layer: Layer;
   argNodes: Map<string, SyntaxNode>;
   outVia: string[];
-  inVia?: string[];
   /** For a layer a factory returns (a template): where it sits inside the factory. */
   place?: Placement;
   /** roles.ts / verdict.ts: their results for this record, with the key of what else they read. */
@@ -330,7 +327,7 @@ function collectCall(c: Collector, i: number): void {
   if (m && snap) {
     const rec: LayerRec = {
       layer: copyLayer(snap.layer, m.dOff, m.dLine), call, ctor: found.ctor, scope: scopeOf(ctx, call),
-      argNodes: snap.argNodes, outVia: snap.outVia.slice(), inVia: snap.inVia?.slice(), snap,
+      argNodes: snap.argNodes, outVia: snap.outVia.slice(), snap,
     };
     c.reused++;
     if (snap.place && call.scope.fn) addTemplate(c, call.scope.fn, rec, snap.place);
@@ -343,7 +340,7 @@ function collectCall(c: Collector, i: number): void {
   const place = placement(ctx, call.node, call);
   if (place.returned && call.scope.fn) {
     if (m) {
-      rec.snap = { layer: copyLayer(rec.layer, -m.dOff, -m.dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice(), inVia: rec.inVia?.slice(), place };
+      rec.snap = { layer: copyLayer(rec.layer, -m.dOff, -m.dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice(), place };
       m.memo.set(call.node, rec.snap);
     }
     addTemplate(c, call.scope.fn, rec, place);
@@ -351,7 +348,7 @@ function collectCall(c: Collector, i: number): void {
   }
   applyPlacement(rec, place, call);
   if (m) {
-    rec.snap = { layer: copyLayer(rec.layer, -m.dOff, -m.dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice(), inVia: rec.inVia?.slice() };
+    rec.snap = { layer: copyLayer(rec.layer, -m.dOff, -m.dLine), argNodes: rec.argNodes, outVia: rec.outVia.slice() };
     m.memo.set(call.node, rec.snap);
   }
   c.out.push(rec);
@@ -400,7 +397,7 @@ function reuseInstances(c: Collector, call: CallRec, list: Template[], bind: Eva
     layer.argsSpan = t.rec.layer.argsSpan;
     layer.args = t.rec.layer.args;
     layer.constructionSpan = t.rec.layer.span;
-    c.out.push({ layer, call, ctor: t.rec.ctor, scope: { ...t.rec.scope, bind }, argNodes: snap.argNodes, outVia: snap.outVia.slice(), inVia: snap.inVia?.slice(), snap });
+    c.out.push({ layer, call, ctor: t.rec.ctor, scope: { ...t.rec.scope, bind }, argNodes: snap.argNodes, outVia: snap.outVia.slice(), snap });
     c.reused++;
   });
   return true;
@@ -439,7 +436,7 @@ function buildInstances(c: Collector, call: CallRec, fn: FuncRec, list: Template
     inst.layer.container ??= 'helper';
     if (otherText) inst.layer.classFrom = `${fn.name}(), which can also return ${otherText.length > 60 ? `${otherText.slice(0, 57)}...` : otherText}`;
     if (m) {
-      inst.snap = { layer: copyLayer(inst.layer, -m.dOff, -m.dLine), argNodes: inst.argNodes, outVia: inst.outVia.slice(), inVia: inst.inVia?.slice() };
+      inst.snap = { layer: copyLayer(inst.layer, -m.dOff, -m.dLine), argNodes: inst.argNodes, outVia: inst.outVia.slice() };
       instSnaps.push(inst.snap);
     }
     c.built++;
@@ -755,11 +752,7 @@ function fillDims(ctx: LayerContext, rec: LayerRec): void {
       const hasNamed = ctor.params.some((p) => IN_PARAM.test(p) || p === 'input_size') || (!!ctor.local?.info.ownImplementation && ctor.params.length < 2);
       const inN = pick(/^(in_features|input_size|in_dim|input_dim|d_in|in_size|in_channels|nx|dim_in|in_f|fan_in|n_in|in_feat)$/, hasNamed ? undefined : 0);
       const outN = pick(/^(out_features|output_size|out_dim|output_dim|d_out|out_size|out_channels|nf|dim_out|out_f|fan_out|n_out|out_feat)$/, hasNamed ? undefined : 1);
-      if (inN) {
-        const r = ev.dimAndEval(inN, scope);
-        layer.inFeatures = r.dim;
-        rec.inVia = r.e.via;
-      }
+      if (inN) layer.inFeatures = ev.dim(inN, scope);
       out(outN);
       if (ctor.local && !hasNamed && ctor.params.length === 0) {
         // A subclass without its own signature: nn.Linear(in, out).

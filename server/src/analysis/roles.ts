@@ -6,7 +6,7 @@ import type { SyntaxNode } from './node';
 import type { LayerRole, WeightTie } from './ir';
 import { paramsOf, type ClassModel } from './classes';
 import type { LayerRec } from './layers';
-import { ADAPTER_WIDTH, CLASSIFIER_NAME, EXPERTS_NAME, VOCAB_EXPR, VOCAB_NAME } from './known';
+import { CLASSIFIER_NAME, EXPERTS_NAME, VOCAB_EXPR, VOCAB_NAME } from './known';
 import type { CallRec, FuncRec } from './walk';
 
 export interface RoleContext {
@@ -457,9 +457,6 @@ function roleFromOutput(ix: RoleIndex, r: LayerRec, at: LayerPlace, ev: HeadEvid
   const segs = (L.path ?? '').split(/[.[\]*]+/).filter(Boolean);
   // A low-rank adapter (LoRA's lora_A / lora_B): neither a classifier nor a block projection.
   if (LORA_NAME.test(attr) || segs.some((x) => LORA_NAME.test(x))) return { role: 'other', reasons: ['low-rank adapter (LoRA)'] };
-  // A bottleneck adapter: its in or out size is named for the adapter's width.
-  const adapterVia = [...ev.outVia, (L.inFeatures?.text ?? '').replace(/\s+/g, ''), ...(r.inVia ?? []).map((v) => v.replace(/\s+/g, ''))].find((t) => ADAPTER_WIDTH.test(t));
-  if (adapterVia) return { role: 'other', reasons: [`bottleneck adapter (${adapterVia})`] };
   // A discrete choice made from the output (top-k, Gumbel-softmax): a router, whatever its name.
   const choice = owner && attr ? selectionUse(ix, owner, attr) : undefined;
   if (choice) return { role: 'router', reasons: [`its output picks discretely (${choice}): a router`] };
