@@ -3,7 +3,10 @@
 // tool's output was read: bench/realcode/labels.tsv (file, line, class, attribute, constructor, expected, note) for the
 // files listed in bench/realcode/SOURCES.tsv, kept in a git-ignored folder (corpus-extra/ by default; never committed).
 //
-//   npm run eval:realcode [-- DIR] [--no-convert] [--json]
+//   npm run eval:realcode [-- DIR] [--set heldout] [--no-convert] [--json]
+//
+// --set NAME scores another labelled set: bench/realcode/NAME/{labels,SOURCES}.tsv over corpus-NAME/ (the held-out
+// set, `--set heldout`, is files nobody tuned the analysis on: measure on it, never fix towards a file of it).
 //
 // Per file and in total: convertible precision / recall (Linears, norms, both), lm-head and embedding recall by
 // role, layers wrongly called an lm-head, and the share of the expert's Linears that "Convert all in this file" +
@@ -18,7 +21,14 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
-const dir = argv.find((a) => !a.startsWith('--')) ?? join(root, 'corpus-extra');
+const setAt = argv.indexOf('--set');
+const set = setAt >= 0 ? argv[setAt + 1] : undefined;
+if (setAt >= 0 && !/^[a-z0-9-]+$/.test(set ?? '')) {
+  console.error('eval:realcode: --set needs a set name (a folder of bench/realcode/, e.g. heldout).');
+  process.exit(2);
+}
+const labelDir = join(root, 'bench', 'realcode', ...(set ? [set] : []));
+const dir = argv.find((a, i) => !a.startsWith('--') && (setAt < 0 || i !== setAt + 1)) ?? join(root, set ? `corpus-${set}` : 'corpus-extra');
 const withConvert = !argv.includes('--no-convert');
 const asJson = argv.includes('--json');
 const cli = join(root, 'out', 'cli.js');
@@ -36,8 +46,8 @@ const tsv = (p) => {
   const [head, ...rows] = readFileSync(p, 'utf8').trim().split('\n').map((l) => l.split('\t'));
   return rows.map((r) => Object.fromEntries(head.map((h, i) => [h, r[i] ?? ''])));
 };
-const labels = tsv(join(root, 'bench', 'realcode', 'labels.tsv'));
-const sources = tsv(join(root, 'bench', 'realcode', 'SOURCES.tsv'));
+const labels = tsv(join(labelDir, 'labels.tsv'));
+const sources = tsv(join(labelDir, 'SOURCES.tsv'));
 const isNorm = (l) => /Norm/i.test(l.constructor) || l.note.startsWith('norm');
 
 function inspect(files) {
