@@ -69,6 +69,8 @@ const smallOutput: Check = {
     if (L.role !== 'classifier' && L.role !== 'router') return undefined;
     const pick = L.role === 'router' ? /^its output picks discretely \((\w+)\)/.exec(L.roleReasons[0] ?? '')?.[1] : undefined;
     const what = pick ? `Its output makes a discrete choice (${pick})` : L.role === 'router' ? 'This is an MoE router (one output per expert)' : 'This is a small output layer (classifier)';
+    const head = L.role === 'classifier' ? /^part of the classification head (\S+)/.exec(L.roleReasons[0] ?? '')?.[1] : undefined;
+    if (head) return { state: 'fails', reasons: [`Part of the classification head ${head}: it runs on the pooled rows and feeds the class scores, so FP8 gains nothing there; keep it in BF16 with the head.`] };
     const sizes = L.inFeatures || L.outFeatures
       ? `${dimWhy(L.inFeatures, 'in')} -> ${dimWhy(L.outFeatures, 'out')} is too small to gain from FP8, and its output`
       : 'a GEMM this narrow gains little from FP8, and its output';

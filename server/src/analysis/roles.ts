@@ -79,6 +79,33 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
   ix.tiedTo = embeddingTies(ix);
   ix.lastInForward = logitsProjections(ix);
   classifyAll(ix);
+  classificationHeads(recs);
+}
+
+/** A class named for a head (`...ClassificationHead`, `...Head`) that is neither attention nor an MLP. */
+const HEAD_CLASS = /Head$/;
+
+/**
+ * A head class that ends in a class-count output (`dense -> tanh -> out_proj(num_labels)`): its other Linears are part
+ * of the classification head (they run on the pooled rows and their result is the prediction), kept with it. A head
+ * class without a classifier output (a projection head) is left alone. Runs after every layer has its own role, on
+ * those roles only, so it is the same whether a role came from the memo or was computed.
+ */
+function classificationHeads(recs: LayerRec[]): void {
+  const byOwner = new Map<string, LayerRec[]>();
+  for (const r of recs) {
+    const owner = r.layer.ownerClass;
+    if (!owner || r.layer.kind !== 'linear' || !HEAD_CLASS.test(owner) || inAttnOrMlp(owner)) continue;
+    byOwner.set(owner, [...(byOwner.get(owner) ?? []), r]);
+  }
+  for (const [owner, rs] of byOwner) {
+    const out = rs.find((r) => r.layer.role === 'classifier');
+    if (!out) continue;
+    for (const r of rs) {
+      if (r.layer.role !== 'other' && r.layer.role !== 'mlp') continue;
+      setRole(r.layer, 'classifier', [`part of the classification head ${owner} (beside its class-count output ${out.layer.attr ?? out.layer.name})`]);
+    }
+  }
 }
 
 /** Vocabulary sizes known from embeddings (their texts are also recorded in ctx.vocabNames). */
