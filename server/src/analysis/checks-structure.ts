@@ -33,7 +33,7 @@ const linearWeightUse: Check = {
     if (!isLinear(L.kind)) return undefined;
     const w = weightUse(rec, ev);
     if (!w) return undefined;
-    return w.convertible === false ? fails(w.reason) : guarded(w.reason);
+    return w.convertible === 'beside-call' ? ok(w.reason) : w.convertible === false ? fails(w.reason) : guarded(w.reason);
   },
 };
 

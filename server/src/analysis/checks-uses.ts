@@ -11,7 +11,7 @@ import { ctorParams } from './classes';
  * (`F.multi_head_attention_forward(q_proj_weight=self.q_proj.weight, ...)`) gains nothing from te.Linear, whose FP8
  * GEMM runs in its own forward; one also read directly (Mamba's fused fast path) gets FP8 on one path only.
  */
-export function weightUse(rec: LayerRec, ev: Evaluator): { convertible: false | 'uncertain'; reason: string } | undefined {
+export function weightUse(rec: LayerRec, ev: Evaluator): { convertible: false | 'uncertain' | 'beside-call'; reason: string } | undefined {
   const L = rec.layer;
   const cls = rec.scope.cls;
   if (!cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return undefined;
@@ -23,6 +23,10 @@ export function weightUse(rec: LayerRec, ev: Evaluator): { convertible: false | 
   if (use.params && !use.other) {
     return { convertible: false, reason: `${cls.info.name} never calls self.${L.attr}; it only reads its weight/bias (for a functional op): te.Linear runs FP8 only in its own forward, so converting it gains nothing and can break that op (FP8 weights under fp8_model_init). Keep it.` };
   }
+  const branch = use.params && use.reads ? branchBesideCall(src(ev, cls), L.attr, use.reads) : undefined;
+  if (branch) {
+    return { convertible: 'beside-call', reason: `${cls.info.name} reads self.${L.attr}.weight directly only on the branch \`${branch}\`, whose other branch calls self.${L.attr}: te.Linear runs FP8 on the call, and the direct read gets its high-precision weight (do not combine with fp8_model_init).` };
+  }
   if (use.params) {
     return { convertible: 'uncertain', reason: `${cls.info.name} also reads self.${L.attr}.weight directly (a fused kernel or functional op): on that path te.Linear's FP8 does not apply, and its weight may be FP8 under fp8_model_init. Convert only if that path is not used.` };
   }
@@ -30,7 +34,7 @@ export function weightUse(rec: LayerRec, ev: Evaluator): { convertible: false | 
 }
 
 /** How a class uses `self.<attr>`: called or passed (`other`), its weight/bias read as tensors (`params`), replaced. */
-interface AttrUse { params: boolean; other: boolean; replaced?: string; replacedText?: string; attrs?: Set<string> }
+interface AttrUse { params: boolean; other: boolean; replaced?: string; replacedText?: string; attrs?: Set<string>; reads?: number[] }
 /** Per class (keyed by its node: a statement copy kept across edits keeps it), how each `self.<attr>` is used. */
 const attrUseCache = new WeakMap<object, Map<string, AttrUse>>();
 const SELF_USE = /self\s*\.\s*([A-Za-z_]\w*)(\s*\.\s*(\w+)|\s*=(?!=))?/g;
@@ -65,6 +69,7 @@ export function attrUses(src: string, cls: { rec: { node: object; start: number;
     }
     if (PARAM_META.test(after) || INIT_CALL.test(text.slice(Math.max(0, at - 60), at))) continue;
     u.params = true;
+    (u.reads ??= []).push(at);
   }
   // `parametrize.register_parametrization(self.e, "weight", ...)` (minLoRA, orthogonal maps): a reparametrised weight.
   // `nn.utils.weight_norm(self.fc)` applied after construction as well.
@@ -122,4 +127,74 @@ export function unitOffset(rec: LayerRec, ev: Evaluator, cond: string, te: strin
   }
   L.teArgs = { ...(L.teArgs ?? {}), zero_centered_gamma: expr };
   return `${L.localClass} scales by (1 + weight) when ${p.name} is true: it maps onto ${te}(zero_centered_gamma=${expr}), the same expression, so either way the offset matches.`;
+}
+
+function src(ev: Evaluator, cls: { rec: { start: number; end: number } }): string {
+  return ev.source().slice(cls.rec.start, cls.rec.end);
+}
+
+const BRANCH_HEAD = /^\s*(if|elif|else)\b/;
+const BLOCK_HEAD = /^\s*(for|while|with|try|except|finally|async)\b/;
+const indentOf = (line: string): number => line.length - line.trimStart().length;
+const isBlank = (line: string): boolean => /^\s*(#.*)?$/.test(line);
+
+/**
+ * When every direct read of `self.<attr>.weight` (offsets into the class text) sits in one branch of an if / elif /
+ * else whose sibling branch calls `self.<attr>(`, the header of the first such branch (`if self.pretraining_tp > 1`):
+ * a path picked at run time beside the module call. By indentation over the class's lines: linear in its size.
+ */
+export function branchBesideCall(text: string, attr: string, reads: number[]): string | undefined {
+  const lines = text.split('\n');
+  const starts: number[] = [];
+  let o = 0;
+  for (const l of lines) { starts.push(o); o += l.length + 1; }
+  const lineOf = (at: number): number => { let lo = 0, hi = starts.length - 1; while (lo < hi) { const m = (lo + hi + 1) >> 1; if (starts[m] <= at) lo = m; else hi = m - 1; } return lo; };
+  const call = new RegExp(String.raw`self\s*\.\s*${attr}\s*\(`);
+  let first: string | undefined;
+  for (const at of reads) {
+    const head = enclosingBranch(lines, lineOf(at));
+    if (head === undefined) return undefined;
+    const branches = ifChain(lines, head);
+    if (!branches) return undefined;
+    const mine = branches.find(([a, b]) => a <= lineOf(at) && lineOf(at) < b);
+    const others = branches.filter((x) => x !== mine);
+    if (!mine || !others.some(([a, b]) => call.test(lines.slice(a, b).join('\n')))) return undefined;
+    first ??= lines[mine[0]].trim().replace(/\s+/g, ' ').slice(0, 80);
+  }
+  return first;
+}
+
+/** The line of the if / elif / else header whose block holds line `li` (through loops and continuation lines). */
+function enclosingBranch(lines: string[], li: number): number | undefined {
+  let cur = indentOf(lines[li]);
+  for (let j = li - 1; j >= 0; j--) {
+    if (isBlank(lines[j]) || indentOf(lines[j]) >= cur) continue;
+    if (BRANCH_HEAD.test(lines[j])) return j;
+    if (!BLOCK_HEAD.test(lines[j]) && /^\s*(def|class)\b/.test(lines[j])) return undefined;
+    cur = indentOf(lines[j]);
+  }
+  return undefined;
+}
+
+/** The [start, end) line ranges of each branch of the if / elif / else chain that has a header at line `h`. */
+function ifChain(lines: string[], h: number): [number, number][] | undefined {
+  const ind = indentOf(lines[h]);
+  const atLevel = (j: number): boolean => !isBlank(lines[j]) && indentOf(lines[j]) === ind;
+  let start = h;
+  while (!/^\s*if\b/.test(lines[start])) {
+    let j = start - 1;
+    while (j >= 0 && (isBlank(lines[j]) || indentOf(lines[j]) > ind)) j--;
+    if (j < 0 || !atLevel(j) || !BRANCH_HEAD.test(lines[j]) || /^\s*else\b/.test(lines[j])) return undefined;
+    start = j;
+  }
+  const out: [number, number][] = [];
+  let a = start;
+  for (let j = start + 1; j <= lines.length; j++) {
+    const end = j === lines.length || (!isBlank(lines[j]) && indentOf(lines[j]) <= ind);
+    if (!end) continue;
+    out.push([a, j]);
+    if (j < lines.length && atLevel(j) && /^\s*(elif|else)\b/.test(lines[j])) { a = j; continue; }
+    break;
+  }
+  return out;
 }
