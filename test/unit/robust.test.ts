@@ -198,6 +198,31 @@ describe('robustness: --fix by Python\'s line rules', function () {
   });
 });
 
+describe('robustness: --fix with Unicode identifiers', function () {
+  this.timeout(60000);
+
+  it('a keyword argument spelled with a non-ASCII letter stays a keyword argument: the converted file compiles', () => {
+    ensureBuilt();
+    const dir = mkdtempSync(join(tmpdir(), 'pl-robust-'));
+    try {
+      // The fuzzer's find (oddUnicode): `biaℕs=False` was read as a third positional argument and became `bias=biaℕs=False`.
+      writeFileSync(join(dir, 'u.py'), 'import torch.nn as nn\n\n\nclass M(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n'
+        + '        self.a = nn.Linear(d, d, bia\u2115s=False)\n        self.b = nn.Linear(d, d, \u00e9l\u00e8ve=1)\n');
+      const run = runCli(['check', dir, '--fix', '--unsafe-fixes', '--fail-on', 'none'], dir);
+      assert.equal(run.status, 0, run.stderr);
+      const fixed = readFileSync(join(dir, 'u.py'), 'utf8');
+      // read as keyword arguments te.Linear does not take: dropped (and named in the fix's title), never turned into bias=
+      assert.match(fixed, /self\.a = fp8_linear\(d, d\)/);
+      assert.match(fixed, /self\.b = fp8_linear\(d, d\)/);
+      assert.doesNotMatch(fixed, /bias=/);
+      const py = spawnSync('/usr/bin/python3', ['-c', 'import sys; compile(open(sys.argv[1], "rb").read(), sys.argv[1], "exec")', join(dir, 'u.py')], { encoding: 'utf8' });
+      assert.equal(py.status, 0, `${py.stderr}\n${fixed}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('robustness: what the editor sends', () => {
   const state = (text: string) => ({ text, lineStarts: lineStartsOf(text) }) as Parameters<typeof changeOffsets>[0];
 

@@ -123,6 +123,7 @@ export async function runFuzz(args: readonly string[], write: (s: string) => voi
   const random = prng(o.seed);
   const failures: Failure[] = [];
   const pairs: [string, string][] = [];
+  const inputs = new Map<string, { index: number; seed: string; applied: string[]; text: string }>();
   const started = performance.now();
   let peakRss = 0;
   let slowest = { ms: 0, index: -1 };
@@ -143,12 +144,20 @@ export async function runFuzz(args: readonly string[], write: (s: string) => voi
       if (result.fixed !== undefined) {
         writeFileSync(`${path}.fixed.py`, result.fixed);
         pairs.push([path, `${path}.fixed.py`]);
+        inputs.set(path, { index: i, seed: seed.path, applied, text });
       }
       if (result.problem) failures.push({ index: i, seed: seed.path, applied, problem: result.problem, saved: save(o.out, i, text) });
     }
     const broken = brokenByFix(pairs);
     if (broken === undefined) write('note: python3 not available: --fix outputs were not compiled\n');
-    for (const b of broken ?? []) failures.push({ index: -1, seed: '', applied: ['--fix'], problem: `--fix broke compilation: ${b}` });
+    for (const b of broken ?? []) {
+      // keep what reproduces it: the input (saved to --out like any other failure), its seed file and its mutations
+      const input = inputs.get(b.slice(0, b.indexOf(': ')));
+      failures.push({
+        index: input?.index ?? -1, seed: input?.seed ?? '', applied: [...(input?.applied ?? []), '--fix'],
+        problem: `--fix broke compilation: ${b}`, saved: input ? save(o.out, input.index, input.text) : undefined,
+      });
+    }
   } finally {
     parser.dispose();
     rmSync(work, { recursive: true, force: true });

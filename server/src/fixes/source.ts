@@ -211,6 +211,12 @@ export interface CallArgs {
   trailingComma: boolean;
 }
 
+/**
+ * `name=` at the start of an argument. Python identifiers are Unicode (XID_Start / XID_Continue): an ASCII-only pattern
+ * took `biaℕs=False` for a positional argument and the conversion wrote `bias=biaℕs=False` (the fuzzer's find).
+ */
+const KEYWORD_ARG = /^([\p{XID_Start}_]\p{XID_Continue}*)\s*=(?!=)\s*/u;
+
 /** Splits the argument list that opens with the '(' at `open`. */
 export function splitCallArgs(text: string, open: number): CallArgs | undefined {
   if (text[open] !== '(') return undefined;
@@ -222,7 +228,7 @@ export function splitCallArgs(text: string, open: number): CallArgs | undefined 
   const finish = () => {
     if (argStart < 0) return;
     const raw = text.slice(argStart, lastSig);
-    const kw = /^([A-Za-z_]\w*)\s*=(?!=)\s*/.exec(raw);
+    const kw = KEYWORD_ARG.exec(raw);
     args.push(kw
       ? { start: argStart, end: lastSig, name: kw[1], nameStart: argStart, nameEnd: argStart + kw[1].length, valueStart: argStart + kw[0].length, value: raw.slice(kw[0].length) }
       : { start: argStart, end: lastSig, valueStart: argStart, value: raw });
