@@ -4,7 +4,7 @@
  * Values known only as defaults that callers may override still count as known; the notes say so.
  */
 import type { SyntaxNode } from './node';
-import type { Dim, DimSource, DimValue, ExternalDims } from './ir';
+import type { Dim, DimSource, DimValue, ExternalDims, ExternalSites } from './ir';
 import { ctorParams, paramsOf, type ClassModel } from './classes';
 import type { AssignRec, CallRec, FuncRec } from './walk';
 import { argparseDefaults, findPresets, postInitAssign, type Preset } from './dim-sources';
@@ -68,6 +68,8 @@ export class Evaluator {
     private readonly ctorSites: (cls: string) => { call: CallRec; scope: EvalScope }[],
     /** Sizes from outside the file (the user's declarations, config files beside the code), by name. */
     private readonly external: ExternalDims = {},
+    /** Places other analysed files build a class of this file (literal arguments only), by class name. */
+    private readonly externalSites: ExternalSites = {},
   ) {
     for (const a of moduleAssigns) {
       const left = a.node.childForFieldName('left');
@@ -412,7 +414,7 @@ export class Evaluator {
   private paramUncached(fn: FuncRec, name: string, def: SyntaxNode | undefined, scope: EvalScope, depth: number): Evaluated {
     const declared = this.externalFor([name], true);
     if (declared) return declared;
-    const sited = this.fromSites(fn, name, def, depth);
+    const sited = this.fromSites(fn, name, def, depth) ?? this.fromOtherFiles(fn, name, def, depth);
     if (sited) return sited;
     if (def) {
       const e = this.eval(def, { pos: fn.start }, depth + 1);
@@ -475,6 +477,40 @@ export class Evaluator {
       }
     }
     return undefined;
+  }
+
+  /**
+   * An __init__ parameter from the places other analysed files build the class (used when this file builds it
+   * nowhere): every site passes a literal or leaves the default, and the value holds for all of them or each is a
+   * possible value with its `file:line`. A site passing something not literal says nothing about the size.
+   */
+  private fromOtherFiles(fn: FuncRec, name: string, def: SyntaxNode | undefined, depth: number): Evaluated | undefined {
+    const cls = fn.cls?.name;
+    const sites = fn.name === '__init__' && cls ? this.externalSites[cls]?.slice(0, MAX_VALUES) : undefined;
+    if (!sites?.length || !cls) return undefined;
+    const idx = ctorParams(this.src, fn).findIndex((p) => p.name === name);
+    const values: DimValue[] = [];
+    let dflt: Evaluated | undefined;
+    for (const site of sites) {
+      const passed = name in site.keywords ? site.keywords[name] : idx >= 0 && idx < site.positional.length ? site.positional[idx] : undefined;
+      if (passed === null || (passed === undefined && (site.splat || !def))) {
+        return this.externalFor([name], false) ?? { notes: [`${name} is set by the caller of ${cls} at ${site.at} (not a literal)`], via: [] };
+      }
+      if (passed !== undefined) {
+        values.push({ value: passed, source: { kind: 'construction-site', detail: `${cls}(${name}=${passed}) at ${site.at}` } });
+        continue;
+      }
+      dflt ??= this.eval(def!, { pos: fn.start }, depth + 1);
+      if (typeof dflt.value !== 'number') return undefined;
+      values.push({ value: dflt.value, source: { kind: 'default', detail: `default of parameter ${name} (${cls} built at ${site.at})` } });
+    }
+    if (!values.some((v) => v.source.kind === 'construction-site')) return undefined;
+    const distinct = uniqValues(values);
+    const source = values.find((v) => v.source.kind === 'construction-site')!.source;
+    if (distinct.length === 1) {
+      return { value: distinct[0].value, notes: [`${name} as passed where ${cls} is built (${source.detail})`], via: [], source };
+    }
+    return { notes: [`${name} differs between the places other files build ${cls}`], via: [], values: distinct, source };
   }
 
   private attribute(node: SyntaxNode, scope: EvalScope, depth: number): Evaluated {

@@ -4,7 +4,7 @@
  * a WASM trap of the parser runtime is rethrown, for the caller to retire it).
  */
 import { isWasmTrap, type Tree } from '../parser';
-import type { ExternalDims, ModelIR } from './ir';
+import type { ExternalDims, ExternalSites, ModelIR } from './ir';
 import { collectAutocast, collectAutocastContexts } from './autocast';
 import { collectCalls, collectTies, keepFp32Modules, tiedKeys } from './calls';
 import { analyzeClasses } from './classes';
@@ -39,13 +39,16 @@ export function emptyIR(hasSyntaxErrors = false): ModelIR {
 export interface AnalysisOptions {
   /** Sizes known from outside the file (declared by the user, read from config files beside it), by name. */
   dims?: ExternalDims;
+  /** Places other analysed files build classes of this file (`ViT(dim=1024)` in train.py), by class name. */
+  sites?: ExternalSites;
 }
 
 export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache, options: AnalysisOptions = {}): ModelIR {
   let hasErrors = false;
   try {
     // Memoised layer records hold evaluated dims: other external sizes invalidate them.
-    const dimsKey = options.dims && Object.keys(options.dims).length ? JSON.stringify(options.dims) : '';
+    const dimsKey = (options.dims && Object.keys(options.dims).length) || (options.sites && Object.keys(options.sites).length)
+      ? JSON.stringify([options.dims ?? null, options.sites ?? null]) : '';
     if (cache && cache.dimsKey !== dimsKey) {
       cache.clear();
       cache.dimsKey = dimsKey;
@@ -56,7 +59,7 @@ export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache, opt
       useText(text);
       nodes = mirrorWalkNodes(tree, text, cache, hasErrors);
     } else nodes = tree.rootNode.descendantsOfType(WALK_TYPES);
-    return analyze(nodes, text, hasErrors, cache, options.dims);
+    return analyze(nodes, text, hasErrors, cache, options);
   } catch (err) {
     cache?.clear();
     // A WASM trap is the parser runtime's failure, not this file's: the caller must retire the runtime.
@@ -68,7 +71,7 @@ export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache, opt
   }
 }
 
-function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boolean, cache?: AnalysisCache, dims?: ExternalDims): ModelIR {
+function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boolean, cache: AnalysisCache | undefined, options: AnalysisOptions): ModelIR {
   useText(src);
   const walk = walkNodes(nodes, src);
   const imports = collectImports(src, walk.imports);
@@ -111,7 +114,7 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
     fn: call.scope.fn, cls: call.scope.cls ? classes.get(call.scope.cls.name) : undefined, pos: call.start,
   });
   const ctorSites = (cls: string): CallRec[] => byCallee.get(cls) ?? [];
-  const evaluator = new Evaluator(src, classes, walk.moduleAssigns, (cls) => ctorSites(cls).map((call) => ({ call, scope: scopeOf(call) })), dims);
+  const evaluator = new Evaluator(src, classes, walk.moduleAssigns, (cls) => ctorSites(cls).map((call) => ({ call, scope: scopeOf(call) })), options.dims, options.sites);
 
   const layerCtx: LayerContext = { src, imports, classes, walk, evaluator, callees, stats: cache };
   if (cache) {

@@ -73,6 +73,22 @@ export interface Dim {
  */
 export type ExternalDims = Record<string, DimValue[]>;
 
+/**
+ * One place another file builds a class (`ViT(dim=1024, mlp_dim=4096)` in train.py): its literal integer arguments,
+ * read from that file's text outside the analysis. `null` marks a positional argument that is not a literal (later
+ * positions are still known); `splat` a `*args` / `**kw`, after which nothing absent can be taken for the default.
+ */
+export interface ExternalSite {
+  /** `train.py:12`: where the call is, as shown in the dims' source. */
+  at: string;
+  keywords: Record<string, number | null>;
+  positional: (number | null)[];
+  splat?: boolean;
+}
+
+/** Construction sites in other files, by the called class name. */
+export type ExternalSites = Record<string, ExternalSite[]>;
+
 /** A facet's state: `ok`, `fails`, or `guarded` (structure: decided at run time; shape: dims unknown where built,
  *  checked by the fallback module's factory when the layer is built). */
 export type FacetState = 'ok' | 'fails' | 'guarded';

@@ -6,6 +6,7 @@ import * as fs from 'node:fs';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { analyzeTree, emptyIR } from '../analysis';
 import { dimsForFile } from '../workspace-dims';
+import { sitesForFile } from '../workspace-sites';
 import type { ModelIR } from '../analysis/ir';
 import { factsForFile, findingsOf, inScope, mayHaveFindings, skipReason, workspaceFactsOf } from '../engine';
 import { isWasmTrap, ParserTrap, type PythonParser } from '../parser';
@@ -65,9 +66,10 @@ export function readInput(input: InputFile, settings: PrecisionLensSettings): An
 
 /**
  * Pass 1 for one file: parse and build the IR; the tree is deleted before returning. With `findingsOnly` (check,
- * --fix: only findings are wanted), a file that cannot have any gets an empty IR without being parsed.
+ * --fix: only findings are wanted), a file that cannot have any gets an empty IR without being parsed. `others`: the
+ * run's other inputs, whose calls of this file's classes give sizes (workspace-sites.ts).
  */
-export async function buildIR(parser: PythonParser, file: AnalysedFile, findingsOnly = false, settings?: PrecisionLensSettings): Promise<void> {
+export async function buildIR(parser: PythonParser, file: AnalysedFile, findingsOnly = false, settings?: PrecisionLensSettings, others: readonly InputFile[] = []): Promise<void> {
   if (file.skipped || file.error) return;
   if (findingsOnly && !mayHaveFindings(file.text)) {
     file.ir = emptyIR();
@@ -90,7 +92,8 @@ export async function buildIR(parser: PythonParser, file: AnalysedFile, findings
     return;
   }
   try {
-    file.ir = analyzeTree(tree, source, undefined, { dims: settings ? dimsForFile(settings, file.input.absolute) : undefined });
+    const sites = others.length > 1 ? sitesForFile(file.input.absolute, source, others.map((o) => ({ path: o.absolute, shown: o.display }))) : undefined;
+    file.ir = analyzeTree(tree, source, undefined, { dims: settings ? dimsForFile(settings, file.input.absolute) : undefined, sites });
     if (file.ir.incomplete) file.incomplete = file.ir.incomplete;
   } catch (e) {
     if (isWasmTrap(e)) {
@@ -125,7 +128,7 @@ export async function analyseAll(parser: PythonParser, inputs: readonly InputFil
   const files: AnalysedFile[] = [];
   for (const input of inputs) {
     const file = readInput(input, settings);
-    await buildIR(parser, file, findingsOnly, settings);
+    await buildIR(parser, file, findingsOnly, settings, inputs);
     files.push(file);
   }
   const workspace = factsOf(files, base);

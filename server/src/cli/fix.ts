@@ -211,7 +211,7 @@ export async function fixFiles(parser: PythonParser, files: AnalysedFile[], sett
         }
       }
       file.text = next;
-      await buildIR(parser, file, true, settings);
+      await buildIR(parser, file, true, settings, files.map((f) => f.input));
       if (file.error) break;
       workspace = factsOf(files);
       runFileRules(file, settings, workspace);

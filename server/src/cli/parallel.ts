@@ -104,7 +104,7 @@ async function takeAndAnalyse(parser: PythonParser, init: Pick<WorkerInit, 'inpu
     if (pos >= init.order.length) return mine;
     const index = init.order[pos];
     const file = readInput(init.inputs[index], init.settings);
-    await buildIR(parser, file, !init.wantIR, init.settings);
+    await buildIR(parser, file, !init.wantIR, init.settings, init.inputs);
     mine.push({ index, file });
   }
 }
