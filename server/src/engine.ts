@@ -6,7 +6,7 @@ import type { PrecisionLensSettings } from '../../common/settings';
 import { analyzeTree, emptyIR, type AnalysisCache } from './analysis';
 
 export { emptyIR };
-import type { ExternalDims, ModelIR } from './analysis/ir';
+import type { ExternalDims, ExternalSites, ModelIR } from './analysis/ir';
 import type { Parser, Tree } from './parser';
 import { argumentRefusal } from './fixes';
 import { runRules } from './rules';
@@ -87,9 +87,9 @@ export function inScope(ir: ModelIR): boolean {
 
 /** Analyses an already parsed tree; `cache` (one per document) makes re-analysis after an edit redo only what changed. */
 export function analyzeParsed(
-  tree: Tree, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts, cache?: AnalysisCache, dims?: ExternalDims,
+  tree: Tree, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts, cache?: AnalysisCache, dims?: ExternalDims, sites?: ExternalSites,
 ): DocumentAnalysis {
-  const ir = analyzeTree(tree, text, cache, { dims });
+  const ir = analyzeTree(tree, text, cache, { dims, sites });
   return { ir, findings: findingsOf(ir, text, settings, workspace) };
 }
 

@@ -212,6 +212,7 @@ connection.onInitialized(() => {
   if (workspaceRoots.length) {
     scanWorkspace(workspaceRoots).then((result) => {
       scan = result;
+      if (session) session.workspaceFiles = result.pythonFiles;
       log(`workspace scan: ${result.files} Python files, ${result.autocastFiles.size} with FP8 autocast${result.truncated ? ' (truncated)' : ''}`);
       reanalyzeAll();
     }, (e) => log(`workspace scan failed: ${String(e)}`));

@@ -9,8 +9,10 @@
 import type { PrecisionLensSettings } from '../../common/settings';
 import { AnalysisCache } from './analysis';
 import { fileURLToPath } from 'node:url';
+import { dirname, relative } from 'node:path';
 import { analyzeParsed, emptyIR, fileFactsOf, findingsOf, skipReason, type DocumentAnalysis } from './engine';
 import { dimsForFile } from './workspace-dims';
+import { sitesForFile } from './workspace-sites';
 import { editTree, lineStartsOf, type TextChange } from './incremental';
 import { pythonSource } from './lines';
 import { isWasmTrap, ParserTrap, type PythonParser, type Tree } from './parser';
@@ -49,6 +51,9 @@ export class AnalysisSession {
    * closed, or an analysis whose file facts differ from the document's previous ones (most edits change none).
    */
   factsGeneration = 0;
+
+  /** The workspace's Python files (from the workspace scan): their calls of a document's classes give sizes. */
+  workspaceFiles: readonly string[] = [];
 
   constructor(private readonly parser: PythonParser) {}
 
@@ -132,7 +137,8 @@ export class AnalysisSession {
     // What the IR reads besides the text: the declared dimensions (settings, pyproject.toml) and the size limit.
     const path = state.uri.startsWith('file:') ? fileURLToPath(state.uri) : undefined;
     const dims = dimsForFile(settings, path);
-    const irKey = JSON.stringify([dims ?? null, settings.maxFileSize]);
+    const sites = path && this.workspaceFiles.length ? sitesForFile(path, state.text, this.workspaceFiles.map((p) => ({ path: p, shown: relative(dirname(path), p) }))) : undefined;
+    const irKey = JSON.stringify([dims ?? null, sites ?? null, settings.maxFileSize]);
     const current = state.analysis;
     if (current && !state.stale && state.irVersion === state.version && state.irKey === irKey) {
       if (state.rulesKey === rulesKey || current.skipped) return current;
@@ -164,7 +170,7 @@ export class AnalysisSession {
       if (state.stale || !this.parser.owns(state.tree)) state.tree = this.parser.parse(source, state.tree);
       if (!state.tree) return done({ ir: emptyIR(), findings: [] }, 'the parser gave no tree: not analysed');
       try {
-        return done(analyzeParsed(state.tree, source, settings, workspace, state.cache, dims));
+        return done(analyzeParsed(state.tree, source, settings, workspace, state.cache, dims, sites));
       } catch (e) {
         // A trap while reading the tree corrupts the runtime as much as one while parsing.
         if (!isWasmTrap(e)) throw e;

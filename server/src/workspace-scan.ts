@@ -26,11 +26,15 @@ export interface ScanResult {
   stackFiles: Map<string, string[]>;
   /** The scan stopped early (file budget), so absence of autocast is not proven. */
   truncated: boolean;
+  /** The Python files it read (at most MAX_LISTED): where construction sites of a file's classes are looked for. */
+  pythonFiles: string[];
 }
+
+const MAX_LISTED = 1000;
 
 /** Walks `roots` (at most `maxFiles` .py files, files over `maxBytes` skipped). */
 export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes = 2_000_000): Promise<ScanResult> {
-  const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), trainFiles: new Set(), stackFiles: new Map(), truncated: false };
+  const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), trainFiles: new Set(), stackFiles: new Map(), truncated: false, pythonFiles: [] };
   const queue = [...roots];
   while (queue.length) {
     const dir = queue.pop()!;
@@ -54,6 +58,7 @@ export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes =
           const stat = await fs.stat(path);
           if (stat.size > maxBytes) continue;
           const text = await fs.readFile(path, 'utf8');
+          if (result.pythonFiles.length < MAX_LISTED) result.pythonFiles.push(path);
           if (AUTOCAST.test(text) && TE_HINT.test(text)) result.autocastFiles.add(path);
           if (COMPILE.test(text)) result.compileFiles.add(path);
           if (TRAIN.test(text)) result.trainFiles.add(path);

@@ -80,21 +80,27 @@ export function sitesInText(shown: string, text: string, classes: ReadonlySet<st
   return into;
 }
 
-const textCache = new Map<string, { mtime: number; text: string }>();
+const textCache = new Map<string, { mtime: number; text: string | undefined; at: number }>();
+/** A file is stat'ed again at most this often (the editor analyses on every keystroke). */
+const RECHECK_MS = 2000;
 
 function readSmall(path: string): string | undefined {
+  const now = Date.now();
+  const hit = textCache.get(path);
+  if (hit && now - hit.at < RECHECK_MS) return hit.text;
+  let text: string | undefined;
+  let mtime = -1;
   try {
     const s = statSync(path);
-    if (!s.isFile() || s.size > MAX_BYTES) return undefined;
-    const hit = textCache.get(path);
-    if (hit && hit.mtime === s.mtimeMs) return hit.text;
-    const text = readFileSync(path, 'utf8');
-    if (textCache.size > 2 * MAX_FILES) textCache.clear();
-    textCache.set(path, { mtime: s.mtimeMs, text });
-    return text;
+    mtime = s.mtimeMs;
+    if (hit && hit.mtime === mtime) { hit.at = now; return hit.text; }
+    if (s.isFile() && s.size <= MAX_BYTES) text = readFileSync(path, 'utf8');
   } catch {
-    return undefined;
+    // unreadable: no sites
   }
+  if (textCache.size > 2 * MAX_FILES) textCache.clear();
+  textCache.set(path, { mtime, text, at: now });
+  return text;
 }
 
 /** Sites of the classes `text` (the file at `path`) defines, in the other files (each `{ path, shown }`). */

@@ -508,7 +508,9 @@ export class Evaluator {
     const distinct = uniqValues(values);
     const source = values.find((v) => v.source.kind === 'construction-site')!.source;
     if (distinct.length === 1) {
-      return { value: distinct[0].value, notes: [`${name} as passed where ${cls} is built (${source.detail})`], via: [], source };
+      const at = sites[values.indexOf(values.find((v) => v.source === source)!)].at;
+      const more = values.length > 1 ? ` and ${values.length - 1} other place${values.length > 2 ? 's' : ''}` : '';
+      return { value: distinct[0].value, notes: [`${name} as passed where ${cls} is built at ${at}${more}`], via: [], source };
     }
     return { notes: [`${name} differs between the places other files build ${cls}`], via: [], values: distinct, source };
   }
