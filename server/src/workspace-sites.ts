@@ -55,17 +55,18 @@ function siteOf(args: string[], at: string): ExternalSite {
 }
 
 /**
- * The calls of `classes` in one other file's text, `shown` naming the file in the sites' `file:line` (pure). A
- * definition (`class ViT(`, `def ViT(`) is not a call; `models.ViT(` is.
+ * The calls of `classes` (a set, or a test on the name) in one other file's text, `shown` naming the file in the
+ * sites' `file:line` (pure). A definition (`class ViT(`, `def ViT(`) is not a call; `models.ViT(` is.
  */
-export function sitesInText(shown: string, text: string, classes: ReadonlySet<string>, into: ExternalSites = {}): ExternalSites {
-  if (!classes.size) return into;
+export function sitesInText(shown: string, text: string, classes: ReadonlySet<string> | ((name: string) => boolean), into: ExternalSites = {}): ExternalSites {
+  const wanted = typeof classes === 'function' ? classes : (n: string) => classes.has(n);
+  if (typeof classes !== 'function' && !classes.size) return into;
   const call = /(^|[^\w])((?:[A-Za-z_]\w*\.)*)([A-Za-z_]\w*)[ \t]*\(/g;
   let line = 1;
   let counted = 0;
   for (const m of text.matchAll(call)) {
     const name = m[3];
-    if (!classes.has(name)) continue;
+    if (!wanted(name)) continue;
     const at = m.index! + m[1].length;
     const lineStart = text.lastIndexOf('\n', at) + 1;
     const before = text.slice(lineStart, at);
@@ -80,41 +81,60 @@ export function sitesInText(shown: string, text: string, classes: ReadonlySet<st
   return into;
 }
 
-const textCache = new Map<string, { mtime: number; text: string | undefined; at: number }>();
+interface FileSites {
+  mtime: number;
+  at: number;
+  /** Calls of CamelCase names (how model classes are named), by name; the classes the file defines itself. */
+  sites: ExternalSites;
+  own: Set<string>;
+}
+
+const fileCache = new Map<string, FileSites>();
 /** A file is stat'ed again at most this often (the editor analyses on every keystroke). */
 const RECHECK_MS = 2000;
+const CLASS_LIKE = (n: string): boolean => /^_*[A-Z]/.test(n);
 
-function readSmall(path: string): string | undefined {
+/** One other file's calls, read once per change of the file (whichever analysed file asks). */
+function sitesOfFile(path: string): FileSites | undefined {
   const now = Date.now();
-  const hit = textCache.get(path);
-  if (hit && now - hit.at < RECHECK_MS) return hit.text;
-  let text: string | undefined;
-  let mtime = -1;
+  const hit = fileCache.get(path);
+  if (hit && now - hit.at < RECHECK_MS) return hit;
+  let entry: FileSites = { mtime: -1, at: now, sites: {}, own: new Set() };
   try {
     const s = statSync(path);
-    mtime = s.mtimeMs;
-    if (hit && hit.mtime === mtime) { hit.at = now; return hit.text; }
-    if (s.isFile() && s.size <= MAX_BYTES) text = readFileSync(path, 'utf8');
+    if (hit && hit.mtime === s.mtimeMs) { hit.at = now; return hit; }
+    entry.mtime = s.mtimeMs;
+    if (s.isFile() && s.size <= MAX_BYTES) {
+      const text = readFileSync(path, 'utf8');
+      // `at` is kept as `:line`: each asker names the file its own way (relative to its directory).
+      entry = { ...entry, sites: sitesInText('', text, CLASS_LIKE), own: classNamesOf(text) };
+    }
   } catch {
     // unreadable: no sites
   }
-  if (textCache.size > 2 * MAX_FILES) textCache.clear();
-  textCache.set(path, { mtime, text, at: now });
-  return text;
+  if (fileCache.size > 4 * MAX_FILES) fileCache.clear();
+  fileCache.set(path, entry);
+  return entry;
 }
 
-/** Sites of the classes `text` (the file at `path`) defines, in the other files (each `{ path, shown }`). */
+/**
+ * Sites of the classes `text` (the file at `path`) defines, in the other files (each `{ path, shown }`): CamelCase
+ * class names only (each other file's calls are read once and kept per file, so many analysed files cost little).
+ */
 export function sitesForFile(path: string, text: string, others: readonly { path: string; shown: string }[]): ExternalSites {
-  const classes = classNamesOf(text);
+  const classes = [...classNamesOf(text)].filter(CLASS_LIKE);
   const out: ExternalSites = {};
-  if (!classes.size) return out;
+  if (!classes.length) return out;
   for (const o of others.filter((f) => f.path !== path && f.path.endsWith('.py')).slice(0, MAX_FILES)) {
-    const other = readSmall(o.path);
-    if (other === undefined) continue;
-    // A file that defines a class of the same name builds its own.
-    const own = classNamesOf(other);
-    sitesInText(o.shown, other, own.size ? new Set([...classes].filter((c) => !own.has(c))) : classes, out);
+    const other = sitesOfFile(o.path);
+    if (!other) continue;
+    for (const c of classes) {
+      // A file that defines a class of the same name builds its own.
+      const list = other.own.has(c) ? undefined : other.sites[c];
+      if (!list?.length) continue;
+      const into = (out[c] ??= []);
+      for (const site of list) if (into.length < MAX_SITES_PER_CLASS) into.push({ ...site, at: o.shown + site.at });
+    }
   }
-  for (const k of Object.keys(out)) if (!out[k].length) delete out[k];
   return out;
 }
