@@ -9,9 +9,6 @@ from .protocol import BenchError
 BACKENDS = OrderedDict([
     ("bf16", {"family": "bf16",
               "label": "BF16 baseline: torch.autocast(bfloat16), fp32 master weights, AdamW"}),
-    ("bf16-tedpa", {"family": "bf16", "attention": "te-bf16",
-                    "label": "BF16 with te.DotProductAttention (Transformer Engine's attention kernel, BF16): the "
-                             "baseline for the te-*dpa* backends' attention, no FP8 anywhere"}),
     ("te", {"family": "te", "recipe": None, "fused": False,
             "label": "Transformer Engine FP8: te.Linear/te.LayerNorm/te.RMSNorm under TE autocast (recipe per "
                      "--te-recipe), lm-head and embedding in BF16"}),
@@ -46,6 +43,10 @@ BACKENDS = OrderedDict([
                    "label": "torch-fp8, the no-dependency fallback (not Transformer Engine, not torchao): "
                             "nn.Linear on torch._scaled_mm, per-tensor dynamic scaling, E4M3 forward / E5M2 "
                             "gradients, lm-head and embedding in BF16"}),
+    # a measurement aid, not a choice users make first: listed last so the view leads with BF16 and the FP8 backends
+    ("bf16-tedpa", {"family": "bf16", "attention": "te-bf16",
+                    "label": "BF16 with te.DotProductAttention (Transformer Engine's attention kernel, BF16): the "
+                             "baseline for the te-*dpa* backends' attention, no FP8 anywhere"}),
 ])
 
 ALIASES = {"fp8": "torch-fp8", "torchfp8": "torch-fp8", "torch_fp8": "torch-fp8", "torchao": "torchao-tensorwise",

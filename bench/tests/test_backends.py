@@ -103,8 +103,8 @@ def test_gate_one_error_per_missing_library_naming_its_backends():
     assert runnable == ["bf16", "torch-fp8"]
     codes = {e.code: e for e in errors}
     assert set(codes) == {"te_missing", "torchao_missing"}
-    assert codes["te_missing"].extra["backends"] == ["bf16-tedpa", "te", "te-delayed", "te-current", "te-fused", "te-fused-delayed",
-                                                     "te-dpa", "te-fused-dpa", "te-fused-tedpa-bf16"]
+    assert codes["te_missing"].extra["backends"] == ["te", "te-delayed", "te-current", "te-fused", "te-fused-delayed",
+                                                     "te-dpa", "te-fused-dpa", "te-fused-tedpa-bf16", "bf16-tedpa"]
     ao = codes["torchao_missing"]
     assert ao.extra["backends"] == ["torchao-tensorwise", "torchao-rowwise"] and ao.exit_code == EXIT_TORCHAO_MISSING
     assert ao.fatal is False and ao.message == "torchao not installed"
