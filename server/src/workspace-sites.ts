@@ -6,6 +6,7 @@
  */
 import { readFileSync, statSync } from 'node:fs';
 import type { ExternalSite, ExternalSites } from './analysis/ir';
+import { splitCallArgs, type CallArgs } from './fixes/source';
 
 const MAX_FILES = 200;
 const MAX_BYTES = 512 * 1024;
@@ -20,36 +21,16 @@ export function classNamesOf(text: string): Set<string> {
   return out;
 }
 
-/** The top-level arguments of the call whose `(` is at `open` (undefined: unbalanced within the bound). */
-function callArgs(text: string, open: number): string[] | undefined {
-  const args: string[] = [];
-  let depth = 0;
-  let start = open + 1;
-  const end = Math.min(text.length, open + MAX_CALL_CHARS);
-  for (let i = open; i < end; i++) {
-    const c = text[i];
-    if (c === '#') { const nl = text.indexOf('\n', i); i = nl < 0 ? end : nl; continue; }
-    if (c === '"' || c === "'") { const close = text.indexOf(c, i + 1); if (close < 0) return undefined; i = close; continue; }
-    if (c === '(' || c === '[' || c === '{') depth++;
-    else if (c === ')' || c === ']' || c === '}') {
-      depth--;
-      if (depth === 0) { args.push(text.slice(start, i)); return args.map((a) => a.replace(/#.*$/gm, '').trim()).filter((a) => a.length > 0); }
-    } else if (c === ',' && depth === 1) { args.push(text.slice(start, i)); start = i + 1; }
-  }
-  return undefined;
-}
-
 const INT = /^\d[\d_]*$/;
 const literal = (v: string): number | null => (INT.test(v) ? Number(v.replace(/_/g, '')) : null);
 
 /** One call's arguments as a site. */
-function siteOf(args: string[], at: string): ExternalSite {
+function siteOf(call: CallArgs, at: string): ExternalSite {
   const site: ExternalSite = { at, keywords: {}, positional: [] };
-  for (const a of args) {
-    const kw = /^([A-Za-z_]\w*)[ \t]*=(?!=)\s*([\s\S]*)$/.exec(a);
-    if (kw) site.keywords[kw[1]] = literal(kw[2].trim());
-    else if (a.startsWith('*')) site.splat = true;
-    else if (!site.splat) site.positional.push(literal(a));
+  for (const a of call.args) {
+    if (a.name) site.keywords[a.name] = literal(a.value.trim());
+    else if (a.value.startsWith('*')) site.splat = true;
+    else if (!site.splat) site.positional.push(literal(a.value.trim()));
   }
   return site;
 }
@@ -73,7 +54,7 @@ export function sitesInText(shown: string, text: string, classes: ReadonlySet<st
     if (/\b(class|def)[ \t]+$/.test(before) || before.includes('#')) continue;
     const list = (into[name] ??= []);
     if (list.length >= MAX_SITES_PER_CLASS) continue;
-    const args = callArgs(text, text.indexOf('(', at + m[2].length + name.length));
+    const args = splitCallArgs(text, text.indexOf('(', at + m[2].length + name.length), MAX_CALL_CHARS);
     if (!args) continue;
     for (; counted < at; counted++) if (text.charCodeAt(counted) === 10) line++;
     list.push(siteOf(args, `${shown}:${line}`));

@@ -217,8 +217,11 @@ export interface CallArgs {
  */
 const KEYWORD_ARG = /^([\p{XID_Start}_]\p{XID_Continue}*)\s*=(?!=)\s*/u;
 
-/** Splits the argument list that opens with the '(' at `open`. */
-export function splitCallArgs(text: string, open: number): CallArgs | undefined {
+/**
+ * Splits the argument list that opens with the '(' at `open`; undefined when it does not close within `limit`
+ * characters (default: the rest of the text).
+ */
+export function splitCallArgs(text: string, open: number, limit = Infinity): CallArgs | undefined {
   if (text[open] !== '(') return undefined;
   const args: CallArg[] = [];
   let depth = 0;
@@ -234,7 +237,8 @@ export function splitCallArgs(text: string, open: number): CallArgs | undefined 
       : { start: argStart, end: lastSig, valueStart: argStart, value: raw });
     argStart = -1;
   };
-  for (let j = open + 1; j < text.length;) {
+  const end = Math.min(text.length, open + limit);
+  for (let j = open + 1; j < end;) {
     const c = text[j];
     if (c === '"' || c === "'") {
       if (argStart < 0) argStart = j;
