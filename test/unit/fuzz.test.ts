@@ -5,8 +5,17 @@
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLI, ensureBuilt, ROOT } from './cli-harness';
+
+/** The run's `fuzz-summary {json}` line. */
+function summaryOf(stdout: string): Record<string, number> {
+  const m = /^fuzz-summary (\{.*\})$/m.exec(stdout);
+  assert.ok(m, stdout);
+  return JSON.parse(m[1]) as Record<string, number>;
+}
 
 describe('fuzzer (fixed seed, fixed budget)', function () {
   this.timeout(600_000);
@@ -16,9 +25,36 @@ describe('fuzzer (fixed seed, fixed budget)', function () {
     const r = spawnSync(process.execPath, [CLI, '__fuzz', join(ROOT, 'test', 'fixtures'), '--seed', '1', '--count', '3000', '--small',
       '--time-limit-ms', '30000', '--rss-limit-mb', '1024'], { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 << 20, timeout: 590_000 });
     assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
-    const m = /fuzz: seed 1, 3000 inputs from (\d+) files .*?, (\d+) fixed and compiled, .*, 0 failures/.exec(r.stdout);
-    assert.ok(m, r.stdout);
-    assert.ok(Number(m[1]) > 50, 'the fixtures are the seeds');
-    assert.ok(Number(m[2]) > 20, 'some mutants went through --fix and python3 compile()');
+    const summary = summaryOf(r.stdout);
+    assert.equal(summary.inputs, 3000);
+    assert.equal(summary.failures, 0);
+    assert.ok(summary.seedFiles > 50, 'the fixtures are the seeds');
+    assert.ok(summary.fixRuns >= summary.compiled && summary.compiled > 20, 'some mutants went through --fix and python3 compile()');
+    assert.ok(summary.peakRssMb > 20 && summary.peakRssMb < 1024, `peak RSS ${summary.peakRssMb} MB`);
+  });
+
+  it('an input over the time bound is re-timed as fresh CLI processes, saved with its seed and mutations, and re-timed again from the saved copy', () => {
+    const out = mkdtempSync(join(tmpdir(), 'pl-fuzz-'));
+    try {
+      // a bound of 0 ms: every input is over it, in-process and as a fresh process, so each one is re-timed and fails
+      const r = spawnSync(process.execPath, [CLI, '__fuzz', join(ROOT, 'test', 'fixtures', 'cli'), '--seed', '5', '--count', '3', '--small',
+        '--time-limit-ms', '0', '--out', out, '--ledger', join(out, 'ledger.jsonl')], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+      assert.equal(r.status, 1, `${r.stdout}\n${r.stderr}`);
+      const summary = summaryOf(r.stdout);
+      assert.deepEqual([summary.overBound, summary.failures], [3, 3]);
+      assert.ok(summary.slowestRetimedCheckMs > 0 && summary.slowestRetimedFixMs > 0);
+      assert.ok(summary.retimedPeakRssMb > 20, 'the fresh processes\' peak RSS is measured');
+      assert.match(r.stdout, /OVER #0 \(.+ of .+\): \d+ ms in-process; check \d+ ms \/ \d+ MB, --fix --unsafe-fixes \d+ ms \/ \d+ MB/);
+      assert.deepEqual(JSON.parse(readFileSync(join(out, 'ledger.jsonl'), 'utf8')), summary);
+      const saved = JSON.parse(readFileSync(join(out, 'fuzz-s5-0.json'), 'utf8'));
+      assert.equal(saved.runSeed, 5);
+      assert.ok(saved.applied.length >= 1 && saved.seedFile.endsWith('.py'));
+      assert.ok(saved.retimed.check.ms > 0 && saved.retimed.fix.rssMb > 0 && saved.retimed.check.status !== 2);
+      const again = spawnSync(process.execPath, [CLI, '__fuzz', '--retime', out, '--time-limit-ms', '60000'], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+      assert.equal(again.status, 0, again.stdout + again.stderr);
+      assert.match(again.stdout, /retime: 3 inputs, 0 over the bounds \(60000 ms, 1024 MB\), peak RSS \d+ MB/);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
   });
 });

@@ -3,11 +3,15 @@
  * local corpus when one is given), each run through the CLI's own check path (read, parse, IR, rules, JSON with fix
  * titles) and, for some, --fix. Fails when an input gives an internal error, takes longer than --time-limit-ms, grows
  * the process beyond --rss-limit-mb, yields output that is not valid JSON, or when --fix turns a file that compiled
- * (python3 compile()) into one that does not. Failing inputs are written to --out (to become fixtures). --small caps
- * the costly mutations (layers, line length, nesting) so that the CI run (test/unit/fuzz.test.ts) stays short.
+ * (python3 compile()) into one that does not. An input over the time bound in this (niced, warm) process is re-timed
+ * as fresh CLI processes at normal priority (fuzz-retime.ts) and fails only when those are over the bound too; both
+ * figures are reported. Failing and over-bound inputs are written to --out with their seed and mutations (to become
+ * fixtures, or to be re-timed with `__fuzz --retime DIR`). The run ends with a `fuzz-summary {json}` line (also
+ * appended to --ledger FILE) so that chunks can be totalled. --small caps the costly mutations (layers, line length,
+ * nesting) so that the CI run (test/unit/fuzz.test.ts) stays short.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveSettings, type PrecisionLensSettings } from '../../../common/settings';
@@ -15,6 +19,7 @@ import { PythonParser } from '../parser';
 import { analyseAll } from './analyze';
 import { UsageError } from './args';
 import { fixFiles, fixTitlesFor } from './fix';
+import { describeRetimed, retime, retimeProblems, runRetime, type Retimed } from './fuzz-retime';
 import { checkJson } from './format-json';
 import { mutate, prng, SCALES, useScale } from './mutate';
 
@@ -27,10 +32,13 @@ interface FuzzOptions {
   fixEvery: number;
   small: boolean;
   out?: string;
+  ledger?: string;
+  /** `--retime PATH...`: re-time saved inputs instead of fuzzing. */
+  retimeOnly: boolean;
 }
 
 function parseFuzzArgs(args: readonly string[]): FuzzOptions {
-  const o: FuzzOptions = { dirs: [], seed: 1, count: 1000, timeLimitMs: 2000, rssLimitMb: 1024, fixEvery: 3, small: false };
+  const o: FuzzOptions = { dirs: [], seed: 1, count: 1000, timeLimitMs: 2000, rssLimitMb: 1024, fixEvery: 3, small: false, retimeOnly: false };
   const num = (i: number, name: string): number => {
     const v = Number(args[i]);
     if (!Number.isFinite(v) || v < 0) throw new UsageError(`${name} needs a number`);
@@ -44,6 +52,8 @@ function parseFuzzArgs(args: readonly string[]): FuzzOptions {
     else if (a === '--rss-limit-mb') o.rssLimitMb = num(++i, a);
     else if (a === '--fix-every') o.fixEvery = Math.max(1, num(++i, a));
     else if (a === '--out') o.out = args[++i];
+    else if (a === '--ledger') o.ledger = args[++i];
+    else if (a === '--retime') o.retimeOnly = true;
     else if (a === '--small') o.small = true;
     else if (a.startsWith('--')) throw new UsageError(`unknown __fuzz option ${a}`);
     else o.dirs.push(a);
@@ -68,8 +78,13 @@ function seedFiles(dirs: readonly string[]): { path: string; text: string }[] {
 
 interface Failure { index: number; seed: string; applied: string[]; problem: string; saved?: string }
 
-/** One input through the check path (and --fix); what went wrong, if anything. */
-async function checkOne(parser: PythonParser, path: string, settings: PrecisionLensSettings, withFix: 'safe' | 'unsafe' | false, o: FuzzOptions): Promise<{ problem?: string; fixed?: string; ms?: number }> {
+/** An input over the time bound in the fuzzing process, with its figures as fresh processes. */
+interface OverBound { index: number; seed: string; applied: string[]; ms: number; retimed: Retimed; saved?: string }
+
+interface CheckResult { problem?: string; fixed?: string; ms?: number; fixRun?: boolean }
+
+/** One input through the check path (and --fix); what went wrong, if anything, and how long it took. */
+async function checkOne(parser: PythonParser, path: string, settings: PrecisionLensSettings, withFix: 'safe' | 'unsafe' | false, o: FuzzOptions): Promise<CheckResult> {
   const started = performance.now();
   const input = { absolute: path, display: path };
   const { files } = await analyseAll(parser, [input], settings, {}, true);
@@ -79,7 +94,8 @@ async function checkOne(parser: PythonParser, path: string, settings: PrecisionL
   const json = JSON.stringify(checkJson(files, (file, finding) => fixTitlesFor(file, finding, settings)));
   JSON.parse(json);
   let fixed: string | undefined;
-  if (withFix && f.findings.length) {
+  const fixRun = Boolean(withFix && f.findings.length);
+  if (fixRun) {
     // --fix, and every other time --fix --unsafe-fixes (the conversions, through an inline fallback block), into memory:
     // the fixed text is compiled below, so no diff is made.
     const outcome = await fixFiles(parser, files, settings, { write: false, diff: false, unsafe: withFix === 'unsafe', env: {} });
@@ -87,10 +103,9 @@ async function checkOne(parser: PythonParser, path: string, settings: PrecisionL
     if (outcome.changedFiles) fixed = files[0].text;
   }
   const ms = performance.now() - started;
-  if (ms > o.timeLimitMs) return { problem: `took ${ms.toFixed(0)} ms (limit ${o.timeLimitMs} ms)`, ms };
   const rss = process.memoryUsage().rss / 1048576;
-  if (rss > o.rssLimitMb) return { problem: `process at ${rss.toFixed(0)} MB (limit ${o.rssLimitMb} MB)`, ms };
-  return { fixed, ms };
+  if (rss > o.rssLimitMb) return { problem: `process at ${rss.toFixed(0)} MB (limit ${o.rssLimitMb} MB)`, ms, fixRun };
+  return { fixed, ms, fixRun };
 }
 
 /** Pairs (original, fixed) where the original compiles and the fixed text does not, per python3's compile(). */
@@ -112,66 +127,128 @@ function brokenByFix(pairs: readonly [string, string][]): string[] | undefined {
   return JSON.parse(r.stdout) as string[];
 }
 
-export async function runFuzz(args: readonly string[], write: (s: string) => void): Promise<number> {
-  const o = parseFuzzArgs(args);
-  useScale(o.small ? SCALES.small : SCALES.large);
-  const seeds = seedFiles(o.dirs.length ? o.dirs : ['test/fixtures']);
-  if (!seeds.length) throw new UsageError('__fuzz: no .py files under the given directories');
+/** What one run counted; printed as the `fuzz-summary` JSON line and appended to --ledger. */
+interface Tally {
+  inputs: number; fixRuns: number; compiled: number; slowestMs: number; slowestIndex: number;
+  overBound: OverBound[]; failures: Failure[]; compileSkipped?: boolean;
+}
+
+/** The mutants, each through checkOne; over-bound inputs are re-timed after the loop, so the loop's timing is undisturbed. */
+async function fuzzLoop(o: FuzzOptions, seeds: readonly { path: string; text: string }[], work: string, tally: Tally): Promise<void> {
   const settings = resolveSettings({});
-  const work = mkdtempSync(join(tmpdir(), 'precision-lens-fuzz-'));
   const parser = await PythonParser.create();
   const random = prng(o.seed);
-  const failures: Failure[] = [];
   const pairs: [string, string][] = [];
   const inputs = new Map<string, { index: number; seed: string; applied: string[]; text: string }>();
-  const started = performance.now();
-  let peakRss = 0;
-  let slowest = { ms: 0, index: -1 };
+  const slow: { index: number; seed: string; applied: string[]; ms: number; text: string }[] = [];
   try {
     for (let i = 0; i < o.count; i++) {
       const seed = seeds[Math.floor(random() * seeds.length)];
       const { text, applied } = mutate(seed.text, random);
       const path = join(work, `in-${i}.py`);
       writeFileSync(path, text);
-      let result: { problem?: string; fixed?: string; ms?: number };
+      let result: CheckResult;
       try {
         result = await checkOne(parser, path, settings, i % o.fixEvery !== 0 ? false : i % (2 * o.fixEvery) === 0 ? 'unsafe' : 'safe', o);
       } catch (e) {
         result = { problem: `crash: ${(e as Error).stack ?? String(e)}` };
       }
-      peakRss = Math.max(peakRss, process.memoryUsage().rss);
-      if ((result.ms ?? 0) > slowest.ms) slowest = { ms: result.ms!, index: i };
+      tally.inputs++;
+      if (result.fixRun) tally.fixRuns++;
+      if ((result.ms ?? 0) > tally.slowestMs) [tally.slowestMs, tally.slowestIndex] = [result.ms!, i];
+      if ((result.ms ?? 0) > o.timeLimitMs) slow.push({ index: i, seed: seed.path, applied, ms: result.ms!, text });
       if (result.fixed !== undefined) {
         writeFileSync(`${path}.fixed.py`, result.fixed);
         pairs.push([path, `${path}.fixed.py`]);
         inputs.set(path, { index: i, seed: seed.path, applied, text });
       }
-      if (result.problem) failures.push({ index: i, seed: seed.path, applied, problem: result.problem, saved: save(o.out, i, text) });
-    }
-    const broken = brokenByFix(pairs);
-    if (broken === undefined) write('note: python3 not available: --fix outputs were not compiled\n');
-    for (const b of broken ?? []) {
-      // keep what reproduces it: the input (saved to --out like any other failure), its seed file and its mutations
-      const input = inputs.get(b.slice(0, b.indexOf(': ')));
-      failures.push({
-        index: input?.index ?? -1, seed: input?.seed ?? '', applied: [...(input?.applied ?? []), '--fix'],
-        problem: `--fix broke compilation: ${b}`, saved: input ? save(o.out, input.index, input.text) : undefined,
-      });
+      if (result.problem) tally.failures.push({ index: i, seed: seed.path, applied, problem: result.problem, saved: save(o, i, text, { seedFile: seed.path, applied, problem: result.problem }) });
     }
   } finally {
     parser.dispose();
+  }
+  tally.compiled = pairs.length;
+  compileCheck(o, pairs, inputs, tally);
+  for (const s of slow) retimeSlow(o, s, work, tally);
+}
+
+/** --fix outputs through python3 compile(): a fix that breaks a compiling file is a failure. */
+function compileCheck(o: FuzzOptions, pairs: [string, string][], inputs: Map<string, { index: number; seed: string; applied: string[]; text: string }>, tally: Tally): void {
+  const broken = brokenByFix(pairs);
+  if (broken === undefined) {
+    [tally.compiled, tally.compileSkipped] = [0, true];
+    return;
+  }
+  for (const b of broken) {
+    // keep what reproduces it: the input (saved to --out like any other failure), its seed file and its mutations
+    const input = inputs.get(b.slice(0, b.indexOf(': ')));
+    const problem = `--fix broke compilation: ${b}`;
+    const applied = [...(input?.applied ?? []), '--fix'];
+    tally.failures.push({
+      index: input?.index ?? -1, seed: input?.seed ?? '', applied, problem,
+      saved: input ? save(o, input.index, input.text, { seedFile: input.seed, applied, problem }) : undefined,
+    });
+  }
+}
+
+/** An input over the bound in-process: saved, re-timed as fresh processes; a failure only if those are over too. */
+function retimeSlow(o: FuzzOptions, s: { index: number; seed: string; applied: string[]; ms: number; text: string }, work: string, tally: Tally): void {
+  const file = join(work, `slow-${s.index}.py`);
+  writeFileSync(file, s.text);
+  const retimed = retime(process.argv[1], file);
+  const problems = retimeProblems(retimed, o.timeLimitMs, o.rssLimitMb);
+  const meta = { seedFile: s.seed, applied: s.applied, inProcessMs: Math.round(s.ms), retimed };
+  const saved = save(o, s.index, s.text, meta);
+  tally.overBound.push({ index: s.index, seed: s.seed, applied: s.applied, ms: s.ms, retimed, saved });
+  if (problems.length) tally.failures.push({ index: s.index, seed: s.seed, applied: s.applied, problem: `${problems.join('; ')} (${s.ms.toFixed(0)} ms in the fuzzing process)`, saved });
+}
+
+function summaryOf(o: FuzzOptions, seedCount: number, seconds: number, tally: Tally): Record<string, unknown> {
+  const retimedPeak = Math.max(0, ...tally.overBound.map((b) => Math.max(b.retimed.check.rssMb, b.retimed.fix.rssMb)));
+  const slowest = (pick: (r: Retimed) => number) => Math.max(0, ...tally.overBound.map((b) => pick(b.retimed)));
+  return {
+    seed: o.seed, count: o.count, inputs: tally.inputs, seedFiles: seedCount, seconds: Math.round(seconds),
+    fixRuns: tally.fixRuns, compiled: tally.compiled, slowestInProcessMs: Math.round(tally.slowestMs),
+    // the fuzzing process's own high-water mark (getrusage), over all its inputs: every input ran in this one CLI process
+    peakRssMb: Math.round(process.resourceUsage().maxRSS / 1024), retimedPeakRssMb: Math.round(retimedPeak),
+    overBound: tally.overBound.length,
+    slowestRetimedCheckMs: Math.round(slowest((r) => r.check.ms)), slowestRetimedFixMs: Math.round(slowest((r) => r.fix.ms)),
+    failures: tally.failures.length,
+  };
+}
+
+export async function runFuzz(args: readonly string[], write: (s: string) => void): Promise<number> {
+  const o = parseFuzzArgs(args);
+  if (o.retimeOnly) return runRetime(o.dirs, process.argv[1], o.timeLimitMs, o.rssLimitMb, write);
+  useScale(o.small ? SCALES.small : SCALES.large);
+  const seeds = seedFiles(o.dirs.length ? o.dirs : ['test/fixtures']);
+  if (!seeds.length) throw new UsageError('__fuzz: no .py files under the given directories');
+  const work = mkdtempSync(join(tmpdir(), 'precision-lens-fuzz-'));
+  const tally: Tally = { inputs: 0, fixRuns: 0, compiled: 0, slowestMs: 0, slowestIndex: -1, overBound: [], failures: [] };
+  const started = performance.now();
+  try {
+    await fuzzLoop(o, seeds, work, tally);
+  } finally {
     rmSync(work, { recursive: true, force: true });
   }
   const seconds = (performance.now() - started) / 1000;
-  write(`fuzz: seed ${o.seed}, ${o.count} inputs from ${seeds.length} files in ${seconds.toFixed(1)} s, ${pairs.length} fixed and compiled, slowest ${slowest.ms.toFixed(0)} ms (#${slowest.index}), peak RSS ${(peakRss / 1048576).toFixed(0)} MB, ${failures.length} failure${failures.length === 1 ? '' : 's'}\n`);
-  for (const f of failures) write(`FAIL #${f.index} (${f.applied.join(' + ')} of ${f.seed})${f.saved ? ` saved as ${f.saved}` : ''}: ${f.problem}\n`);
-  return failures.length ? 1 : 0;
+  const summary = summaryOf(o, seeds.length, seconds, tally);
+  write(`fuzz: seed ${o.seed}, ${o.count} inputs from ${seeds.length} files in ${seconds.toFixed(1)} s, ${tally.fixRuns} through --fix, ${tally.compiled} fixed and compiled, slowest ${tally.slowestMs.toFixed(0)} ms (#${tally.slowestIndex}), ${tally.overBound.length} over ${o.timeLimitMs} ms in-process, peak RSS ${summary.peakRssMb} MB, ${tally.failures.length} failure${tally.failures.length === 1 ? '' : 's'}\n`);
+  if (tally.compileSkipped) write('note: python3 not available: --fix outputs were not compiled\n');
+  for (const b of tally.overBound) write(`OVER #${b.index} (${b.applied.join(' + ')} of ${b.seed}): ${b.ms.toFixed(0)} ms in-process; ${describeRetimed(b.retimed)}${b.saved ? `; saved as ${b.saved}` : ''}\n`);
+  for (const f of tally.failures) write(`FAIL #${f.index} (${f.applied.join(' + ')} of ${f.seed})${f.saved ? ` saved as ${f.saved}` : ''}: ${f.problem}\n`);
+  const line = JSON.stringify(summary);
+  write(`fuzz-summary ${line}\n`);
+  if (o.ledger) appendFileSync(o.ledger, `${line}\n`);
+  return tally.failures.length ? 1 : 0;
 }
 
-function save(dir: string | undefined, index: number, text: string): string | undefined {
-  if (!dir) return undefined;
-  mkdirSync(dir, { recursive: true });
-  const p = join(dir, `fuzz-${index}.py`);
+/** Saves an input to --out as fuzz-s<seed>-<index>.py, with what reproduces it (seed file, mutations, figures) beside it. */
+function save(o: FuzzOptions, index: number, text: string, meta: Record<string, unknown>): string | undefined {
+  if (!o.out) return undefined;
+  mkdirSync(o.out, { recursive: true });
+  const p = join(o.out, `fuzz-s${o.seed}-${index}.py`);
   writeFileSync(p, text);
+  writeFileSync(`${p.slice(0, -3)}.json`, `${JSON.stringify({ runSeed: o.seed, index, ...meta }, null, 2)}\n`);
   return p;
 }

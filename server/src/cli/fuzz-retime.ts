@@ -1,0 +1,120 @@
+/**
+ * The fuzzer's second opinion on time and memory: an input that took longer than the bound inside the fuzzing
+ * process (which runs niced, next to other jobs, with a warm heap) is run again as users run it, as a fresh process
+ * at normal priority: `check FILE --format json`, then `check COPY --fix --unsafe-fixes` on a copy. Each run's wall
+ * time and peak RSS (the child's own high-water mark, written at exit by a preload) are reported, next to the
+ * in-process figure. `__fuzz --retime PATH...` re-times inputs saved by an earlier run (a later build, another machine).
+ */
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { getPriority, setPriority, tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** One fresh CLI process: wall time, peak RSS, exit code, and what went wrong with its output (if anything). */
+export interface ProcessFigure { ms: number; rssMb: number; status: number | null; problem?: string }
+
+export interface Retimed { check: ProcessFigure; fix: ProcessFigure; nice: number }
+
+/** A preload that writes the process's peak RSS (KB, from getrusage) to $PL_FUZZ_RSS_FILE when it exits. */
+const PRELOAD = "process.on('exit', () => { try { require('fs').writeFileSync(process.env.PL_FUZZ_RSS_FILE, String(process.resourceUsage().maxRSS)); } catch {} });\n";
+
+function runCli(cli: string, args: readonly string[], work: string, timeoutMs: number): ProcessFigure {
+  const preload = join(work, 'rss-preload.cjs');
+  if (!existsSync(preload)) writeFileSync(preload, PRELOAD);
+  const rssFile = join(work, 'rss.txt');
+  rmSync(rssFile, { force: true });
+  const started = performance.now();
+  const r = spawnSync(process.execPath, ['--require', preload, cli, ...args], {
+    cwd: work, encoding: 'utf8', maxBuffer: 256 << 20, timeout: timeoutMs, env: { ...process.env, PL_FUZZ_RSS_FILE: rssFile },
+  });
+  const ms = performance.now() - started;
+  const rssMb = existsSync(rssFile) ? Number(readFileSync(rssFile, 'utf8')) / 1024 : 0;
+  const figure: ProcessFigure = { ms, rssMb, status: r.status };
+  if (r.error || r.status === null) figure.problem = `killed after ${ms.toFixed(0)} ms (${r.error?.message ?? r.signal})`;
+  else if (r.status === 2) figure.problem = `exit 2: ${r.stderr.trim().split('\n').slice(-3).join(' | ')}`;
+  else if (args.includes('json')) {
+    try {
+      JSON.parse(r.stdout);
+    } catch {
+      figure.problem = 'stdout is not valid JSON';
+    }
+  }
+  return figure;
+}
+
+/**
+ * Runs `fn` with this process (and so the children it starts) at normal priority when it was niced, and puts the
+ * priority back afterwards. Lowering the nice value needs privileges; without them the children run at the same
+ * priority, and the returned nice value says so.
+ */
+function atNormalPriority<T>(fn: (nice: number) => T): T {
+  const before = getPriority();
+  let nice = before;
+  if (before > 0) {
+    try {
+      setPriority(0);
+      nice = 0;
+    } catch {
+      // not permitted: re-timed at the inherited priority (reported)
+    }
+  }
+  try {
+    return fn(nice);
+  } finally {
+    if (nice !== before) setPriority(before);
+  }
+}
+
+/** Re-times one input file as two fresh processes of `cli` (check; check --fix --unsafe-fixes on a copy). */
+export function retime(cli: string, file: string, timeoutMs = 120_000): Retimed {
+  const work = mkdtempSync(join(tmpdir(), 'precision-lens-retime-'));
+  try {
+    return atNormalPriority((nice) => {
+      const input = join(work, 'input.py');
+      copyFileSync(file, input);
+      const check = runCli(cli, ['check', input, '--format', 'json', '--fail-on', 'none'], work, timeoutMs);
+      const copy = join(work, 'fixed.py');
+      copyFileSync(file, copy);
+      const fix = runCli(cli, ['check', copy, '--fix', '--unsafe-fixes', '--fail-on', 'none'], work, timeoutMs);
+      return { check, fix, nice };
+    });
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** What a re-timed input breaks: a process over the time bound, killed, exiting 2 or printing invalid JSON. */
+export function retimeProblems(r: Retimed, timeLimitMs: number, rssLimitMb: number): string[] {
+  const out: string[] = [];
+  for (const [name, f] of [['check', r.check], ['--fix --unsafe-fixes', r.fix]] as const) {
+    if (f.problem) out.push(`${name}: ${f.problem}`);
+    else if (f.ms > timeLimitMs) out.push(`${name} took ${f.ms.toFixed(0)} ms as a fresh process (limit ${timeLimitMs} ms)`);
+    if (f.rssMb > rssLimitMb) out.push(`${name} peaked at ${f.rssMb.toFixed(0)} MB (limit ${rssLimitMb} MB)`);
+  }
+  return out;
+}
+
+export function describeRetimed(r: Retimed): string {
+  return `check ${r.check.ms.toFixed(0)} ms / ${r.check.rssMb.toFixed(0)} MB, --fix --unsafe-fixes ${r.fix.ms.toFixed(0)} ms / ${r.fix.rssMb.toFixed(0)} MB (fresh processes at nice ${r.nice})`;
+}
+
+/** `__fuzz --retime PATH...`: the saved inputs (.py files, or folders of them) re-timed, slowest first. */
+export function runRetime(paths: readonly string[], cli: string, timeLimitMs: number, rssLimitMb: number, write: (s: string) => void): number {
+  const files: string[] = [];
+  const walk = (p: string): void => {
+    if (statSync(p).isDirectory()) for (const name of readdirSync(p).sort()) walk(join(p, name));
+    else if (p.endsWith('.py')) files.push(p);
+  };
+  for (const p of paths) if (existsSync(p)) walk(p);
+  const rows = files.map((file) => ({ file, r: retime(cli, file) }));
+  rows.sort((a, b) => Math.max(b.r.check.ms, b.r.fix.ms) - Math.max(a.r.check.ms, a.r.fix.ms));
+  let over = 0;
+  for (const { file, r } of rows) {
+    const problems = retimeProblems(r, timeLimitMs, rssLimitMb);
+    if (problems.length) over++;
+    write(`${file}: ${describeRetimed(r)}${problems.length ? `: ${problems.join('; ')}` : ''}\n`);
+  }
+  const peak = Math.max(0, ...rows.map(({ r }) => Math.max(r.check.rssMb, r.fix.rssMb)));
+  write(`retime: ${rows.length} inputs, ${over} over the bounds (${timeLimitMs} ms, ${rssLimitMb} MB), peak RSS ${peak.toFixed(0)} MB\n`);
+  return over ? 1 : 0;
+}
