@@ -35,4 +35,46 @@ describe('analysis: gaps from the real-code evaluation', () => {
     assert.notEqual(other.convertible, true);
     assert.equal(other.facets!.structure.check, 'imported-norm-class');
   });
+
+  it('relative imports inside a library package resolve through the catalogue when two relative modules are that library\'s', () => {
+    const ir = analyze(fixture('relative_library_imports.py'));
+    const get = (name: string) => ir.layers.find((l) => l.name === name)!;
+    const norm1 = get('self.norm1');
+    assert.equal(norm1.kind, 'rmsnorm');
+    assert.equal(norm1.convertible, true, norm1.reasons.join(' '));
+    assert.match(norm1.facets!.structure.reason, /plain RMSNorm over the last axis \(read in diffusers/);
+    assert.ok(ir.imports.some((b) => b.local === 'RMSNorm' && b.target === 'diffusers.models.normalization.RMSNorm'));
+    // elementwise_affine=False leaves diffusers' RMSNorm without a weight: te.RMSNorm always has one.
+    assert.equal(get('self.norm2').convertible, false);
+    const own = analyze(fixture('relative_project_import.py')).layers.find((l) => l.name === 'self.norm')!;
+    assert.notEqual(own.convertible, true);
+    assert.equal(own.facets!.structure.check, 'imported-norm-class');
+  });
+
+  it('the last projection to patch pixels that the model returns is kept in BF16; the patch embedding and one refined by a later layer convert', () => {
+    const ir = analyze(fixture('pixel_output_head.py'));
+    const get = (name: string, cls?: string) => ir.layers.find((l) => l.name === name && (!cls || l.ownerClass === cls))!;
+    for (const [name, cls] of [['self.linear', 'FinalLayer'], ['self.proj_out', 'TinyDiT'], ['self.refine', 'PixelsThenRefine']]) {
+      const L = get(name, cls);
+      assert.equal(L.convertible, false, `${cls}.${name}: ${L.reasons.join(' ')}`);
+      assert.equal(L.facets!.role.check, 'output-projection');
+      assert.match(L.facets!.role.reason, /patch pixels \(patch_size \* patch_size \* \S*(out_)?channels\)/);
+      assert.notEqual(L.role, 'lm_head');
+    }
+    for (const name of ['self.patch_embed', 'self.fc1', 'self.fc2', 'self.to_pixels']) {
+      assert.equal(get(name).convertible, true, `${name}: ${get(name).reasons.join(' ')}`);
+    }
+  });
+
+  it('the down / up pair of a bottleneck adapter is kept, by its adapter-named width or its class; an MLP pair converts', () => {
+    const ir = analyze(fixture('bottleneck_adapter.py'));
+    const get = (name: string) => ir.layers.find((l) => l.name === name)!;
+    for (const name of ['self.linear_1', 'self.linear_2', 'self.down', 'self.up']) {
+      const L = get(name);
+      assert.equal(L.convertible, false, `${name}: ${L.reasons.join(' ')}`);
+      assert.equal(L.facets!.role.check, 'bottleneck-adapter');
+    }
+    assert.match(get('self.down').facets!.role.reason, /projects config\.hidden_size down to config\.bottleneck_dim and back up/);
+    for (const name of ['self.fc1', 'self.fc2']) assert.equal(get(name).convertible, true, `${name}: ${get(name).reasons.join(' ')}`);
+  });
 });

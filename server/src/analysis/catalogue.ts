@@ -334,7 +334,8 @@ export const CATALOGUE: CatalogueEntry[] = [
   // eps has no default; bias=True adds a bias te.RMSNorm does not have.
   { name: 'diffusers.models.normalization.RMSNorm', library: 'diffusers', kind: 'rmsnorm', params: ['dim', 'eps', 'elementwise_affine', 'bias'], imported: true,
     te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' } },
-    source: read('huggingface/diffusers', 'src/diffusers/models/normalization.py', '04e9323055098220d57b84cfe68b6850b3b3fc0c') },
+    source: read('huggingface/diffusers', 'src/diffusers/models/normalization.py', '04e9323055098220d57b84cfe68b6850b3b3fc0c'),
+    forwardRead: { from: 'diffusers 0.42.1 (PyPI wheel), src/diffusers/models/normalization.py: x * rsqrt(mean(x.float()^2, -1) + eps) * weight (+ bias when bias=True), elementwise_affine=True by default' } },
   { name: 'diffusers.models.attention.FeedForward', library: 'diffusers', kind: 'other', params: ['dim', 'dim_out', 'mult', 'dropout', 'activation_fn'],
     role: { role: 'mlp', note: "diffusers' feed-forward block" }, source: read('huggingface/diffusers', 'src/diffusers/models/attention.py', 'd4c167cffcc678a7cd72114ac2fb730176098c69') },
   { name: 'diffusers.models.attention_processor.Attention', library: 'diffusers', kind: 'other',
@@ -420,6 +421,32 @@ for (const e of CATALOGUE) {
     if (!list) byLibraryClass.set(key, [e]);
     else if (!list.includes(e)) list.push(e);
   }
+}
+
+/** Every catalogued library module (a row's name without its class), by library. */
+const modulesByLibrary = new Map<Library, Set<string>>();
+for (const e of CATALOGUE) {
+  for (const n of [e.name, ...(e.aliases ?? [])]) {
+    const lib = LIBRARY_ROOTS[n.split('.')[0]];
+    if (!lib || lib !== e.library) continue;
+    const set = modulesByLibrary.get(lib) ?? new Set<string>();
+    set.add(n.slice(0, n.lastIndexOf('.')));
+    modulesByLibrary.set(lib, set);
+  }
+}
+
+/**
+ * The catalogued modules a relative import's module path can name (`normalization` from `from ..normalization import
+ * RMSNorm` -> `diffusers.models.normalization`), by library: those whose dotted path ends with the tail.
+ */
+export function modulesEndingWith(tail: string): Map<Library, string[]> {
+  const out = new Map<Library, string[]>();
+  if (!tail) return out;
+  for (const [lib, mods] of modulesByLibrary) {
+    const hits = [...mods].filter((m) => m.endsWith(`.${tail}`));
+    if (hits.length) out.set(lib, hits);
+  }
+  return out;
 }
 
 /** Short display name for messages: `nn.Linear`, `te.Linear`, or the class name. */

@@ -5,7 +5,7 @@
  */
 import type { Dim } from './ir';
 import type { Check } from './checks';
-import { isVocabText } from './roles';
+import { isVocabText, OUTPUT_PROJECTION } from './roles';
 
 function dimWhy(d: Dim | undefined, label: string): string {
   if (!d) return `${label} is not given`;
@@ -78,5 +78,23 @@ const smallOutput: Check = {
   },
 };
 
+const outputProjection: Check = {
+  name: 'output-projection', facet: 'role',
+  run({ L }) {
+    const why = L.roleReasons[0];
+    if (!why?.startsWith(`${OUTPUT_PROJECTION}: `)) return undefined;
+    return { state: 'fails', reasons: [`The model's last projection, to pixels (${why.slice(OUTPUT_PROJECTION.length + 2)}): like an lm-head it writes the output directly and is precision-sensitive, and its narrow output gains little from FP8. Keep it in BF16.`] };
+  },
+};
+
+const bottleneckAdapter: Check = {
+  name: 'bottleneck-adapter', facet: 'role',
+  run({ L }) {
+    const why = L.roleReasons[0];
+    if (!why?.startsWith('bottleneck adapter: ')) return undefined;
+    return { state: 'fails', reasons: [`A ${why}: GEMMs this narrow gain nothing from FP8, and adapters are trained or swapped apart from the model (loaded by name, merged). Keep it; convert the layers it adapts.`] };
+  },
+};
+
 /** In order: the first that fails decides the role facet. */
-export const ROLE_CHECKS: readonly Check[] = [lmHead, embedding, tiedWeight, loraAdapter, smallOutput];
+export const ROLE_CHECKS: readonly Check[] = [lmHead, embedding, tiedWeight, loraAdapter, outputProjection, bottleneckAdapter, smallOutput];

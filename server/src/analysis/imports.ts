@@ -4,7 +4,7 @@
  */
 import type { SyntaxNode } from './node';
 import type { ImportBinding } from './ir';
-import { isLibraryName, torchNnStarName } from './catalogue';
+import { isLibraryName, modulesEndingWith, torchNnStarName, type Library } from './catalogue';
 import { spanOf } from './spans';
 import type { AssignRec, ImportRec } from './walk';
 
@@ -96,6 +96,39 @@ export function collectImports(src: string, recs: ImportRec[]): ImportTable {
     }
   }
   return table;
+}
+
+/**
+ * Relative imports inside a catalogued library's own package (`from ..normalization import RMSNorm` in diffusers'
+ * models): the file's relative module paths are matched against the catalogue's modules by their tail. They are read
+ * as that library's only when at least two distinct relative modules of the file name modules of one library and of
+ * no other (one match alone could be a project's own `normalization.py`), and each tail names one module there.
+ */
+export function resolveRelativeImports(table: ImportTable): void {
+  const rel = table.bindings.filter((b) => b.target.startsWith('.'));
+  if (rel.length < 2) return;
+  const tailOf = (target: string): string => target.replace(/^\.+/, '').slice(0, Math.max(0, target.replace(/^\.+/, '').lastIndexOf('.')));
+  const byTail = new Map<string, Map<Library, string[]>>();
+  for (const b of rel) {
+    const tail = tailOf(b.target);
+    if (tail && !byTail.has(tail)) byTail.set(tail, modulesEndingWith(tail));
+  }
+  const libs = new Set<Library>();
+  let matched = 0;
+  for (const hits of byTail.values()) {
+    if (!hits.size) continue;
+    matched++;
+    for (const lib of hits.keys()) libs.add(lib);
+  }
+  if (matched < 2 || libs.size !== 1) return;
+  const lib = [...libs][0];
+  for (const b of rel) {
+    const mods = byTail.get(tailOf(b.target))?.get(lib);
+    if (mods?.length !== 1) continue;
+    const full = `${mods[0]}.${b.target.slice(b.target.lastIndexOf('.') + 1)}`;
+    if (table.map.get(b.local) === b.target) table.map.set(b.local, full);
+    b.target = full;
+  }
 }
 
 function joinModule(mod: string, name: string): string {

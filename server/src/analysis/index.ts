@@ -9,7 +9,7 @@ import { collectAutocast, collectAutocastContexts } from './autocast';
 import { collectCalls, collectTies, keepFp32Modules, tiedKeys } from './calls';
 import { analyzeClasses } from './classes';
 import { Evaluator, type EvalScope } from './dims';
-import { collectAliases, collectImports } from './imports';
+import { collectAliases, collectImports, resolveRelativeImports } from './imports';
 import { calleeText, collectLayers, type LayerContext } from './layers';
 import { assignRoles } from './roles';
 import { decide, keepInFp32, keepTorchFallbacks } from './verdict';
@@ -75,6 +75,7 @@ function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boo
   useText(src);
   const walk = walkNodes(nodes, src);
   const imports = collectImports(src, walk.imports);
+  resolveRelativeImports(imports);
   collectAliases(src, imports, walk.moduleAssigns);
   const classes = analyzeClasses(src, walk.classes, imports);
 

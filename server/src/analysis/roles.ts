@@ -8,6 +8,7 @@ import { paramsOf, type ClassModel } from './classes';
 import type { LayerRec } from './layers';
 import { CLASSIFIER_NAME, EXPERTS_NAME, VOCAB_EXPR, VOCAB_NAME } from './known';
 import type { CallRec, FuncRec } from './walk';
+import { adapterBottlenecks, pixelOutputs } from './output-roles';
 
 export interface RoleContext {
   src: string;
@@ -62,6 +63,9 @@ interface RoleIndex {
   lastInForward: Map<LayerRec, string>;
   /** Per owner class: whether it selects (topk, gumbel_softmax) at all, scanned once, not once per layer. */
   selecting: Map<string, boolean>;
+  /** Output projections to patch pixels and bottleneck-adapter Linears, with the reason (output-roles.ts). */
+  pixelOut: Map<LayerRec, string>;
+  adapters: Map<LayerRec, string>;
 }
 
 /** Sets role, roleReasons and tied on every layer. */
@@ -75,6 +79,8 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     tiedTo: new Map(),
     lastInForward: new Map(),
     selecting: new Map(),
+    pixelOut: pixelOutputs(ctx.src, ctx.classes, recs),
+    adapters: adapterBottlenecks(recs),
   };
   ix.tiedTo = embeddingTies(ix);
   ix.lastInForward = logitsProjections(ix);
@@ -345,8 +351,8 @@ function classifyAll(ix: RoleIndex): void {
     const tie = ix.tiedTo.get(r);
     const keyOwner = ix.keyTied.get(`${owner}.${attr}`)
       ?? ((ctx.tiedKeys.get(owner) ?? []).some((k) => k.replace(/\.weight$/, '').split('.').pop() === attr) ? owner : undefined);
-    const fwdUse = ix.lastInForward.get(r);
-    const key = r.snap ? `${embSig}\u0001${tie ?? ''}\u0001${keyOwner ?? ''}\u0001${fwdUse ?? ''}\u0001${owner ? holderSig(owner) : ''}` : undefined;
+    const fwdUse = `${ix.lastInForward.get(r) ?? ''}\u0002${ix.pixelOut.get(r) ?? ''}\u0002${ix.adapters.get(r) ?? ''}`;
+    const key = r.snap ? `${embSig}\u0001${tie ?? ''}\u0001${keyOwner ?? ''}\u0001${fwdUse}\u0001${owner ? holderSig(owner) : ''}` : undefined;
     const hit = r.snap?.roleMemo;
     if (hit && hit.key === key) {
       L.role = hit.role;
@@ -484,6 +490,10 @@ function roleFromOutput(ix: RoleIndex, r: LayerRec, at: LayerPlace, ev: HeadEvid
   const segs = (L.path ?? '').split(/[.[\]*]+/).filter(Boolean);
   // A low-rank adapter (LoRA's lora_A / lora_B): neither a classifier nor a block projection.
   if (LORA_NAME.test(attr) || segs.some((x) => LORA_NAME.test(x))) return { role: 'other', reasons: ['low-rank adapter (LoRA)'] };
+  const pixels = ix.pixelOut.get(r);
+  if (pixels) return { role: 'other', reasons: [`${OUTPUT_PROJECTION}: ${pixels}`] };
+  const adapter = ix.adapters.get(r);
+  if (adapter) return { role: 'other', reasons: [adapter] };
   // A discrete choice made from the output (top-k, Gumbel-softmax): a router, whatever its name.
   const choice = owner && attr ? selectionUse(ix, owner, attr) : undefined;
   if (choice) return { role: 'router', reasons: [`its output picks discretely (${choice}): a router`] };
@@ -544,6 +554,8 @@ export function isVocabText(t: string): boolean {
   return VOCAB_NAME.test(t) || VOCAB_EXPR.test(t);
 }
 
+/** The role reason that marks the output projection to pixels (checks-role.ts reads it). */
+export const OUTPUT_PROJECTION = 'output projection to pixels';
 const LORA_NAME = /^(lora_[AB]|lora_(down|up|a|b)|lora[AB])$/i;
 const SELECTION = /\b(topk|gumbel_softmax)\s*\(/;
 const SELF_CALL = /^self\s*\.\s*([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\(/;

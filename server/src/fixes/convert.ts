@@ -68,6 +68,8 @@ export function skipReason(layer: Layer): SkipReason | undefined {
   if (layer.role === 'classifier' || layer.role === 'router') {
     return { label: layer.role, sentence: `it is a ${layer.role === 'router' ? 'mixture-of-experts router' : 'classifier head'}: a small GEMM that gains nothing from FP8 and is precision-sensitive, so it stays in BF16.` };
   }
+  // Other protected roles (a LoRA or bottleneck adapter, the output projection to pixels): the role check says why.
+  if (layer.facets?.role.state === 'fails') return { label: 'kept in BF16', sentence: layer.facets.role.reason };
   if (!teClass(layer)) return { label: 'no te.* twin', sentence: `${layer.constructor} has no te.* equivalent.` };
   if (layer.shapeOk === false) return { label: 'shape', sentence: `its dimensions break the FP8 shape rule (in % 16, out % 8). ${layer.reasons.join(' ')}`.trim() };
   if (layer.convertible === 'uncertain') return { label: 'uncertain', sentence: `whether it can run in FP8 depends on runtime values. ${layer.reasons.join(' ')}`.trim() };

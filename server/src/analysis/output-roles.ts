@@ -1,0 +1,145 @@
+/**
+ * Two kinds of Linear that do work in a model but gain nothing from FP8 and are kept in high precision, found by
+ * structure rather than by attribute name:
+ *
+ * - the output projection to pixels: its out_features are a product of a patch size and a channel count
+ *   (`patch_size * patch_size * out_channels`, DiT / SD3 / MAE decoders) and its result flows to the return of its
+ *   class's forward with no other layer of the class after it (the last layer of the model, like an lm-head);
+ * - the two halves of a bottleneck adapter: a down / up pair in one class (hidden -> r -> hidden) whose inner width
+ *   is named as an adapter or bottleneck size (`adapter_attn_dim`, `bottleneck_dim`), or whose class is named so.
+ *
+ * Both are computed fresh on every run (their evidence lies outside the layer's own statement) and enter the role
+ * memo key through the reason strings they return.
+ */
+import type { SyntaxNode } from './node';
+import type { ClassModel } from './classes';
+import type { LayerRec } from './layers';
+import type { FuncRec } from './walk';
+
+/** A patch-size factor and a channel-count factor multiplied: the pixels of one patch. */
+const PATCH = /patch/i;
+const CHANNELS = /chan|channel/i;
+const PRODUCT = /\*/;
+
+/** Size names of an adapter's inner width (Houlsby / Pfeiffer adapters, wav2vec2-style attention adapters). */
+export const ADAPTER_SIZE = /(^|[._])(adapter\w*_(dim|size|width)|bottleneck\w*_(dim|size|width)|adapter_(dim|size)|reduction_factor)\)?$/i;
+const ADAPTER_CLASS = /Adapter|Bottleneck/;
+
+const squash = (t: string | undefined): string => (t ?? '').replace(/\s+/g, '');
+
+/** Whether an output size text is patch pixels (`patch_size*patch_size*out_channels`, `patch_size**2*in_chans`). */
+export function isPatchPixels(text: string): boolean {
+  return PRODUCT.test(text) && PATCH.test(text) && CHANNELS.test(text);
+}
+
+function isLinear(r: LayerRec): boolean {
+  return r.layer.kind === 'linear' || r.layer.kind === 'parallel-linear';
+}
+
+/**
+ * Output projections to patch pixels, with the reason (their out size and how their result leaves the model). One
+ * whose class's forward feeds the result to another of the class's layers is not the last one, and is not listed.
+ */
+export function pixelOutputs(src: string, classes: Map<string, ClassModel>, recs: LayerRec[]): Map<LayerRec, string> {
+  const out = new Map<LayerRec, string>();
+  for (const r of recs) {
+    const L = r.layer;
+    if (!isLinear(r) || !L.attr) continue;
+    const texts = [squash(L.outFeatures?.text), ...r.outVia.map(squash)];
+    const pixels = texts.find(isPatchPixels);
+    if (!pixels) continue;
+    const cm = L.ownerClass ? classes.get(L.ownerClass) : undefined;
+    const fwd = cm?.forward;
+    const own = recs.filter((x) => x.layer.ownerClass === L.ownerClass && x !== r && x.layer.attr).map((x) => x.layer.attr as string);
+    const flow = fwd ? flowsToReturn(src, fwd, L.attr, own) : 'unknown';
+    if (flow === false) continue;
+    const shown = (L.outFeatures?.text ?? pixels).replace(/\s+/g, ' ').trim();
+    out.set(r, flow === 'unknown'
+      ? `its output is patch pixels (${shown})`
+      : `its output is patch pixels (${shown}) and ${L.ownerClass}.forward returns it with no layer after it`);
+  }
+  return out;
+}
+
+/** Identifier names of an assignment target (`x`, `a, b`). */
+function targets(src: string, left: SyntaxNode): string[] {
+  return src.slice(left.startIndex, left.endIndex).split(',').map((s) => s.trim()).filter((s) => /^[A-Za-z_]\w*$/.test(s));
+}
+
+const mentions = (text: string, names: Set<string>): boolean => [...names].some((n) => new RegExp(`\\b${n}\\b`).test(text));
+
+/**
+ * Follows the value of `self.<attr>(...)` through forward: the names assigned from it (and from expressions that
+ * use them) until a return uses one (true), or another of the class's layers is applied to one (false: not the last
+ * layer). 'unknown' when the layer is never called in forward.
+ */
+function flowsToReturn(src: string, fwd: FuncRec, attr: string, ownAttrs: string[]): boolean | 'unknown' {
+  const callAt = fwd.calls.find((c) => new RegExp(`^self\\s*\\.\\s*${attr}\\s*\\(`).test(src.slice(c.start, c.start + attr.length + 40)));
+  if (!callAt) return 'unknown';
+  let p: SyntaxNode | null = callAt.node;
+  let stmt: SyntaxNode | undefined;
+  for (let i = 0; p && i < 12; p = p.parent, i++) {
+    if (p.type === 'return_statement') return true;
+    if (p.type === 'assignment' || p.type === 'augmented_assignment') { stmt = p; break; }
+  }
+  const left = stmt?.childForFieldName('left');
+  if (!stmt || !left) return false;
+  const tainted = new Set(targets(src, left));
+  const layerCall = ownAttrs.length ? new RegExp(`self\\s*\\.\\s*(${ownAttrs.join('|')})\\s*\\(([^)]*)`, 'g') : undefined;
+  const events = [
+    ...fwd.assigns.filter((a) => a.start > stmt!.endIndex - 1).map((a) => ({ at: a.start, node: a.node, ret: false })),
+    ...fwd.returns.filter((n) => n.startIndex > stmt!.endIndex - 1).map((n) => ({ at: n.startIndex, node: n, ret: true })),
+  ].sort((a, b) => a.at - b.at);
+  for (const e of events) {
+    if (!tainted.size) return false;
+    const text = src.slice(e.node.startIndex, e.node.endIndex);
+    if (layerCall) {
+      for (const m of text.matchAll(layerCall)) if (mentions(m[2] ?? '', tainted)) return false;
+    }
+    if (e.ret) { if (mentions(text, tainted)) return true; continue; }
+    const l = e.node.childForFieldName('left');
+    const right = e.node.childForFieldName('right');
+    if (!l || !right) continue;
+    const names = targets(src, l);
+    if (mentions(src.slice(right.startIndex, right.endIndex), tainted)) names.forEach((n) => tainted.add(n));
+    else names.forEach((n) => tainted.delete(n));
+  }
+  return false;
+}
+
+/**
+ * The Linears of bottleneck adapters, with the reason: a pair in one class, down (h -> r) and up (r -> h), where r is
+ * named as an adapter or bottleneck width, or the class is named for one.
+ */
+export function adapterBottlenecks(recs: LayerRec[]): Map<LayerRec, string> {
+  const out = new Map<LayerRec, string>();
+  const byOwner = new Map<string, LayerRec[]>();
+  for (const r of recs) {
+    if (!isLinear(r) || !r.layer.ownerClass || !r.layer.inFeatures || !r.layer.outFeatures) continue;
+    const list = byOwner.get(r.layer.ownerClass) ?? [];
+    list.push(r);
+    byOwner.set(r.layer.ownerClass, list);
+  }
+  const named = (r: LayerRec): boolean => [r.layer.outFeatures?.text, ...r.outVia].some((t) => ADAPTER_SIZE.test(squash(t)));
+  for (const [owner, list] of byOwner) {
+    for (const down of list) {
+      if (out.has(down)) continue;
+      const h = squash(down.layer.inFeatures?.text);
+      const inner = squash(down.layer.outFeatures?.text);
+      if (!h || !inner || h === inner) continue;
+      const up = list.find((x) => x !== down && squash(x.layer.inFeatures?.text) === inner && squash(x.layer.outFeatures?.text) === h);
+      if (!up || out.has(up)) continue;
+      // The inner width is the adapter-named one; with only the class name to go by, the smaller (or the first built).
+      if (named(up) && !named(down)) continue;
+      const byName = named(down);
+      if (!byName && !ADAPTER_CLASS.test(owner)) continue;
+      const small = down.layer.outFeatures?.value;
+      const big = down.layer.inFeatures?.value;
+      if (small !== undefined && big !== undefined && small >= big) continue;
+      const why = `bottleneck adapter: ${owner} projects ${h} down to ${inner} and back up${byName ? '' : ` (${owner} is named for an adapter)`}`;
+      out.set(down, why);
+      out.set(up, why);
+    }
+  }
+  return out;
+}
