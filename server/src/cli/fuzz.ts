@@ -35,10 +35,12 @@ interface FuzzOptions {
   ledger?: string;
   /** `--retime PATH...`: re-time saved inputs instead of fuzzing. */
   retimeOnly: boolean;
+  /** Runs of each re-timed command (the fastest counts). */
+  repeat: number;
 }
 
 function parseFuzzArgs(args: readonly string[]): FuzzOptions {
-  const o: FuzzOptions = { dirs: [], seed: 1, count: 1000, timeLimitMs: 2000, rssLimitMb: 1024, fixEvery: 3, small: false, retimeOnly: false };
+  const o: FuzzOptions = { dirs: [], seed: 1, count: 1000, timeLimitMs: 2000, rssLimitMb: 1024, fixEvery: 3, small: false, retimeOnly: false, repeat: 1 };
   const num = (i: number, name: string): number => {
     const v = Number(args[i]);
     if (!Number.isFinite(v) || v < 0) throw new UsageError(`${name} needs a number`);
@@ -54,6 +56,7 @@ function parseFuzzArgs(args: readonly string[]): FuzzOptions {
     else if (a === '--out') o.out = args[++i];
     else if (a === '--ledger') o.ledger = args[++i];
     else if (a === '--retime') o.retimeOnly = true;
+    else if (a === '--repeat') o.repeat = Math.max(1, num(++i, a));
     else if (a === '--small') o.small = true;
     else if (a.startsWith('--')) throw new UsageError(`unknown __fuzz option ${a}`);
     else o.dirs.push(a);
@@ -139,7 +142,8 @@ async function fuzzLoop(o: FuzzOptions, seeds: readonly { path: string; text: st
   const parser = await PythonParser.create();
   const random = prng(o.seed);
   const pairs: [string, string][] = [];
-  const inputs = new Map<string, { index: number; seed: string; applied: string[]; text: string }>();
+  // what reproduces each fixed input; its text stays on disk (kept here, hundreds of large mutants were most of the heap)
+  const inputs = new Map<string, SavedInput>();
   const slow: { index: number; seed: string; applied: string[]; ms: number; text: string }[] = [];
   try {
     for (let i = 0; i < o.count; i++) {
@@ -160,7 +164,7 @@ async function fuzzLoop(o: FuzzOptions, seeds: readonly { path: string; text: st
       if (result.fixed !== undefined) {
         writeFileSync(`${path}.fixed.py`, result.fixed);
         pairs.push([path, `${path}.fixed.py`]);
-        inputs.set(path, { index: i, seed: seed.path, applied, text });
+        inputs.set(path, { index: i, seed: seed.path, applied });
       }
       if (result.problem) tally.failures.push({ index: i, seed: seed.path, applied, problem: result.problem, saved: save(o, i, text, { seedFile: seed.path, applied, problem: result.problem }) });
     }
@@ -173,7 +177,9 @@ async function fuzzLoop(o: FuzzOptions, seeds: readonly { path: string; text: st
 }
 
 /** --fix outputs through python3 compile(): a fix that breaks a compiling file is a failure. */
-function compileCheck(o: FuzzOptions, pairs: [string, string][], inputs: Map<string, { index: number; seed: string; applied: string[]; text: string }>, tally: Tally): void {
+interface SavedInput { index: number; seed: string; applied: string[] }
+
+function compileCheck(o: FuzzOptions, pairs: [string, string][], inputs: Map<string, SavedInput>, tally: Tally): void {
   const broken = brokenByFix(pairs);
   if (broken === undefined) {
     [tally.compiled, tally.compileSkipped] = [0, true];
@@ -181,12 +187,13 @@ function compileCheck(o: FuzzOptions, pairs: [string, string][], inputs: Map<str
   }
   for (const b of broken) {
     // keep what reproduces it: the input (saved to --out like any other failure), its seed file and its mutations
-    const input = inputs.get(b.slice(0, b.indexOf(': ')));
+    const path = b.slice(0, b.indexOf(': '));
+    const input = inputs.get(path);
     const problem = `--fix broke compilation: ${b}`;
     const applied = [...(input?.applied ?? []), '--fix'];
     tally.failures.push({
       index: input?.index ?? -1, seed: input?.seed ?? '', applied, problem,
-      saved: input ? save(o, input.index, input.text, { seedFile: input.seed, applied, problem }) : undefined,
+      saved: input ? save(o, input.index, readFileSync(path, 'utf8'), { seedFile: input.seed, applied, problem }) : undefined,
     });
   }
 }
@@ -195,7 +202,7 @@ function compileCheck(o: FuzzOptions, pairs: [string, string][], inputs: Map<str
 function retimeSlow(o: FuzzOptions, s: { index: number; seed: string; applied: string[]; ms: number; text: string }, work: string, tally: Tally): void {
   const file = join(work, `slow-${s.index}.py`);
   writeFileSync(file, s.text);
-  const retimed = retime(process.argv[1], file);
+  const retimed = retime(process.argv[1], file, o.repeat);
   const problems = retimeProblems(retimed, o.timeLimitMs, o.rssLimitMb);
   const meta = { seedFile: s.seed, applied: s.applied, inProcessMs: Math.round(s.ms), retimed };
   const saved = save(o, s.index, s.text, meta);
@@ -219,7 +226,7 @@ function summaryOf(o: FuzzOptions, seedCount: number, seconds: number, tally: Ta
 
 export async function runFuzz(args: readonly string[], write: (s: string) => void): Promise<number> {
   const o = parseFuzzArgs(args);
-  if (o.retimeOnly) return runRetime(o.dirs, process.argv[1], o.timeLimitMs, o.rssLimitMb, write);
+  if (o.retimeOnly) return runRetime(o.dirs, process.argv[1], o.timeLimitMs, o.rssLimitMb, o.repeat, write);
   useScale(o.small ? SCALES.small : SCALES.large);
   const seeds = seedFiles(o.dirs.length ? o.dirs : ['test/fixtures']);
   if (!seeds.length) throw new UsageError('__fuzz: no .py files under the given directories');
