@@ -103,6 +103,11 @@ describe('robustness: a parser that survives', function () {
     assert.equal(indentDeeperThan(deepBlocks(MAX_INDENT_LEVELS), MAX_INDENT_LEVELS), false);
     assert.equal(indentDeeperThan(deepBlocks(MAX_INDENT_LEVELS + 1), MAX_INDENT_LEVELS), true);
     assert.match(skipReason(deepBlocks(515), resolveSettings({}))!, /indented more than 100 levels/);
+    // every line ending Python knows, mixed in one file: CR, LF and CRLF lines all count
+    const mixed = (depth: number) => deepBlocks(depth).split('\n').map((l, i) => l + ['\r', '\n', '\r\n'][i % 3]).join('');
+    assert.equal(indentDeeperThan(mixed(MAX_INDENT_LEVELS), MAX_INDENT_LEVELS), false);
+    assert.equal(indentDeeperThan(mixed(MAX_INDENT_LEVELS + 1), MAX_INDENT_LEVELS), true);
+    assert.equal(indentDeeperThan(`${'x = 1\n'.repeat(50)}${deepBlocks(MAX_INDENT_LEVELS + 1).replace(/\n/g, '\r')}`, MAX_INDENT_LEVELS), true);
   });
 
   it('turns a WASM trap into ParserTrap, then parses again on a fresh runtime; trees are deleted once', async () => {

@@ -78,17 +78,21 @@ function isClassArgOf(text: string, open: number, at: number): boolean {
  * right side of `type(m) ==` / `is` / `m.__class__ is`; a `case nn.Linear():` pattern cannot be extended and refuses.
  */
 export function extendClassTests(text: string, model: SourceModel, refs: readonly ClassRef[]): ClassTestPlan {
-  // Every conversion fix of a file asks for the same plan (a fix title per finding): the scan over all references
-  // is done once per text, not once per layer (5,000 layers had made `check --format json` quadratic).
+  // Every conversion fix of a file asks for a plan (a fix title per finding): the scan over the references is done
+  // once per text and set of references, not once per layer (5,000 layers had made `check --format json` quadratic).
+  // Plans are kept per set, as findings of different classes (Linear, LayerNorm) alternate: with one plan kept, every
+  // finding scanned the whole text again.
   const key = JSON.stringify(refs);
-  if (!lastPlan || lastPlan.text !== text || lastPlan.model !== model || lastPlan.key !== key) {
-    lastPlan = { text, model, key, plan: extendClassTestsUncached(text, model, refs) };
+  if (!lastPlans || lastPlans.text !== text || lastPlans.model !== model) lastPlans = { text, model, plans: new Map() };
+  let plan = lastPlans.plans.get(key);
+  if (!plan) {
+    plan = extendClassTestsUncached(text, model, refs);
+    lastPlans.plans.set(key, plan);
   }
-  const { plan } = lastPlan;
   return { ...plan, edits: plan.edits.map((e) => ({ ...e })), names: [...plan.names] };
 }
 
-let lastPlan: { text: string; model: SourceModel; key: string; plan: ClassTestPlan } | undefined;
+let lastPlans: { text: string; model: SourceModel; plans: Map<string, ClassTestPlan> } | undefined;
 
 function extendClassTestsUncached(text: string, model: SourceModel, refs: readonly ClassRef[]): ClassTestPlan {
   const edits: TextEdit[] = [];
