@@ -5,6 +5,7 @@
 // dimensions. Not anyone's real code: the forms that real model files use.
 //
 //   node scripts/gen-large-model.mjs --lines 20000 --seed 1 > big.py
+//   node scripts/gen-large-model.mjs --class flat|multiline|broken --layers 10000 > huge.py
 //   import { generateModelFile } from './gen-large-model.mjs'
 import { pathToFileURL } from 'node:url';
 
@@ -653,10 +654,37 @@ export function generateModelFile({ lines = 20000, seed = 1 } = {}) {
   return parts.join('');
 }
 
+/**
+ * One model class with `layers` layers (what the fuzzer's manyLayers mutation makes, and issue 13's huge classes):
+ *   flat       `self.fzN = nn.Linear(64, 64)` lines and a short forward
+ *   multiline  constructor calls over several lines (keywords, a LayerNorm every eighth layer) and a forward that
+ *              uses every layer
+ *   broken     `flat` after an unclosed parenthesis: an error-recovered tree
+ */
+export function generateLargeClass({ layers = 10000, shape = 'flat' } = {}) {
+  const head = 'import torch\nimport torch.nn as nn\n\n\nclass Huge(nn.Module):\n    def __init__(self, d=64):\n        super().__init__()\n';
+  const body = [];
+  const forward = [];
+  for (let i = 0; i < layers; i++) {
+    if (shape === 'multiline') {
+      body.push(i % 8 === 7
+        ? `        self.l${i} = nn.LayerNorm(\n            d,\n            eps=1e-5,\n        )\n`
+        : `        self.l${i} = nn.Linear(\n            d,\n            d,\n            bias=${i % 2 ? 'True' : 'False'},\n        )\n`);
+      forward.push(`        x = self.l${i}(x)\n`);
+    } else body.push(`        self.fz${i} = nn.Linear(64, 64)\n`);
+  }
+  if (shape === 'broken') body.splice(Math.floor(layers / 3), 0, '        self.bad = nn.Linear(64, (64\n');
+  const fwd = forward.length ? forward.join('') : '        x = self.fz0(x)\n';
+  return `${head}${body.join('')}\n    def forward(self, x):\n${fwd}        return x\n`;
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const arg = (name, d) => {
     const i = process.argv.indexOf(name);
     return i >= 0 ? Number(process.argv[i + 1]) : d;
   };
-  process.stdout.write(generateModelFile({ lines: arg('--lines', 20000), seed: arg('--seed', 1) }));
+  const shape = process.argv.includes('--class') ? process.argv[process.argv.indexOf('--class') + 1] : undefined;
+  process.stdout.write(shape
+    ? generateLargeClass({ layers: arg('--layers', 10000), shape })
+    : generateModelFile({ lines: arg('--lines', 20000), seed: arg('--seed', 1) }));
 }

@@ -7,7 +7,7 @@ import type { LayerRole, WeightTie } from './ir';
 import { paramsOf, type ClassModel } from './classes';
 import type { LayerRec } from './layers';
 import { CLASSIFIER_NAME, EXPERTS_NAME, VOCAB_EXPR, VOCAB_NAME } from './known';
-import type { CallRec, FuncRec } from './walk';
+import type { AssignRec, CallRec, FuncRec } from './walk';
 import { adapterBottlenecks, pixelOutputs } from './output-roles';
 
 export interface RoleContext {
@@ -288,6 +288,9 @@ function lastLogitsCall(src: string, fwd: FuncRec, own: LayerRec[]): LogitsCall 
   // writes `s`).
   const me = paramsOf(src, fwd)[0]?.name ?? 'self';
   const meCall = me === 'self' ? SELF_CALL : new RegExp(`^${me}\\s*\\.\\s*([A-Za-z_]\\w*(?:\\s*\\.\\s*[A-Za-z_]\\w*)*)\\s*\\(`);
+  // The first of the class's Linears with a path (what a search of `own` per call found, once per forward).
+  const byPath = new Map<string, number>();
+  own.forEach((r, i) => { if (r.layer.path !== undefined && !byPath.has(r.layer.path)) byPath.set(r.layer.path, i); });
   for (let i = fwd.calls.length - 1; i >= 0; i--) {
     const c = fwd.calls[i];
     // Callee text from the source: `self.<path>(`.
@@ -298,7 +301,7 @@ function lastLogitsCall(src: string, fwd: FuncRec, own: LayerRec[]): LogitsCall 
     const sub = m ? null : new RegExp(String.raw`^${me}\s*\.\s*([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\[[^\]\n]*\]\s*\(`).exec(head);
     if (!m && !sub) continue;
     const path = m ? m[1].replace(/\s+/g, '') : `${(sub as RegExpExecArray)[1].replace(/\s+/g, '')}[*]`;
-    const hit = own.find((r) => r.layer.path === path || r.layer.path === `${me}.${path}`);
+    const hit = own[Math.min(byPath.get(path) ?? Infinity, byPath.get(`${me}.${path}`) ?? Infinity)];
     if (!hit) continue;
     const flow: ResultFlow = {};
     const usage = resultName(src, c.node, fwd, flow);
@@ -571,6 +574,38 @@ const PASS_METHOD = /^(float|to|type|contiguous|view|reshape|half|bfloat16|squee
 interface ResultFlow { probs?: string }
 const SOFTMAX_FN = /(^|\.)(log_softmax|softmax)$/;
 
+/** Per function's assignments: the sorted offsets at which each plain name is assigned (built once per text). */
+const nameAssigns = new WeakMap<readonly AssignRec[], { src: string; starts: Map<string, number[]> }>();
+
+/**
+ * Whether `name` is assigned (`name = ...`) in `fn` strictly between two offsets. A forward of 5,000 `x = self.lN(x)`
+ * asked this once per call, and a scan of every assignment each time made the lm-head search quadratic.
+ */
+function assignedBetween(src: string, fn: FuncRec, name: string, after: number, before: number): boolean {
+  let index = nameAssigns.get(fn.assigns);
+  if (!index || index.src !== src) {
+    const starts = new Map<string, number[]>();
+    for (const a of fn.assigns) {
+      const l = a.node.childForFieldName('left');
+      if (!l || l.type !== 'identifier') continue;
+      const key = src.slice(l.startIndex, l.endIndex);
+      const list = starts.get(key);
+      if (list) list.push(a.start); else starts.set(key, [a.start]);
+    }
+    for (const list of starts.values()) list.sort((x, y) => x - y);
+    nameAssigns.set(fn.assigns, index = { src, starts });
+  }
+  const list = index.starts.get(name);
+  if (!list) return false;
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (list[mid] <= after) lo = mid + 1; else hi = mid;
+  }
+  return lo < list.length && list[lo] < before;
+}
+
 function resultName(src: string, call: SyntaxNode, fn?: FuncRec, flow?: ResultFlow): string | undefined {
   let n: SyntaxNode = call;
   for (let i = 0; i < 8; i++) {
@@ -590,11 +625,7 @@ function resultName(src: string, call: SyntaxNode, fn?: FuncRec, flow?: ResultFl
             if (!v || src.slice(v.startIndex, v.endIndex) !== name) continue;
             // Returned as is only if nothing assigns the name in between (`x = self.fc2(x); x = residual + x;
             // return x` returns the residual sum, not the projection).
-            const reassigned = fn.assigns.some((a) => {
-              if (a.start <= p.startIndex || a.start >= r.startIndex) return false;
-              const l = a.node.childForFieldName('left');
-              return !!l && l.type === 'identifier' && src.slice(l.startIndex, l.endIndex) === name;
-            }) || new RegExp(`\\b${name}\\s*(\\+|-|\\*|/|@)=`).test(src.slice(p.endIndex, r.startIndex));
+            const reassigned = assignedBetween(src, fn, name, p.startIndex, r.startIndex) || new RegExp(`\\b${name}\\s*(\\+|-|\\*|/|@)=`).test(src.slice(p.endIndex, r.startIndex));
             if (!reassigned) return '<return>';
           }
         }
