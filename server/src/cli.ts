@@ -13,7 +13,7 @@ import { version as packageVersion } from '../../package.json';
 import { resolveSettings, type PrecisionLensSettings } from '../../common/settings';
 import type { Severity } from '../../common/codes';
 import { PythonParser } from './parser';
-import { analyseAll, type AnalysedFile } from './cli/analyze';
+import { analyseAll, KeepBudget, type AnalysedFile } from './cli/analyze';
 import { parseArgs, USAGE, UsageError, type CliOptions } from './cli/args';
 import { collectInputs } from './cli/files';
 import { formatText } from './cli/format-text';
@@ -127,12 +127,14 @@ async function run(options: CliOptions, io: Io): Promise<number> {
         wantFixability: options.command === 'check' && !options.fix, env,
       })
       : undefined;
-    files ??= (await analyseAll(parser, inputs, settings, {}, options.command !== 'inspect')).files;
+    // --fix: large files keep their tree and analysis cache, so each fix round re-parses and re-analyses what changed.
+    const keep = options.fix ? new KeepBudget() : undefined;
+    files ??= (await analyseAll(parser, inputs, settings, {}, options.command !== 'inspect', keep)).files;
     let fixOutcome: Awaited<ReturnType<typeof fixFiles>> | undefined;
     if (options.fix) {
       // The project's folder: its fallback module lives there (created once), as in the editor's workspace folder.
       const projectRoot = project ? dirname(project.path) : commonFolder(options.paths, io.cwd);
-      fixOutcome = await fixFiles(parser, files, settings, { write: !options.diff, unsafe: options.unsafeFixes, env, projectRoot });
+      fixOutcome = await fixFiles(parser, files, settings, { write: !options.diff, unsafe: options.unsafeFixes, env, projectRoot, keep });
       files = fixOutcome.files;
     }
     let ioError = errors.length > 0;

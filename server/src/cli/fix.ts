@@ -15,7 +15,8 @@ import type { PythonParser } from '../parser';
 import type { ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { locateFallbackModule } from '../fallback-location';
-import { buildIR, factsOf, runFileRules, type AnalysedFile } from './analyze';
+import { unifiedDiff } from './unified-diff';
+import { buildIR, dropKeptParse, factsOf, runFileRules, type AnalysedFile, type KeepBudget } from './analyze';
 
 const MAX_ROUNDS = 4;
 
@@ -143,6 +144,8 @@ export interface FixMode {
    * the project's one fallback module (settings.fallbackModule), created once; none: an inline block per file.
    */
   projectRoot?: string;
+  /** The files whose parse the analysis kept (analyseAll's KeepBudget): their rounds re-parse incrementally. */
+  keep?: KeepBudget;
 }
 
 /** The file's fallback module, seen through the files this run created (or, with --diff, would create). */
@@ -154,9 +157,8 @@ function envFor(file: AnalysedFile, settings: PrecisionLensSettings, mode: FixMo
 
 /** A unified diff in git's naming: `a/tmp/x.py`, not `a//tmp/x.py` (what `patch -p1` from / expects). */
 function patchOf(display: string, before: string | undefined, after: string): string {
-  const { createTwoFilesPatch, FILE_HEADERS_ONLY } = require('diff') as typeof import('diff');
   const name = display.replace(/\\/g, '/').replace(/^(?:[A-Za-z]:)?\/+/, '');
-  const patch = createTwoFilesPatch(before === undefined ? '/dev/null' : `a/${name}`, `b/${name}`, before ?? '', after, undefined, undefined, { context: 3, headerOptions: FILE_HEADERS_ONLY });
+  const patch = unifiedDiff(before === undefined ? '/dev/null' : `a/${name}`, `b/${name}`, before ?? '', after);
   return patch.endsWith('\n') ? patch : `${patch}\n`;
 }
 
@@ -176,60 +178,67 @@ export function writeAtomically(target: string, text: string): void {
 
 export async function fixFiles(parser: PythonParser, files: AnalysedFile[], settings: PrecisionLensSettings, opts: FixMode): Promise<FixOutcome> {
   const outcome: FixOutcome = { files, diff: '', changedFiles: 0, appliedFixes: 0, applied: [], errors: [] };
-  let workspace = factsOf(files);
   /** Files this run created (the fallback module), or would create with --diff. */
   const created = new Set<string>();
   for (const file of files) {
-    if (!file.ir || file.findings.length === 0) continue;
-    const original = file.text;
-    const appliedIds = new Set<string>();
-    for (let round = 0; round < MAX_ROUNDS; round++) {
-      const fileEnv = envFor(file, settings, opts, created);
-      const { edits, applied } = combineFixes(roundFixesOf(file, settings, appliedIds, { ...opts, fileEnv }));
-      if (applied.length === 0) break;
-      let next: string;
-      try {
-        next = applyEdits(file.text, edits);
-      } catch (e) {
-        outcome.errors.push(`${file.input.display}: could not apply fixes: ${(e as Error).message}`);
-        break;
-      }
-      for (const fix of applied) appliedIds.add(fix.id);
-      if (next === file.text) break;
-      outcome.appliedFixes += applied.length;
-      for (const fix of applied) outcome.applied.push({ file: file.input.display, codes: fix.codes, title: fix.title });
-      for (const f of applied.flatMap((x) => x.createFiles ?? [])) {
-        if (created.has(f.path) || fs.existsSync(f.path)) continue;
-        created.add(f.path);
-        const display = path.relative(path.dirname(file.input.absolute), f.path);
-        const shown = path.join(path.dirname(file.input.display), display);
-        if (!opts.write) { if (opts.diff ?? true) outcome.diff += patchOf(shown, undefined, f.text); continue; }
-        try {
-          fs.writeFileSync(f.path, f.text, { flag: 'wx' });
-        } catch (e) {
-          outcome.errors.push(`${shown}: could not create: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-        }
-      }
-      file.text = next;
-      await buildIR(parser, file, true, settings, files.map((f) => f.input));
-      if (file.error) break;
-      workspace = factsOf(files);
-      runFileRules(file, settings, workspace);
-    }
-    if (file.text === original) continue;
-    outcome.changedFiles++;
-    if (opts.write) {
-      try {
-        writeAtomically(file.input.absolute, file.bom ? `\ufeff${file.text}` : file.text);
-      } catch (e) {
-        outcome.errors.push(`${file.input.display}: could not write: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-      }
-    } else if (opts.diff ?? true) {
-      outcome.diff += patchOf(file.input.display, original, file.text);
+    try {
+      await fixFile(parser, file, files, settings, opts, created, outcome);
+    } finally {
+      dropKeptParse(parser, file, opts.keep);
     }
   }
   // Facts may have changed (a wrapped training step adds an autocast region): report on the fixed set as a whole.
-  workspace = factsOf(files);
+  const workspace = factsOf(files);
   for (const file of files) runFileRules(file, settings, workspace);
   return outcome;
+}
+
+/** The fix rounds of one file, then its write (or its diff). */
+async function fixFile(parser: PythonParser, file: AnalysedFile, files: AnalysedFile[], settings: PrecisionLensSettings, opts: FixMode, created: Set<string>, outcome: FixOutcome): Promise<void> {
+  if (!file.ir || file.findings.length === 0) return;
+  const original = file.text;
+  const appliedIds = new Set<string>();
+  for (let round = 0; round < MAX_ROUNDS; round++) {
+    const fileEnv = envFor(file, settings, opts, created);
+    const { edits, applied } = combineFixes(roundFixesOf(file, settings, appliedIds, { ...opts, fileEnv }));
+    if (applied.length === 0) break;
+    let next: string;
+    try {
+      next = applyEdits(file.text, edits);
+    } catch (e) {
+      outcome.errors.push(`${file.input.display}: could not apply fixes: ${(e as Error).message}`);
+      break;
+    }
+    for (const fix of applied) appliedIds.add(fix.id);
+    if (next === file.text) break;
+    outcome.appliedFixes += applied.length;
+    for (const fix of applied) outcome.applied.push({ file: file.input.display, codes: fix.codes, title: fix.title });
+    for (const f of applied.flatMap((x) => x.createFiles ?? [])) {
+      if (created.has(f.path) || fs.existsSync(f.path)) continue;
+      created.add(f.path);
+      const display = path.relative(path.dirname(file.input.absolute), f.path);
+      const shown = path.join(path.dirname(file.input.display), display);
+      if (!opts.write) { if (opts.diff ?? true) outcome.diff += patchOf(shown, undefined, f.text); continue; }
+      try {
+        fs.writeFileSync(f.path, f.text, { flag: 'wx' });
+      } catch (e) {
+        outcome.errors.push(`${shown}: could not create: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+      }
+    }
+    file.text = next;
+    await buildIR(parser, file, true, settings, files.map((f) => f.input), opts.keep);
+    if (file.error) break;
+    runFileRules(file, settings, factsOf(files));
+  }
+  if (file.text === original) return;
+  outcome.changedFiles++;
+  if (opts.write) {
+    try {
+      writeAtomically(file.input.absolute, file.bom ? `\ufeff${file.text}` : file.text);
+    } catch (e) {
+      outcome.errors.push(`${file.input.display}: could not write: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    }
+  } else if (opts.diff ?? true) {
+    outcome.diff += patchOf(file.input.display, original, file.text);
+  }
 }
