@@ -5,8 +5,12 @@
 //   (b) re-analysis after one-character edits at seeded random places in a 2k-line file, through the incremental path
 //       (editTree + reparse + analyzeParsed): p50/p95, beside a full re-parse + analysis of the same file
 //   (c) `precision-lens check DIR --format json` as a whole process (startup included): lines/s, median of runs
+//   (d) huge classes (gen-large-model.mjs --class: 10,000 flat layers, 5,000 multi-line layers with a forward using
+//       each, 10,000 after an unclosed parenthesis): check --format json, --fix --unsafe-fixes (on a fresh copy) and
+//       --fix --unsafe-fixes --diff as whole processes; with --baseline OUTDIR (another build's out/, e.g. main's)
+//       the same commands of that build run interleaved with this one's, A B A B, and the ratio is printed
 //
-//   node scripts/bench-analysis.mjs [PATH...] [--runs N]
+//   node scripts/bench-analysis.mjs [PATH...] [--runs N] [--baseline OUTDIR] [--only-large]
 // PATH defaults to the generated files + test/fixtures + corpus/ (if present). ruff is timed too when installed.
 import { spawn, spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
@@ -14,7 +18,9 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSy
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { generateModelFile } from './gen-large-model.mjs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { generateLargeClass, generateModelFile } from './gen-large-model.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'out', 'cli.js');
@@ -25,7 +31,14 @@ if (!existsSync(cli)) {
 const argv = process.argv.slice(2);
 const runsIdx = argv.indexOf('--runs');
 const RUNS = runsIdx >= 0 ? Number(argv[runsIdx + 1]) : 5;
-const paths = argv.filter((a, i) => !a.startsWith('--') && (runsIdx < 0 || i !== runsIdx + 1));
+const baseIdx = argv.indexOf('--baseline');
+const BASELINE = baseIdx >= 0 ? resolve(argv[baseIdx + 1], 'cli.js') : undefined;
+if (BASELINE && !existsSync(BASELINE)) {
+  console.error(`--baseline: ${BASELINE} is missing (give the out/ folder of another build)`);
+  process.exit(2);
+}
+const ONLY_LARGE = argv.includes('--only-large');
+const paths = argv.filter((a, i) => !a.startsWith('--') && (runsIdx < 0 || i !== runsIdx + 1) && (baseIdx < 0 || i !== baseIdx + 1));
 
 const quantile = (xs, q) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -56,6 +69,46 @@ const W1 = 16;
 console.log(`Precision Lens analysis benchmark (node ${process.version}, ${process.platform}/${process.arch})`);
 console.log(`${'measure'.padEnd(W0)}  ${'measured'.padStart(W1)}  target`);
 const row = (what, measured, target) => console.log(`${what.padEnd(W0)}  ${measured.padStart(W1)}  ${target}`);
+
+// (d) huge classes, whole processes; printed first with --only-large, else after (c)
+const LIMIT_MS = 30_000;
+async function largeClasses() {
+  const shapes = [['flat', 10000], ['multiline', 5000], ['broken', 10000]];
+  const builds = BASELINE ? [['this build', cli], ['baseline', BASELINE]] : [['this build', cli]];
+  console.log(`(d) huge classes, whole processes, wall clock, median of ${RUNS}${BASELINE ? ` (baseline ${BASELINE}, interleaved)` : ''}`);
+  for (const [shape, layers] of shapes) {
+    const src = join(genDir, `class-${shape}-${layers}.py`);
+    writeFileSync(src, generateLargeClass({ layers, shape }));
+    for (const [what, extra] of [['check --format json', []], ['check --fix --unsafe-fixes', ['--fix', '--unsafe-fixes']], ['check --fix --unsafe-fixes --diff', ['--fix', '--unsafe-fixes', '--diff']]]) {
+      const times = builds.map(() => []);
+      // A build that takes over LIMIT_MS once (the old --diff of thousands of changed lines: minutes) is not run again.
+      const over = builds.map(() => false);
+      for (let i = 0; i < RUNS + 1; i++) {
+        builds.forEach(([, js], b) => {
+          if (over[b]) return;
+          // --fix writes: each run gets a fresh copy in its own folder (the fallback module is created there too).
+          const dir = mkdtempSync(join(tmpdir(), 'pl-bench-'));
+          const file = join(dir, 'model.py');
+          copyFileSync(src, file);
+          const t = performance.now();
+          const r = spawnSync(process.execPath, [js, 'check', file, '--format', 'json', '--fail-on', 'none', ...extra], { encoding: 'utf8', maxBuffer: 256 << 20, cwd: dir, timeout: LIMIT_MS });
+          const elapsed = performance.now() - t;
+          rmSync(dir, { recursive: true, force: true });
+          if (r.error || r.signal) { over[b] = true; return; }
+          if (r.status !== 0) console.error(`note: ${what} exited ${r.status}: ${r.stderr.slice(0, 300)}`);
+          if (i > 0) times[b].push(elapsed);
+        });
+      }
+      const shown = (b) => (over[b] ? `> ${LIMIT_MS / 1000} s` : ms(median(times[b])));
+      const ratio = BASELINE && !over[0] ? (over[1] ? ` (< ${(median(times[0]) / LIMIT_MS).toFixed(2)}x)` : ` (${(median(times[0]) / median(times[1])).toFixed(2)}x)`) : '';
+      row(`    ${shape} ${layers} layers: ${what}`, shown(0), BASELINE ? `baseline ${shown(1)}${ratio}` : '< 2 s');
+    }
+  }
+}
+if (ONLY_LARGE) {
+  await largeClasses();
+  process.exit(0);
+}
 
 // (a) full analysis of ~20k lines
 const full = bench(['full', large, '--runs', '15', '--warmup', '3']);
@@ -163,3 +216,4 @@ if (ruffProbe.status === 0) {
   row('    ruff: not installed, no comparison', '', '');
 }
 
+await largeClasses();
