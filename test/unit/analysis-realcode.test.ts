@@ -77,4 +77,26 @@ describe('analysis: gaps from the real-code evaluation', () => {
     assert.match(get('self.down').facets!.role.reason, /projects config\.hidden_size down to config\.bottleneck_dim and back up/);
     for (const name of ['self.fc1', 'self.fc2']) assert.equal(get(name).convertible, true, `${name}: ${get(name).reasons.join(' ')}`);
   });
+
+  it('a norm whose bias its class sets to None after building it is kept: te.LayerNorm always has a bias', () => {
+    const ir = analyze(fixture('norm_bias_removed.py'));
+    const get = (name: string) => ir.layers.find((l) => l.name === name)!;
+    const removed = get('self.norm_1');
+    assert.equal(removed.convertible, false, removed.reasons.join(' '));
+    assert.equal(removed.facets!.structure.check, 'norm-param-replaced');
+    assert.match(removed.facets!.structure.reason, /sets self\.norm_1\.bias = None after building it/);
+    assert.equal(get('self.norm_2').convertible, true, get('self.norm_2').reasons.join(' '));
+  });
+
+  it('a Linear over the token axis (in_features = the sequence length) is uncertain; one whose length is a known multiple of 16 is not', () => {
+    const ir = analyze(fixture('token_mixing.py'));
+    const get = (name: string) => ir.layers.find((l) => l.name === name)!;
+    const tokens = get('self.linear_tokens');
+    assert.equal(tokens.convertible, 'uncertain', tokens.reasons.join(' '));
+    assert.equal(tokens.facets!.structure.check, 'token-mixing');
+    assert.match(tokens.facets!.structure.reason, /sequence length \(seq_len\)/);
+    // num_patches=196 is known: the shape rule itself refuses it (196 % 16 != 0).
+    assert.equal(get('self.gate').convertible, false);
+    for (const name of ['self.fc1', 'self.fc2']) assert.equal(get(name).convertible, true, `${name}: ${get(name).reasons.join(' ')}`);
+  });
 });

@@ -37,6 +37,24 @@ const linearWeightUse: Check = {
   },
 };
 
+/** Sizes that are a sequence's length (a token count set by the input, not by the model's width). */
+const SEQUENCE_SIZE = /(^|[._])(seq_len|seq_length|sequence_length|max_seq_len|max_seq_length|num_patches|n_patches|patch_count)\)?$/i;
+
+/**
+ * A Linear over the token axis (MLP-Mixer's token mixing, gMLP's spatial gating, Linformer's projections): its
+ * in_features is the sequence length, which the input sets (196 tokens for 224-px images in 16-px patches) and which
+ * the FP8 GEMM rule needs a multiple of 16: decided at run time, not by the model's configuration.
+ */
+const tokenMixing: Check = {
+  name: 'token-mixing', facet: 'structure',
+  run({ L }) {
+    if (!isLinear(L.kind) || !L.inFeatures) return undefined;
+    const seq = [L.inFeatures.text.replace(/\s+/g, '')].find((t) => SEQUENCE_SIZE.test(t));
+    if (!seq || (L.inFeatures.value !== undefined && L.inFeatures.value % 16 === 0)) return undefined;
+    return guarded(`${L.name} mixes tokens: its in_features is the sequence length (${seq}), which the input sets (196 tokens for 224-px images in 16-px patches) and FP8 needs a multiple of 16; convert once the token count is one.`);
+  },
+};
+
 const parallelLayout: Check = {
   name: 'parallel-layout', facet: 'structure',
   run({ rec, L }) {
@@ -251,6 +269,29 @@ const normReadDirectly: Check = {
   },
 };
 
+/**
+ * A norm whose weight or bias its class replaces after building it: `self.norm_1.bias = None` (MPT keeps Hub
+ * checkpoints without a bias this way) leaves a LayerNorm without bias, which te.LayerNorm always has; another value
+ * (a shared or reparametrised parameter) must fit te.*'s own parameter.
+ */
+const normParamReplaced: Check = {
+  name: 'norm-param-replaced', facet: 'structure',
+  run({ rec, ev, L, sofar }) {
+    const cls = rec.scope.cls;
+    if (!isNorm(L.kind) || sofar === 'fails' || !cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return undefined;
+    const use = attrUses(ev.source(), cls).get(L.attr);
+    if (!use?.replaced) return undefined;
+    const te = teNorm(L.kind);
+    if (/=\s*None\s*$/.test(use.replacedText ?? '')) {
+      const gone = use.replaced === 'bias' ? 'without a bias' : 'without a weight';
+      const has = use.replaced === 'bias' && L.kind === 'rmsnorm' ? undefined : `${te} always has one`;
+      if (has) return { ...fails(`${cls.info.name} sets self.${L.attr}.${use.replaced} = None after building it, leaving a norm ${gone}; ${has}, so it is no exact replacement. Keep it.`), overrides: 'can-become' };
+      return undefined;
+    }
+    return { ...guarded(`${cls.info.name} replaces self.${L.attr}.${use.replaced} after building it (\`${use.replacedText}\`): the replacement must fit ${te}'s own parameter. Convert by hand, if at all.`), overrides: 'can-become' };
+  },
+};
+
 // ---- Other kinds ----
 
 const noTeTwin: Check = {
@@ -357,7 +398,7 @@ const classChosenAtRunTime: Check = {
 
 /** In order; each sees the state of the checks before it. */
 export const STRUCTURE_CHECKS: readonly Check[] = [
-  catalogueNoTe, linearWeightUse, parallelLayout, transposedWeight, specialWeights, linearForwardExtra, localLinear, viaFactory,
-  layerNormArgs, rmsNormArgs, recognisedNorm, importedNorm, weightlessNorm, scaleName, gatedNorm, normForwardExtra, normReadDirectly,
+  catalogueNoTe, linearWeightUse, tokenMixing, parallelLayout, transposedWeight, specialWeights, linearForwardExtra, localLinear, viaFactory,
+  layerNormArgs, rmsNormArgs, recognisedNorm, importedNorm, weightlessNorm, scaleName, gatedNorm, normForwardExtra, normReadDirectly, normParamReplaced,
   noTeTwin, channelAxis, reparametrisingWrapper, teToTorchCopy, torchScript, classCandidatesAgree, classChosenAtRunTime,
 ];
