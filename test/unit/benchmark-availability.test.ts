@@ -5,7 +5,7 @@
 import * as assert from 'node:assert/strict';
 import { normalizeBenchEvent, type EnvInfo } from '../../common/bench-events';
 import type { EnvironmentState } from '../../common/webview-messages';
-import { backendChoices, RUN_BLOCKED, runBlockedReason } from '../../client/src/benchmark/availability';
+import { backendChoices, backendSelectionProblem, RUN_BLOCKED, runBlockedReason } from '../../client/src/benchmark/availability';
 import { mergeCandidates, pathInterpreters } from '../../client/src/benchmark/interpreterChain';
 
 const H200 = { name: 'NVIDIA H200', capability: '9.0' };
@@ -16,6 +16,16 @@ const ready = (info: EnvInfo): EnvironmentState => ({ status: 'ready', info });
 const state = (environment: EnvironmentState, trusted = true) => ({ trusted, environment, interpreter: { path: '/opt/py/bin/python', source: 'setting' as const, detail: '' }, backends: backendChoices(environment) });
 
 describe('benchmark view: backends and Run availability', () => {
+  it('asks to choose a backend only when one can run: with every backend disabled the rows and Run say why, once', () => {
+    const none = backendChoices(ready(env({ gpus: [], torchFp8Available: false })));
+    assert.ok(none.length >= 3 && none.every((b) => b.available === false && b.reason === 'no CUDA device'));
+    assert.equal(backendSelectionProblem([], none), undefined);
+    assert.equal(runBlockedReason(state(ready(env({ gpus: [] })))), RUN_BLOCKED.noCuda);
+    const some = backendChoices(ready(env({})));
+    assert.equal(backendSelectionProblem([], some), 'Choose at least one backend.');
+    assert.equal(backendSelectionProblem(['bf16'], some), undefined);
+  });
+
   it('offers exactly the backends the probe reports, new ones included, with their reasons', () => {
     const e = normalizeBenchEvent({
       event: 'env', torch: '2.11.0', gpus: [{ name: 'NVIDIA H200', capability: '9.0' }], cuda_available: true,

@@ -82,6 +82,9 @@ const CASES: GoldenCase[] = [
   { input: 'ptq_modelopt.py', name: 'e4m3', code: 'PL604', fix: 'ptq-e4m3' },
   { input: 'ptq_torchao_e5m2.py', name: 'e4m3', code: 'PL604', fix: 'ptq-e4m3' },
   { input: 'ptq_modelopt.py', name: 'mto-save', code: 'PL606', fix: 'ptq-mto-save' },
+  // PL605 (target Ampere): the quantize statement guarded by the GPU's compute capability, BF16 with one line elsewhere.
+  { input: 'ptq_modelopt.py', name: 'gpu-guard', code: 'PL605', fix: 'ptq-gpu-guard', settings: { ...DEFAULT_SETTINGS, targetGpu: 'ampere' } },
+  { input: 'ptq_torchao.py', name: 'gpu-guard', code: 'PL605', fix: 'ptq-gpu-guard', settings: { ...DEFAULT_SETTINGS, targetGpu: 'ampere' } },
   // PL602 with a validation loader in scope: a forward_loop over 512 of its samples.
   { input: 'ptq_modelopt_nocalib.py', name: 'forward-loop', code: 'PL602', fix: 'ptq-forward-loop' },
 ];

@@ -8,7 +8,7 @@
  *    the lm-head found by role in high precision and printing the logit check.
  * The re-analysed output raises no PL601/PL602: the analysis reads the block it wrote.
  * The PL6xx quick fixes' golden outputs run there too: ModelOpt's head wildcard, E4M3, the calibration bound and
- * loop, mto.save / mto.restore, torchao's E4M3 weight-only config.
+ * loop, mto.save / mto.restore, torchao's E4M3 weight-only config, and PL605's capability guard (both branches).
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -112,13 +112,13 @@ describe('fixes: the FP8 post-training quantization block runs', function () {
 });
 
 /** The golden outputs of the PL6xx quick fixes, applied one after another to one file (each on a fresh analysis). */
-async function applyAll(input: string, codes: string[]): Promise<string> {
+async function applyAll(input: string, codes: string[], settings = DEFAULT_SETTINGS): Promise<string> {
   let text = readFileSync(join(FIXTURES, input), 'utf8');
   for (const code of codes) {
-    const { ir, findings } = await analyse(text);
+    const { ir, findings } = await analyse(text, settings);
     const finding = findings.find((f) => f.code === code);
     assert.ok(finding, `${input}: no ${code} to fix`);
-    const out = fixOutcome(text, ir, finding, DEFAULT_SETTINGS);
+    const out = fixOutcome(text, ir, finding, settings);
     assert.equal(out.fixes.length, 1, `${input} ${code}: ${out.refusals.join(' ')}`);
     text = applyEdits(text, out.fixes[0].edits);
   }
@@ -145,6 +145,29 @@ describe('fixes: the PL6xx quick fixes run with ModelOpt 0.47 / torchao 0.18 on 
     assert.match(r.out, /^decoder: False False$/m);
     assert.match(r.out, /^fc: True \(4, 3\)$/m);
     assert.match(r.out, /^restored: QuantLinear False$/m, 'mto.restore rebuilds the quantized model, head excluded');
+  });
+
+  it('PL605 (target Ampere): the guarded quantize runs where the GPU has FP8 and leaves the model in BF16 elsewhere', async () => {
+    const ampere = { ...DEFAULT_SETTINGS, targetGpu: 'ampere' as const };
+    const text = await applyAll('ptq_modelopt.py', ['PL601', 'PL603', 'PL604', 'PL606', 'PL605'], ampere);
+    assert.deepEqual((await analyse(text, ampere)).findings.filter((f) => f.code.startsWith('PL6')).map((f) => f.message), []);
+    const check = 'print("fc:", type(model.fc).__name__)\n';
+    // This CPU: no CUDA device, so the else branch: one line, the model unquantized.
+    const cpu = run(VENV_PYTHON, write('ptq_guard_cpu.py', `${text}\n${check}`));
+    assert.equal(cpu.status, 0, cpu.out);
+    assert.match(cpu.out, /^PTQ: FP8 per-tensor needs SM >= 8\.9, which this GPU lacks: the model stays in BF16/m);
+    assert.match(cpu.out, /^fc: Linear$/m);
+    // An SM 9.0 device as torch reports it: the guarded branch quantizes (ModelOpt's fake-quant runs on the CPU).
+    const sm90 = 'import torch\ntorch.cuda.is_available = lambda: True\ntorch.cuda.get_device_capability = lambda *a, **k: (9, 0)\n';
+    const hopper = run(VENV_PYTHON, write('ptq_guard_sm90.py', `${sm90}${text}\n${check}`));
+    assert.equal(hopper.status, 0, hopper.out);
+    assert.doesNotMatch(hopper.out, /^PTQ: /m);
+    assert.match(hopper.out, /^fc: QuantLinear$/m);
+    // torchao's FP8 dynamic config: the same guard, BF16 on this CPU.
+    const ao = run(VENV_PYTHON, write('ptq_guard_torchao.py', `${expected('ptq_torchao.gpu-guard.py')}\nprint("fc weight:", type(model.fc.weight).__name__)\n`), ['modelopt']);
+    assert.equal(ao.status, 0, ao.out);
+    assert.match(ao.out, /^PTQ: FP8 dynamic activation \+ weight needs SM >= 8\.9/m);
+    assert.match(ao.out, /^fc weight: Parameter$/m);
   });
 
   it('ModelOpt literal quant_cfg list: the head\'s entry switches its quantizers off, the other layer stays quantized', () => {

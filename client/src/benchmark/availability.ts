@@ -78,3 +78,13 @@ export function runBlockedReason(state: { trusted: boolean; environment: Environ
   }
   return undefined;
 }
+
+/**
+ * The form's message about the backends ticked, or undefined: none is needed when no backend shown can run (each
+ * disabled row says why and Run's reason says it once; "choose one" would name a choice there is not).
+ */
+export function backendSelectionProblem(ticked: readonly string[], shown: readonly BackendChoice[]): string | undefined {
+  if (ticked.length > 0) return undefined;
+  if (shown.length > 0 && shown.every((b) => b.available === false)) return undefined;
+  return 'Choose at least one backend.';
+}

@@ -398,6 +398,8 @@ export interface PtqConfig {
   /** GPU families that run the format, and what they need, from the catalogue. */
   gpus?: string[];
   needs?: string;
+  /** That need as a compute-capability test (`>= min`, major equal to `major` when set), for a runtime guard. */
+  sm?: { min: [number, number]; major?: number };
 }
 
 export interface PtqCalibrationSize {
@@ -442,6 +444,8 @@ export interface PtqQuantizeCall {
   /** lm-heads and embeddings of this file that the call quantizes. */
   protectedHits: PtqProtectedHit[];
   ownerFunction?: string;
+  /** The condition of an enclosing `if` that tests the GPU's compute capability: the format is chosen at run time. */
+  capabilityGuard?: string;
 }
 
 export interface PtqSave {

@@ -40,10 +40,16 @@ export interface PtqConfigEntry {
   gpus: TargetGpu[];
   /** What those families need, for messages. */
   needs: string;
+  /** The same as a compute-capability test for a runtime guard: at least `min`, and within `major` when set. */
+  sm?: SmNeed;
 }
+
+/** A compute capability requirement: `torch.cuda.get_device_capability() >= min` (and `[0] == major` when set). */
+export interface SmNeed { min: [number, number]; major?: number }
 
 const FP8_GPUS: TargetGpu[] = ['ada', 'hopper', 'blackwell'];
 const SM89 = 'SM >= 8.9';
+const SM89_NEED: SmNeed = { min: [8, 9] };
 const NO_FP8_GPUS: TargetGpu[] = ['ampere', 'ada', 'hopper', 'blackwell'];
 
 /**
@@ -61,26 +67,26 @@ export const MODELOPT_DEFAULT_DISABLED = [
 
 /** Named configs (ModelOpt: `mtq.<NAME>`; torchao: config classes). */
 export const PTQ_CONFIGS: readonly PtqConfigEntry[] = [
-  { library: 'modelopt', name: 'FP8_DEFAULT_CFG', format: 'FP8 per-tensor', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'static', gpus: FP8_GPUS, needs: SM89 },
-  { library: 'modelopt', name: 'FP8_PER_CHANNEL_PER_TOKEN_CFG', format: 'FP8 per-channel/per-token', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'dynamic', gpus: FP8_GPUS, needs: SM89 },
-  { library: 'modelopt', name: 'FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG', format: 'FP8 blockwise weight-only', fp8: true, weights: 'e4m3', scales: 'weight-only', gpus: FP8_GPUS, needs: SM89 },
-  { library: 'modelopt', name: 'MXFP8_DEFAULT_CFG', format: 'MXFP8', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'dynamic', gpus: ['blackwell'], needs: 'SM 10.x (Blackwell)' },
-  { library: 'modelopt', name: 'W4A8_AWQ_BETA_CFG', format: 'INT4 weights + FP8 activations', fp8: true, activations: 'e4m3', scales: 'static', gpus: FP8_GPUS, needs: SM89 },
-  { library: 'modelopt', name: 'W4A8_MXFP4_FP8_CFG', format: 'MXFP4 weights + FP8 activations', fp8: true, activations: 'e4m3', scales: 'static', gpus: ['blackwell'], needs: 'SM 10.x (Blackwell)' },
-  { library: 'modelopt', name: 'FP8_KV_CFG', format: 'FP8 KV cache', fp8: true, activations: 'e4m3', scales: 'static', kvCache: true, gpus: FP8_GPUS, needs: SM89 },
-  { library: 'modelopt', name: 'FP8_AFFINE_KV_CFG', format: 'FP8 KV cache (affine)', fp8: true, activations: 'e4m3', scales: 'static', kvCache: true, gpus: FP8_GPUS, needs: SM89 },
-  { library: 'modelopt', name: 'NVFP4_DEFAULT_CFG', format: 'NVFP4', fp8: false, scales: 'static', gpus: ['blackwell'], needs: 'SM >= 10.0 (Blackwell)' },
+  { library: 'modelopt', name: 'FP8_DEFAULT_CFG', format: 'FP8 per-tensor', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'static', gpus: FP8_GPUS, needs: SM89, sm: SM89_NEED },
+  { library: 'modelopt', name: 'FP8_PER_CHANNEL_PER_TOKEN_CFG', format: 'FP8 per-channel/per-token', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'dynamic', gpus: FP8_GPUS, needs: SM89, sm: SM89_NEED },
+  { library: 'modelopt', name: 'FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG', format: 'FP8 blockwise weight-only', fp8: true, weights: 'e4m3', scales: 'weight-only', gpus: FP8_GPUS, needs: SM89, sm: SM89_NEED },
+  { library: 'modelopt', name: 'MXFP8_DEFAULT_CFG', format: 'MXFP8', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'dynamic', gpus: ['blackwell'], needs: 'SM 10.x (Blackwell)', sm: { min: [10, 0], major: 10 } },
+  { library: 'modelopt', name: 'W4A8_AWQ_BETA_CFG', format: 'INT4 weights + FP8 activations', fp8: true, activations: 'e4m3', scales: 'static', gpus: FP8_GPUS, needs: SM89, sm: SM89_NEED },
+  { library: 'modelopt', name: 'W4A8_MXFP4_FP8_CFG', format: 'MXFP4 weights + FP8 activations', fp8: true, activations: 'e4m3', scales: 'static', gpus: ['blackwell'], needs: 'SM 10.x (Blackwell)', sm: { min: [10, 0], major: 10 } },
+  { library: 'modelopt', name: 'FP8_KV_CFG', format: 'FP8 KV cache', fp8: true, activations: 'e4m3', scales: 'static', kvCache: true, gpus: FP8_GPUS, needs: SM89, sm: SM89_NEED },
+  { library: 'modelopt', name: 'FP8_AFFINE_KV_CFG', format: 'FP8 KV cache (affine)', fp8: true, activations: 'e4m3', scales: 'static', kvCache: true, gpus: FP8_GPUS, needs: SM89, sm: SM89_NEED },
+  { library: 'modelopt', name: 'NVFP4_DEFAULT_CFG', format: 'NVFP4', fp8: false, scales: 'static', gpus: ['blackwell'], needs: 'SM >= 10.0 (Blackwell)', sm: { min: [10, 0] } },
   { library: 'modelopt', name: 'INT8_DEFAULT_CFG', format: 'INT8', fp8: false, scales: 'static', gpus: NO_FP8_GPUS, needs: 'any' },
   { library: 'modelopt', name: 'INT8_SMOOTHQUANT_CFG', format: 'INT8 SmoothQuant', fp8: false, scales: 'static', gpus: NO_FP8_GPUS, needs: 'any' },
   { library: 'modelopt', name: 'INT4_AWQ_CFG', format: 'INT4 AWQ', fp8: false, scales: 'static', gpus: NO_FP8_GPUS, needs: 'any' },
   { library: 'modelopt', name: 'INT4_BLOCKWISE_WEIGHT_ONLY_CFG', format: 'INT4 weight-only', fp8: false, scales: 'weight-only', gpus: NO_FP8_GPUS, needs: 'any' },
-  { library: 'torchao', name: 'Float8DynamicActivationFloat8WeightConfig', format: 'FP8 dynamic activation + weight', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'dynamic', gpus: FP8_GPUS, needs: SM89 },
-  { library: 'torchao', name: 'float8_dynamic_activation_float8_weight', format: 'FP8 dynamic activation + weight', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'dynamic', gpus: FP8_GPUS, needs: SM89 },
-  { library: 'torchao', name: 'Float8WeightOnlyConfig', format: 'FP8 weight-only', fp8: true, weights: 'e4m3', scales: 'weight-only', gpus: FP8_GPUS, needs: SM89 },
-  { library: 'torchao', name: 'float8_weight_only', format: 'FP8 weight-only', fp8: true, weights: 'e4m3', scales: 'weight-only', gpus: FP8_GPUS, needs: SM89 },
-  { library: 'torchao', name: 'Float8StaticActivationFloat8WeightConfig', format: 'FP8 static activation + weight', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'static', gpus: FP8_GPUS, needs: SM89 },
-  { library: 'torchao', name: 'float8_static_activation_float8_weight', format: 'FP8 static activation + weight', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'static', gpus: FP8_GPUS, needs: SM89 },
-  { library: 'torchao', name: 'Float8DynamicActivationFloat8SemiSparseWeightConfig', format: 'FP8 2:4 sparse', fp8: true, weights: 'e4m3', activations: 'e5m2', scales: 'dynamic', gpus: ['hopper', 'blackwell'], needs: 'SM >= 9.0 (Hopper)' },
+  { library: 'torchao', name: 'Float8DynamicActivationFloat8WeightConfig', format: 'FP8 dynamic activation + weight', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'dynamic', gpus: FP8_GPUS, needs: SM89, sm: SM89_NEED },
+  { library: 'torchao', name: 'float8_dynamic_activation_float8_weight', format: 'FP8 dynamic activation + weight', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'dynamic', gpus: FP8_GPUS, needs: SM89, sm: SM89_NEED },
+  { library: 'torchao', name: 'Float8WeightOnlyConfig', format: 'FP8 weight-only', fp8: true, weights: 'e4m3', scales: 'weight-only', gpus: FP8_GPUS, needs: SM89, sm: SM89_NEED },
+  { library: 'torchao', name: 'float8_weight_only', format: 'FP8 weight-only', fp8: true, weights: 'e4m3', scales: 'weight-only', gpus: FP8_GPUS, needs: SM89, sm: SM89_NEED },
+  { library: 'torchao', name: 'Float8StaticActivationFloat8WeightConfig', format: 'FP8 static activation + weight', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'static', gpus: FP8_GPUS, needs: SM89, sm: SM89_NEED },
+  { library: 'torchao', name: 'float8_static_activation_float8_weight', format: 'FP8 static activation + weight', fp8: true, weights: 'e4m3', activations: 'e4m3', scales: 'static', gpus: FP8_GPUS, needs: SM89, sm: SM89_NEED },
+  { library: 'torchao', name: 'Float8DynamicActivationFloat8SemiSparseWeightConfig', format: 'FP8 2:4 sparse', fp8: true, weights: 'e4m3', activations: 'e5m2', scales: 'dynamic', gpus: ['hopper', 'blackwell'], needs: 'SM >= 9.0 (Hopper)', sm: { min: [9, 0] } },
 ];
 
 /** Keyword arguments of torchao config classes that pick the element type, and what they set. */

@@ -58,6 +58,25 @@ function argAt(args: Arg[], at: [number, string] | undefined): Arg | undefined {
   return args.find((a) => a.name === at[1]) ?? args.filter((a) => a.name === undefined)[at[0]];
 }
 
+/**
+ * The condition of the `if` (or `elif`) whose body holds the call and that tests the GPU's compute capability
+ * (`torch.cuda.get_device_capability()`, `is_sm89_or_later()`-style helpers aside): the format is then chosen at run time.
+ */
+function capabilityGuard(src: string, node: SyntaxNode): string | undefined {
+  let child: SyntaxNode = node;
+  for (let p = node.parent, i = 0; p && i < 12; child = p, p = p.parent, i++) {
+    if (p.type === 'function_definition' || p.type === 'class_definition') return undefined;
+    if (p.type !== 'if_statement' && p.type !== 'elif_clause') continue;
+    const cond = p.childForFieldName('condition');
+    // In the body of this branch, not its else (which runs exactly where the test fails).
+    const body = p.childForFieldName('consequence');
+    if (!cond || !body || child.startIndex < body.startIndex || child.endIndex > body.endIndex) continue;
+    const text = src.slice(cond.startIndex, cond.endIndex);
+    if (/get_device_capability\s*\(/.test(text)) return shortText(text, 120);
+  }
+  return undefined;
+}
+
 function quantizeCall(input: PtqInput, rec: CallRec, callee: string, fn: PtqFunction): PtqQuantizeCall {
   const { src } = input;
   const library = fn.library as PtqLibrary;
@@ -65,6 +84,8 @@ function quantizeCall(input: PtqInput, rec: CallRec, callee: string, fn: PtqFunc
   const model = args.filter((a) => a.name === undefined)[0]?.text ?? args.find((a) => a.name === 'model')?.text ?? '';
   const call: PtqQuantizeCall = { span: spanOf(rec.node), library, callee, model: shortText(model, 80), protectedHits: [] };
   if (rec.scope.fn) call.ownerFunction = rec.scope.fn.name;
+  const guard = capabilityGuard(src, rec.node);
+  if (guard) call.capabilityGuard = guard;
   const configArg = argAt(args, fn.config);
   if (configArg) call.config = readConfig(input, library, configArg.node, rec);
   const loopArg = argAt(args, fn.loop);
@@ -86,7 +107,7 @@ function emptyConfig(node: SyntaxNode, src: string): PtqConfig {
 function fromEntry(cfg: PtqConfig, library: PtqLibrary, name: string): boolean {
   const e = configEntry(library, name);
   if (!e) return false;
-  Object.assign(cfg, { base: e.name, format: e.format, fp8: e.fp8, scales: e.scales, kvCache: !!e.kvCache, gpus: e.gpus, needs: e.needs });
+  Object.assign(cfg, { base: e.name, format: e.format, fp8: e.fp8, scales: e.scales, kvCache: !!e.kvCache, gpus: e.gpus, needs: e.needs, sm: e.sm });
   if (e.weights) cfg.weights = e.weights;
   if (e.activations) cfg.activations = e.activations;
   if (library === 'modelopt' && !e.kvCache) cfg.disabled.push(...MODELOPT_DEFAULT_DISABLED);
@@ -202,6 +223,7 @@ function splat(input: PtqInput, cfg: PtqConfig, node: SyntaxNode, rec: CallRec, 
   cfg.kvCache = cfg.kvCache || inner.kvCache;
   cfg.gpus ??= inner.gpus;
   cfg.needs ??= inner.needs;
+  cfg.sm ??= inner.sm;
   cfg.disabled.push(...inner.disabled);
 }
 
@@ -268,6 +290,7 @@ function applyEntry(src: string, cfg: PtqConfig, key: string, value: SyntaxNode)
     if (el === 'e5m2' && bits) cfg.e5m2At ??= spanOf(bits);
     cfg.gpus ??= ['ada', 'hopper', 'blackwell'];
     cfg.needs ??= 'SM >= 8.9';
+    cfg.sm ??= { min: [8, 9] };
   }
   if (/input_quantizer$/.test(key)) {
     const type = attrs.get('type');

@@ -7,6 +7,8 @@
  *  PL602 no forward_loop, a validation loader in scope: a calibration function over 512 of its samples, passed;
  *  PL603 the literal bound of the calibration loop set to 512 samples (in batches when the loader's size is known);
  *  PL604 E5M2 written as a literal: num_bits=(5, 2) -> (4, 3), torch.float8_e5m2 -> torch.float8_e4m3fn;
+ *  PL605 the quantize statement guarded by the GPU's compute capability (`torch.cuda.get_device_capability()`):
+ *        where the format runs it quantizes as written, elsewhere the model stays in BF16 and one line says why;
  *  PL606 torch.save(model.state_dict(), path) -> mto.save(model, path), importing modelopt.torch.opt as mto.
  * Pure: text + IR in, text edits out.
  */
@@ -230,4 +232,48 @@ export function calibrationLoopFix(ctx: FixContext, call: PtqQuantizeCall | unde
     { startOffset: stmt.lineStart, endOffset: stmt.lineStart, newText: fnText },
     { startOffset: end, endOffset: end, newText: `${comma} forward_loop=${name}` },
   ]);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// PL605: the format guarded by the GPU's compute capability
+
+/** The Python test for a capability need: `>= (8, 9)`, with the major pinned for SM 10.x-only formats. */
+function capabilityTest(torch: string, sm: { min: [number, number]; major?: number }): string {
+  const cap = `${torch}.cuda.get_device_capability()`;
+  const min = `${cap} >= (${sm.min[0]}, ${sm.min[1]})`;
+  return `${torch}.cuda.is_available() and ${sm.major !== undefined ? `${cap}[0] == ${sm.major}` : min}`;
+}
+
+/**
+ * The quantize statement (an expression statement or an assignment of the call) indented under
+ * `if <the GPU runs the format>:`, with an `else:` that leaves the model unquantized (BF16) and prints why, naming
+ * what the target runs instead.
+ */
+export function gpuGuardFix(ctx: FixContext, call: PtqQuantizeCall | undefined, target: string, instead: string): FixOutcome {
+  const cfg = call?.config;
+  if (!call || !cfg?.sm) return refuse('No automatic fix: the config\'s format is not one whose GPU need is known; choose a format the target GPU runs.');
+  const torch = ctx.ir.imports.find((b) => b.target === 'torch' && !b.guarded)?.local;
+  if (!torch) return refuse('No automatic fix: the file does not import torch under a name the capability test could use.');
+  const stmt = statementAt(ctx.model, call.span.startOffset);
+  if (!stmt || stmt.isHeader) return refuse('No automatic fix: the quantize call is not a statement of its own.');
+  const text = ctx.text.slice(stmt.start, stmt.end);
+  const callText = ctx.text.slice(call.span.startOffset, call.span.endOffset);
+  const assigned = /^[A-Za-z_][\w.]*\s*=(?!=)\s*/.exec(text);
+  if (text !== callText && !(assigned && text.slice(assigned[0].length) === callText)) {
+    return refuse('No automatic fix: the quantize call is part of a larger expression; guard it by torch.cuda.get_device_capability() by hand.');
+  }
+  for (let l = stmt.firstLine + 1; l <= stmt.lastLine; l++) {
+    if (ctx.model.linesInString.has(l)) return refuse('No automatic fix: the statement spans a multi-line string, which re-indenting would change.');
+  }
+  const i = stmt.indent;
+  const body = ctx.text.slice(stmt.lineStart, stmt.end).split('\n').map((line) => (line.trim() ? `    ${line}` : line)).join('\n');
+  const what = cfg.format ?? cfg.base ?? 'this format';
+  const why = `${what} needs ${cfg.needs}, which this GPU lacks: the model stays in BF16 (on ${target}, ${instead})`;
+  const newText = [
+    `${i}if ${capabilityTest(torch, cfg.sm)}:`,
+    body,
+    `${i}else:`,
+    `${i}    print(${JSON.stringify(`PTQ: ${why}`)}, flush=True)`,
+  ].join('\n');
+  return quickfix('ptq-gpu-guard', `Quantize only where the GPU runs ${what} (BF16 elsewhere)`, 'PL605', [{ startOffset: stmt.lineStart, endOffset: stmt.end, newText }]);
 }

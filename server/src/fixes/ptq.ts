@@ -15,7 +15,9 @@ import type { Layer, PtqQuantizeCall } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { WRAPPER_END_MARKER, wrapperRanges } from '../analysis/known';
 import { findTrainingSteps } from './autocast';
-import { calibrationBoundFix, calibrationLoopFix, e4m3Fix, EVAL_SOURCE, modeloptHeadFix, modeloptSaveFix } from './ptq-edits';
+import { calibrationBoundFix, calibrationLoopFix, e4m3Fix, EVAL_SOURCE, gpuGuardFix, modeloptHeadFix, modeloptSaveFix } from './ptq-edits';
+import { GPU_NAMES } from '../rules/autocast';
+import { insteadOn } from '../rules/ptq';
 import type { Statement, SourceModel } from './source';
 import { outcome, refuse, type Fix, type FixContext, type FixOutcome } from './types';
 
@@ -211,7 +213,7 @@ export function ptqFindingOutcome(ctx: FixContext, finding: Finding): FixOutcome
     case 'PL604':
       return e4m3Fix(ctx, call);
     case 'PL605':
-      return refuse('No automatic fix: pick a format the target GPU runs, or set precisionLens.targetGpu to the GPU you deploy on.');
+      return gpuGuardFix(ctx, call, GPU_NAMES[ctx.settings.targetGpu], insteadOn(ctx.settings.targetGpu));
     case 'PL606':
       return modeloptSaveFix(ctx, ctx.ir.ptq.saves.find((s) => s.span.startOffset === finding.span.startOffset && s.kind === 'torch-save-state-dict'));
     default:

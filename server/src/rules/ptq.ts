@@ -125,11 +125,18 @@ const e5m2: Check = (call, ptqIndex) => {
   }];
 };
 
+/** What to use on a target GPU family that lacks the config's format (PL605's message and its fix's BF16 branch). */
+export function insteadOn(target: TargetGpu): string {
+  return target === 'ampere' ? 'use INT8 or BF16' : 'use an FP8 per-tensor config';
+}
+
 const gpuLacksFormat: Check = (call, ptqIndex, ctx) => {
   const cfg = call.config;
   const target: TargetGpu = ctx.settings.targetGpu;
   if (!cfg || target === 'any' || !cfg.gpus || cfg.gpus.includes(target)) return [];
-  const fallback = target === 'ampere' ? 'use INT8 or BF16 there' : 'use an FP8 per-tensor config there';
+  // Guarded by the GPU's compute capability (`if torch.cuda.get_device_capability() >= (8, 9):`): chosen at run time.
+  if (call.capabilityGuard) return [];
+  const fallback = `${insteadOn(target)} there`;
   return [{
     code: 'PL605', span: cfg.span, severity: 'error', ptqIndex, message: `${cfg.format ?? cfg.base ?? 'This format'} needs ${cfg.needs}, which ${GPU_NAMES[target]} lacks: ${fallback}`,
     explanation: { facts: [`The target GPU is ${GPU_NAMES[target]} (precisionLens.targetGpu, --target-gpu).`], consequence: 'The quantized model cannot run its FP8 kernels there: torchao asserts, TensorRT builds no FP8 engine.' },

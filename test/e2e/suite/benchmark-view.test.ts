@@ -55,6 +55,8 @@ describe('benchmark view: what can run, the interpreter picker, selection and fi
     const view = await waitForView((s) => s.interpreter === SYSTEM_PYTHON && s.run?.disabled === true && s.backends.length === ids.length, 'Run disabled');
     assert.equal(view.runReason, 'No CUDA device: the benchmark needs an NVIDIA GPU.');
     assert.equal(view.run!.title, view.runReason);
+    // The reason is said once: no "Choose at least one backend." beside the disabled rows.
+    assert.equal(view.validation, undefined, `validation: ${view.validation}`);
     for (const b of view.backends) {
       assert.equal(b.disabled, true, `${b.id} disabled`);
       assert.equal(b.reason, 'no CUDA device', `${b.id}: ${b.reason}`);

@@ -10,6 +10,7 @@ import { runMode } from '../../../../common/webview-messages';
 import type {
   BackendChoice, BackendRatio, BenchmarkViewState, HistoryEntry, HostToWebviewMessage, RunMode, RunOptions, RunProgress, RunState, UserError, WebviewToHostMessage,
 } from '../../../../common/webview-messages';
+import { backendSelectionProblem } from '../../benchmark/availability';
 import { finalLoss, formatBytes, formatDelta, formatMs, formatNumber, formatRatio, formatTimestamp } from '../../benchmark/format';
 import { computeRatios } from '../../benchmark/state';
 import { barChart, Bar, lineChart, seriesClass, Series } from './charts';
@@ -311,7 +312,9 @@ function validate(options: RunOptions): string | undefined {
     return 'Enter your model as module:function, e.g. mypkg.model:build.';
   }
   const backends = inference ? options.inferenceBackends ?? [] : options.backends;
-  if (backends.length === 0) return 'Choose at least one backend.';
+  const selection = backendSelectionProblem(backends, form.backendBoxes.map((b) => b.choice));
+  if (selection) return selection;
+  if (backends.length === 0) return undefined; // no backend can run here: the rows and Run's reason say why
   // Inference always measures BF16 first (the accuracy cost is taken against it): no warning needed there.
   if (!inference && !backends.includes(BASELINE_BACKEND)) return 'Without BF16 there is no baseline: ratios will be missing.';
   const fields: ReadonlyArray<readonly [string, number | undefined, number]> = inference
