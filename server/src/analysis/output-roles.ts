@@ -122,13 +122,19 @@ export function adapterBottlenecks(recs: LayerRec[]): Map<LayerRec, string> {
   }
   const named = (r: LayerRec): boolean => [r.layer.outFeatures?.text, ...r.outVia].some((t) => ADAPTER_SIZE.test(squash(t)));
   for (const [owner, list] of byOwner) {
+    // Linear by (in, out) text: the up half of a pair is found in one lookup (a class may hold thousands of layers).
+    const byDims = new Map<string, LayerRec>();
+    for (const r of list) {
+      const key = `${squash(r.layer.inFeatures?.text)}\u0001${squash(r.layer.outFeatures?.text)}`;
+      if (!byDims.has(key)) byDims.set(key, r);
+    }
     for (const down of list) {
       if (out.has(down)) continue;
       const h = squash(down.layer.inFeatures?.text);
       const inner = squash(down.layer.outFeatures?.text);
       if (!h || !inner || h === inner) continue;
-      const up = list.find((x) => x !== down && squash(x.layer.inFeatures?.text) === inner && squash(x.layer.outFeatures?.text) === h);
-      if (!up || out.has(up)) continue;
+      const up = byDims.get(`${inner}\u0001${h}`);
+      if (!up || up === down || out.has(up)) continue;
       // The inner width is the adapter-named one; with only the class name to go by, the smaller (or the first built).
       if (named(up) && !named(down)) continue;
       const byName = named(down);
