@@ -131,6 +131,85 @@ describe('analysis: per-statement cache (AnalysisCache)', () => {
   });
 });
 
+describe('analysis: an edited statement lends its unchanged nested statements to its new copy', () => {
+  let parser: Parser;
+  before(async () => { parser = await createPythonParser(); });
+
+  it('copies from the tree only what changed inside an edited class', () => {
+    let text = CROSS;
+    let tree = parser.parse(text)!;
+    const cache = new AnalysisCache();
+    try {
+      analyzeTree(tree, text, cache);
+      // A letter inside a name in GPT.forward: the class is copied again, its __init__ (and forward's other lines) lent.
+      const at = text.indexOf('x = self.wte(idx)') + 1;
+      text = editTree(tree, text, lineStartsOf(text), { startOffset: at, endOffset: at, text: 'y' });
+      tree = reparse(parser, text, tree)!;
+      assert.equal(tree.rootNode.hasError, false);
+      const ir = analyzeTree(tree, text, cache);
+      assert.equal(cache.copied, 1);
+      assert.ok(cache.nestedReused >= 2, `${cache.nestedReused} nested statements lent`);
+      const fresh = parser.parse(text)!;
+      try {
+        assert.deepEqual(ir, analyzeTree(fresh, text));
+      } finally {
+        fresh.delete();
+      }
+    } finally {
+      tree.delete();
+    }
+  });
+
+  // Edits that keep the file error-free (where lending applies): a space at the end of a line, a letter doubled
+  // inside a name, a digit added to a number; now and then one that breaks the file, so both paths alternate.
+  const inputs: [string, () => string][] = [
+    ['cross-statement model', () => CROSS],
+    ['generated 700-line model', () => generated],
+    ['gpt_small.py', () => fixture('gpt_small.py')],
+    ['lm_head_positives.py', () => fixture('lm_head_positives.py')],
+    ...corpusInputs('nanogpt_model.py', 'hf_qwen2_modeling.py'),
+  ];
+  for (const [name, load] of inputs) {
+    it(`equals a fresh cache-less analysis after seeded edits that keep the file valid (${name})`, () => {
+      const rand = rng(name.length * 31337 + 5);
+      let text = load();
+      let tree = parser.parse(text)!;
+      const cache = new AnalysisCache();
+      let lent = 0;
+      try {
+        analyzeTree(tree, text, cache);
+        for (let i = 0; i < 60; i++) {
+          const r = rand();
+          let change: { startOffset: number; endOffset: number; text: string };
+          if (r < 0.1) {
+            const off = Math.floor(rand() * text.length);
+            change = { startOffset: off, endOffset: off, text: '(' };
+          } else {
+            const pattern = r < 0.4 ? /[^\n\\](?=\n)/g : r < 0.8 ? /[a-z_](?=[a-z_])/g : /\d(?=\d*\b)/g;
+            const places = [...text.matchAll(pattern)].map((m) => m.index! + 1);
+            if (!places.length) continue;
+            const off = places[Math.floor(rand() * places.length)];
+            change = { startOffset: off, endOffset: off, text: r < 0.4 ? ' ' : text[off - 1] };
+          }
+          text = editTree(tree, text, lineStartsOf(text), change);
+          tree = reparse(parser, text, tree)!;
+          const cached = analyzeTree(tree, text, cache);
+          lent += cache.nestedReused;
+          const fresh = parser.parse(text)!;
+          try {
+            assert.deepEqual(cached, analyzeTree(fresh, text), `edit ${i} at ${change.startOffset}`);
+          } finally {
+            fresh.delete();
+          }
+        }
+        assert.ok(lent > 0, 'no nested statement was lent');
+      } finally {
+        tree.delete();
+      }
+    });
+  }
+});
+
 /** A small model file in which layers of one statement depend on many others (imports, constants, config defaults,
  * constructor call sites, local bases, factories). */
 const CROSS = `import torch

@@ -93,6 +93,31 @@ class MNode implements SyntaxNode {
     for (let i = 0; i < f.length; i++) if (f[i] === name) return this.children[i];
     return null;
   }
+
+  /** This subtree as part of `stmt`, starting at `rs` there (pre-order, so its walk nodes keep document order). */
+  clone(stmt: Stmt, parent: MNode, rs: number): MNode {
+    const shift = rs - this.rs;
+    const copy = (from: MNode, up: MNode): MNode => {
+      const n = new MNode(stmt, from.type, from.rs + shift, from.re + shift);
+      n.parent = up;
+      n.fields = from.fields;
+      if (from.callee !== undefined) n.callee = from.callee;
+      if (WALK_SET.has(from.type)) stmt.walkNodes.push(n);
+      if (from.children !== NO_NODES) {
+        n.children = new Array(from.children.length);
+        if (from.named !== NO_NODES) n.named = [];
+        let k = 0;
+        for (let i = 0; i < from.children.length; i++) {
+          const c = from.children[i];
+          const cc = copy(c, n);
+          n.children[i] = cc;
+          if (k < from.named.length && from.named[k] === c) { n.named.push(cc); k++; }
+        }
+      }
+      return n;
+    };
+    return copy(this, parent);
+  }
 }
 
 interface CacheEntry { stmt: Stmt; clean: boolean; col: number }
@@ -107,6 +132,8 @@ export class AnalysisCache {
   /** Statistics of the last analysis: statements copied, statements reused. */
   copied = 0;
   reused = 0;
+  /** Nested statements (in a block) of the copied statements taken from their previous copy instead of the tree. */
+  nestedReused = 0;
   /** Layer records of the last analysis taken from statements' memos, and built afresh. */
   layersReused = 0;
   layersBuilt = 0;
@@ -153,6 +180,10 @@ export function mirrorWalkNodes(tree: Tree, src: string, cache: AnalysisCache, h
   const out: SyntaxNode[] = [];
   let copied = 0;
   let reused = 0;
+  cache.nestedReused = 0;
+  // The previous copies by start offset: an edited statement (it starts where it did) lends its unchanged nested
+  // statements to the new copy (only in an error-free tree; see Donor).
+  let byStart: Map<number, { key: string; entry: CacheEntry }> | undefined;
   const cursor = tree.walk();
   try {
     if (cursor.gotoFirstChild()) {
@@ -179,8 +210,11 @@ export function mirrorWalkNodes(tree: Tree, src: string, cache: AnalysisCache, h
         }
         if (entry) reused++;
         else {
-          entry = copyStatement(cursor, start, col, types, fieldNames);
+          const prev = hasError ? undefined : (byStart ??= startsOf(old)).get(start);
+          const donor = prev && prev.entry.clean && prev.entry.col === col && prev.entry.stmt.base === start ? new Donor(prev.key, prev.entry) : undefined;
+          entry = copyStatement(cursor, start, col, types, fieldNames, src, donor);
           copied++;
+          cache.nestedReused += donor?.lent ?? 0;
         }
         entry.stmt.base = start;
         const nl = next.get(key);
@@ -200,8 +234,73 @@ export function mirrorWalkNodes(tree: Tree, src: string, cache: AnalysisCache, h
 
 type Cursor = ReturnType<Tree['walk']>;
 
+/** The previous copies by the offset they were last placed at, with their text. */
+function startsOf(entries: Map<string, CacheEntry[]>): Map<number, { key: string; entry: CacheEntry }> {
+  const out = new Map<number, { key: string; entry: CacheEntry }>();
+  for (const [key, list] of entries) for (const entry of list) out.set(entry.stmt.base, { key, entry });
+  return out;
+}
+
+/**
+ * The previous copy of an edited statement, lending its nested statements (the children of its blocks: methods, the
+ * lines of a method) whose text and column are unchanged, so that a keystroke in one method of a large class walks
+ * the WASM tree of that method only. Used only when the old copy had no error and the new tree has none: a statement
+ * of an error-free tree parses the same wherever it stands at the same column, as the top-level reuse relies on.
+ */
+class Donor {
+  /** Nested statements by text: each with its column; a copy is lent at most once. */
+  private byText?: Map<string, { node: MNode; col: number }[]>;
+  lent = 0;
+
+  constructor(private readonly text: string, private readonly entry: CacheEntry) {}
+
+  take(src: string, start: number, end: number, base: number): MNode | undefined {
+    if (end - start < MIN_LENT_CHARS) return undefined;
+    const list = this.index().get(src.slice(start, end));
+    if (!list) return undefined;
+    const col = columnAt(src, start, base, this.entry.col);
+    for (let i = 0; i < list.length; i++) {
+      if (list[i].col !== col) continue;
+      const { node } = list.splice(i, 1)[0];
+      this.lent++;
+      return node;
+    }
+    return undefined;
+  }
+
+  private index(): Map<string, { node: MNode; col: number }[]> {
+    if (this.byText) return this.byText;
+    const map = new Map<string, { node: MNode; col: number }[]>();
+    const text = this.text;
+    const visit = (n: MNode): void => {
+      for (const c of n.children) {
+        if (n.type === 'block' && c.re - c.rs >= MIN_LENT_CHARS) {
+          const key = text.slice(c.rs, c.re);
+          const item = { node: c, col: columnAt(text, c.rs, 0, this.entry.col) };
+          const l = map.get(key);
+          if (l) l.push(item); else map.set(key, [item]);
+        }
+        if (c.children !== NO_NODES) visit(c);
+      }
+    };
+    visit(this.entry.stmt.root);
+    this.byText = map;
+    return map;
+  }
+}
+
+/** Statements shorter than this are walked in WASM: their clone would cost about as much as the lookup. */
+const MIN_LENT_CHARS = 24;
+
+/** The column of `at` in `text`, where `base` starts a line part at column `baseCol` (a statement's first line). */
+function columnAt(text: string, at: number, base: number, baseCol: number): number {
+  let i = at;
+  while (i > base && text.charCodeAt(i - 1) !== 10) i--;
+  return i === base ? baseCol + (at - base) : at - i;
+}
+
 /** Copies the subtree under the cursor (left where it was found). */
-function copyStatement(cursor: Cursor, base: number, col: number, types: string[], fieldNames: (string | null)[]): CacheEntry {
+function copyStatement(cursor: Cursor, base: number, col: number, types: string[], fieldNames: (string | null)[], src: string, donor?: Donor): CacheEntry {
   const stmt = new Stmt();
   let clean = true;
   const make = (parent: MNode | null): MNode => {
@@ -226,7 +325,10 @@ function copyStatement(cursor: Cursor, base: number, col: number, types: string[
     for (;;) {
       const parent = stack[depth - 1];
       const fid = cursor.currentFieldId;
-      const n = make(parent);
+      // A statement of a block whose text and column are those of one in the previous copy: cloned from that copy in
+      // JS (no walk of its subtree in WASM), and the cursor moves on to its next sibling.
+      const lent = donor && parent.type === 'block' ? donor.take(src, cursor.startIndex, cursor.endIndex, base) : undefined;
+      const n = lent ? lent.clone(stmt, parent, cursor.startIndex - base) : make(parent);
       if (parent.children === NO_NODES) parent.children = [];
       const idx = parent.children.length;
       parent.children.push(n);
@@ -238,7 +340,7 @@ function copyStatement(cursor: Cursor, base: number, col: number, types: string[
         if (parent.named === NO_NODES) parent.named = [];
         parent.named.push(n);
       }
-      if (cursor.gotoFirstChild()) {
+      if (!lent && cursor.gotoFirstChild()) {
         stack[depth] = n;
         depth++;
         continue;
