@@ -6,7 +6,7 @@
 //   - whether publishes settle after the edits stop, and how many documents still show an older version
 //   - the server's RSS at start, with everything open, and after closing every document
 //
-//   npm run build && node scripts/load-test.mjs [--docs 200] [--edits 2000] [--spread-ms 5000] [--seed 1]
+//   npm run build && node scripts/load-test.mjs [--docs 200] [--edits 2000] [--spread-ms 5000] [--seed 1] [--server out/server.js]
 //   LOAD_TEST_PROFILE=DIR: a CPU profile of the server in DIR; LOAD_TEST_MEMORY=DIR: mappings + heap snapshot in DIR
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -23,6 +23,8 @@ const DOCS = arg('--docs', 200);
 const EDITS = arg('--edits', 2000);
 const SPREAD_MS = arg('--spread-ms', 5000);
 let seed = arg('--seed', 1);
+/** The server to test (another build's out/server.js, for an A/B run against the build before a change). */
+const SERVER = process.argv.includes('--server') ? process.argv[process.argv.indexOf('--server') + 1] : join(root, 'out', 'server.js');
 const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
 
 function pyFiles(dir) {
@@ -53,22 +55,31 @@ const nodeArgs = [
   ...(process.env.LOAD_TEST_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.LOAD_TEST_PROFILE}`] : []),
   ...(process.env.LOAD_TEST_MEMORY ? ['--heapsnapshot-signal=SIGUSR2'] : []),
 ];
-const child = spawn(process.execPath, [...nodeArgs, join(root, 'out', 'server.js'), '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'], cwd: process.env.LOAD_TEST_MEMORY || undefined });
+const child = spawn(process.execPath, [...nodeArgs, SERVER, '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'], cwd: process.env.LOAD_TEST_MEMORY || undefined });
 const conn = createMessageConnection(new StreamMessageReader(child.stdout), new StreamMessageWriter(child.stdin));
 const published = new Map(); // uri -> latest published version
 let publishes = 0;
 let lastPublishAt = Date.now();
 const waiting = []; // { uri, version, sentAt }
 const latencies = [];
+/** From the LAST edit a publish covers to that publish: the server's response time once an edit burst ends. */
+const sentAtByVersion = new Map(); // `${uri} ${version}` -> sentAt
+const responses = [];
 conn.onNotification('textDocument/publishDiagnostics', (p) => {
   publishes++;
   lastPublishAt = Date.now();
   published.set(p.uri, p.version ?? 0);
+  const sentAt = sentAtByVersion.get(`${p.uri} ${p.version}`);
+  if (sentAt !== undefined) { responses.push(Date.now() - sentAt); sentAtByVersion.delete(`${p.uri} ${p.version}`); }
   for (let i = waiting.length - 1; i >= 0; i--) {
     const w = waiting[i];
     if (w.uri === p.uri && (p.version ?? 0) >= w.version) { latencies.push(Date.now() - w.sentAt); waiting.splice(i, 1); }
   }
 });
+// The analysis time the server reports with each publish (its status line), during the edits only.
+const analysisMs = [];
+let collectAnalysisMs = false;
+conn.onNotification('precisionLens/status', (p) => { if (collectAnalysisMs && typeof p?.lastAnalysisMs === 'number') analysisMs.push(p.lastAnalysisMs); });
 conn.onNotification(() => {});
 conn.onRequest('workspace/configuration', (p) => p.items.map(() => ({})));
 conn.onRequest('client/registerCapability', () => null);
@@ -92,6 +103,7 @@ const openedMs = Date.now();
 
 // Edits: append a character to a random line of a random document (what typing does).
 const cpuBefore = cpuOf(child.pid);
+collectAnalysisMs = true;
 const t0 = Date.now();
 for (let e = 0; e < EDITS; e++) {
   const due = t0 + (e * SPREAD_MS) / EDITS;
@@ -102,6 +114,7 @@ for (let e = 0; e < EDITS; e++) {
   d.lines[line] += ' ';
   d.version++;
   waiting.push({ uri: d.uri, version: d.version, sentAt: Date.now() });
+  sentAtByVersion.set(`${d.uri} ${d.version}`, Date.now());
   await conn.sendNotification('textDocument/didChange', { textDocument: { uri: d.uri, version: d.version }, contentChanges: [{ range: { start: { line, character }, end: { line, character } }, text: ' ' }] });
 }
 const editsDone = Date.now();
@@ -113,6 +126,7 @@ while (Date.now() < settleDeadline) {
   await sleep(100);
 }
 const settledMs = Date.now() - editsDone;
+collectAnalysisMs = false;
 const cpuEdits = cpuOf(child.pid) - cpuBefore;
 const stale = docs.filter((d) => (published.get(d.uri) ?? 0) < d.version).length;
 const publishesBefore = publishes;
@@ -144,6 +158,8 @@ const answered = EDITS - waiting.length;
 console.log(`Precision Lens language server load test: ${DOCS} documents (${Math.ceil(DOCS / 5)} training scripts with FP8 autocast), ${EDITS} edits over ${SPREAD_MS} ms`);
 console.log(`  opened and published all documents in ${openedMs - (openDeadline - 120_000)} ms`);
 console.log(`  edits answered: ${answered}/${EDITS}; edit -> diagnostics p50 ${quantile(latencies, 0.5)} ms, p95 ${quantile(latencies, 0.95)} ms, max ${Math.max(...latencies)} ms (debounce 120 ms included)`);
+console.log(`  last edit covered -> its publish: p50 ${quantile(responses, 0.5)} ms, p95 ${quantile(responses, 0.95)} ms (${responses.length} publishes; an edit followed within the debounce by another edit of the same document waits for that one)`);
+console.log(`  analysis time per publish as the server reports it: p50 ${quantile(analysisMs, 0.5)?.toFixed(1)} ms, p95 ${quantile(analysisMs, 0.95)?.toFixed(1)} ms, max ${Math.max(...analysisMs).toFixed(1)} ms (${analysisMs.length} publishes)`);
 console.log(`  server CPU time from the first edit until settled: ${cpuEdits.toFixed(2)} s`);
 console.log(`  settled ${settledMs} ms after the last edit; documents showing an older version: ${stale}; publishes in the 2 s after settling: ${publishesAfterSettle}`);
 console.log(`  RSS: ${rssStart.toFixed(0)} MB at start, ${rssOpen.toFixed(0)} MB with all open, ${rssClosed5.toFixed(0)} MB 5 s after closing all, ${rssClosed15.toFixed(0)} MB after 15 s`);

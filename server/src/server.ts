@@ -24,10 +24,11 @@ import { hoverMarkdown } from './hover';
 import { explainRefusalAction, findingToDiagnostic, fixToCodeAction, refusedToCodeAction, REWRITE_KIND, SOURCE_KIND, spanToRange, type DiagnosticData } from './lsp-convert';
 import { PythonParser } from './parser';
 import type { WorkspaceFacts } from './rules/types';
-import { AnalysisSession } from './session';
+import { AnalysisSession, changedSincePublished } from './session';
 import { changeOffsets, isEnvironment, offsetAt } from './sync';
 import { FrameGuard } from './framing';
 import { scanWorkspace, type ScanResult } from './workspace-scan';
+import { AnalysisScheduler } from './scheduler';
 
 const DEBOUNCE_MS = 120;
 
@@ -43,7 +44,6 @@ const connection = connect();
 let session: AnalysisSession | undefined;
 let parser: PythonParser | undefined;
 const settingsCache = new Map<string, Promise<PrecisionLensSettings>>();
-const timers = new Map<string, NodeJS.Timeout>();
 let workspaceRoots: string[] = [];
 let scan: ScanResult | undefined;
 let environment: EnvironmentParams = {};
@@ -117,9 +117,7 @@ async function publish(uri: string): Promise<void> {
   if (parser?.needsRenewal) renewParser();
   const diagnostics: Diagnostic[] = analysis.findings.map((f, i) => findingToDiagnostic(f, i, analysis.version, relatedInformation ? uri : undefined));
   // Publish only what changed: the same version with the same diagnostics is not sent again.
-  const key = `${analysis.version}\u0000${JSON.stringify(diagnostics)}`;
-  if (state.published !== key) {
-    state.published = key;
+  if (changedSincePublished(state, analysis.version, diagnostics)) {
     void connection.sendDiagnostics({ uri, version: analysis.version, diagnostics });
     const note = analysis.skipped ?? analysis.ir.incomplete;
     status({ state: 'ready', message: note ?? `${diagnostics.length} finding${diagnostics.length === 1 ? '' : 's'}`, lastAnalysisMs: analysis.ms });
@@ -139,17 +137,15 @@ function reanalyzeIfFactsChanged(): void {
   reanalyzeAll();
 }
 
-function schedule(uri: string, delay = DEBOUNCE_MS): void {
-  clearTimeout(timers.get(uri));
-  timers.set(uri, setTimeout(() => {
-    timers.delete(uri);
-    publish(uri).catch((e) => log(`analysis of ${uri} failed: ${e instanceof Error ? e.stack : String(e)}`));
-  }, delay));
-}
+/** Edits wait for the debounce; due documents run one per event-loop turn, edited ones first (scheduler.ts). */
+const scheduler = new AnalysisScheduler(
+  (uri) => publish(uri).catch((e) => log(`analysis of ${uri} failed: ${e instanceof Error ? e.stack : String(e)}`)),
+  DEBOUNCE_MS,
+);
 
 /** Brings every open document up to date (each re-runs only what its changed inputs need). */
 function reanalyzeAll(): void {
-  for (const doc of session?.all() ?? []) schedule(doc.uri, 0);
+  for (const doc of session?.all() ?? []) scheduler.background(doc.uri);
 }
 
 /**
@@ -246,7 +242,7 @@ connection.onNotification(EnvironmentNotification, (params: unknown) => {
 
 connection.onDidOpenTextDocument(({ textDocument }) => {
   session?.open(textDocument.uri, textDocument.text, textDocument.version);
-  schedule(textDocument.uri, 0);
+  scheduler.background(textDocument.uri);
 });
 
 connection.onDidChangeTextDocument(({ textDocument, contentChanges }) => {
@@ -256,12 +252,11 @@ connection.onDidChangeTextDocument(({ textDocument, contentChanges }) => {
   const wasDesynced = state.desynced;
   for (const change of contentChanges) session!.change(state.uri, [changeOffsets(state, change)], textDocument.version);
   if (state.desynced && !wasDesynced) log(`${textDocument.uri}: ${state.desynced}`);
-  schedule(textDocument.uri);
+  scheduler.edited(textDocument.uri);
 });
 
 connection.onDidCloseTextDocument(({ textDocument }) => {
-  clearTimeout(timers.get(textDocument.uri));
-  timers.delete(textDocument.uri);
+  scheduler.cancel(textDocument.uri);
   session?.close(textDocument.uri);
   settingsCache.delete(textDocument.uri);
   void connection.sendDiagnostics({ uri: textDocument.uri, diagnostics: [] });
@@ -346,7 +341,7 @@ connection.onHover(async (params: HoverParams, token): Promise<Hover | null> => 
 });
 
 connection.onShutdown(() => {
-  for (const t of timers.values()) clearTimeout(t);
+  scheduler.stop();
   clearTimeout(gcTimer);
   session?.dispose();
   parser?.dispose();

@@ -36,9 +36,21 @@ export interface DocumentState {
   /** Set when the editor sent a change that cannot be applied exactly: the text is no longer the editor's. */
   desynced?: string;
   /** What the server last published for this document (so that an unchanged result is not published again). */
-  published?: string;
+  published?: { version: number; diagnostics: readonly unknown[] };
   /** What its last IR contributes to the workspace facts (engine.fileFactsOf), as a string. */
   factsKey?: string;
+}
+
+/**
+ * Whether these diagnostics differ from what was last published for the document, recording them if so. Another
+ * version always does (the editor ties diagnostics to a version); the same version is compared by content, serialised
+ * only then (a keystroke does not pay for a serialisation the connection makes anyway).
+ */
+export function changedSincePublished(state: DocumentState, version: number, diagnostics: readonly unknown[]): boolean {
+  const last = state.published;
+  if (last && last.version === version && JSON.stringify(last.diagnostics) === JSON.stringify(diagnostics)) return false;
+  state.published = { version, diagnostics };
+  return true;
 }
 
 /** A text change whose offsets come from LSP positions, with whether those positions were valid. */
