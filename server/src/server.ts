@@ -8,7 +8,7 @@ import { dirname } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import {
-  CodeActionKind, createConnection, MarkupKind, ProposedFeatures, TextDocumentSyncKind,
+  CodeActionKind, createConnection, DidChangeWatchedFilesNotification, MarkupKind, ProposedFeatures, TextDocumentSyncKind,
   type CodeAction, type CodeActionParams, type Diagnostic, type Hover, type HoverParams, type InitializeResult,
 } from 'vscode-languageserver/node';
 import { TextDocument } from 'vscode-languageserver-textdocument';
@@ -27,7 +27,8 @@ import type { WorkspaceFacts } from './rules/types';
 import { AnalysisSession, changedSincePublished } from './session';
 import { changeOffsets, isEnvironment, offsetAt } from './sync';
 import { FrameGuard } from './framing';
-import { scanWorkspace, type ScanResult } from './workspace-scan';
+import type { ScanResult } from './workspace-scan';
+import { WorkspaceScan } from './workspace-watch';
 import { AnalysisScheduler } from './scheduler';
 
 const DEBOUNCE_MS = 120;
@@ -48,6 +49,10 @@ let workspaceRoots: string[] = [];
 let scan: ScanResult | undefined;
 let environment: EnvironmentParams = {};
 let canAskConfiguration = false;
+/** The client watches files for the server when asked (LSP dynamic registration of workspace/didChangeWatchedFiles). */
+let canWatchFiles = false;
+/** The workspace scan, kept current by the watcher (workspace-watch.ts). */
+let workspaceScan: WorkspaceScan | undefined;
 /** The client shows a diagnostic's relatedInformation (LSP publishDiagnostics capability). */
 let relatedInformation = false;
 /** The client applies CreateFile in a WorkspaceEdit: the project's fallback module can be created by a fix. */
@@ -186,6 +191,7 @@ connection.onInitialize(async (params): Promise<InitializeResult> => {
   parser = await PythonParser.create();
   session = new AnalysisSession(parser);
   canAskConfiguration = !!params.capabilities.workspace?.configuration;
+  canWatchFiles = !!params.capabilities.workspace?.didChangeWatchedFiles?.dynamicRegistration;
   relatedInformation = !!params.capabilities.textDocument?.publishDiagnostics?.relatedInformation;
   disabledActions = !!params.capabilities.textDocument?.codeAction?.disabledSupport;
   const workspaceEdit = params.capabilities.workspace?.workspaceEdit;
@@ -203,15 +209,24 @@ connection.onInitialize(async (params): Promise<InitializeResult> => {
   };
 });
 
+/** A new workspace scan (the full one, or after files changed): the facts and the construction sites may differ. */
+function scanUpdated(result: ScanResult, paths?: readonly string[]): void {
+  scan = result;
+  if (session) session.workspaceFiles = result.pythonFiles;
+  log(paths
+    ? `workspace files changed: ${paths.length} Python file${paths.length === 1 ? '' : 's'} read again`
+    : `workspace scan: ${result.files} Python files, ${result.autocastFiles.size} with FP8 autocast${result.truncated ? ' (truncated)' : ''}`);
+  reanalyzeAll();
+}
+
 connection.onInitialized(() => {
   status({ state: 'ready', message: 'ready' });
-  if (workspaceRoots.length) {
-    scanWorkspace(workspaceRoots).then((result) => {
-      scan = result;
-      if (session) session.workspaceFiles = result.pythonFiles;
-      log(`workspace scan: ${result.files} Python files, ${result.autocastFiles.size} with FP8 autocast${result.truncated ? ' (truncated)' : ''}`);
-      reanalyzeAll();
-    }, (e) => log(`workspace scan failed: ${String(e)}`));
+  workspaceScan = new WorkspaceScan(workspaceRoots, scanUpdated);
+  workspaceScan.start().catch((e) => log(`workspace scan failed: ${String(e)}`));
+  // New, changed and deleted .py files update the scan (the client's pyproject.toml watcher is its own).
+  if (canWatchFiles && workspaceRoots.length) {
+    connection.client.register(DidChangeWatchedFilesNotification.type, { watchers: [{ globPattern: '**/*.py' }] })
+      .catch((e) => log(`could not watch the workspace's Python files: ${String(e)}`));
   }
 });
 
@@ -222,6 +237,8 @@ connection.onDidChangeConfiguration(() => {
 
 // A pyproject.toml changed (the client watches them): its [tool.precision-lens] table may say something else now.
 connection.onDidChangeWatchedFiles(({ changes }) => {
+  const python = changes.filter((c) => c.uri.startsWith('file:') && c.uri.endsWith('.py')).map((c) => uriPath(c.uri));
+  if (python.length) workspaceScan?.changed(python).catch((e) => log(`workspace update failed: ${String(e)}`));
   if (!changes.some((c) => /(^|\/)pyproject\.toml$/.test(c.uri))) return;
   clearProjectConfigCache();
   reportedConfigs.clear();

@@ -5,7 +5,7 @@
  * A textual pre-filter is enough here: it only decides whether PL302 may speak, and false positives keep it quiet.
  */
 import { promises as fs } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative, sep } from 'node:path';
 
 const SKIP_DIRS = new Set(['.git', 'node_modules', '__pycache__', '.venv', 'venv', 'env', 'site-packages', '.tox', 'build', 'dist', '.mypy_cache']);
 const AUTOCAST = /\b(?:fp8_autocast|autocast)\s*\(/;
@@ -54,20 +54,61 @@ export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes =
           return result;
         }
         result.files++;
-        try {
-          const stat = await fs.stat(path);
-          if (stat.size > maxBytes) continue;
-          const text = await fs.readFile(path, 'utf8');
-          if (result.pythonFiles.length < MAX_LISTED) result.pythonFiles.push(path);
-          if (AUTOCAST.test(text) && TE_HINT.test(text)) result.autocastFiles.add(path);
-          if (COMPILE.test(text)) result.compileFiles.add(path);
-          if (TRAIN.test(text)) result.trainFiles.add(path);
-          if (OTHER_STACK.test(text)) result.stackFiles.set(path, importedModuleNames(text));
-        } catch {
-          // unreadable file: it cannot train anything
-        }
+        await readInto(result, path, maxBytes);
       }
     }
+  }
+  return result;
+}
+
+/** What one file says, added to `result` (a file over `maxBytes` or unreadable says nothing). */
+async function readInto(result: ScanResult, path: string, maxBytes: number): Promise<void> {
+  try {
+    const stat = await fs.stat(path);
+    if (!stat.isFile() || stat.size > maxBytes) return;
+    const text = await fs.readFile(path, 'utf8');
+    if (result.pythonFiles.length < MAX_LISTED) result.pythonFiles.push(path);
+    if (AUTOCAST.test(text) && TE_HINT.test(text)) result.autocastFiles.add(path);
+    if (COMPILE.test(text)) result.compileFiles.add(path);
+    if (TRAIN.test(text)) result.trainFiles.add(path);
+    if (OTHER_STACK.test(text)) result.stackFiles.set(path, importedModuleNames(text));
+  } catch {
+    // unreadable (or gone since it was listed): it cannot train anything
+  }
+}
+
+/** Whether a path is one the scan would have read: a .py file under a root, outside the skipped folders. */
+export function inScan(roots: readonly string[], path: string): boolean {
+  if (!path.endsWith('.py')) return false;
+  const root = roots.find((r) => path === r || path.startsWith(r.endsWith(sep) ? r : r + sep));
+  if (!root) return false;
+  const dirs = relative(root, path).split(sep).slice(0, -1);
+  return !dirs.some((d) => SKIP_DIRS.has(d) || d.startsWith('.'));
+}
+
+/**
+ * The scan after files were created, changed or deleted (the client's file watcher): each path is forgotten, then
+ * read again if it still exists. Returns a new result (the old one may still be compared against); unchanged paths
+ * keep what the full scan found. A truncated scan stays truncated: new files are not counted against its budget.
+ */
+export async function updateScan(previous: ScanResult, paths: readonly string[], maxBytes = 2_000_000): Promise<ScanResult> {
+  const gone = new Set(paths);
+  const result: ScanResult = {
+    files: previous.files,
+    autocastFiles: new Set([...previous.autocastFiles].filter((p) => !gone.has(p))),
+    compileFiles: new Set([...previous.compileFiles].filter((p) => !gone.has(p))),
+    trainFiles: new Set([...previous.trainFiles].filter((p) => !gone.has(p))),
+    stackFiles: new Map([...previous.stackFiles].filter(([p]) => !gone.has(p))),
+    truncated: previous.truncated,
+    pythonFiles: previous.pythonFiles.filter((p) => !gone.has(p)),
+  };
+  const listed = new Set(previous.pythonFiles);
+  for (const path of gone) {
+    const before = result.pythonFiles.length;
+    await readInto(result, path, maxBytes);
+    const exists = result.pythonFiles.length > before || (await fs.stat(path).then((s) => s.isFile(), () => false));
+    if (exists && !listed.has(path)) result.files++;
+    if (!exists && listed.has(path)) result.files--;
   }
   return result;
 }

@@ -98,6 +98,11 @@ function sitesOfFile(path: string): FileSites | undefined {
   return entry;
 }
 
+/** Drops what was read from `path` (the watcher says it changed or went): the next analysis reads it again. */
+export function forgetSites(path: string): void {
+  fileCache.delete(path);
+}
+
 /**
  * Sites of the classes `text` (the file at `path`) defines, in the other files (each `{ path, shown }`): CamelCase
  * class names only (each other file's calls are read once and kept per file, so many analysed files cost little).

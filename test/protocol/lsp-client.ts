@@ -26,6 +26,8 @@ export class TestClient {
   private waiters: Array<() => void> = [];
   readonly notifications: Array<{ method: string; params: unknown }> = [];
   stderr = '';
+  /** What the server registered dynamically (client/registerCapability). */
+  readonly registrations: Array<{ method: string; registerOptions?: unknown }> = [];
   /** How many publishDiagnostics notifications arrived (for settle tests). */
   publishCount = 0;
 
@@ -43,7 +45,11 @@ export class TestClient {
       this.wake();
     });
     this.connection.onRequest('workspace/configuration', (p: { items: unknown[] }) => p.items.map(() => configuration));
-    this.connection.onRequest('client/registerCapability', () => null);
+    this.connection.onRequest('client/registerCapability', (p: { registrations: Array<{ method: string; registerOptions?: unknown }> }) => {
+      this.registrations.push(...(p?.registrations ?? []));
+      this.wake();
+      return null;
+    });
     this.connection.onRequest('window/workDoneProgress/create', () => null);
     this.connection.listen();
   }

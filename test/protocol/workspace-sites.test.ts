@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT, TestClient } from './lsp-client';
@@ -49,6 +49,35 @@ describe('language server: sizes from construction sites in other workspace file
       assert.ok(hover);
       const md = hover.contents.value.replace(/\\([\\`*_{}[\]()#+\-.!<>])/g, '$1');
       assert.match(md, /dim = 1024 \(dim as passed where ViT is built at train\.py:5\)/);
+    } finally {
+      await c.stop();
+    }
+  });
+
+  it('sees a training script created after the scan, and its deletion, through the watcher it registers', async () => {
+    const ws = join(dir, 'watched');
+    mkdirSync(ws);
+    writeFileSync(join(ws, 'model.py'), MODEL);
+    const c = new TestClient();
+    try {
+      await c.initialize(ws, { didChangeWatchedFiles: { dynamicRegistration: true } });
+      const uri = `file://${join(ws, 'model.py')}`;
+      await c.open(uri, MODEL);
+      await c.notification((n) => n.method === 'window/logMessage' && /workspace scan/.test(JSON.stringify(n.params)));
+      const watcher = c.registrations.find((r) => r.method === 'workspace/didChangeWatchedFiles');
+      assert.deepEqual(watcher?.registerOptions, { watchers: [{ globPattern: '**/*.py' }] });
+      const up = (p: { diagnostics: { code: string; message: string }[] }) => p.diagnostics.find((d) => d.code === 'PL101' && d.message.startsWith('self.up:'));
+      const before = await c.diagnostics(uri, (p) => p.version === 1 && !!up(p));
+      assert.doesNotMatch(up(before)!.message, /1024/);
+      const train = join(ws, 'train.py');
+      writeFileSync(train, TRAIN);
+      await c.connection.sendNotification('workspace/didChangeWatchedFiles', { changes: [{ uri: `file://${train}`, type: 1 }] });
+      const created = await c.diagnostics(uri, (p) => /1024->4096/.test(up(p)?.message ?? ''));
+      assert.equal(up(created)!.message, 'self.up: nn.Linear 1024->4096 can run in FP8 as te.Linear');
+      unlinkSync(train);
+      await c.connection.sendNotification('workspace/didChangeWatchedFiles', { changes: [{ uri: `file://${train}`, type: 3 }] });
+      const deleted = await c.diagnostics(uri, (p) => !!up(p) && !/1024/.test(up(p)!.message));
+      assert.equal(up(deleted)!.message, up(before)!.message);
     } finally {
       await c.stop();
     }
