@@ -33,6 +33,15 @@ describe('fuzzer (fixed seed, fixed budget)', function () {
     assert.ok(summary.peakRssMb > 20 && summary.peakRssMb < 1024, `peak RSS ${summary.peakRssMb} MB`);
   });
 
+  it('--max-seconds ends a chunk early with its summary: the inputs done, not the count asked for', () => {
+    const r = spawnSync(process.execPath, [CLI, '__fuzz', join(ROOT, 'test', 'fixtures', 'cli'), '--seed', '5', '--count', '100', '--small', '--max-seconds', '0'],
+      { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+    assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
+    const summary = summaryOf(r.stdout);
+    assert.deepEqual([summary.count, summary.inputs], [100, 0]);
+    assert.match(r.stdout, /fuzz: seed 5, 0 of 100 \(--max-seconds\) inputs/);
+  });
+
   it('an input over the time bound is re-timed as fresh CLI processes, saved with its seed and mutations, and re-timed again from the saved copy', () => {
     const out = mkdtempSync(join(tmpdir(), 'pl-fuzz-'));
     try {

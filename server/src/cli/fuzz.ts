@@ -37,6 +37,9 @@ interface FuzzOptions {
   retimeOnly: boolean;
   /** Runs of each re-timed command (the fastest counts). */
   repeat: number;
+  /** Stop drawing inputs after this many seconds (then compile, re-time and report as usual): a chunk of a long run
+   * on a busy machine ends inside its time slot with a summary instead of being killed without one. */
+  maxSeconds?: number;
 }
 
 function parseFuzzArgs(args: readonly string[]): FuzzOptions {
@@ -57,6 +60,7 @@ function parseFuzzArgs(args: readonly string[]): FuzzOptions {
     else if (a === '--ledger') o.ledger = args[++i];
     else if (a === '--retime') o.retimeOnly = true;
     else if (a === '--repeat') o.repeat = Math.max(1, num(++i, a));
+    else if (a === '--max-seconds') o.maxSeconds = num(++i, a);
     else if (a === '--small') o.small = true;
     else if (a.startsWith('--')) throw new UsageError(`unknown __fuzz option ${a}`);
     else o.dirs.push(a);
@@ -145,8 +149,10 @@ async function fuzzLoop(o: FuzzOptions, seeds: readonly { path: string; text: st
   // what reproduces each fixed input; its text stays on disk (kept here, hundreds of large mutants were most of the heap)
   const inputs = new Map<string, SavedInput>();
   const slow: { index: number; seed: string; applied: string[]; ms: number; text: string }[] = [];
+  const started = performance.now();
   try {
     for (let i = 0; i < o.count; i++) {
+      if (o.maxSeconds !== undefined && performance.now() - started > o.maxSeconds * 1000) break;
       const seed = seeds[Math.floor(random() * seeds.length)];
       const { text, applied } = mutate(seed.text, random);
       const path = join(work, `in-${i}.py`);
@@ -240,7 +246,7 @@ export async function runFuzz(args: readonly string[], write: (s: string) => voi
   }
   const seconds = (performance.now() - started) / 1000;
   const summary = summaryOf(o, seeds.length, seconds, tally);
-  write(`fuzz: seed ${o.seed}, ${o.count} inputs from ${seeds.length} files in ${seconds.toFixed(1)} s, ${tally.fixRuns} through --fix, ${tally.compiled} fixed and compiled, slowest ${tally.slowestMs.toFixed(0)} ms (#${tally.slowestIndex}), ${tally.overBound.length} over ${o.timeLimitMs} ms in-process, peak RSS ${summary.peakRssMb} MB, ${tally.failures.length} failure${tally.failures.length === 1 ? '' : 's'}\n`);
+  write(`fuzz: seed ${o.seed}, ${tally.inputs}${tally.inputs < o.count ? ` of ${o.count} (--max-seconds)` : ''} inputs from ${seeds.length} files in ${seconds.toFixed(1)} s, ${tally.fixRuns} through --fix, ${tally.compiled} fixed and compiled, slowest ${tally.slowestMs.toFixed(0)} ms (#${tally.slowestIndex}), ${tally.overBound.length} over ${o.timeLimitMs} ms in-process, peak RSS ${summary.peakRssMb} MB, ${tally.failures.length} failure${tally.failures.length === 1 ? '' : 's'}\n`);
   if (tally.compileSkipped) write('note: python3 not available: --fix outputs were not compiled\n');
   for (const b of tally.overBound) write(`OVER #${b.index} (${b.applied.join(' + ')} of ${b.seed}): ${b.ms.toFixed(0)} ms in-process; ${describeRetimed(b.retimed)}${b.saved ? `; saved as ${b.saved}` : ''}\n`);
   for (const f of tally.failures) write(`FAIL #${f.index} (${f.applied.join(' + ')} of ${f.seed})${f.saved ? ` saved as ${f.saved}` : ''}: ${f.problem}\n`);
