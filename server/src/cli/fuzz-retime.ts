@@ -111,7 +111,7 @@ export function describeRetimed(r: Retimed): string {
   return `check ${r.check.ms.toFixed(0)} ms / ${r.check.rssMb.toFixed(0)} MB, --fix --unsafe-fixes ${r.fix.ms.toFixed(0)} ms / ${r.fix.rssMb.toFixed(0)} MB (fresh processes at nice ${r.nice}${r.repeats > 1 ? `, best of ${r.repeats}` : ''})`;
 }
 
-/** `__fuzz --retime PATH...`: the saved inputs (.py files, or folders of them) re-timed, slowest first. */
+/** `__fuzz --retime PATH...`: the saved inputs (.py files, or folders of them) re-timed, one line each. */
 export function runRetime(paths: readonly string[], cli: string, timeLimitMs: number, rssLimitMb: number, repeats: number, write: (s: string) => void): number {
   const files: string[] = [];
   const walk = (p: string): void => {
@@ -119,14 +119,17 @@ export function runRetime(paths: readonly string[], cli: string, timeLimitMs: nu
     else if (p.endsWith('.py')) files.push(p);
   };
   for (const p of paths) if (existsSync(p)) walk(p);
-  const rows = files.map((file) => ({ file, r: retime(cli, file, repeats) }));
-  rows.sort((a, b) => Math.max(b.r.check.ms, b.r.fix.ms) - Math.max(a.r.check.ms, a.r.fix.ms));
+  // each figure is written as soon as it is measured (a run cut short keeps what it measured), the slowest last
   let over = 0;
-  for (const { file, r } of rows) {
+  const rows = files.map((file) => {
+    const r = retime(cli, file, repeats);
     const problems = retimeProblems(r, timeLimitMs, rssLimitMb);
     if (problems.length) over++;
     write(`${file}: ${describeRetimed(r)}${problems.length ? `: ${problems.join('; ')}` : ''}\n`);
-  }
+    return { file, r };
+  });
+  const slowest = rows.reduce<{ file: string; r: Retimed } | undefined>((a, b) => (!a || Math.max(b.r.check.ms, b.r.fix.ms) > Math.max(a.r.check.ms, a.r.fix.ms) ? b : a), undefined);
+  if (slowest) write(`slowest: ${slowest.file}: ${describeRetimed(slowest.r)}\n`);
   const peak = Math.max(0, ...rows.map(({ r }) => Math.max(r.check.rssMb, r.fix.rssMb)));
   write(`retime: ${rows.length} inputs, ${over} over the bounds (${timeLimitMs} ms, ${rssLimitMb} MB), peak RSS ${peak.toFixed(0)} MB\n`);
   return over ? 1 : 0;
