@@ -17,6 +17,7 @@ import { AnalysisSession } from '../../server/src/session';
 import { changeOffsets, isEnvironment } from '../../server/src/sync';
 import { CR_ONLY_MODEL, deepBlocks, layerRun, nestedAutocast, selfBuilding, strayParenBeforeLayers, unclosedInit } from '../fixtures/robust/shapes';
 import { calleeText } from '../../server/src/analysis/layers';
+import { adapterBottlenecks } from '../../server/src/analysis/output-roles';
 import { ensureBuilt, parseJson, runCli, type CheckJson } from './cli-harness';
 import { analyseAll } from '../../server/src/cli/analyze';
 import { fixTitlesFor } from '../../server/src/cli/fix';
@@ -61,6 +62,23 @@ describe('robustness: bounded analysis', function () {
     const per = (ir: typeof small): number => JSON.stringify(ir.layers).length / ir.layers.length;
     // Per-layer size constant (a quadratic analysis stores a callee text per call that grows with the prefix).
     assert.ok(per(large) < per(small) * 1.5, `${per(small)} -> ${per(large)} characters per layer`);
+  });
+
+  it('bottleneck adapters: each Linear of a class is read a bounded number of times, not once per other Linear', () => {
+    // The fuzzer's find (seed 13009, #2268: 3,930 Linears in one class): every down projection searched the class's
+    // whole list for its up projection, squashing both widths of each (33 s of a 36 s `check --fix`).
+    let reads = 0;
+    const rec = (inText: string, outText: string, attr: string) => {
+      const width = (text: string) => ({ get text() { reads++; return text; }, value: undefined });
+      const layer = { kind: 'linear', ownerClass: 'AdapterBlock', attr, inFeatures: width(inText), outFeatures: width(outText) };
+      return { layer, outVia: [] } as unknown as Parameters<typeof adapterBottlenecks>[0][number];
+    };
+    const recs = Array.from({ length: 2000 }, (_, i) => rec('d', 'r', `down${i}`));
+    recs.push(rec('r', 'd', 'up'));
+    const found = adapterBottlenecks(recs);
+    assert.deepEqual([...found.keys()].map((r) => r.layer.attr), ['down0', 'up']);
+    assert.match(found.get(recs[0])!, /AdapterBlock projects d down to r and back up/);
+    assert.ok(reads < 20 * recs.length, `${reads} width reads for ${recs.length} Linears`);
   });
 
   it('a stray ( before a run of layer lines: no callee text grows with the file (the recovered chain of calls)', () => {
