@@ -13,7 +13,7 @@ import { version as packageVersion } from '../../package.json';
 import { resolveSettings, type PrecisionLensSettings } from '../../common/settings';
 import type { Severity } from '../../common/codes';
 import { PythonParser } from './parser';
-import { analyseAll, KeepBudget, type AnalysedFile } from './cli/analyze';
+import { analyseAll, type AnalysedFile, type KeepBudget } from './cli/analyze';
 import { parseArgs, USAGE, UsageError, type CliOptions } from './cli/args';
 import { collectInputs } from './cli/files';
 import { formatText } from './cli/format-text';
@@ -127,8 +127,9 @@ async function run(options: CliOptions, io: Io): Promise<number> {
         wantFixability: options.command === 'check' && !options.fix, env,
       })
       : undefined;
-    // --fix: large files keep their tree and analysis cache, so each fix round re-parses and re-analyses what changed.
-    const keep = options.fix ? new KeepBudget() : undefined;
+    // Fix rounds could keep each large file's tree and analysis cache (KeepBudget); measured slower than full
+    // re-parses on huge classes and megabyte-line files (README, robustness), so not used yet.
+    const keep: KeepBudget | undefined = undefined;
     files ??= (await analyseAll(parser, inputs, settings, {}, options.command !== 'inspect', keep)).files;
     let fixOutcome: Awaited<ReturnType<typeof fixFiles>> | undefined;
     if (options.fix) {
