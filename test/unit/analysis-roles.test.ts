@@ -1,5 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { analyze, initParser, layer, py } from './analysis-helpers';
+import { classSelections } from '../../server/src/analysis/router-selection';
 
 describe('analysis: roles', () => {
   before(initParser);
@@ -149,5 +150,28 @@ describe('analysis: roles', () => {
       assert.equal(get(n).convertible, false, n);
       assert.match(get(n).reasons.join(' '), /low-rank adapter/, n);
     }
+  });
+
+  it('router selections: every form the test reads, by the name assigned from the projection or by its call', () => {
+    const pick = (body: string, attr = 'gate') => classSelections(`class R(nn.Module):\n    def forward(self, x):\n${body}`).pick(attr);
+    assert.equal(pick('        h = self.gate(x)\n        w, i = topk(h, 2)\n'), 'topk');
+    assert.equal(pick('        h = self.gate(x)\n        return h.topk(2)\n'), 'topk');
+    assert.equal(pick('        h = self.gate(x)\n        return h.float().view(-1, 8).topk(2)\n'), 'topk');
+    assert.equal(pick('        h = self.gate(x)\n        return torch.topk(softmax(h, -1), 2)\n'), 'topk');
+    assert.equal(pick('        h = self.gate(x)\n        return torch.topk(F.softmax(h.float(), -1), 2)\n'), 'topk');
+    assert.equal(pick('        h = F.silu(self.gate(x))\n        return F.gumbel_softmax(h, hard=True)\n'), 'gumbel_softmax');
+    assert.equal(pick('        return topk(self.gate(h))\n'), 'topk');
+    assert.equal(pick('        return torch.topk(self.gate(h), 2)\n'), 'topk');
+    assert.equal(pick('        return self.gate(h).topk(2)\n'), 'topk');
+    assert.equal(pick('        return self.gate(h).float().topk(2)\n'), 'topk');
+    // the first selection in the text decides, whichever form it has
+    assert.equal(pick('        h = self.gate(x)\n        a = gumbel_softmax(h)\n        return h.topk(2)\n'), 'gumbel_softmax');
+    assert.equal(pick('        h = self.gate(x)\n        a = h.topk(2)\n        return gumbel_softmax(h)\n'), 'topk');
+    // not a selection of this projection: another layer's output, a name that only starts alike, log_softmax's argument, argmax
+    assert.equal(pick('        h = self.gate(x)\n        return topk(self.other(x), 2)\n'), undefined);
+    assert.equal(pick('        h = self.gate(x)\n        return topk(h2, 2)\n'), undefined);
+    assert.equal(pick('        h = self.gate(x)\n        return topk(log_softmax(h), 2)\n'), undefined);
+    assert.equal(pick('        h = self.gate(x)\n        return h.argmax(-1), mytopk(h)\n'), undefined);
+    assert.equal(pick('        h = self.gate(x)\n        return topk(x, 2)\n', 'other'), undefined);
   });
 });

@@ -18,6 +18,7 @@ import { changeOffsets, isEnvironment } from '../../server/src/sync';
 import { CR_ONLY_MODEL, deepBlocks, layerRun, nestedAutocast, selfBuilding, strayParenBeforeLayers, unclosedInit } from '../fixtures/robust/shapes';
 import { calleeText } from '../../server/src/analysis/layers';
 import { adapterBottlenecks } from '../../server/src/analysis/output-roles';
+import { selectionScans } from '../../server/src/analysis/router-selection';
 import { ensureBuilt, parseJson, runCli, type CheckJson } from './cli-harness';
 import { analyseAll } from '../../server/src/cli/analyze';
 import { fixTitlesFor } from '../../server/src/cli/fix';
@@ -79,6 +80,21 @@ describe('robustness: bounded analysis', function () {
     assert.deepEqual([...found.keys()].map((r) => r.layer.attr), ['down0', 'up']);
     assert.match(found.get(recs[0])!, /AdapterBlock projects d down to r and back up/);
     assert.ok(reads < 20 * recs.length, `${reads} width reads for ${recs.length} Linears`);
+  });
+
+  it('the MoE-router test scans a selecting class once, not once per layer (400 Linears beside a topk router)', () => {
+    // The fuzzer's find (seed 13012, #8909: a 127 KB Mixtral mutant, 2,500 layers in the router class): each layer ran
+    // two regular expressions built from its attribute over the whole class text (`check` 5.2 s).
+    const src = readFileSync(join(__dirname, '../fixtures/robust/crashes/moe-router-many-layers.py'), 'utf8');
+    const before = selectionScans.classes;
+    const ir = analyse(src);
+    assert.equal(ir.analysisError, undefined);
+    assert.equal(ir.layers.filter((l) => l.kind === 'linear').length, 401);
+    assert.ok(selectionScans.classes - before <= 1, `${selectionScans.classes - before} scans of the router class`);
+    const gate = ir.layers.find((l) => l.path === 'gate')!;
+    assert.equal(gate.role, 'router');
+    assert.match(gate.reasons.join(' '), /discrete choice \(topk\)/);
+    assert.equal(ir.layers.filter((l) => l.role === 'router').length, 1);
   });
 
   it('a stray ( before a run of layer lines: no callee text grows with the file (the recovered chain of calls)', () => {

@@ -9,6 +9,7 @@ import type { LayerRec } from './layers';
 import { CLASSIFIER_NAME, EXPERTS_NAME, VOCAB_EXPR, VOCAB_NAME } from './known';
 import type { AssignRec, CallRec, FuncRec } from './walk';
 import { adapterBottlenecks, pixelOutputs } from './output-roles';
+import { classSelections, type ClassSelections } from './router-selection';
 
 export interface RoleContext {
   src: string;
@@ -61,8 +62,9 @@ interface RoleIndex {
   tiedTo: Map<LayerRec, string>;
   /** Projections that produce the logits in forward, with the reason. */
   lastInForward: Map<LayerRec, string>;
-  /** Per owner class: whether it selects (topk, gumbel_softmax) at all, scanned once, not once per layer. */
-  selecting: Map<string, boolean>;
+  /** Per owner class: what its selections (topk, gumbel_softmax) take, scanned once, not once per layer; null when
+   * the class selects nothing. */
+  selections: Map<string, ClassSelections | null>;
   /** Output projections to patch pixels and bottleneck-adapter Linears, with the reason (output-roles.ts). */
   pixelOut: Map<LayerRec, string>;
   adapters: Map<LayerRec, string>;
@@ -78,7 +80,7 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     heldBy: holdersOf(recs),
     tiedTo: new Map(),
     lastInForward: new Map(),
-    selecting: new Map(),
+    selections: new Map(),
     pixelOut: pixelOutputs(ctx.src, ctx.classes, recs),
     adapters: adapterBottlenecks(recs),
   };
@@ -374,19 +376,14 @@ function classifyAll(ix: RoleIndex): void {
 
 /** `x = self.<attr>(...)` then `topk(x` / `x.topk(` / `gumbel_softmax(x` in the owner class: what picks. */
 function selectionUse(ix: RoleIndex, owner: string, attr: string): string | undefined {
-  const { src } = ix.ctx;
-  const cm = ix.ctx.classes.get(owner);
-  if (!cm) return undefined;
-  const text = src.slice(cm.rec.start, cm.rec.end);
-  let selects = ix.selecting.get(owner);
-  if (selects === undefined) ix.selecting.set(owner, (selects = SELECTION.test(text)));
-  if (!selects) return undefined;
-  const names = [...text.matchAll(new RegExp(String.raw`(\w+)\s*=\s*(?:[\w.]+\()?\s*self\.${attr}\s*\(`, 'g'))].map((m) => m[1]);
-  for (const n of [...names, `self\\.${attr}\\s*\\([^)]*\\)`]) {
-    const m = new RegExp(String.raw`\b(topk|gumbel_softmax)\s*\(\s*(?:\w+\.)*(?:softmax\s*\(\s*)?${n}(?!\w)|\b${n}(?:\.\w+\([^()]*\))*\s*\.\s*(topk)\s*\(`).exec(text);
-    if (m) return `${m[1] ?? m[2]}`;
+  let sel = ix.selections.get(owner);
+  if (sel === undefined) {
+    const cm = ix.ctx.classes.get(owner);
+    const text = cm ? ix.ctx.src.slice(cm.rec.start, cm.rec.end) : '';
+    sel = SELECTION.test(text) ? classSelections(text) : null;
+    ix.selections.set(owner, sel);
   }
-  return undefined;
+  return sel?.pick(attr);
 }
 
 /** One layer's place: its attribute, its owner class, the embedding it is tied to and the class listing its key. */
