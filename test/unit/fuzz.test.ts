@@ -4,11 +4,14 @@
  * detector far above the normal cost, not a speed assertion. `npm run fuzz -- --seed N --count M` runs longer.
  */
 import * as assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLI, ensureBuilt, ROOT } from './cli-harness';
+import { ledgerTotals } from '../../server/src/cli/fuzz-ledger';
+
+const ledgerLines = (path: string): string[] => (existsSync(path) ? readFileSync(path, 'utf8').split('\n').filter((l) => l.trim()) : []);
 
 /** The run's `fuzz-summary {json}` line. */
 function summaryOf(stdout: string): Record<string, number> {
@@ -54,7 +57,10 @@ describe('fuzzer (fixed seed, fixed budget)', function () {
       assert.ok(summary.slowestRetimedCheckMs > 0 && summary.slowestRetimedFixMs > 0);
       assert.ok(summary.retimedPeakRssMb > 20, 'the fresh processes\' peak RSS is measured');
       assert.match(r.stdout, /OVER #0 \(.+ of .+\): \d+ ms in-process; check \d+ ms \/ \d+ MB, --fix --unsafe-fixes \d+ ms \/ \d+ MB/);
-      assert.deepEqual(JSON.parse(readFileSync(join(out, 'ledger.jsonl'), 'utf8')), summary);
+      // progress records, then the summary as the last record of the run
+      const records = ledgerLines(join(out, 'ledger.jsonl')).map((l) => JSON.parse(l) as Record<string, unknown>);
+      assert.deepEqual(records.at(-1), summary);
+      assert.ok(records.length >= 2 && records.slice(0, -1).every((r) => r.final === false && r.run === summary.run));
       const saved = JSON.parse(readFileSync(join(out, 'fuzz-s5-0.json'), 'utf8'));
       assert.equal(saved.runSeed, 5);
       assert.ok(saved.applied.length >= 1 && saved.seedFile.endsWith('.py'));
@@ -62,6 +68,41 @@ describe('fuzzer (fixed seed, fixed budget)', function () {
       const again = spawnSync(process.execPath, [CLI, '__fuzz', '--retime', out, '--time-limit-ms', '60000', '--repeat', '2'], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
       assert.equal(again.status, 0, again.stdout + again.stderr);
       assert.match(again.stdout, /best of 2\)[^]*retime: 3 inputs, 0 over the bounds \(60000 ms, 1024 MB\), peak RSS \d+ MB/);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+
+  it('appends progress records as it goes: a run killed before its summary still counts what it did, each run once', async () => {
+    const out = mkdtempSync(join(tmpdir(), 'pl-fuzz-'));
+    const ledger = join(out, 'ledger.jsonl');
+    try {
+      // a finished run: progress after every input, then the summary; the totals count it once
+      const r = spawnSync(process.execPath, [CLI, '__fuzz', join(ROOT, 'test', 'fixtures', 'cli'), '--seed', '7', '--count', '12', '--small',
+        '--progress-seconds', '0', '--ledger', ledger], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+      assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
+      const finished = ledgerLines(ledger).map((l) => JSON.parse(l) as Record<string, unknown>);
+      assert.ok(finished.length > 12, `${finished.length} records`);
+      assert.deepEqual(finished.filter((x) => x.final === false).map((x) => x.inputs).slice(0, 3), [1, 2, 3]);
+      assert.match(r.stdout, /^fuzz-progress \{"run":"s7-/m);
+      // a run killed in the middle (what a chunk's time slot does): its last progress record counts
+      const child = spawn(process.execPath, [CLI, '__fuzz', join(ROOT, 'test', 'fixtures'), '--seed', '8', '--count', '100000', '--small',
+        '--progress-seconds', '0', '--ledger', ledger], { cwd: ROOT, stdio: 'ignore' });
+      const killedRun = (): Record<string, unknown>[] => ledgerLines(ledger).slice(finished.length).flatMap((l) => { try { return [JSON.parse(l)]; } catch { return []; } });
+      for (let waited = 0; killedRun().filter((x) => (x.inputs as number) >= 3).length === 0; waited += 100) {
+        assert.ok(waited < 110_000, 'no progress record from the second run');
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      child.kill('SIGKILL');
+      await new Promise((res) => child.once('exit', res));
+      const done = killedRun().filter((x) => x.run === killedRun()[0].run).at(-1)!;
+      const t = ledgerTotals([...ledgerLines(ledger), '{"seed":9,"inputs":', '{"seed":9,"count":5,"inputs":5,"failures":0,"seconds":1,"peakRssMb":300}']);
+      assert.deepEqual([t.runs, t.unfinished, t.seeds], [3, 1, [7, 8, 9]]);
+      assert.equal(t.inputs, 12 + (done.inputs as number) + 5);
+      assert.ok((done.inputs as number) >= 3 && done.final === false);
+      // the same through the CLI
+      const total = spawnSync(process.execPath, [CLI, '__fuzz', '--total', ledger], { cwd: ROOT, encoding: 'utf8' });
+      assert.match(total.stdout, new RegExp(`^fuzz-total \\{"runs":2,"unfinished":1,"inputs":${12 + (done.inputs as number)},`));
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

@@ -7,7 +7,9 @@
  * as fresh CLI processes at normal priority (fuzz-retime.ts) and fails only when those are over the bound too; both
  * figures are reported. Failing and over-bound inputs are written to --out with their seed and mutations (to become
  * fixtures, or to be re-timed with `__fuzz --retime DIR`). The run ends with a `fuzz-summary {json}` line (also
- * appended to --ledger FILE) so that chunks can be totalled. --small caps the costly mutations (layers, line length,
+ * appended to --ledger FILE) so that chunks can be totalled; on the way it appends a progress record of the same
+ * shape every --progress-seconds (fixed outputs compiled so far included), so a run killed by its time slot still
+ * counts what it did (`__fuzz --total LEDGER...` counts each run once: its last record, fuzz-ledger.ts). --small caps the costly mutations (layers, line length,
  * nesting) so that the CI run (test/unit/fuzz.test.ts) stays short.
  */
 import { spawnSync } from 'node:child_process';
@@ -22,6 +24,7 @@ import { fixFiles, fixTitlesFor } from './fix';
 import { describeRetimed, retime, retimeProblems, runRetime, type Retimed } from './fuzz-retime';
 import { checkJson } from './format-json';
 import { mutate, prng, SCALES, useScale } from './mutate';
+import { runTotals } from './fuzz-ledger';
 
 interface FuzzOptions {
   dirs: string[];
@@ -40,10 +43,14 @@ interface FuzzOptions {
   /** Stop drawing inputs after this many seconds (then compile, re-time and report as usual): a chunk of a long run
    * on a busy machine ends inside its time slot with a summary instead of being killed without one. */
   maxSeconds?: number;
+  /** Seconds between progress records appended to --ledger while fuzzing (0: after every input). */
+  progressSeconds: number;
+  /** `--total LEDGER...`: total the ledgers instead of fuzzing. */
+  totalOnly: boolean;
 }
 
 function parseFuzzArgs(args: readonly string[]): FuzzOptions {
-  const o: FuzzOptions = { dirs: [], seed: 1, count: 1000, timeLimitMs: 2000, rssLimitMb: 1024, fixEvery: 3, small: false, retimeOnly: false, repeat: 1 };
+  const o: FuzzOptions = { dirs: [], seed: 1, count: 1000, timeLimitMs: 2000, rssLimitMb: 1024, fixEvery: 3, small: false, retimeOnly: false, repeat: 1, progressSeconds: 60, totalOnly: false };
   const num = (i: number, name: string): number => {
     const v = Number(args[i]);
     if (!Number.isFinite(v) || v < 0) throw new UsageError(`${name} needs a number`);
@@ -61,6 +68,8 @@ function parseFuzzArgs(args: readonly string[]): FuzzOptions {
     else if (a === '--retime') o.retimeOnly = true;
     else if (a === '--repeat') o.repeat = Math.max(1, num(++i, a));
     else if (a === '--max-seconds') o.maxSeconds = num(++i, a);
+    else if (a === '--progress-seconds') o.progressSeconds = num(++i, a);
+    else if (a === '--total') o.totalOnly = true;
     else if (a === '--small') o.small = true;
     else if (a.startsWith('--')) throw new UsageError(`unknown __fuzz option ${a}`);
     else o.dirs.push(a);
@@ -138,6 +147,10 @@ function brokenByFix(pairs: readonly [string, string][]): string[] | undefined {
 interface Tally {
   inputs: number; fixRuns: number; compiled: number; slowestMs: number; slowestIndex: number;
   overBound: OverBound[]; failures: Failure[]; compileSkipped?: boolean;
+  /** Names this run in the ledger (its records share it), when it started, its seed files. */
+  run: string; started: number; seedFiles: number;
+  /** Where progress lines go (stdout), beside the ledger. */
+  write: (s: string) => void;
 }
 
 /** The mutants, each through checkOne; over-bound inputs are re-timed after the loop, so the loop's timing is undisturbed. */
@@ -145,14 +158,14 @@ async function fuzzLoop(o: FuzzOptions, seeds: readonly { path: string; text: st
   const settings = resolveSettings({});
   const parser = await PythonParser.create();
   const random = prng(o.seed);
-  const pairs: [string, string][] = [];
-  // what reproduces each fixed input; its text stays on disk (kept here, hundreds of large mutants were most of the heap)
-  const inputs = new Map<string, SavedInput>();
+  // the fixed inputs not compiled yet, and what reproduces each (its text stays on disk: kept here, hundreds of large
+  // mutants were most of the heap); compiled and appended as a progress record every --progress-seconds
+  const pending: Pending = { pairs: [], inputs: new Map() };
   const slow: { index: number; seed: string; applied: string[]; ms: number; text: string }[] = [];
-  const started = performance.now();
+  let lastProgress = performance.now();
   try {
     for (let i = 0; i < o.count; i++) {
-      if (o.maxSeconds !== undefined && performance.now() - started > o.maxSeconds * 1000) break;
+      if (o.maxSeconds !== undefined && performance.now() - tally.started > o.maxSeconds * 1000) break;
       const seed = seeds[Math.floor(random() * seeds.length)];
       const { text, applied } = mutate(seed.text, random);
       const path = join(work, `in-${i}.py`);
@@ -169,27 +182,59 @@ async function fuzzLoop(o: FuzzOptions, seeds: readonly { path: string; text: st
       if ((result.ms ?? 0) > o.timeLimitMs) slow.push({ index: i, seed: seed.path, applied, ms: result.ms!, text });
       if (result.fixed !== undefined) {
         writeFileSync(`${path}.fixed.py`, result.fixed);
-        pairs.push([path, `${path}.fixed.py`]);
-        inputs.set(path, { index: i, seed: seed.path, applied });
+        pending.pairs.push([path, `${path}.fixed.py`]);
+        pending.inputs.set(path, { index: i, seed: seed.path, applied });
       }
       if (result.problem) tally.failures.push({ index: i, seed: seed.path, applied, problem: result.problem, saved: save(o, i, text, { seedFile: seed.path, applied, problem: result.problem }) });
+      if (performance.now() - lastProgress >= o.progressSeconds * 1000) {
+        flushCompile(o, pending, tally);
+        appendRecord(o, tally, 'fuzzing');
+        lastProgress = performance.now();
+      }
     }
   } finally {
     parser.dispose();
   }
-  tally.compiled = pairs.length;
-  compileCheck(o, pairs, inputs, tally);
-  for (const s of slow) retimeSlow(o, s, work, tally);
+  flushCompile(o, pending, tally);
+  appendRecord(o, tally, 're-timing');
+  for (const s of slow) {
+    retimeSlow(o, s, work, tally);
+    appendRecord(o, tally, 're-timing');
+  }
+}
+
+/** Fixed inputs waiting for python3 compile(). */
+interface Pending { pairs: [string, string][]; inputs: Map<string, SavedInput> }
+
+/** Compiles the pending fixed inputs (a fix that broke one is a failure) and drops their files. */
+function flushCompile(o: FuzzOptions, pending: Pending, tally: Tally): void {
+  if (!pending.pairs.length) return;
+  if (compileCheck(o, pending.pairs, pending.inputs, tally)) tally.compiled += pending.pairs.length;
+  for (const [orig, fixed] of pending.pairs) {
+    rmSync(orig, { force: true });
+    rmSync(fixed, { force: true });
+  }
+  pending.pairs = [];
+  pending.inputs.clear();
+}
+
+/** Appends the run's figures so far to --ledger: a progress record, or (final) the summary. */
+function appendRecord(o: FuzzOptions, tally: Tally, stage: string, final = false): Record<string, unknown> {
+  const record = { ...summaryOf(o, tally), stage, final };
+  if (o.ledger) appendFileSync(o.ledger, `${JSON.stringify(record)}\n`);
+  if (!final) tally.write(`fuzz-progress ${JSON.stringify(record)}\n`);
+  return record;
 }
 
 /** --fix outputs through python3 compile(): a fix that breaks a compiling file is a failure. */
 interface SavedInput { index: number; seed: string; applied: string[] }
 
-function compileCheck(o: FuzzOptions, pairs: [string, string][], inputs: Map<string, SavedInput>, tally: Tally): void {
+/** False when python3 could not compile (then nothing counts as compiled). */
+function compileCheck(o: FuzzOptions, pairs: [string, string][], inputs: Map<string, SavedInput>, tally: Tally): boolean {
   const broken = brokenByFix(pairs);
   if (broken === undefined) {
-    [tally.compiled, tally.compileSkipped] = [0, true];
-    return;
+    tally.compileSkipped = true;
+    return false;
   }
   for (const b of broken) {
     // keep what reproduces it: the input (saved to --out like any other failure), its seed file and its mutations
@@ -202,6 +247,7 @@ function compileCheck(o: FuzzOptions, pairs: [string, string][], inputs: Map<str
       saved: input ? save(o, input.index, readFileSync(path, 'utf8'), { seedFile: input.seed, applied, problem }) : undefined,
     });
   }
+  return true;
 }
 
 /** An input over the bound in-process: saved, re-timed as fresh processes; a failure only if those are over too. */
@@ -216,11 +262,12 @@ function retimeSlow(o: FuzzOptions, s: { index: number; seed: string; applied: s
   if (problems.length) tally.failures.push({ index: s.index, seed: s.seed, applied: s.applied, problem: `${problems.join('; ')} (${s.ms.toFixed(0)} ms in the fuzzing process)`, saved });
 }
 
-function summaryOf(o: FuzzOptions, seedCount: number, seconds: number, tally: Tally): Record<string, unknown> {
+function summaryOf(o: FuzzOptions, tally: Tally): Record<string, unknown> {
+  const seconds = (performance.now() - tally.started) / 1000;
   const retimedPeak = Math.max(0, ...tally.overBound.map((b) => Math.max(b.retimed.check.rssMb, b.retimed.fix.rssMb)));
   const slowest = (pick: (r: Retimed) => number) => Math.max(0, ...tally.overBound.map((b) => pick(b.retimed)));
   return {
-    seed: o.seed, count: o.count, inputs: tally.inputs, seedFiles: seedCount, seconds: Math.round(seconds),
+    run: tally.run, seed: o.seed, count: o.count, inputs: tally.inputs, seedFiles: tally.seedFiles, seconds: Math.round(seconds),
     fixRuns: tally.fixRuns, compiled: tally.compiled, slowestInProcessMs: Math.round(tally.slowestMs),
     // the fuzzing process's own high-water mark (getrusage), over all its inputs: every input ran in this one CLI process
     peakRssMb: Math.round(process.resourceUsage().maxRSS / 1024), retimedPeakRssMb: Math.round(retimedPeak),
@@ -233,26 +280,28 @@ function summaryOf(o: FuzzOptions, seedCount: number, seconds: number, tally: Ta
 export async function runFuzz(args: readonly string[], write: (s: string) => void): Promise<number> {
   const o = parseFuzzArgs(args);
   if (o.retimeOnly) return runRetime(o.dirs, process.argv[1], o.timeLimitMs, o.rssLimitMb, o.repeat, write);
+  if (o.totalOnly) return runTotals(o.dirs, write);
   useScale(o.small ? SCALES.small : SCALES.large);
   const seeds = seedFiles(o.dirs.length ? o.dirs : ['test/fixtures']);
   if (!seeds.length) throw new UsageError('__fuzz: no .py files under the given directories');
   const work = mkdtempSync(join(tmpdir(), 'precision-lens-fuzz-'));
-  const tally: Tally = { inputs: 0, fixRuns: 0, compiled: 0, slowestMs: 0, slowestIndex: -1, overBound: [], failures: [] };
   const started = performance.now();
+  const tally: Tally = {
+    inputs: 0, fixRuns: 0, compiled: 0, slowestMs: 0, slowestIndex: -1, overBound: [], failures: [],
+    run: `s${o.seed}-${new Date().toISOString()}-${process.pid}`, started, seedFiles: seeds.length, write,
+  };
   try {
     await fuzzLoop(o, seeds, work, tally);
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
   const seconds = (performance.now() - started) / 1000;
-  const summary = summaryOf(o, seeds.length, seconds, tally);
+  const summary = appendRecord(o, tally, 'done', true);
   write(`fuzz: seed ${o.seed}, ${tally.inputs}${tally.inputs < o.count ? ` of ${o.count} (--max-seconds)` : ''} inputs from ${seeds.length} files in ${seconds.toFixed(1)} s, ${tally.fixRuns} through --fix, ${tally.compiled} fixed and compiled, slowest ${tally.slowestMs.toFixed(0)} ms (#${tally.slowestIndex}), ${tally.overBound.length} over ${o.timeLimitMs} ms in-process, peak RSS ${summary.peakRssMb} MB, ${tally.failures.length} failure${tally.failures.length === 1 ? '' : 's'}\n`);
   if (tally.compileSkipped) write('note: python3 not available: --fix outputs were not compiled\n');
   for (const b of tally.overBound) write(`OVER #${b.index} (${b.applied.join(' + ')} of ${b.seed}): ${b.ms.toFixed(0)} ms in-process; ${describeRetimed(b.retimed)}${b.saved ? `; saved as ${b.saved}` : ''}\n`);
   for (const f of tally.failures) write(`FAIL #${f.index} (${f.applied.join(' + ')} of ${f.seed})${f.saved ? ` saved as ${f.saved}` : ''}: ${f.problem}\n`);
-  const line = JSON.stringify(summary);
-  write(`fuzz-summary ${line}\n`);
-  if (o.ledger) appendFileSync(o.ledger, `${line}\n`);
+  write(`fuzz-summary ${JSON.stringify(summary)}\n`);
   return tally.failures.length ? 1 : 0;
 }
 
