@@ -184,12 +184,19 @@ describe('analysis: an edited statement lends its unchanged nested statements to
           if (r < 0.1) {
             const off = Math.floor(rand() * text.length);
             change = { startOffset: off, endOffset: off, text: '(' };
+          } else if (r >= 0.7) {
+            // a line or a whole method duplicated below itself, or a line deleted: nested statements whose text now
+            // occurs twice, or inside a copy of a lent method (a subtree is lent once, never inside a lent one)
+            const blocks = r < 0.8 ? lineSpans(text) : r < 0.9 ? methodSpans(text) : lineSpans(text);
+            if (!blocks.length) continue;
+            const [a, b] = blocks[Math.floor(rand() * blocks.length)];
+            change = r < 0.9 ? { startOffset: b, endOffset: b, text: text.slice(a, b) } : { startOffset: a, endOffset: b, text: '' };
           } else {
-            const pattern = r < 0.4 ? /[^\n\\](?=\n)/g : r < 0.8 ? /[a-z_](?=[a-z_])/g : /\d(?=\d*\b)/g;
+            const pattern = r < 0.35 ? /[^\n\\](?=\n)/g : r < 0.6 ? /[a-z_](?=[a-z_])/g : /\d(?=\d*\b)/g;
             const places = [...text.matchAll(pattern)].map((m) => m.index! + 1);
             if (!places.length) continue;
             const off = places[Math.floor(rand() * places.length)];
-            change = { startOffset: off, endOffset: off, text: r < 0.4 ? ' ' : text[off - 1] };
+            change = { startOffset: off, endOffset: off, text: r < 0.35 ? ' ' : text[off - 1] };
           }
           text = editTree(tree, text, lineStartsOf(text), change);
           tree = reparse(parser, text, tree)!;
@@ -209,6 +216,29 @@ describe('analysis: an edited statement lends its unchanged nested statements to
     });
   }
 });
+
+/** [start, end) of each indented non-blank line, its newline included. */
+function lineSpans(text: string): [number, number][] {
+  return [...text.matchAll(/^[ \t]+\S[^\n]*\n/gm)].map((m) => [m.index!, m.index! + m[0].length]);
+}
+
+/** [start, end) of each method: its `def` line and the lines indented deeper (blank lines inside included). */
+function methodSpans(text: string): [number, number][] {
+  const out: [number, number][] = [];
+  for (const m of text.matchAll(/^([ \t]+)def [^\n]*\n/gm)) {
+    const indent = m[1].length;
+    let end = m.index! + m[0].length;
+    for (;;) {
+      const nl = text.indexOf('\n', end);
+      if (nl < 0) break;
+      const line = text.slice(end, nl);
+      if (line.trim() && line.length - line.trimStart().length <= indent) break;
+      end = nl + 1;
+    }
+    out.push([m.index!, end]);
+  }
+  return out;
+}
 
 /** A small model file in which layers of one statement depend on many others (imports, constants, config defaults,
  * constructor call sites, local bases, factories). */

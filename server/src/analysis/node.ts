@@ -78,7 +78,8 @@ class MNode implements SyntaxNode {
   /** For a call: its callee text as index.ts reads it (null: none), once computed (it depends on the statement only). */
   callee?: string | null;
 
-  constructor(readonly stmt: Stmt, readonly type: string, readonly rs: number, readonly re: number) {}
+  /** stmt, rs and re change only when an edited statement's new copy adopts this subtree (Donor). */
+  constructor(public stmt: Stmt, readonly type: string, public rs: number, public re: number) {}
 
   get startIndex(): number { return this.rs + this.stmt.base; }
   get endIndex(): number { return this.re + this.stmt.base; }
@@ -94,29 +95,23 @@ class MNode implements SyntaxNode {
     return null;
   }
 
-  /** This subtree as part of `stmt`, starting at `rs` there (pre-order, so its walk nodes keep document order). */
-  clone(stmt: Stmt, parent: MNode, rs: number): MNode {
+  /**
+   * Moves this subtree of a discarded copy into `stmt`, starting at `rs` there: the nodes are kept (no allocation) and
+   * their offsets shifted; its walk nodes join the statement's in pre-order (document order).
+   */
+  adopt(stmt: Stmt, parent: MNode, rs: number): MNode {
     const shift = rs - this.rs;
-    const copy = (from: MNode, up: MNode): MNode => {
-      const n = new MNode(stmt, from.type, from.rs + shift, from.re + shift);
-      n.parent = up;
-      n.fields = from.fields;
-      if (from.callee !== undefined) n.callee = from.callee;
-      if (WALK_SET.has(from.type)) stmt.walkNodes.push(n);
-      if (from.children !== NO_NODES) {
-        n.children = new Array(from.children.length);
-        if (from.named !== NO_NODES) n.named = [];
-        let k = 0;
-        for (let i = 0; i < from.children.length; i++) {
-          const c = from.children[i];
-          const cc = copy(c, n);
-          n.children[i] = cc;
-          if (k < from.named.length && from.named[k] === c) { n.named.push(cc); k++; }
-        }
-      }
-      return n;
+    const move = (n: MNode): void => {
+      n.stmt = stmt;
+      n.rs += shift;
+      n.re += shift;
+      if (WALK_SET.has(n.type)) stmt.walkNodes.push(n);
+      const cs = n.children;
+      for (let i = 0; i < cs.length; i++) move(cs[i]);
     };
-    return copy(this, parent);
+    move(this);
+    this.parent = parent;
+    return this;
   }
 }
 
@@ -211,7 +206,8 @@ export function mirrorWalkNodes(tree: Tree, src: string, cache: AnalysisCache, h
         if (entry) reused++;
         else {
           const prev = hasError ? undefined : (byStart ??= startsOf(old)).get(start);
-          const donor = prev && prev.entry.clean && prev.entry.col === col && prev.entry.stmt.base === start ? new Donor(prev.key, prev.entry) : undefined;
+          const donor = prev && prev.entry.clean && prev.entry.col === col && prev.entry.stmt.base === start && release(old, prev.key, prev.entry)
+            ? new Donor(prev.key, prev.entry) : undefined;
           entry = copyStatement(cursor, start, col, types, fieldNames, src, donor);
           copied++;
           cache.nestedReused += donor?.lent ?? 0;
@@ -234,6 +230,18 @@ export function mirrorWalkNodes(tree: Tree, src: string, cache: AnalysisCache, h
 
 type Cursor = ReturnType<Tree['walk']>;
 
+/**
+ * Takes an old copy out of the cache for a Donor (its subtrees are moved into the new copy): false when it was already
+ * reused elsewhere in this pass (then it is no longer listed).
+ */
+function release(entries: Map<string, CacheEntry[]>, key: string, entry: CacheEntry): boolean {
+  const list = entries.get(key);
+  const i = list ? list.indexOf(entry) : -1;
+  if (i < 0) return false;
+  list!.splice(i, 1);
+  return true;
+}
+
 /** The previous copies by the offset they were last placed at, with their text. */
 function startsOf(entries: Map<string, CacheEntry[]>): Map<number, { key: string; entry: CacheEntry }> {
   const out = new Map<number, { key: string; entry: CacheEntry }>();
@@ -246,10 +254,15 @@ function startsOf(entries: Map<string, CacheEntry[]>): Map<number, { key: string
  * lines of a method) whose text and column are unchanged, so that a keystroke in one method of a large class walks
  * the WASM tree of that method only. Used only when the old copy had no error and the new tree has none: a statement
  * of an error-free tree parses the same wherever it stands at the same column, as the top-level reuse relies on.
+ * The old copy is the donor's alone (mirrorWalkNodes takes it out of the cache first): a lent subtree is moved into
+ * the new copy, not cloned, so a subtree is lent at most once and never one inside or around a lent one.
  */
 class Donor {
   /** Nested statements by text: each with its column; a copy is lent at most once. */
   private byText?: Map<string, { node: MNode; col: number }[]>;
+  /** Lent subtrees, and the old nodes with a lent subtree below them. */
+  private readonly lentNodes = new Set<MNode>();
+  private readonly aboveLent = new Set<MNode>();
   lent = 0;
 
   constructor(private readonly text: string, private readonly entry: CacheEntry) {}
@@ -260,12 +273,23 @@ class Donor {
     if (!list) return undefined;
     const col = columnAt(src, start, base, this.entry.col);
     for (let i = 0; i < list.length; i++) {
-      if (list[i].col !== col) continue;
-      const { node } = list.splice(i, 1)[0];
+      const { node } = list[i];
+      if (list[i].col !== col || !this.free(node)) continue;
+      list.splice(i, 1);
+      this.lentNodes.add(node);
+      for (let up = node.parent; up; up = up.parent) this.aboveLent.add(up);
       this.lent++;
       return node;
     }
     return undefined;
+  }
+
+  /** Whether nothing inside, at or above `node` in the old copy has been lent (it is still where it was). */
+  private free(node: MNode): boolean {
+    if (this.lent === 0) return true;
+    if (this.aboveLent.has(node)) return false;
+    for (let n: MNode | null = node; n; n = n.parent) if (this.lentNodes.has(n)) return false;
+    return true;
   }
 
   private index(): Map<string, { node: MNode; col: number }[]> {
@@ -289,8 +313,8 @@ class Donor {
   }
 }
 
-/** Statements shorter than this are walked in WASM: their clone would cost about as much as the lookup. */
-const MIN_LENT_CHARS = 24;
+/** Statements shorter than this are walked in WASM (a `pass`, `x = 1`): the lookup would cost about as much. */
+const MIN_LENT_CHARS = 8;
 
 /** The column of `at` in `text`, where `base` starts a line part at column `baseCol` (a statement's first line). */
 function columnAt(text: string, at: number, base: number, baseCol: number): number {
@@ -325,10 +349,10 @@ function copyStatement(cursor: Cursor, base: number, col: number, types: string[
     for (;;) {
       const parent = stack[depth - 1];
       const fid = cursor.currentFieldId;
-      // A statement of a block whose text and column are those of one in the previous copy: cloned from that copy in
-      // JS (no walk of its subtree in WASM), and the cursor moves on to its next sibling.
+      // A statement of a block whose text and column are those of one in the previous copy: moved over from that copy
+      // (no walk of its subtree in WASM, no allocation), and the cursor moves on to its next sibling.
       const lent = donor && parent.type === 'block' ? donor.take(src, cursor.startIndex, cursor.endIndex, base) : undefined;
-      const n = lent ? lent.clone(stmt, parent, cursor.startIndex - base) : make(parent);
+      const n = lent ? lent.adopt(stmt, parent, cursor.startIndex - base) : make(parent);
       if (parent.children === NO_NODES) parent.children = [];
       const idx = parent.children.length;
       parent.children.push(n);
