@@ -46,7 +46,7 @@ const rssOf = (pid) => {
 /** CPU seconds the process has used (user + system), from /proc: a figure the machine's other load barely moves. */
 const cpuOf = (pid) => {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100;
+  return { user: Number(f[11]) / 100, system: Number(f[12]) / 100 };
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const quantile = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((s.length - 1) * q))]; };
@@ -127,7 +127,9 @@ while (Date.now() < settleDeadline) {
 }
 const settledMs = Date.now() - editsDone;
 collectAnalysisMs = false;
-const cpuEdits = cpuOf(child.pid) - cpuBefore;
+const cpuAfter = cpuOf(child.pid);
+const cpuUser = cpuAfter.user - cpuBefore.user;
+const cpuSystem = cpuAfter.system - cpuBefore.system;
 const stale = docs.filter((d) => (published.get(d.uri) ?? 0) < d.version).length;
 const publishesBefore = publishes;
 await sleep(2000);
@@ -160,7 +162,7 @@ console.log(`  opened and published all documents in ${openedMs - (openDeadline 
 console.log(`  edits answered: ${answered}/${EDITS}; edit -> diagnostics p50 ${quantile(latencies, 0.5)} ms, p95 ${quantile(latencies, 0.95)} ms, max ${Math.max(...latencies)} ms (debounce 120 ms included)`);
 console.log(`  last edit covered -> its publish: p50 ${quantile(responses, 0.5)} ms, p95 ${quantile(responses, 0.95)} ms (${responses.length} publishes; an edit followed within the debounce by another edit of the same document waits for that one)`);
 console.log(`  analysis time per publish as the server reports it: p50 ${quantile(analysisMs, 0.5)?.toFixed(1)} ms, p95 ${quantile(analysisMs, 0.95)?.toFixed(1)} ms, max ${Math.max(...analysisMs).toFixed(1)} ms (${analysisMs.length} publishes)`);
-console.log(`  server CPU time from the first edit until settled: ${cpuEdits.toFixed(2)} s`);
+console.log(`  server CPU time from the first edit until settled: ${(cpuUser + cpuSystem).toFixed(2)} s (user ${cpuUser.toFixed(2)} s, system ${cpuSystem.toFixed(2)} s)`);
 console.log(`  settled ${settledMs} ms after the last edit; documents showing an older version: ${stale}; publishes in the 2 s after settling: ${publishesAfterSettle}`);
 console.log(`  RSS: ${rssStart.toFixed(0)} MB at start, ${rssOpen.toFixed(0)} MB with all open, ${rssClosed5.toFixed(0)} MB 5 s after closing all, ${rssClosed15.toFixed(0)} MB after 15 s`);
 if (mappings) console.log(`  largest mappings after closing: ${mappings}`);

@@ -7,7 +7,7 @@
  * and skips anything else up to the next "Content-Length:" header. (VS Code itself talks to the server over Node IPC,
  * which has no framing; this guards the --stdio transport that other editors and the tests use.)
  */
-import { Transform, type TransformCallback } from 'node:stream';
+import { Transform, Writable, type TransformCallback } from 'node:stream';
 
 const HEADER_END = Buffer.from('\r\n\r\n');
 const LENGTH_HEADER = /content-length/i;
@@ -77,5 +77,35 @@ export class FrameGuard extends Transform {
     this.buffer = this.buffer.subarray(keep);
     this.dropped++;
     this.onDrop(what);
+  }
+}
+
+/**
+ * The server's side of --stdio: vscode-jsonrpc writes each message as two chunks (its header block, then the body) and
+ * waits for the first before it writes the second, so every message cost two write(2) calls on the pipe. This stream
+ * holds a header block and writes it with the body that follows, in one call (the body's write is the one awaited).
+ */
+export class FrameJoiner extends Writable {
+  private header: Buffer | undefined;
+
+  constructor(private readonly out: NodeJS.WritableStream) {
+    super();
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: (error?: Error | null) => void): void {
+    if (!this.header && chunk.length <= MAX_HEADER_BYTES && chunk.subarray(chunk.length - HEADER_END.length).equals(HEADER_END)) {
+      this.header = chunk;
+      done();
+      return;
+    }
+    const data = this.header ? Buffer.concat([this.header, chunk]) : chunk;
+    this.header = undefined;
+    this.out.write(data, (e) => done(e ?? null));
+  }
+
+  override _final(done: (error?: Error | null) => void): void {
+    if (this.header) this.out.write(this.header);
+    this.header = undefined;
+    done();
   }
 }

@@ -26,19 +26,19 @@ import { PythonParser } from './parser';
 import type { WorkspaceFacts } from './rules/types';
 import { AnalysisSession, changedSincePublished } from './session';
 import { changeOffsets, isEnvironment, offsetAt } from './sync';
-import { FrameGuard } from './framing';
+import { FrameGuard, FrameJoiner } from './framing';
 import type { ScanResult } from './workspace-scan';
 import { WorkspaceScan } from './workspace-watch';
 import { AnalysisScheduler } from './scheduler';
 
 const DEBOUNCE_MS = 120;
 
-/** Over stdio, frames pass a guard first (framing.ts); over IPC (VS Code) there is no framing to go wrong. */
+/** Over stdio, frames pass a guard first and go out in one write each (framing.ts); over IPC (VS Code) there is no framing. */
 function connect(): ReturnType<typeof createConnection> {
   if (!process.argv.includes('--stdio')) return createConnection(ProposedFeatures.all);
   const guard = new FrameGuard((what) => process.stderr.write(`precision-lens: dropped ${what} from the client\n`));
   process.stdin.pipe(guard);
-  return createConnection(ProposedFeatures.all, guard, process.stdout);
+  return createConnection(ProposedFeatures.all, guard, new FrameJoiner(process.stdout));
 }
 
 const connection = connect();

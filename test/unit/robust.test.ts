@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { resolveSettings } from '../../common/settings';
 import { analyzeTree } from '../../server/src/analysis';
 import { indentDeeperThan, MAX_INDENT_LEVELS, skipReason } from '../../server/src/engine';
-import { FrameGuard, frameLength } from '../../server/src/framing';
+import { FrameGuard, FrameJoiner, frameLength } from '../../server/src/framing';
+import { Writable } from 'node:stream';
 import { lineStartsOf, pythonSource } from '../../server/src/lines';
 import { ParserTrap, PythonParser } from '../../server/src/parser';
 import { AnalysisSession } from '../../server/src/session';
@@ -358,5 +359,21 @@ describe('robustness: what the editor sends', () => {
     await new Promise((r) => guard.on('end', r));
     assert.equal(Buffer.concat(out).toString(), good + good);
     assert.equal(guard.dropped, 4); // garbage, the negative length, the Content-Type block, then "xx" before the last frame
+  });
+
+  it('writes each outgoing message (header block and body) in one write', async () => {
+    const writes: string[] = [];
+    const sink = new Writable({ write(chunk: Buffer, _e, done) { writes.push(chunk.toString()); done(); } });
+    const joiner = new FrameJoiner(sink);
+    const write = (s: string) => new Promise<void>((r, j) => joiner.write(s, 'ascii', (e) => (e ? j(e) : r())));
+    // what vscode-jsonrpc's StreamMessageWriter does: the header, awaited, then the body
+    // (a body that itself ends like a header block is still a body)
+    const bodies = ['{"a":1}', '{"b":1}\r\n\r\n'];
+    for (const body of bodies) {
+      await write(`Content-Length: ${body.length}\r\n\r\n`);
+      await write(body);
+    }
+    await new Promise<void>((r) => joiner.end(r));
+    assert.deepEqual(writes, bodies.map((b) => `Content-Length: ${b.length}\r\n\r\n${b}`));
   });
 });
