@@ -92,8 +92,9 @@ export function inScope(ir: ModelIR): boolean {
 /** Analyses an already parsed tree; `cache` (one per document) makes re-analysis after an edit redo only what changed. */
 export function analyzeParsed(
   tree: Tree, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts, cache?: AnalysisCache, dims?: ExternalDims, sites?: ExternalSites,
+  lineStarts?: readonly number[],
 ): DocumentAnalysis {
-  const ir = analyzeTree(tree, text, cache, { dims, sites });
+  const ir = analyzeTree(tree, text, cache, { dims, sites, lineStarts });
   return { ir, findings: findingsOf(ir, text, settings, workspace) };
 }
 

@@ -20,6 +20,22 @@ export function lineStartsOf(text: string): number[] {
 }
 
 /**
+ * The line table after replacing [startOffset, endOffset) of a text whose table is `starts` by `inserted`, without
+ * reading the rest of the text: the lines before the change are kept, those after it move by the change in length.
+ * Only for texts and insertions without \r (a \r\n can be split or joined at the edges: recompute then).
+ */
+export function lineStartsAfter(starts: readonly number[], startOffset: number, endOffset: number, inserted: string): number[] {
+  const first = lineAt(starts, startOffset) + 1; // the first line start after startOffset
+  let after = first;
+  while (after < starts.length && starts[after] <= endOffset) after++;
+  const delta = inserted.length - (endOffset - startOffset);
+  const out = starts.slice(0, first);
+  for (let i = inserted.indexOf('\n'); i !== -1; i = inserted.indexOf('\n', i + 1)) out.push(startOffset + i + 1);
+  for (let i = after; i < starts.length; i++) out.push(starts[i] + delta);
+  return out;
+}
+
+/**
  * The text the parser and the analysis read: a lone \r (old Mac line ending, which Python accepts) becomes \n, so
  * tree-sitter sees the same lines as Python. Same length, so every offset is the same in both texts.
  */

@@ -14,7 +14,7 @@ import { analyzeParsed, emptyIR, fileFactsOf, findingsOf, skipReason, type Docum
 import { dimsForFile } from './workspace-dims';
 import { sitesForFile } from './workspace-sites';
 import { editTree, lineStartsOf, type TextChange } from './incremental';
-import { pythonSource } from './lines';
+import { lineStartsAfter, pythonSource } from './lines';
 import { isWasmTrap, ParserTrap, type PythonParser, type Tree } from './parser';
 import type { WorkspaceFacts } from './rules/types';
 
@@ -109,8 +109,15 @@ export class AnalysisSession {
         this.dropTree(state);
         state.cache.clear();
         continue;
-      } else if (state.tree && this.parser.owns(state.tree) && !state.text.includes('\r') && !change.text.includes('\r')) {
-        state.text = editTree(state.tree, state.text, state.lineStarts, change);
+      } else if (!state.text.includes('\r') && !change.text.includes('\r')) {
+        if (state.tree && this.parser.owns(state.tree)) state.text = editTree(state.tree, state.text, state.lineStarts, change);
+        else {
+          state.text = state.text.slice(0, change.startOffset) + change.text + state.text.slice(change.endOffset);
+          this.dropTree(state);
+        }
+        // the line table is updated around the change, not rebuilt from the whole text
+        state.lineStarts = lineStartsAfter(state.lineStarts, change.startOffset, change.endOffset, change.text);
+        continue;
       } else {
         // Line endings with \r can change meaning outside the edited range (\r\n split or joined): parse afresh.
         state.text = state.text.slice(0, change.startOffset) + change.text + state.text.slice(change.endOffset);
@@ -182,7 +189,7 @@ export class AnalysisSession {
       if (state.stale || !this.parser.owns(state.tree)) state.tree = this.parser.parse(source, state.tree);
       if (!state.tree) return done({ ir: emptyIR(), findings: [] }, 'the parser gave no tree: not analysed');
       try {
-        return done(analyzeParsed(state.tree, source, settings, workspace, state.cache, dims, sites));
+        return done(analyzeParsed(state.tree, source, settings, workspace, state.cache, dims, sites, state.lineStarts));
       } catch (e) {
         // A trap while reading the tree corrupts the runtime as much as one while parsing.
         if (!isWasmTrap(e)) throw e;

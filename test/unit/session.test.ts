@@ -1,6 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { resolveSettings } from '../../common/settings';
 import { lineStartsOf, pointAt } from '../../server/src/incremental';
+import { lineStartsAfter } from '../../server/src/lines';
 import { createPythonParser, PythonParser, type Parser } from '../../server/src/parser';
 import { AnalysisSession } from '../../server/src/session';
 
@@ -36,6 +37,20 @@ describe('incremental parsing (AnalysisSession)', () => {
     assert.deepEqual(pointAt(starts, 7), { row: 2, column: 0 });
   });
 
+  it('updates a line table around a change (lineStartsAfter) as if rebuilt from the whole text', () => {
+    const random = prng(7);
+    let text = 'ab\ncd\n\nef';
+    const pieces = ['', 'x', '\n', '\n\n', 'y\nz', '\nq\n'];
+    for (let i = 0; i < 400; i++) {
+      const start = Math.floor(random() * (text.length + 1));
+      const end = Math.min(text.length, start + Math.floor(random() * 5));
+      const inserted = pieces[Math.floor(random() * pieces.length)];
+      const after = lineStartsAfter(lineStartsOf(text), start, end, inserted);
+      text = text.slice(0, start) + inserted + text.slice(end);
+      assert.deepEqual(after, lineStartsOf(text), `change ${i}: [${start}, ${end}) -> ${JSON.stringify(inserted)}`);
+    }
+  });
+
   it('gives the same tree as a fresh parse after random edits, including multi-line and non-ASCII ones', () => {
     const session = new AnalysisSession(host);
     const settings = resolveSettings({});
@@ -52,6 +67,8 @@ describe('incremental parsing (AnalysisSession)', () => {
       if (/[\uDC00-\uDFFF]/.test(state.text[end] ?? '')) end++;
       const text = inserts[Math.floor(random() * inserts.length)];
       session.change('u', [{ startOffset: safeStart, endOffset: end, text }], version);
+      // the line table is updated around each change: the same as one built from the whole text
+      assert.deepEqual(state.lineStarts, lineStartsOf(state.text), `line table after edit ${version}`);
       if (version % 3 === 0) session.analyze('u', settings, {});
     }
     session.analyze('u', settings, {});

@@ -41,6 +41,8 @@ export interface AnalysisOptions {
   dims?: ExternalDims;
   /** Places other analysed files build classes of this file (`ViT(dim=1024)` in train.py), by class name. */
   sites?: ExternalSites;
+  /** The text's line table (lines.lineStartsOf) when the caller has it: not rebuilt then. */
+  lineStarts?: readonly number[];
 }
 
 export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache, options: AnalysisOptions = {}): ModelIR {
@@ -56,7 +58,7 @@ export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache, opt
     hasErrors = tree.rootNode.hasError;
     let nodes: SyntaxNode[];
     if (cache) {
-      useText(text);
+      useText(text, options.lineStarts);
       nodes = mirrorWalkNodes(tree, text, cache, hasErrors);
     } else nodes = tree.rootNode.descendantsOfType(WALK_TYPES);
     return analyze(nodes, text, hasErrors, cache, options);
@@ -72,7 +74,7 @@ export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache, opt
 }
 
 function analyze(nodes: readonly SyntaxNode[], src: string, hasSyntaxErrors: boolean, cache: AnalysisCache | undefined, options: AnalysisOptions): ModelIR {
-  useText(src);
+  useText(src, options.lineStarts);
   const walk = walkNodes(nodes, src);
   const imports = collectImports(src, walk.imports);
   resolveRelativeImports(imports);

@@ -10,10 +10,11 @@ import { lineAt, lineStartsOf, pointAt } from '../lines';
 let lineText: string | undefined;
 let lineStarts: number[] = [0];
 
-export function useText(src: string): void {
+export function useText(src: string, starts?: readonly number[]): void {
   if (lineText === src) return;
   lineText = src;
-  lineStarts = lineStartsOf(src);
+  // the caller's table for this text (the language server keeps one per document, updated around each edit)
+  lineStarts = starts ? starts as number[] : lineStartsOf(src);
 }
 
 /** Row and column of an offset of the current text (what tree-sitter reports for it). */
