@@ -90,6 +90,8 @@ export class FrameJoiner extends Writable {
 
   constructor(private readonly out: NodeJS.WritableStream) {
     super();
+    // the connection listens for errors on the stream it writes to (a closed pipe): pass the target's on
+    out.on('error', (e: Error) => this.emit('error', e));
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: (error?: Error | null) => void): void {
