@@ -74,13 +74,25 @@ const decidingReason = (l) => {
   return `${f?.check ?? '?'}: ${(f?.reason ?? l.reasons[0] ?? '').slice(0, 160)}`;
 };
 
+/**
+ * The layer a label names, among those built on its line (`norm_layer(d) if flag else nn.Identity()` builds two):
+ * the one with the label's constructor, else the one of the label's kind (a norm, a Linear, an embedding), else the first.
+ */
+const NORM_KINDS = new Set(['layernorm', 'rmsnorm']);
+function pickLayer(onLine, lab) {
+  if (onLine.length < 2) return onLine[0];
+  const want = isNorm(lab) ? (l) => NORM_KINDS.has(l.kind) : /Embedding/.test(lab.constructor) ? (l) => l.kind === 'embedding' : (l) => /linear/.test(l.kind);
+  return onLine.find((l) => l.constructor === lab.constructor) ?? onLine.find(want) ?? onLine[0];
+}
+
 function scoreFile(name, layers, fileLabels) {
   const out = { linear: blank(), norm: blank() };
-  const byLine = new Map(layers.map((l) => [l.line, l]));
+  const byLine = new Map();
+  for (const l of layers) byLine.set(l.line, [...(byLine.get(l.line) ?? []), l]);
   const labelled = new Set();
   for (const lab of fileLabels) {
     const s = isNorm(lab) ? out.norm : out.linear;
-    const layer = byLine.get(Number(lab.line));
+    const layer = pickLayer(byLine.get(Number(lab.line)) ?? [], lab);
     if (layer) labelled.add(layer);
     const where = `${name}:${lab.line} ${lab.class}.${lab.attribute}`;
     const conv = layer?.convertible === true;
