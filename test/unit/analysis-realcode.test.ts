@@ -51,6 +51,34 @@ describe('analysis: gaps from the real-code evaluation', () => {
     assert.equal(own.facets!.structure.check, 'imported-norm-class');
   });
 
+  it('relative imports: a tail another library also has does not cancel the evidence; module names alone are none', () => {
+    const ir = analyze(fixture('relative_imports_mixed_tails.py'));
+    const get = (name: string) => ir.layers.filter((l) => l.name === name);
+    assert.ok(ir.imports.some((b) => b.local === 'FP32LayerNorm' && b.target === 'diffusers.models.normalization.FP32LayerNorm'));
+    const [norm1] = get('self.norm1');
+    assert.equal(norm1.kind, 'layernorm');
+    assert.equal(norm1.convertible, false, 'elementwise_affine=False: te.LayerNorm always has weight and bias');
+    const norm2 = get('self.norm2').find((l) => l.kind === 'layernorm')!;
+    assert.equal(norm2.convertible, true, norm2.reasons.join(' '));
+    const own = analyze(fixture('relative_project_modules.py'));
+    assert.ok(own.imports.every((b) => !b.target.startsWith('diffusers.')), JSON.stringify(own.imports.map((b) => b.target)));
+    const norm = own.layers.find((l) => l.name === 'self.norm')!;
+    assert.notEqual(norm.convertible, true);
+    assert.equal(norm.facets!.structure.check, 'imported-norm-class');
+  });
+
+  it('float32 LayerNorms of torchtune and diffusers come from the catalogue and convert to te.LayerNorm unless weightless', () => {
+    const ir = analyze(fixture('library_fp32_norms.py'));
+    const get = (name: string) => ir.layers.find((l) => l.name === name)!;
+    for (const name of ['self.ln_pre', 'self.norm']) {
+      assert.equal(get(name).kind, 'layernorm', name);
+      assert.equal(get(name).convertible, true, `${name}: ${get(name).reasons.join(' ')}`);
+      assert.equal(get(name).teEquivalent, 'te.LayerNorm');
+    }
+    assert.equal(get('self.norm_out').convertible, false);
+    assert.equal(get('self.norm_out').facets!.structure.check, 'layernorm-args');
+  });
+
   it('the last projection to patch pixels that the model returns is kept in BF16; the patch embedding and one refined by a later layer convert', () => {
     const ir = analyze(fixture('pixel_output_head.py'));
     const get = (name: string, cls?: string) => ir.layers.find((l) => l.name === name && (!cls || l.ownerClass === cls))!;

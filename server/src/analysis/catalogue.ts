@@ -290,6 +290,9 @@ export const CATALOGUE: CatalogueEntry[] = [
   { name: 'torchtune.modules.rms_norm.RMSNorm', library: 'torchtune', kind: 'rmsnorm', params: ['dim', 'eps'], imported: true,
     te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' }, eps: '1e-6' }, source: read('pytorch/torchtune', 'torchtune/modules/rms_norm.py', '1b0918f2e68bb9ea6a5399243b9027b60024c504'),
     forwardRead: { from: 'torchtune 0.6.1 (PyPI wheel), torchtune/modules/rms_norm.py: F.rms_norm(x.float(), weight=self.scale, eps=self.eps).to(x.dtype)', scaleName: 'scale' } },
+  // A subclass of nn.LayerNorm (same arguments) whose forward computes in float32 and casts back (type_as(x)).
+  { name: 'torchtune.modules.layer_norm.Fp32LayerNorm', library: 'torchtune', kind: 'layernorm', params: ['normalized_shape', 'eps', 'elementwise_affine', 'bias', 'device', 'dtype'], imported: true,
+    te: { cls: 'te.LayerNorm' }, source: read('pytorch/torchtune', 'torchtune/modules/layer_norm.py', '73a83608c99483c0ec8a63d56716776cf86c03e6') },
   // Not an nn.Module: a callable holding the tied module, F.linear(x, tied_module.weight) without bias.
   { name: 'torchtune.modules.tied_linear.TiedLinear', library: 'torchtune', kind: 'other', params: ['tied_module'],
     role: { role: 'lm_head', note: "torchtune's output projection tied to the token embedding" },
@@ -336,6 +339,10 @@ export const CATALOGUE: CatalogueEntry[] = [
     te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' } },
     source: read('huggingface/diffusers', 'src/diffusers/models/normalization.py', '04e9323055098220d57b84cfe68b6850b3b3fc0c'),
     forwardRead: { from: 'diffusers 0.42.1 (PyPI wheel), src/diffusers/models/normalization.py: x * rsqrt(mean(x.float()^2, -1) + eps) * weight (+ bias when bias=True), elementwise_affine=True by default' } },
+  // forward computes in float32 (input, weight and bias) and casts the result back to the input dtype, as te.LayerNorm
+  // does inside its kernel; takes nn.LayerNorm's arguments (elementwise_affine=False leaves it weightless).
+  { name: 'diffusers.models.normalization.FP32LayerNorm', library: 'diffusers', kind: 'layernorm', params: ['normalized_shape', 'eps', 'elementwise_affine', 'bias', 'device', 'dtype'], imported: true,
+    te: { cls: 'te.LayerNorm' }, source: read('huggingface/diffusers', 'src/diffusers/models/normalization.py', 'df9efaec266bb41dae8e93729a2c35716600d5bc') },
   { name: 'diffusers.models.attention.FeedForward', library: 'diffusers', kind: 'other', params: ['dim', 'dim_out', 'mult', 'dropout', 'activation_fn'],
     role: { role: 'mlp', note: "diffusers' feed-forward block" }, source: read('huggingface/diffusers', 'src/diffusers/models/attention.py', 'd4c167cffcc678a7cd72114ac2fb730176098c69') },
   { name: 'diffusers.models.attention_processor.Attention', library: 'diffusers', kind: 'other',
@@ -433,6 +440,14 @@ for (const e of CATALOGUE) {
     set.add(n.slice(0, n.lastIndexOf('.')));
     modulesByLibrary.set(lib, set);
   }
+}
+
+/** Every catalogued class by its exact name (a row's name or alias). */
+const catalogueNames = new Set(CATALOGUE.flatMap((e) => [e.name, ...(e.aliases ?? [])]));
+
+/** Whether the catalogue lists a class by exactly this fully qualified name. */
+export function isCatalogued(name: string): boolean {
+  return catalogueNames.has(name);
 }
 
 /**

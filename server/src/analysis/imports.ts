@@ -4,7 +4,7 @@
  */
 import type { SyntaxNode } from './node';
 import type { ImportBinding } from './ir';
-import { isLibraryName, modulesEndingWith, torchNnStarName, type Library } from './catalogue';
+import { isCatalogued, isLibraryName, modulesEndingWith, torchNnStarName, type Library } from './catalogue';
 import { spanOf } from './spans';
 import type { AssignRec, ImportRec } from './walk';
 
@@ -100,32 +100,45 @@ export function collectImports(src: string, recs: ImportRec[]): ImportTable {
 
 /**
  * Relative imports inside a catalogued library's own package (`from ..normalization import RMSNorm` in diffusers'
- * models): the file's relative module paths are matched against the catalogue's modules by their tail. They are read
- * as that library's only when at least two distinct relative modules of the file name modules of one library and of
- * no other (one match alone could be a project's own `normalization.py`), and each tail names one module there.
+ * models): each relative module is matched against the catalogue's modules by its tail, which places the file's
+ * package under one anchor (`..normalization` -> diffusers.models.normalization puts `..` at diffusers.models). The
+ * imports are read as that library's when at least two distinct modules of one anchor (same library, same package,
+ * same number of dots) supply a class the catalogue lists by that exact name, and no other anchor has as many. A
+ * project's own `normalization.py` (one match), or a tail that a second library also has (`..modeling_utils`), is no
+ * such evidence: a coincidental match no longer cancels the others, and module names alone are not enough.
  */
 export function resolveRelativeImports(table: ImportTable): void {
   const rel = table.bindings.filter((b) => b.target.startsWith('.'));
   if (rel.length < 2) return;
-  const tailOf = (target: string): string => target.replace(/^\.+/, '').slice(0, Math.max(0, target.replace(/^\.+/, '').lastIndexOf('.')));
-  const byTail = new Map<string, Map<Library, string[]>>();
+  const split = (target: string) => {
+    const dots = /^\.+/.exec(target)?.[0].length ?? 0;
+    const path = target.slice(dots);
+    const cut = path.lastIndexOf('.');
+    return { dots, tail: cut < 0 ? '' : path.slice(0, cut), name: path.slice(cut + 1) };
+  };
+  /** Per anchor (`library|package|dots`): the modules that supply a catalogued class, and every module matched. */
+  const anchors = new Map<string, { lib: Library; evidence: Set<string>; modules: Map<string, string> }>();
   for (const b of rel) {
-    const tail = tailOf(b.target);
-    if (tail && !byTail.has(tail)) byTail.set(tail, modulesEndingWith(tail));
+    const { dots, tail, name } = split(b.target);
+    if (!tail) continue;
+    for (const [lib, mods] of modulesEndingWith(tail)) {
+      for (const m of mods) {
+        const key = `${lib}|${m.slice(0, m.length - tail.length - 1)}|${dots}`;
+        const a = anchors.get(key) ?? { lib, evidence: new Set<string>(), modules: new Map<string, string>() };
+        a.modules.set(`${dots}|${tail}`, m);
+        if (isCatalogued(`${m}.${name}`)) a.evidence.add(m);
+        anchors.set(key, a);
+      }
+    }
   }
-  const libs = new Set<Library>();
-  let matched = 0;
-  for (const hits of byTail.values()) {
-    if (!hits.size) continue;
-    matched++;
-    for (const lib of hits.keys()) libs.add(lib);
-  }
-  if (matched < 2 || libs.size !== 1) return;
-  const lib = [...libs][0];
+  const ranked = [...anchors.values()].sort((x, y) => y.evidence.size - x.evidence.size);
+  const best = ranked[0];
+  if (!best || best.evidence.size < 2 || (ranked[1] && ranked[1].evidence.size === best.evidence.size)) return;
   for (const b of rel) {
-    const mods = byTail.get(tailOf(b.target))?.get(lib);
-    if (mods?.length !== 1) continue;
-    const full = `${mods[0]}.${b.target.slice(b.target.lastIndexOf('.') + 1)}`;
+    const { dots, tail, name } = split(b.target);
+    const mod = best.modules.get(`${dots}|${tail}`);
+    if (!mod) continue;
+    const full = `${mod}.${name}`;
     if (table.map.get(b.local) === b.target) table.map.set(b.local, full);
     b.target = full;
   }
