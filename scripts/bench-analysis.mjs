@@ -9,8 +9,13 @@
 //       each, 10,000 after an unclosed parenthesis): check --format json, --fix --unsafe-fixes (on a fresh copy) and
 //       --fix --unsafe-fixes --diff as whole processes; with --baseline OUTDIR (another build's out/, e.g. main's)
 //       the same commands of that build run interleaved with this one's, A B A B, and the ratio is printed
+//   (e) large files (generated model files of about 1 and 2 MB, plus each --large-file PATH): check --format json
+//       (with --max-file-size 4 MB, so a lower default still analyses them) and --fix --unsafe-fixes as whole
+//       processes, and the parse alone in a fresh process (`__bench parse`: cold WASM, as check sees it); interleaved
+//       with --baseline as in (d)
 //
-//   node scripts/bench-analysis.mjs [PATH...] [--runs N] [--baseline OUTDIR] [--only-large]
+//   node scripts/bench-analysis.mjs [PATH...] [--runs N] [--baseline OUTDIR] [--only-large | --only-files] [--large-file PATH]...
+// --only-large: (d) and (e) only; --only-files: (e) only.
 // PATH defaults to the generated files + test/fixtures + corpus/ (if present). ruff is timed too when installed.
 import { spawn, spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
@@ -38,7 +43,9 @@ if (BASELINE && !existsSync(BASELINE)) {
   process.exit(2);
 }
 const ONLY_LARGE = argv.includes('--only-large');
-const paths = argv.filter((a, i) => !a.startsWith('--') && (runsIdx < 0 || i !== runsIdx + 1) && (baseIdx < 0 || i !== baseIdx + 1));
+const ONLY_FILES = argv.includes('--only-files');
+const LARGE_FILES = argv.flatMap((a, i) => (a === '--large-file' && argv[i + 1] ? [resolve(argv[i + 1])] : []));
+const paths = argv.filter((a, i) => !a.startsWith('--') && (runsIdx < 0 || i !== runsIdx + 1) && (baseIdx < 0 || i !== baseIdx + 1) && argv[i - 1] !== '--large-file');
 
 const quantile = (xs, q) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -90,23 +97,85 @@ async function largeClasses() {
           const dir = mkdtempSync(join(tmpdir(), 'pl-bench-'));
           const file = join(dir, 'model.py');
           copyFileSync(src, file);
-          const t = performance.now();
-          const r = spawnSync(process.execPath, [js, 'check', file, '--format', 'json', '--fail-on', 'none', ...extra], { encoding: 'utf8', maxBuffer: 256 << 20, cwd: dir, timeout: LIMIT_MS });
-          const elapsed = performance.now() - t;
+          const elapsed = timedCheck(js, file, dir, extra, what);
           rmSync(dir, { recursive: true, force: true });
-          if (r.error || r.signal) { over[b] = true; return; }
-          if (r.status !== 0) console.error(`note: ${what} exited ${r.status}: ${r.stderr.slice(0, 300)}`);
+          if (elapsed === undefined) { over[b] = true; return; }
           if (i > 0) times[b].push(elapsed);
         });
       }
-      const shown = (b) => (over[b] ? `> ${LIMIT_MS / 1000} s` : ms(median(times[b])));
-      const ratio = BASELINE && !over[0] ? (over[1] ? ` (< ${(median(times[0]) / LIMIT_MS).toFixed(2)}x)` : ` (${(median(times[0]) / median(times[1])).toFixed(2)}x)`) : '';
-      row(`    ${shape} ${layers} layers: ${what}`, shown(0), BASELINE ? `baseline ${shown(1)}${ratio}` : '< 2 s');
+      compared(`    ${shape} ${layers} layers: ${what}`, times, over);
     }
   }
 }
+
+/** One `check FILE --format json` process (cwd `dir`), wall clock; undefined when it ran over LIMIT_MS. */
+function timedCheck(js, file, dir, extra, what) {
+  const t = performance.now();
+  const r = spawnSync(process.execPath, [js, 'check', file, '--format', 'json', '--fail-on', 'none', ...extra], { encoding: 'utf8', maxBuffer: 256 << 20, cwd: dir, timeout: LIMIT_MS });
+  const elapsed = performance.now() - t;
+  if (r.error || r.signal) return undefined;
+  if (r.status !== 0) console.error(`note: ${what} exited ${r.status}: ${r.stderr.slice(0, 300)}`);
+  return elapsed;
+}
+
+/** A row of this build's median beside the baseline's (times[0]: this build, times[1]: the baseline). */
+function compared(what, times, over = [false, false], target = '< 2 s') {
+  const shown = (b) => (over[b] ? `> ${LIMIT_MS / 1000} s` : ms(median(times[b])));
+  const ratio = BASELINE && !over[0] ? (over[1] ? ` (< ${(median(times[0]) / LIMIT_MS).toFixed(2)}x)` : ` (${(median(times[0]) / median(times[1])).toFixed(2)}x)`) : '';
+  row(what, shown(0), BASELINE ? `baseline ${shown(1)}${ratio}` : target);
+}
+
+// (e) large files: generated model files of about 1 and 2 MB and the --large-file inputs; check, --fix, parse alone
+async function largeFiles() {
+  const builds = BASELINE ? [cli, BASELINE] : [cli];
+  const generated = [[24000, 1], [48000, 2]].map(([lines, seed]) => {
+    const f = join(genDir, `model-${lines}.py`);
+    writeFileSync(f, generateModelFile({ lines, seed }));
+    return f;
+  });
+  console.log(`(e) large files, whole processes, wall clock, median of ${RUNS}${BASELINE ? ` (baseline ${BASELINE}, interleaved)` : ''}`);
+  for (const src of [...generated, ...LARGE_FILES]) {
+    const size = `${(statSync(src).size / 1048576).toFixed(2)} MB`;
+    const name = src.startsWith(root) ? src.slice(root.length + 1) : src.split('/').pop();
+    const commands = [
+      ['check --format json', ['--max-file-size', String(4 << 20)]],
+      ['check --fix --unsafe-fixes', ['--max-file-size', String(4 << 20), '--fix', '--unsafe-fixes']],
+    ];
+    for (const [what, extra] of commands) {
+      const times = builds.map(() => []);
+      const over = builds.map(() => false);
+      for (let i = 0; i < RUNS + 1; i++) {
+        builds.forEach((js, b) => {
+          if (over[b]) return;
+          const dir = mkdtempSync(join(tmpdir(), 'pl-bench-'));
+          const file = join(dir, 'model.py');
+          copyFileSync(src, file);
+          const elapsed = timedCheck(js, file, dir, extra, what);
+          rmSync(dir, { recursive: true, force: true });
+          if (elapsed === undefined) { over[b] = true; return; }
+          if (i > 0) times[b].push(elapsed);
+        });
+      }
+      compared(`    ${name} (${size}): ${what}`, times, over);
+    }
+    // The parse alone, in a fresh process (cold WASM included, as check sees it); the runtime's load is not counted.
+    const parse = builds.map(() => []);
+    for (let i = 0; i < RUNS; i++) {
+      builds.forEach((js, b) => {
+        const r = spawnSync(process.execPath, [js, '__bench', 'parse', src], { encoding: 'utf8' });
+        if (r.status === 0) parse[b].push(JSON.parse(r.stdout).parseMs);
+      });
+    }
+    compared(`    ${name} (${size}): parse alone (fresh process, __bench parse)`, parse, [false, false], '');
+  }
+}
+if (ONLY_FILES) {
+  await largeFiles();
+  process.exit(0);
+}
 if (ONLY_LARGE) {
   await largeClasses();
+  await largeFiles();
   process.exit(0);
 }
 
@@ -217,3 +286,4 @@ if (ruffProbe.status === 0) {
 }
 
 await largeClasses();
+await largeFiles();

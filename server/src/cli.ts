@@ -13,7 +13,7 @@ import { version as packageVersion } from '../../package.json';
 import { resolveSettings, type PrecisionLensSettings } from '../../common/settings';
 import type { Severity } from '../../common/codes';
 import { PythonParser } from './parser';
-import { analyseAll, type AnalysedFile, type KeepBudget } from './cli/analyze';
+import { analyseAll, type AnalysedFile } from './cli/analyze';
 import { parseArgs, USAGE, UsageError, type CliOptions } from './cli/args';
 import { collectInputs } from './cli/files';
 import { formatText } from './cli/format-text';
@@ -127,15 +127,12 @@ async function run(options: CliOptions, io: Io): Promise<number> {
         wantFixability: options.command === 'check' && !options.fix, env,
       })
       : undefined;
-    // Fix rounds could keep each large file's tree and analysis cache (KeepBudget); measured slower than full
-    // re-parses on huge classes and megabyte-line files (README, robustness), so not used yet.
-    const keep: KeepBudget | undefined = undefined;
-    files ??= (await analyseAll(parser, inputs, settings, {}, options.command !== 'inspect', keep)).files;
+    files ??= (await analyseAll(parser, inputs, settings, {}, options.command !== 'inspect')).files;
     let fixOutcome: Awaited<ReturnType<typeof fixFiles>> | undefined;
     if (options.fix) {
       // The project's folder: its fallback module lives there (created once), as in the editor's workspace folder.
       const projectRoot = project ? dirname(project.path) : commonFolder(options.paths, io.cwd);
-      fixOutcome = await fixFiles(parser, files, settings, { write: !options.diff, unsafe: options.unsafeFixes, env, projectRoot, keep });
+      fixOutcome = await fixFiles(parser, files, settings, { write: !options.diff, unsafe: options.unsafeFixes, env, projectRoot });
       files = fixOutcome.files;
     }
     let ioError = errors.length > 0;

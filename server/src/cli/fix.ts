@@ -16,7 +16,7 @@ import type { ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { locateFallbackModule } from '../fallback-location';
 import { unifiedDiff } from './unified-diff';
-import { buildIR, dropKeptParse, factsOf, runFileRules, type AnalysedFile, type KeepBudget } from './analyze';
+import { buildIR, factsOf, runFileRules, type AnalysedFile } from './analyze';
 
 const MAX_ROUNDS = 4;
 
@@ -44,10 +44,25 @@ export function fixTitlesFor(file: AnalysedFile, finding: Finding, settings: Pre
   }
   if (!file.ir) return [];
   try {
-    return fixesForFinding(file.text, file.ir, finding, settings, env).map((f) => f.title);
+    return fixesOf(file, finding, settings, env).map((f) => f.title);
   } catch {
     return [];
   }
+}
+
+/** The fixes last computed per finding, with what they were computed from (a finding belongs to one analysis). */
+const fixMemo = new WeakMap<Finding, { text: string; ir: ModelIR; settings: PrecisionLensSettings; env: FixEnv; fixes: Fix[] }>();
+
+/**
+ * fixesForFinding, computed once per finding for the same text, IR, settings and environment: `check --format json`
+ * wants both the titles and the fixability of every finding (a 10,000-layer class: 10,000 conversions planned twice).
+ */
+function fixesOf(file: AnalysedFile, finding: Finding, settings: PrecisionLensSettings, env: FixEnv): Fix[] {
+  const hit = fixMemo.get(finding);
+  if (hit && hit.text === file.text && hit.ir === file.ir && hit.settings === settings && hit.env === env) return hit.fixes;
+  const fixes = fixesForFinding(file.text, file.ir!, finding, settings, env);
+  fixMemo.set(finding, { text: file.text, ir: file.ir!, settings, env, fixes });
+  return fixes;
 }
 
 /** One fix applied by --fix, for --show-fixes. */
@@ -89,7 +104,7 @@ export function fixabilityOf(file: AnalysedFile, finding: Finding, settings: Pre
   if (!file.ir) return undefined;
   let best: BatchClass;
   try {
-    for (const fix of fixesForFinding(file.text, file.ir, finding, settings, env)) {
+    for (const fix of fixesOf(file, finding, settings, env)) {
       const { cls } = batchClass(fix, file.ir);
       if (cls === 'safe') return 'safe';
       best ??= cls;
@@ -108,7 +123,7 @@ function roundFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, appli
   for (const finding of file.findings) {
     let fixes: Fix[];
     try {
-      fixes = fixesForFinding(file.text, file.ir!, finding, settings, mode.fileEnv);
+      fixes = fixesOf(file, finding, settings, mode.fileEnv);
     } catch {
       continue;
     }
@@ -144,8 +159,6 @@ export interface FixMode {
    * the project's one fallback module (settings.fallbackModule), created once; none: an inline block per file.
    */
   projectRoot?: string;
-  /** The files whose parse the analysis kept (analyseAll's KeepBudget): their rounds re-parse incrementally. */
-  keep?: KeepBudget;
 }
 
 /** The file's fallback module, seen through the files this run created (or, with --diff, would create). */
@@ -180,13 +193,7 @@ export async function fixFiles(parser: PythonParser, files: AnalysedFile[], sett
   const outcome: FixOutcome = { files, diff: '', changedFiles: 0, appliedFixes: 0, applied: [], errors: [] };
   /** Files this run created (the fallback module), or would create with --diff. */
   const created = new Set<string>();
-  for (const file of files) {
-    try {
-      await fixFile(parser, file, files, settings, opts, created, outcome);
-    } finally {
-      dropKeptParse(parser, file, opts.keep);
-    }
-  }
+  for (const file of files) await fixFile(parser, file, files, settings, opts, created, outcome);
   // Facts may have changed (a wrapped training step adds an autocast region): report on the fixed set as a whole.
   const workspace = factsOf(files);
   for (const file of files) runFileRules(file, settings, workspace);
@@ -226,7 +233,7 @@ async function fixFile(parser: PythonParser, file: AnalysedFile, files: Analysed
       }
     }
     file.text = next;
-    await buildIR(parser, file, true, settings, files.map((f) => f.input), opts.keep);
+    await buildIR(parser, file, true, settings, files.map((f) => f.input));
     if (file.error) break;
     runFileRules(file, settings, factsOf(files));
   }

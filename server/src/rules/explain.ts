@@ -9,8 +9,30 @@
 import { ruleDocUrl, RULES, type RuleCode } from '../../../common/codes';
 import type { Explanation, Finding } from './types';
 
+/**
+ * Results of the pure sentence helpers by input text: a run's findings repeat the same facts (10,000 layers of one
+ * class: the same FP8-rule and init sentences 10,000 times), so each text is split and normalised once. Bounded: a
+ * full memo starts over.
+ */
+const MEMO_LIMIT = 20_000;
+const sentenceMemo = new Map<string, readonly string[]>();
+const normalMemo = new Map<string, string>();
+
+function memoised<T>(memo: Map<string, T>, key: string, compute: (key: string) => T): T {
+  let hit = memo.get(key);
+  if (hit === undefined) {
+    if (memo.size >= MEMO_LIMIT) memo.clear();
+    memo.set(key, hit = compute(key));
+  }
+  return hit;
+}
+
 /** Splits text into sentences (keeps abbreviations such as "e.g." and dotted names such as `te.Linear` whole). */
 export function sentences(text: string): string[] {
+  return [...memoised(sentenceMemo, text, splitSentences)];
+}
+
+function splitSentences(text: string): string[] {
   return text
     .split(/(?<=[.!?])\s+(?=[A-Z"`(<\d])/)
     .map((s) => s.trim())
@@ -138,6 +160,10 @@ function explanationSentences(message: string, e: Explanation | undefined, extra
 }
 
 function normal(sentence: string): string {
+  return memoised(normalMemo, sentence, normalUncached);
+}
+
+function normalUncached(sentence: string): string {
   // "Not converted: X" and "No automatic fix: X" say the same X.
   return sentence.replace(/^(?:No automatic fix|Not converted|No FP8 autocast wrap)[^:]{0,20}:\s*/i, '').toLowerCase().replace(/[^a-z0-9%=.]+/g, ' ').replace(/\.$/, '').trim();
 }
