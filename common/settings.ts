@@ -46,8 +46,9 @@ export const DEFAULT_SETTINGS: PrecisionLensSettings = {
   rules: {},
   te: { apiVersion: 'auto', recipe: 'DelayedScaling', fp8Format: 'HYBRID' },
   targetGpu: 'any',
-  // ~50k lines of Python: larger files are generated or vendored, and analysing them would stall the editor.
-  maxFileSize: 2 * 1024 * 1024,
+  // ~25k lines of Python, four times the largest real model file seen (timm's vision_transformer.py, 228 KB): the
+  // parse alone costs about 1 s per MB here, so a larger file could not be analysed within 2 s (README, robustness).
+  maxFileSize: 1024 * 1024,
   pythonPath: '',
   dims: {},
   fallbackModule: 'fp8_fallback',
