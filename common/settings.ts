@@ -46,8 +46,8 @@ export const DEFAULT_SETTINGS: PrecisionLensSettings = {
   rules: {},
   te: { apiVersion: 'auto', recipe: 'DelayedScaling', fp8Format: 'HYBRID' },
   targetGpu: 'any',
-  // ~25k lines of Python, four times the largest real model file seen (timm's vision_transformer.py, 228 KB): the
-  // parse alone costs about 1 s per MB here, so a larger file could not be analysed within 2 s (README, robustness).
+  // ~25k lines of Python, four times the largest real model file seen (timm's vision_transformer.py, 228 KB):
+  // `check` costs about 2.4 s per MB of dense model code here (README, robustness), so larger files are not analysed.
   maxFileSize: 1024 * 1024,
   pythonPath: '',
   dims: {},
