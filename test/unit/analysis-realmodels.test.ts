@@ -1043,10 +1043,12 @@ describe('analysis: what local Linear and norm classes add', () => {
       assert.equal(get(n).teArgs?.zero_centered_gamma, 'True', n);
       assert.match(why(n), /zero_centered_gamma=True/, n);
     }
-    // An fp32 upcast subclass is still a LayerNorm, but its float32 compute would be lost on the torch.nn fallback.
+    // An fp32 upcast subclass is still a LayerNorm: te.LayerNorm computes in float32 inside its kernel, and the
+    // conversion keeps the class for the fallback, where torch.nn.LayerNorm would not upcast.
     assert.equal(get('self.f32').kind, 'layernorm');
-    assert.equal(get('self.f32').convertible, false);
-    assert.match(why('self.f32'), /FP32LayerNorm\.forward computes in float32 and casts the result back/);
+    assert.equal(get('self.f32').convertible, true, why('self.f32'));
+    assert.equal(get('self.f32').fallbackKeepsClass, 'FP32LayerNorm');
+    assert.match(why('self.f32'), /FP32LayerNorm\.forward computes in float32 and casts the result back .* keeps FP32LayerNorm for the fallback/);
     // Mamba2's gated RMSNorm; a norm a fused kernel reads through its attributes.
     assert.equal(get('self.gn').convertible, false);
     assert.match(why('self.gn'), /takes gate besides the input/);

@@ -109,6 +109,9 @@ const normForwardExtra: Check = {
   run({ rec, L, sofar }) {
     const li = rec.ctor.local?.info;
     if (!isNorm(L.kind) || !li?.forwardExtra || li.channelAxis || !L.localClass || sofar === 'fails') return undefined;
+    if (L.fallbackKeepsClass) {
+      return ok(`${L.localClass}.forward ${li.forwardExtra}, as ${teNorm(L.kind)} does inside its kernel (float32 statistics, the input's dtype out); the conversion keeps ${L.localClass} for the fallback without FP8, where torch.nn's norm would not.`);
+    }
     return forwardDoesMore(L, li.forwardExtra, teNorm(L.kind), L.kind === 'rmsnorm' ? 'torch.nn.RMSNorm' : 'torch.nn.LayerNorm');
   },
 };

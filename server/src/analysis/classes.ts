@@ -424,6 +424,8 @@ const subclassCache = new WeakMap<SyntaxNode, Pick<ClassInfo, 'extraParams' | 'w
  */
 /** forwardExtra for a weight cast to the input's dtype: te.Linear does the same (it casts its weight to the compute dtype). */
 export const WEIGHT_CAST = "casts its weight to the input's dtype before computing";
+/** forwardExtra for a norm computed in float32 and cast back: te.* norms do the same inside their kernels. */
+export const FLOAT32_CAST_BACK = 'computes in float32 and casts the result back to the input dtype';
 
 function forwardExtraOf(fwd: string): string | undefined {
   const colon = fwd.indexOf(':', fwd.indexOf(')'));
@@ -432,7 +434,7 @@ function forwardExtraOf(fwd: string): string | undefined {
   const weightCast = /self\.(weight|bias)\s*\.\s*(to|type_as|type|half|bfloat16|float)\s*\(/.test(body);
   const upcast = /\.\s*float\s*\(\s*\)|torch\.float32|dtype\s*=\s*torch\.float\b/.test(body);
   const castBack = /\.\s*(type_as|to|type)\s*\(\s*(dtype\s*=\s*)?[\w.]+\s*\)/.test(body);
-  if (upcast && castBack) return 'computes in float32 and casts the result back to the input dtype';
+  if (upcast && castBack) return FLOAT32_CAST_BACK;
   if (weightCast) return WEIGHT_CAST;
   // Other forwards are read by the checks that know them: (1 + weight), the channel axis, gates, adapters.
   return undefined;

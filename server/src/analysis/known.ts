@@ -35,6 +35,8 @@ export const FALLBACK_FACTORIES: Record<string, { kind: LayerKind; params: strin
   fp8_parallel_linear: { kind: 'parallel-linear', params: ['fallback', 'in_features', 'out_features', 'bias'], te: 'te.Linear' },
   fp8_layernorm: { kind: 'layernorm', params: ['normalized_shape', 'eps'], te: 'te.LayerNorm' },
   fp8_rmsnorm: { kind: 'rmsnorm', params: ['normalized_shape', 'eps'], te: 'te.RMSNorm' },
+  fp8_layernorm_or: { kind: 'layernorm', params: ['fallback', 'normalized_shape', 'eps'], te: 'te.LayerNorm' },
+  fp8_rmsnorm_or: { kind: 'rmsnorm', params: ['fallback', 'normalized_shape', 'eps'], te: 'te.RMSNorm' },
 };
 
 /** Recognises a library layer constructor from its resolved dotted name (a catalogue lookup). */

@@ -5,7 +5,7 @@
  */
 import { stmtOf, type Stmt, type SyntaxNode } from './node';
 import type { Layer, LayerArg, LayerKind, Span } from './ir';
-import { ctorParams, paramsOf, WEIGHT_CAST, type ClassModel } from './classes';
+import { ctorParams, FLOAT32_CAST_BACK, paramsOf, WEIGHT_CAST, type ClassModel } from './classes';
 import { argFor, type EvalScope, type Evaluator } from './dims';
 import { resolveName, type ImportTable } from './imports';
 import { lookupClassAttribute, type ForwardRead, type RoleHint } from './catalogue';
@@ -712,6 +712,11 @@ function makeLayer(
   // te.Linear casts its weight to the compute dtype as this class's forward does; torch.nn.Linear would not, so the
   // conversion keeps the class for the fallback without FP8.
   if (ctor.local && ctor.kind === 'linear' && ctor.local.info.forwardExtra === WEIGHT_CAST) layer.fallbackKeepsClass = ctor.local.info.name;
+  // A norm subclass computing in float32 and casting back: te.* norms do so inside their kernels (float32 statistics,
+  // the input's dtype out); torch.nn's norm would meet a BF16 input with FP32 weights, so the fallback keeps the class.
+  if (ctor.local && (ctor.kind === 'layernorm' || ctor.kind === 'rmsnorm') && ctor.local.info.forwardExtra === FLOAT32_CAST_BACK && !ctor.local.info.channelAxis) {
+    layer.fallbackKeepsClass = ctor.local.info.name;
+  }
   if (ctor.factory) layer.viaFactory = ctor.factory;
   // A module that holds weights only under a flag (fairseq's PositionalEmbedding(learned=False) is sinusoidal).
   const weightsFlag = ctor.roleHint?.weightsOnlyWhen;

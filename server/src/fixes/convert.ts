@@ -9,7 +9,7 @@ import { classRefsOf, extendClassTests, type ClassRef } from './class-tests';
 import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
 import { convertsThroughFallback } from './fallback';
 import { bringInFallback } from './wrapper';
-import { PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
+import { KEEP_CLASS_FACTORY, PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
 import { addImport, teAccess } from './imports';
 import { planParallel } from './parallel';
 import { constructorSite, splitCallArgs, type CallArg, type CallArgs } from './source';
@@ -302,11 +302,13 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   // A layer whose dims are unknown where it is built (shape `guarded`) goes through the factory even in a file that
   // imports TE: the factory checks the FP8 shape rule when it builds the layer and keeps torch.nn where it fails.
   // A layer whose own class must stay where FP8 does not run (a parallel linear keeps its shards, a Linear subclass
-  // that casts its weight keeps that cast): the factory builds it behind a lambda, so it always goes through it.
+  // that casts its weight keeps that cast, a norm subclass computing in float32 keeps it): the factory builds it behind
+  // a lambda, so it always goes through it.
   const parallel = layer.kind === 'parallel-linear' || !!layer.fallbackKeepsClass;
   const viaFactory = convertsThroughFallback(ctx) || layer.facets?.shape.state === 'guarded' || !!layer.fallbackKeepsClass;
   const access = teAccess(ctx.ir);
-  const target = viaFactory ? (parallel ? PARALLEL_FACTORY : FACTORY[layer.kind]!) : `${access.prefix}${cls}`;
+  const keeper = layer.fallbackKeepsClass && layer.kind !== 'parallel-linear' ? KEEP_CLASS_FACTORY[layer.kind as keyof typeof KEEP_CLASS_FACTORY] : PARALLEL_FACTORY;
+  const target = viaFactory ? (parallel ? keeper : FACTORY[layer.kind]!) : `${access.prefix}${cls}`;
   const args = planArgs(ctx, layer, viaFactory);
   if (args.refusal) return refused(`Not converted: ${args.refusal}`, target, args.label);
   const site = constructorSite(ctx.text, layer);

@@ -27,9 +27,14 @@ export const TE_CLASS_NAME: Record<string, string> = { Linear: 'TE_LINEAR', Laye
 
 export const PARALLEL_FACTORY = 'fp8_parallel_linear';
 
+/** Factories that build te.* where FP8 runs and the model's own class (behind a lambda) elsewhere, per layer kind. */
+export const KEEP_CLASS_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', string> = {
+  linear: PARALLEL_FACTORY, layernorm: 'fp8_layernorm_or', rmsnorm: 'fp8_rmsnorm_or',
+};
+
 /** Every name the fallback defines for other code (what a file may import from the module). */
 export const FALLBACK_EXPORTS = [
-  'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, CONTEXT_FACTORY, 'FP8_RECIPE',
+  'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or', CONTEXT_FACTORY, 'FP8_RECIPE',
   'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', 'te', 'te_recipe',
 ] as const;
 
@@ -300,6 +305,20 @@ def fp8_rmsnorm(normalized_shape, eps=1e-5, **kwargs):
     if hasattr(torch.nn, "RMSNorm") and not zero_centered:
         return torch.nn.RMSNorm(normalized_shape, eps=eps, **_pl_torch_kwargs(kwargs))
     return _PLRMSNorm(normalized_shape, eps=eps, zero_centered_gamma=zero_centered, **_pl_torch_kwargs(kwargs))
+
+
+def fp8_layernorm_or(fallback, normalized_shape, eps=1e-5, **kwargs):
+    """te.LayerNorm when FP8 runs here, else fallback(): the model's own norm class (one that computes in float32)."""
+    if fp8_available()[0]:
+        return ${te}.LayerNorm(normalized_shape, eps=eps, **${normKwargs})
+    return fallback()
+
+
+def fp8_rmsnorm_or(fallback, normalized_shape, eps=1e-5, **kwargs):
+    """te.RMSNorm when FP8 runs here, else fallback(): the model's own norm class (one that computes in float32)."""
+    if fp8_available()[0]:
+        return ${te}.RMSNorm(normalized_shape, eps=eps, **${normKwargs})
+    return fallback()
 `;
 }
 
