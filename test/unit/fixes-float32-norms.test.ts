@@ -23,6 +23,9 @@ describe('fixes: float32 norm subclasses convert and keep their class for the fa
       assert.equal(get(name).fallbackKeepsClass, cls);
       assert.match(get(name).reasons.join(' '), new RegExp(`${cls}\\.forward computes in float32 .* keeps ${cls} for the fallback`));
     }
+    // nn.RMSNorm's eps=None (the input dtype's epsilon) is kept by a subclass that leaves __init__ alone.
+    assert.equal(get('self.rms_dtype_eps').convertible, 'uncertain');
+    assert.match(get('self.rms_dtype_eps').reasons.join(' '), /torch\.finfo\(dtype\)\.eps/);
     assert.equal(get('self.neck').convertible, false);
     assert.equal(get('self.neck').fallbackKeepsClass, undefined);
   });
@@ -35,6 +38,7 @@ describe('fixes: float32 norm subclasses convert and keep their class for the fa
     assert.match(text, /self\.ln_1 = fp8_layernorm_or\(lambda: LayerNormFp32\(dim, eps=1e-6\), dim, eps=1e-6\)/);
     assert.match(text, /self\.rms = fp8_rmsnorm_or\(lambda: RMSNormFp32\(dim, eps=1e-6\), dim, eps=1e-6\)/);
     assert.match(text, /self\.plain = fp8_layernorm\(dim\)/);
+    assert.match(text, /self\.rms_dtype_eps = RMSNormFp32\(dim\)/);
     assert.match(text, /self\.neck = ChannelsFirstNorm\(dim\)/);
     assert.equal(pyCompileError(text), undefined);
     // Analysed again, the kept classes are the factories' fallbacks, not new findings.

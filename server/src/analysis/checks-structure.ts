@@ -198,7 +198,9 @@ const rmsNormArgs: Check = {
     const offset = zcIf !== undefined ? unitOffset(rec, ev, zcIf, 'te.RMSNorm') : undefined;
     if (zcIf !== undefined && !offset) return guarded(`${name} scales by (1 + weight) only when ${zcIf}: te.RMSNorm needs zero_centered_gamma=True for the layers built that way and not for the others. Convert by hand with the setting that matches how this layer is built.`);
     const lead = offset ? [offset] : [];
-    if (!c.local && /(^|\.)RMSNorm$/.test(L.resolved) && (eps === undefined || /^None$/.test(eps))) {
+    // torch.nn.RMSNorm itself, or a local subclass of it that keeps its __init__ (the eps default stays None).
+    const torchRms = !c.local ? /(^|\.)RMSNorm$/.test(L.resolved) : !c.local.init && c.local.info.resolvedBases.some((b) => /^torch\.nn\.(modules\.normalization\.)?RMSNorm$/.test(b));
+    if (torchRms && (eps === undefined || /^None$/.test(eps))) {
       // torch.nn.RMSNorm(eps=None) normalises with torch.finfo(x.dtype).eps; te.RMSNorm has a fixed eps (1e-5).
       return guarded(...lead, `${L.constructor} without eps uses the input dtype's machine epsilon (torch.finfo(dtype).eps: 0.0078125 in BF16, 1.2e-7 in FP32), while te.RMSNorm defaults to eps=1e-5: converting it as is changes the numerics. Pass the eps your model trains with explicitly, then convert.`);
     }
