@@ -31,9 +31,11 @@ export interface ScanResult {
 }
 
 const MAX_LISTED = 1000;
+/** Files larger than this are listed as seen but not read (the full scan and its updates alike). */
+const MAX_SCANNED_BYTES = 2_000_000;
 
 /** Walks `roots` (at most `maxFiles` .py files, files over `maxBytes` skipped). */
-export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes = 2_000_000): Promise<ScanResult> {
+export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes = MAX_SCANNED_BYTES): Promise<ScanResult> {
   const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), trainFiles: new Set(), stackFiles: new Map(), truncated: false, pythonFiles: [] };
   const queue = [...roots];
   while (queue.length) {
@@ -61,11 +63,16 @@ export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes =
   return result;
 }
 
-/** What one file says, added to `result` (a file over `maxBytes` or unreadable says nothing). */
-async function readInto(result: ScanResult, path: string, maxBytes: number): Promise<void> {
+/**
+ * What one file says, added to `result` (a file over `maxBytes` or unreadable says nothing). Returns whether the path
+ * is a file at all (read or not), so that an update need not stat it again.
+ */
+async function readInto(result: ScanResult, path: string, maxBytes: number): Promise<boolean> {
+  let isFile = false;
   try {
     const stat = await fs.stat(path);
-    if (!stat.isFile() || stat.size > maxBytes) return;
+    isFile = stat.isFile();
+    if (!isFile || stat.size > maxBytes) return isFile;
     const text = await fs.readFile(path, 'utf8');
     if (result.pythonFiles.length < MAX_LISTED) result.pythonFiles.push(path);
     if (AUTOCAST.test(text) && TE_HINT.test(text)) result.autocastFiles.add(path);
@@ -75,6 +82,7 @@ async function readInto(result: ScanResult, path: string, maxBytes: number): Pro
   } catch {
     // unreadable (or gone since it was listed): it cannot train anything
   }
+  return isFile;
 }
 
 /** Whether a path is one the scan would have read: a .py file under a root, outside the skipped folders. */
@@ -91,7 +99,7 @@ export function inScan(roots: readonly string[], path: string): boolean {
  * read again if it still exists. Returns a new result (the old one may still be compared against); unchanged paths
  * keep what the full scan found. A truncated scan stays truncated: new files are not counted against its budget.
  */
-export async function updateScan(previous: ScanResult, paths: readonly string[], maxBytes = 2_000_000): Promise<ScanResult> {
+export async function updateScan(previous: ScanResult, paths: readonly string[], maxBytes = MAX_SCANNED_BYTES): Promise<ScanResult> {
   const gone = new Set(paths);
   const result: ScanResult = {
     files: previous.files,
@@ -104,9 +112,7 @@ export async function updateScan(previous: ScanResult, paths: readonly string[],
   };
   const listed = new Set(previous.pythonFiles);
   for (const path of gone) {
-    const before = result.pythonFiles.length;
-    await readInto(result, path, maxBytes);
-    const exists = result.pythonFiles.length > before || (await fs.stat(path).then((s) => s.isFile(), () => false));
+    const exists = await readInto(result, path, maxBytes);
     if (exists && !listed.has(path)) result.files++;
     if (!exists && listed.has(path)) result.files--;
   }
