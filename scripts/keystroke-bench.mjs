@@ -11,15 +11,12 @@
 //
 //   npm run build && node scripts/keystroke-bench.mjs [--edits 20] [--rounds 2] [--baseline OUTDIR] [--shapes a,b]
 //   KEYSTROKE_PROFILE=DIR: a CPU profile of each server process in DIR
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { createRequire } from 'node:module';
 import { generateLargeClass, prng } from './gen-large-model.mjs';
-
-const require = createRequire(import.meta.url);
-const { createMessageConnection, StreamMessageReader, StreamMessageWriter } = require('vscode-jsonrpc/node');
+import { cpuOf, quantile, sleep, startServer } from './lib/server-process.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
@@ -59,19 +56,14 @@ const shapes = Object.entries(ALL_SHAPES).filter(([name]) => !SHAPES || SHAPES.i
 
 const genDir = join(root, '.bench', 'keystroke');
 mkdirSync(genDir, { recursive: true });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const quantile = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((s.length - 1) * q))]; };
 const median = (xs) => quantile(xs, 0.5);
-const cpuOf = (pid) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100;
-};
+/** CPU seconds, user + system. */
+const cpuSeconds = (pid) => { const c = cpuOf(pid); return c.user + c.system; };
 
 /** One server process: open `text`, wait for its publish, then EDITS single-character edits, one after the other. */
 async function serverRun(serverJs, text, seed, label) {
   const profile = process.env.KEYSTROKE_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${resolve(process.env.KEYSTROKE_PROFILE)}`, `--cpu-prof-name=${label}.cpuprofile`] : [];
-  const child = spawn(process.execPath, [...profile, serverJs, '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const conn = createMessageConnection(new StreamMessageReader(child.stdout), new StreamMessageWriter(child.stdin));
+  const { child, conn } = startServer(serverJs, profile);
   let want = null; // { version, resolve }
   let lastDiagnostics = -1;
   const analysisMs = [];
@@ -98,7 +90,7 @@ async function serverRun(serverJs, text, seed, label) {
   const random = prng(seed);
   const latencies = [];
   analysisMs.length = 0;
-  const cpu0 = cpuOf(child.pid);
+  const cpu0 = cpuSeconds(child.pid);
   for (let e = 0; e < EDITS; e++) {
     // a space at the end of a seeded line that has code (what typing at a line's end does)
     let line = Math.floor(random() * lines.length);
@@ -112,7 +104,7 @@ async function serverRun(serverJs, text, seed, label) {
     await done;
     latencies.push(performance.now() - sent);
   }
-  const cpuPerEdit = ((cpuOf(child.pid) - cpu0) / EDITS) * 1000;
+  const cpuPerEdit = ((cpuSeconds(child.pid) - cpu0) / EDITS) * 1000;
   await conn.sendRequest('shutdown');
   await conn.sendNotification('exit');
   await Promise.race([new Promise((r) => child.once('exit', r)), sleep(10000)]);

@@ -8,14 +8,10 @@
 //
 //   npm run build && node scripts/load-test.mjs [--docs 200] [--edits 2000] [--spread-ms 5000] [--seed 1] [--server out/server.js]
 //   LOAD_TEST_PROFILE=DIR: a CPU profile of the server in DIR; LOAD_TEST_MEMORY=DIR: mappings + heap snapshot in DIR
-import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createRequire } from 'node:module';
-
-const require = createRequire(import.meta.url);
-const { createMessageConnection, StreamMessageReader, StreamMessageWriter } = require('vscode-jsonrpc/node');
+import { cpuOf, quantile, rssOf, sleep, startServer } from './lib/server-process.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const arg = (name, def) => { const i = process.argv.indexOf(name); return i >= 0 ? Number(process.argv[i + 1]) : def; };
@@ -39,24 +35,12 @@ function pyFiles(dir) {
 const seeds = pyFiles(join(root, 'test', 'fixtures')).map((p) => readFileSync(p, 'utf8')).filter((t) => t.includes('torch'));
 const TRAIN = 'import torch\nimport transformer_engine.pytorch as te\n\nmodel = torch.compile(torch.nn.Linear(64, 64))\nopt = torch.optim.AdamW(model.parameters())\nwith te.autocast(enabled=True):\n    loss = model(torch.randn(8, 64)).sum()\nloss.backward()\nopt.step()\n';
 
-const rssOf = (pid) => {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : NaN;
-};
-/** CPU seconds the process has used (user + system), from /proc: a figure the machine's other load barely moves. */
-const cpuOf = (pid) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return { user: Number(f[11]) / 100, system: Number(f[12]) / 100 };
-};
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const quantile = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((s.length - 1) * q))]; };
 
 const nodeArgs = [
   ...(process.env.LOAD_TEST_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.LOAD_TEST_PROFILE}`] : []),
   ...(process.env.LOAD_TEST_MEMORY ? ['--heapsnapshot-signal=SIGUSR2'] : []),
 ];
-const child = spawn(process.execPath, [...nodeArgs, SERVER, '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'], cwd: process.env.LOAD_TEST_MEMORY || undefined });
-const conn = createMessageConnection(new StreamMessageReader(child.stdout), new StreamMessageWriter(child.stdin));
+const { child, conn } = startServer(SERVER, nodeArgs, { cwd: process.env.LOAD_TEST_MEMORY || undefined });
 const published = new Map(); // uri -> latest published version
 let publishes = 0;
 let lastPublishAt = Date.now();
