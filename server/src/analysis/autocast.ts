@@ -6,7 +6,7 @@ import type { SyntaxNode } from './node';
 import type { AutocastApi, AutocastRegion, CallSite, Span } from './ir';
 import { resolveName, type ImportTable } from './imports';
 import { shortText, spanOf } from './spans';
-import type { AssignRec, CallRec, WithRec } from './walk';
+import { leftOf, rightOf, argListOf, type AssignRec, type CallRec, type WithRec } from './walk';
 
 const FALLBACK_CONTEXT = /^(\.*[A-Za-z_][\w.]*\.)?fp8_autocast_context$/;
 const TE_AUTOCAST = /^transformer_engine(\.pytorch)?(\.[a-z_]\w*)*\.(fp8_autocast|autocast)$/;
@@ -71,8 +71,8 @@ function assignedCall(src: string, name: string, before: number, assigns: readon
     const fn = a.scope.fn;
     if (fn && (before < fn.start || before >= fn.end)) continue;
     if (!src.startsWith(name, a.start) || /[\w.[]/.test(src.charAt(a.start + name.length))) continue;
-    const left = a.node.childForFieldName('left');
-    const right = a.node.childForFieldName('right');
+    const left = leftOf(a);
+    const right = rightOf(a);
     if (left?.type === 'identifier' && right?.type === 'call') hit = right;
   }
   return hit;
@@ -157,7 +157,7 @@ export function collectAutocastContexts(
   for (let i = 0; i < calls.length; i++) {
     const callee = callees[i];
     if (!callee || inWith.has(calls[i].start)) continue;
-    const a = calls[i].node.childForFieldName('arguments');
+    const a = argListOf(calls[i]);
     let args = a ? src.slice(a.startIndex, a.endIndex) : '';
     if (/(^|\.)partial$/.test(callee)) {
       // `fp8_ctx = functools.partial(te.autocast, enabled=True)`: the arguments after the function.

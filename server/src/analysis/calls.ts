@@ -9,7 +9,7 @@ import { teAutocastApi } from './autocast';
 import { PTQ_CONFIGS } from './ptq-catalogue';
 import { resolveName, type ImportTable } from './imports';
 import { shortText, spanAt, spanOf, stringValue } from './spans';
-import type { AssignRec, CallRec, ClassRec, FuncRec } from './walk';
+import { leftOf, rightOf, argListOf, type AssignRec, type CallRec, type ClassRec, type FuncRec } from './walk';
 
 const OPTIMIZERS = /^(Adam|AdamW|SGD|Adagrad|Adadelta|Adamax|NAdam|RAdam|RMSprop|Rprop|ASGD|LBFGS|SparseAdam|Adafactor|Lion|Muon|LAMB|Lamb|FusedAdam|FusedLAMB|FusedSGD|FusedNovoGrad|AdamW8bit|Adam8bit|PagedAdamW|PagedAdamW8bit|AnyPrecisionAdamW|AdamWFp8|AdamW4bit|AdamW8bitAO|Sophia|Shampoo|DistributedShampoo|ZeroRedundancyOptimizer|Adan|Prodigy|ScheduleFreeAdamW)$/;
 const RECIPES = /^(DelayedScaling|Float8CurrentScaling|Float8BlockScaling|MXFP8BlockScaling|NVFP4BlockScaling|CustomRecipe|Float8BlockwiseScaling)$/;
@@ -447,8 +447,8 @@ export function collectTies(src: string, assigns: AssignRec[], calls: CallRec[],
     const eol = src.indexOf('\n', a.start);
     const line = src.slice(a.start, eol < 0 ? src.length : eol);
     if (line.indexOf('.weight') < 0 || line.indexOf('.weight') === line.lastIndexOf('.weight')) continue;
-    const left = a.node.childForFieldName('left');
-    let right = a.node.childForFieldName('right');
+    const left = leftOf(a);
+    let right = rightOf(a);
     if (!left || !right || left.type !== 'attribute') continue;
     if (right.type === 'call') {
       // nn.Parameter(emb.weight)
@@ -474,7 +474,7 @@ export function collectTies(src: string, assigns: AssignRec[], calls: CallRec[],
   for (let i = 0; i < calls.length; i++) {
     const c = callees[i];
     if (!c || !/(^|\.)(_tie_or_clone_weights|tie_weights|_tie_embedding_weights|tie_embeddings)$/.test(c)) continue;
-    const args = calls[i].node.childForFieldName('arguments')?.namedChildren.filter((x): x is SyntaxNode => !!x && x.type !== 'comment') ?? [];
+    const args = argListOf(calls[i])?.namedChildren.filter((x): x is SyntaxNode => !!x && x.type !== 'comment') ?? [];
     if (args.length < 2) continue;
     const l = src.slice(args[0].startIndex, args[0].endIndex).replace(/\s+/g, '').replace(/^self\./, '');
     const r = src.slice(args[1].startIndex, args[1].endIndex).replace(/\s+/g, '').replace(/^self\./, '');
@@ -505,9 +505,9 @@ function classStringList(src: string, classes: ClassRec[], attr: string): Map<st
   const out = new Map<string, string[]>();
   for (const c of classes) {
     for (const a of c.bodyAssigns) {
-      const left = a.node.childForFieldName('left');
+      const left = leftOf(a);
       if (!left || left.endIndex - left.startIndex !== attr.length || src.slice(left.startIndex, left.endIndex) !== attr) continue;
-      const right = a.node.childForFieldName('right');
+      const right = rightOf(a);
       if (!right) continue;
       const keys: string[] = [];
       for (const k of right.namedChildren) {

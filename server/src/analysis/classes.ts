@@ -7,7 +7,7 @@ import type { ClassInfo, LayerKind } from './ir';
 import { knownCtor } from './known';
 import { resolveName, type ImportTable } from './imports';
 import { spanOf } from './spans';
-import type { ClassRec, FuncRec } from './walk';
+import { leftOf, rightOf, type ClassRec, type FuncRec } from './walk';
 
 export interface ParamInfo {
   name: string;
@@ -135,8 +135,8 @@ function fieldsOf(src: string, rec: ClassRec): { fieldNodes: Map<string, SyntaxN
   const fieldNodes = new Map<string, SyntaxNode>();
   const fieldDefaults: Record<string, string> = {};
   for (const a of rec.bodyAssigns) {
-    const left = a.node.childForFieldName('left');
-    let right = a.node.childForFieldName('right');
+    const left = leftOf(a);
+    let right = rightOf(a);
     if (!left || left.type !== 'identifier' || !right) continue;
     // dataclasses.field(default=768)
     if (right.type === 'call') {

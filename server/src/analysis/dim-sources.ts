@@ -5,7 +5,7 @@
  */
 import type { SyntaxNode } from './node';
 import type { ClassModel } from './classes';
-import type { AssignRec, FuncRec } from './walk';
+import { leftOf, rightOf, type AssignRec, type FuncRec } from './walk';
 
 /** One preset: a named set of config fields (one configuration of the model). */
 export interface Preset {
@@ -60,7 +60,7 @@ export function presetAssigns(src: string, moduleAssigns: readonly AssignRec[], 
 export function findPresets(src: string, moduleAssigns: readonly AssignRec[], classes: Map<string, ClassModel>): Preset[] {
   const out: Preset[] = [];
   for (const a of moduleAssigns) {
-    const right = a.node.childForFieldName('right');
+    const right = rightOf(a);
     if (!right || (right.type !== 'list' && right.type !== 'tuple' && right.type !== 'dictionary')) continue;
     // A collection longer than any table of presets (data: 200,000 numbers) is not read item by item.
     if (right.namedChild(MAX_PRESETS)) continue;
@@ -118,7 +118,7 @@ export function postInitAssign(src: string, cls: ClassModel, field: string): Syn
   if (!post) return undefined;
   const text = (n: SyntaxNode): string => src.slice(n.startIndex, n.endIndex).replace(/\s+/g, '');
   const mine = post.assigns.filter((a) => {
-    const left = a.node.childForFieldName('left');
+    const left = leftOf(a);
     return left && text(left) === `self.${field}`;
   });
   const body = src.slice(post.start, post.end);

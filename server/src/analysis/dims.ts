@@ -6,7 +6,7 @@
 import type { SyntaxNode } from './node';
 import type { Dim, DimSource, DimValue, ExternalDims, ExternalSites } from './ir';
 import { ctorParams, paramsOf, type ClassModel } from './classes';
-import type { AssignRec, CallRec, FuncRec } from './walk';
+import { leftOf, rightOf, type AssignRec, type CallRec, type FuncRec } from './walk';
 import { argparseDefaults, findPresets, postInitAssign, type Preset } from './dim-sources';
 
 export interface EvalScope {
@@ -72,7 +72,7 @@ export class Evaluator {
     private readonly externalSites: ExternalSites = {},
   ) {
     for (const a of moduleAssigns) {
-      const left = a.node.childForFieldName('left');
+      const left = leftOf(a);
       if (left && left.type === 'identifier') {
         const name = src.slice(left.startIndex, left.endIndex);
         const list = this.moduleAssigns.get(name);
@@ -118,9 +118,9 @@ export class Evaluator {
     if (!idx) {
       idx = new Map();
       for (const a of fn.assigns) {
-        const left = a.node.childForFieldName('left');
+        const left = leftOf(a);
         if (!left || (left.type !== 'identifier' && left.type !== 'attribute')) continue;
-        if (!a.node.childForFieldName('right')) continue;
+        if (!rightOf(a)) continue;
         const key = this.text(left).replace(/\s+/g, '');
         const list = idx.get(key);
         if (list) list.push(a); else idx.set(key, [a]);
@@ -362,7 +362,7 @@ export class Evaluator {
         best = a;
       }
       if (best) {
-        const right = best.node.childForFieldName('right') as SyntaxNode;
+        const right = rightOf(best) as SyntaxNode;
         const e = this.eval(right, { ...scope, fn, pos: best.start, bind: fn === scope.fn ? scope.bind : undefined }, depth + 1);
         e.via.push(this.text(right));
         return e;
@@ -373,7 +373,7 @@ export class Evaluator {
     const mod = this.moduleAssigns.get(name);
     if (mod && mod.length) {
       const a = [...mod].reverse().find((m) => m.start < scope.pos) ?? mod[mod.length - 1];
-      const right = a.node.childForFieldName('right');
+      const right = rightOf(a);
       if (right) {
         const e = this.eval(right, { pos: a.start }, depth + 1);
         e.via.push(this.text(right));
@@ -547,7 +547,7 @@ export class Evaluator {
         best = a;
       }
       if (best) {
-        const right = best.node.childForFieldName('right');
+        const right = rightOf(best);
         if (!right) continue;
         const e = this.eval(right, { fn: m, cls, pos: best.start, bind: m === scope.fn ? scope.bind : undefined }, depth + 1);
         e.via.push(this.text(right));

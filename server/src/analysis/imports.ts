@@ -6,7 +6,7 @@ import type { SyntaxNode } from './node';
 import type { ImportBinding } from './ir';
 import { isCatalogued, isLibraryName, modulesEndingWith, torchNnStarName, type Library } from './catalogue';
 import { spanOf } from './spans';
-import type { AssignRec, ImportRec } from './walk';
+import { leftOf, rightOf, type AssignRec, type ImportRec } from './walk';
 
 export interface ImportTable {
   bindings: ImportBinding[];
@@ -154,8 +154,8 @@ function joinModule(mod: string, name: string): string {
  */
 export function collectAliases(src: string, table: ImportTable, assigns: AssignRec[]): void {
   for (const a of assigns) {
-    const left = a.node.childForFieldName('left');
-    let right = a.node.childForFieldName('right');
+    const left = leftOf(a);
+    let right = rightOf(a);
     if (!left || !right || left.type !== 'identifier') continue;
     if (right.type === 'conditional_expression') right = right.namedChild(0) ?? right;
     if (right.type !== 'attribute' && right.type !== 'identifier') continue;

@@ -11,7 +11,7 @@ import { resolveName, type ImportTable } from './imports';
 import { lookupClassAttribute, type ForwardRead, type RoleHint } from './catalogue';
 import { FALLBACK_FACTORIES, IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
 import { positionAt, spanOf, stringValue } from './spans';
-import type { CallRec, ClassRec, FuncRec, WalkResult } from './walk';
+import { argListOf, assignedBy, calleeOf, leftOf, rightOf, type AssignRec, type CallRec, type ClassRec, type FuncRec, type WalkResult } from './walk';
 
 /** What a callee builds. */
 export interface CtorInfo {
@@ -296,7 +296,7 @@ function collectCall(c: Collector, i: number): void {
   if (!text) {
     const inline = inlineClassCtor(ctx, call);
     if (inline) {
-      const fnode = call.node.childForFieldName('function') as SyntaxNode;
+      const fnode = calleeOf(call) as SyntaxNode;
       const rec = makeLayer(ctx, call, fnode, ctx.src.slice(fnode.startIndex, fnode.endIndex).replace(/\s+/g, ' '), inline.resolved, inline.ctor, scopeOf(ctx, call));
       if (inline.via) rec.layer.classFrom = inline.via;
       else if (inline.candidates) rec.layer.classCandidates = inline.candidates;
@@ -311,7 +311,7 @@ function collectCall(c: Collector, i: number): void {
     const viaParam: ClassSite | undefined = paramDefaultCtor(ctx, call, text) ?? assignedClassCtor(ctx, call, text) ?? attrClassCtor(ctx, call, text);
     if (viaParam) {
       // Rare; not memoised (a returned class depends on another statement): rebuilt at each analysis.
-      const rec = makeLayer(ctx, call, call.node.childForFieldName('function') as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
+      const rec = makeLayer(ctx, call, calleeOf(call) as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
       if (viaParam.via) rec.layer.classFrom = viaParam.via;
       else if (viaParam.candidates) rec.layer.classCandidates = viaParam.candidates;
       c.built++;
@@ -334,7 +334,7 @@ function collectCall(c: Collector, i: number): void {
     else c.out.push(rec);
     return;
   }
-  const calleeNode = call.node.childForFieldName('function') as SyntaxNode;
+  const calleeNode = calleeOf(call) as SyntaxNode;
   const rec = makeLayer(ctx, call, calleeNode, text, found.resolved, found.ctor, scopeOf(ctx, call));
   c.built++;
   const place = placement(ctx, call.node, call);
@@ -550,7 +550,7 @@ type ClassSite = { resolved: string; ctor: CtorInfo; via?: string; candidates?: 
 
 function inlineClassCtor(ctx: LayerContext, call: CallRec): ClassSite | undefined {
   if (ctx.src.charCodeAt(call.start) !== 40 /* ( */) return undefined;
-  const f = call.node.childForFieldName('function');
+  const f = calleeOf(call);
   if (f?.type !== 'parenthesized_expression') return undefined;
   const c = classExprCtor(ctx, f);
   if (!c || c.ctor.kind === 'other') return undefined;
@@ -594,8 +594,8 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
       const candidate = (/^[A-Za-z_][\w.]*$/.test(r) && /[A-Z]/.test(r)) || /^(functools\.)?partial\s*\(/.test(r)
         || (makers.size > 0 && makers.has(/^([A-Za-z_]\w*)\s*\(/.exec(r)?.[1] ?? '')) || (/\bif\b/.test(r) && /[A-Z]/.test(r)) || r === '' || r.endsWith('(');
       if (!candidate) continue;
-      const left = a.node.childForFieldName('left');
-      const right = a.node.childForFieldName('right');
+      const left = leftOf(a);
+      const right = rightOf(a);
       if (left?.type !== 'identifier' || !right) continue;
       if (!['identifier', 'attribute', 'call', 'conditional_expression'].includes(right.type)) continue;
       if (right.type === 'call') {
@@ -657,15 +657,18 @@ function makeLayer(
   ctx: LayerContext, call: CallRec, calleeNode: SyntaxNode, callee: string, resolved: string, ctor: CtorInfo, scope: EvalScope,
 ): LayerRec {
   const { src } = ctx;
-  const argsNode = call.node.childForFieldName('arguments') as SyntaxNode;
+  const argsNode = argListOf(call) as SyntaxNode;
   const args: LayerArg[] = [];
   const argNodes = new Map<string, SyntaxNode>();
   const options: Record<string, string> = {};
   let index = 0;
   let afterSplat = false;
   for (const a of argsNode?.namedChildren ?? []) {
-    if (!a || a.type === 'comment') continue;
-    if (a.type === 'keyword_argument') {
+    if (!a) continue;
+    // Each read of a web-tree-sitter node's type or end is a call into WASM: read once.
+    const type = a.type;
+    if (type === 'comment') continue;
+    if (type === 'keyword_argument') {
       const n = a.childForFieldName('name');
       const v = a.childForFieldName('value');
       if (!n || !v) continue;
@@ -674,15 +677,18 @@ function makeLayer(
       args.push({ name, text, span: spanOf(a) });
       argNodes.set(name, v);
       options[name] = text.replace(/\s+/g, ' ');
-    } else if (a.type === 'list_splat' || a.type === 'dictionary_splat') {
-      args.push({ text: src.slice(a.startIndex, a.endIndex), span: spanOf(a) });
+    } else if (type === 'list_splat' || type === 'dictionary_splat') {
+      const span = spanOf(a);
+      args.push({ text: src.slice(span.startOffset, span.endOffset), span });
       afterSplat = true;
     } else {
-      args.push({ index, text: src.slice(a.startIndex, a.endIndex), span: spanOf(a) });
+      const span = spanOf(a);
+      const text = src.slice(span.startOffset, span.endOffset);
+      args.push({ index, text, span });
       const pname = ctor.params[index];
       if (pname && !afterSplat && !argNodes.has(pname)) {
         argNodes.set(pname, a);
-        if (index >= 2 || !isDimParam(ctor, pname)) options[pname] = src.slice(a.startIndex, a.endIndex).replace(/\s+/g, ' ');
+        if (index >= 2 || !isDimParam(ctor, pname)) options[pname] = text.replace(/\s+/g, ' ');
       }
       index++;
     }
@@ -761,7 +767,7 @@ function fillDims(ctx: LayerContext, rec: LayerRec): void {
       out(outN);
       if (ctor.local && !hasNamed && ctor.params.length === 0) {
         // A subclass without its own signature: nn.Linear(in, out).
-        const a0 = rec.call.node.childForFieldName('arguments')?.namedChild(0);
+        const a0 = argListOf(rec.call)?.namedChild(0);
         if (a0 && a0.type !== 'keyword_argument') layer.inFeatures = ev.dim(a0, scope);
       }
       break;
@@ -805,6 +811,8 @@ interface PlaceWalk {
   pl: Placement;
   /** The position of the value in an `a, b = ...` right-hand side, once seen. */
   tupleIndex: number;
+  /** The assignment whose right side the call is (walk.ts assignedBy), when it is. */
+  owner?: AssignRec;
 }
 
 /** A walk step's outcome: the node to continue from, or the final placement. */
@@ -818,9 +826,12 @@ function compactText(src: string, n: SyntaxNode): string {
 /** Where a layer's value goes: attribute path, container, factory return. */
 function placement(ctx: LayerContext, call: SyntaxNode, rec: CallRec): Placement {
   const w: PlaceWalk = { ctx, rec, pl: { base: '', segs: [], multi: false, returned: false }, tupleIndex: -1 };
+  // `self.fc = nn.Linear(...)`: the parent is the assignment the walk saw just before, its sides already read.
+  const owner = call === rec.node ? assignedBy(rec) : undefined;
+  if (owner) w.owner = owner;
   let n: SyntaxNode = call;
   for (let guard = 0; guard < 60; guard++) {
-    const p = n.parent;
+    const p = n === call && owner ? owner.node : n.parent;
     if (!p) return w.pl;
     const step = placeStep(w, p, n);
     if ('done' in step) return step.done;
@@ -957,16 +968,24 @@ function placeInArguments(w: PlaceWalk, p: SyntaxNode, n: SyntaxNode): PlaceStep
 /** The value is assigned: the target names it (a local is followed to where it goes next). */
 function placeAssigned(w: PlaceWalk, p: SyntaxNode, n: SyntaxNode): Placement {
   const { ctx, rec, pl } = w;
-  const right = p.childForFieldName('right');
-  if (!right || right.startIndex !== n.startIndex || right.endIndex !== n.endIndex) return pl;
-  let left = p.childForFieldName('left');
+  const own = w.owner && w.owner.node === p ? w.owner : undefined;
+  if (own) {
+    // assignedBy checked that the right side is the call itself
+    if (n !== rec.node) return pl;
+  } else {
+    const right = p.childForFieldName('right');
+    if (!right || right.startIndex !== n.startIndex || right.endIndex !== n.endIndex) return pl;
+  }
+  let left = own ? leftOf(own) : p.childForFieldName('left');
   if (!left) return pl;
-  if ((left.type === 'pattern_list' || left.type === 'tuple_pattern') && w.tupleIndex >= 0) {
+  let leftType = left.type;
+  if ((leftType === 'pattern_list' || leftType === 'tuple_pattern') && w.tupleIndex >= 0) {
     left = left.namedChildren.filter((k) => k !== null)[w.tupleIndex] ?? left;
+    leftType = left.type;
   }
   pl.base = compactText(ctx.src, left);
-  if (p.type === 'augmented_assignment') pl.segs.unshift('[*]');
-  if (left.type === 'identifier' && rec.scope.fn) return followLocal(ctx, pl, rec, 0);
+  if (!own && p.type === 'augmented_assignment') pl.segs.unshift('[*]');
+  if (leftType === 'identifier' && rec.scope.fn) return followLocal(ctx, pl, rec, 0);
   return pl;
 }
 
@@ -979,8 +998,8 @@ function followLocal(ctx: LayerContext, pl: Placement, rec: CallRec, hops: numbe
   const text = (n: SyntaxNode): string => src.slice(n.startIndex, n.endIndex).replace(/\s+/g, '');
   for (const a of fn.assigns) {
     if (a.start <= rec.start) continue;
-    const right = a.node.childForFieldName('right');
-    const left = a.node.childForFieldName('left');
+    const right = rightOf(a);
+    const left = leftOf(a);
     if (!right || !left) continue;
     const rt = text(right);
     if (rt === name) {
@@ -999,11 +1018,11 @@ function followLocal(ctx: LayerContext, pl: Placement, rec: CallRec, hops: numbe
   }
   for (const c of fn.calls) {
     if (c.start <= rec.start) continue;
-    const f = c.node.childForFieldName('function');
+    const f = calleeOf(c);
     if (!f || f.type !== 'attribute') continue;
     const ft = text(f);
     if (!/\.(append|extend|add_module|insert)$/.test(ft)) continue;
-    const args = c.node.childForFieldName('arguments');
+    const args = argListOf(c);
     const argTexts = (args?.namedChildren ?? []).filter((x) => x !== null).map((x) => text(x as SyntaxNode));
     if (!argTexts.includes(name)) continue;
     const obj = f.childForFieldName('object');
@@ -1087,8 +1106,9 @@ function attrClassCtorUncached(ctx: LayerContext, call: CallRec, text: string, h
 function classLike(src: string, n: SyntaxNode): boolean {
   const t = src.slice(n.startIndex, n.endIndex);
   if (!/[A-Z]/.test(t)) return false;
-  if (n.type === 'identifier' || n.type === 'attribute' || n.type === 'conditional_expression') return true;
-  return n.type === 'call' && /^(functools\.)?partial\s*\(/.test(t);
+  const type = n.type;
+  if (type === 'identifier' || type === 'attribute' || type === 'conditional_expression') return true;
+  return type === 'call' && /^(functools\.)?partial\s*\(/.test(t);
 }
 
 const SELF_ASSIGN_HEAD = /self\.\w+[ \t]*=(?!=)[ \t]*/y;
@@ -1122,13 +1142,14 @@ function notClassLikeByText(src: string, at: number): boolean {
  *  right side), or null. It reads the statement's own text only, so it is kept on the node: a statement copy reused
  *  across analyses (node.ts) is classified once, not at every edit. */
 const selfAssignOfNode = new WeakMap<SyntaxNode, { key: string; right: SyntaxNode } | null>();
-function selfAssignOf(src: string, node: SyntaxNode): { key: string; right: SyntaxNode } | null {
+function selfAssignOf(src: string, a: AssignRec): { key: string; right: SyntaxNode } | null {
+  const node = a.node;
   const hit = selfAssignOfNode.get(node);
   if (hit !== undefined) return hit;
   let r: { key: string; right: SyntaxNode } | null = null;
-  if (notClassLikeByText(src, node.startIndex)) { selfAssignOfNode.set(node, r); return r; }
-  const left = node.childForFieldName('left');
-  const right = node.childForFieldName('right');
+  if (notClassLikeByText(src, a.start)) { selfAssignOfNode.set(node, r); return r; }
+  const left = leftOf(a);
+  const right = rightOf(a);
   if (left && right && left.type === 'attribute' && classLike(src, right)) {
     const lt = src.slice(left.startIndex, left.endIndex);
     if (/^self\.\w+$/.test(lt)) r = { key: lt.slice(5), right };
@@ -1146,7 +1167,7 @@ function selfAttrAssigns(ctx: LayerContext): Map<string, { cls: ClassRec; right:
   const { src } = ctx;
   for (const a of ctx.walk.assigns) {
     if (!a.scope.fn || !a.scope.cls || src.charCodeAt(a.start) !== 115 /* s */ || !src.startsWith('self.', a.start)) continue;
-    const s = selfAssignOf(src, a.node);
+    const s = selfAssignOf(src, a);
     if (!s) continue;
     const list = m.get(s.key);
     if (list) list.push({ cls: a.scope.cls, right: s.right }); else m.set(s.key, [{ cls: a.scope.cls, right: s.right }]);

@@ -19,7 +19,7 @@ import type { ClassModel } from './classes';
 import { presetAssigns } from './dim-sources';
 import { ctorFor, type LayerContext } from './layers';
 import { stmtOf, type AnalysisCache, type Stmt } from './node';
-import type { CallRec, WalkResult } from './walk';
+import { leftOf, type CallRec, type WalkResult } from './walk';
 
 const WORD = /[A-Za-z_]\w*/g;
 const ANNOTATED = /:\s*["']?\s*(?:Optional\s*\[\s*["']?\s*)?([A-Za-z_]\w*)/g;
@@ -65,7 +65,7 @@ export function memoKeys(ctx: LayerContext, byCallee: Map<string, CallRec[]>, ca
 function moduleAssignsByName(src: string, walk: WalkResult): ModuleAssigns | undefined {
   const modByName: ModuleAssigns = new Map();
   for (const a of walk.moduleAssigns) {
-    const left = a.node.childForFieldName('left');
+    const left = leftOf(a);
     const st = stmtOf(a.node);
     if (!st) return undefined;
     if (!left || left.type !== 'identifier') continue;

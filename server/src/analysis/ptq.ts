@@ -11,7 +11,7 @@ import { argsOf, type Arg } from './calls';
 import { resolveName, type ImportTable } from './imports';
 import { CALIB_SIZE_NAMES, configEntry, MODELOPT_DEFAULT_DISABLED, ptqFunction, TORCHAO_DTYPE_ARGS, type PtqFunction, type PtqLibrary } from './ptq-catalogue';
 import { shortText, spanAt, spanOf, stringValue } from './spans';
-import type { AssignRec, CallRec, WalkResult } from './walk';
+import { leftOf, rightOf, calleeOf, type AssignRec, type CallRec, type WalkResult } from './walk';
 
 interface PtqInput {
   src: string;
@@ -120,7 +120,7 @@ function lastAssignment(walk: WalkResult, src: string, name: string, rec: CallRe
   for (const a of walk.assigns) {
     if (a.start >= rec.start) break;
     if (a.scope.fn && a.scope.fn !== rec.scope.fn) continue;
-    const left = a.node.childForFieldName('left');
+    const left = leftOf(a);
     if (left && left.type === 'identifier' && src.slice(left.startIndex, left.endIndex) === name) found = a;
   }
   return found;
@@ -318,8 +318,8 @@ function applyChanges(input: PtqInput, cfg: PtqConfig, name: string, from: numbe
   const { src, walk } = input;
   for (const a of walk.assigns) {
     if (a.start <= from || a.start >= rec.start || (a.scope.fn && a.scope.fn !== rec.scope.fn)) continue;
-    const left = a.node.childForFieldName('left');
-    const right = a.node.childForFieldName('right');
+    const left = leftOf(a);
+    const right = rightOf(a);
     if (!left || !right || left.type !== 'subscript') continue;
     const keys = subscriptKeys(src, left, name);
     if (!keys) continue;
@@ -335,7 +335,7 @@ function applyChanges(input: PtqInput, cfg: PtqConfig, name: string, from: numbe
   }
   for (const c of walk.calls) {
     if (c.start <= from || c.start >= rec.start || (c.scope.fn && c.scope.fn !== rec.scope.fn)) continue;
-    const f = c.node.childForFieldName('function');
+    const f = calleeOf(c);
     if (!f || f.type !== 'attribute') continue;
     const attr = f.childForFieldName('attribute');
     const obj = f.childForFieldName('object');

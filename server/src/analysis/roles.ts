@@ -7,7 +7,7 @@ import type { LayerRole, WeightTie } from './ir';
 import { paramsOf, type ClassModel } from './classes';
 import type { LayerRec } from './layers';
 import { CLASSIFIER_NAME, EXPERTS_NAME, VOCAB_EXPR, VOCAB_NAME } from './known';
-import type { AssignRec, CallRec, FuncRec } from './walk';
+import { leftOf, type AssignRec, type CallRec, type FuncRec } from './walk';
 import { adapterBottlenecks, pixelOutputs } from './output-roles';
 import { classSelections, type ClassSelections } from './router-selection';
 
@@ -583,7 +583,7 @@ function assignedBetween(src: string, fn: FuncRec, name: string, after: number, 
   if (!index || index.src !== src) {
     const starts = new Map<string, number[]>();
     for (const a of fn.assigns) {
-      const l = a.node.childForFieldName('left');
+      const l = leftOf(a);
       if (!l || l.type !== 'identifier') continue;
       const key = src.slice(l.startIndex, l.endIndex);
       const list = starts.get(key);

@@ -52,12 +52,20 @@ export interface CallRec {
   node: SyntaxNode;
   start: number;
   scope: Scope;
+  /** The last assignment that starts before this call (in the sweep's document order): perhaps its parent. */
+  assign?: AssignRec;
+  /** The `function` and `arguments` children, once read (calleeOf, argListOf). */
+  fn?: SyntaxNode | null;
+  args?: SyntaxNode | null;
 }
 
 export interface AssignRec {
   node: SyntaxNode;
   start: number;
   scope: Scope;
+  /** The `left` and `right` children, once read (leftOf, rightOf). */
+  left?: SyntaxNode | null;
+  right?: SyntaxNode | null;
 }
 
 export interface ImportRec {
@@ -89,6 +97,7 @@ export function walkNodes(nodes: readonly SyntaxNode[], src: string): WalkResult
   let scope: Scope = { guarded: false, withs: [], loopDepth: 0 };
 
   const rebuild = (): void => { scope = scopeOfStack(stack); };
+  let lastAssign: AssignRec | undefined;
 
   for (const node of nodes) {
     const start = node.startIndex;
@@ -99,12 +108,14 @@ export function walkNodes(nodes: readonly SyntaxNode[], src: string): WalkResult
     switch (type) {
       case 'call': {
         const rec: CallRec = { node, start, scope };
+        if (lastAssign) rec.assign = lastAssign;
         out.calls.push(rec);
         if (scope.fn) scope.fn.calls.push(rec);
         break;
       }
       case 'assignment': {
         const rec: AssignRec = { node, start, scope };
+        lastAssign = rec;
         out.assigns.push(rec);
         if (scope.fn) scope.fn.assigns.push(rec);
         else if (scope.cls) scope.cls.bodyAssigns.push(rec);
@@ -204,4 +215,41 @@ function enclosingFunction(stack: Frame[]): FuncRec | undefined {
     if (f.kind === 'fn') return f.rec as FuncRec;
   }
   return undefined;
+}
+
+/*
+ * The children that many passes read of the same assignment or call (its sides; a call's function and arguments), read
+ * from the tree once per analysis and kept on the record: on the CLI path each read is a call into WASM that makes a
+ * new node object.
+ */
+
+export function leftOf(a: AssignRec): SyntaxNode | null {
+  if (a.left === undefined) a.left = a.node.childForFieldName('left');
+  return a.left;
+}
+
+export function rightOf(a: AssignRec): SyntaxNode | null {
+  if (a.right === undefined) a.right = a.node.childForFieldName('right');
+  return a.right;
+}
+
+export function calleeOf(c: CallRec): SyntaxNode | null {
+  if (c.fn === undefined) c.fn = c.node.childForFieldName('function');
+  return c.fn;
+}
+
+export function argListOf(c: CallRec): SyntaxNode | null {
+  if (c.args === undefined) c.args = c.node.childForFieldName('arguments');
+  return c.args;
+}
+
+/**
+ * The assignment whose right side is this call (`self.fc = nn.Linear(...)`), when it is: its parent, known without
+ * reading the call's parent from the tree. In document order the assignment is the last one that starts before the call.
+ */
+export function assignedBy(c: CallRec): AssignRec | undefined {
+  const a = c.assign;
+  if (!a) return undefined;
+  const r = rightOf(a);
+  return r && r.startIndex === c.start && r.type === 'call' && r.endIndex === c.node.endIndex ? a : undefined;
 }
