@@ -14,6 +14,7 @@ import { resolveSettings, type PrecisionLensSettings } from '../../common/settin
 import type { Severity } from '../../common/codes';
 import { PythonParser } from './parser';
 import { analyseAll, type AnalysedFile } from './cli/analyze';
+import { KeptTrees } from './cli/kept-trees';
 import { parseArgs, USAGE, UsageError, type CliOptions } from './cli/args';
 import { collectInputs } from './cli/files';
 import { formatText } from './cli/format-text';
@@ -79,6 +80,14 @@ function fixableCounts(files: readonly AnalysedFile[], settings: PrecisionLensSe
   return counts;
 }
 
+/**
+ * The counts fixHint reads: after --fix --unsafe-fixes it suggests nothing whatever is left, so no fix is planned for
+ * them (a 10,000-layer class: 10,000 conversions planned for a hint that is never printed).
+ */
+function hintCounts(files: readonly AnalysedFile[], settings: PrecisionLensSettings, env: FixEnv, options: CliOptions): { safe: number; unsafe: number } {
+  return options.fix && options.unsafeFixes ? { safe: 0, unsafe: 0 } : fixableCounts(files, settings, env);
+}
+
 /** `--show-fixes`: what was applied, per file and title. */
 function showFixes(applied: readonly AppliedFix[], wrote: boolean): string {
   if (!applied.length) return `No fixes ${wrote ? 'applied' : 'available'}.\n`;
@@ -127,12 +136,14 @@ async function run(options: CliOptions, io: Io): Promise<number> {
         wantFixability: options.command === 'check' && !options.fix, env,
       })
       : undefined;
-    files ??= (await analyseAll(parser, inputs, settings, {}, options.command !== 'inspect')).files;
+    // --fix parses each fixed file again after its rounds: from the tree of its last parse, with the round's edits.
+    const trees = options.fix ? new KeptTrees() : undefined;
+    files ??= (await analyseAll(parser, inputs, settings, {}, options.command !== 'inspect', trees)).files;
     let fixOutcome: Awaited<ReturnType<typeof fixFiles>> | undefined;
     if (options.fix) {
       // The project's folder: its fallback module lives there (created once), as in the editor's workspace folder.
       const projectRoot = project ? dirname(project.path) : commonFolder(options.paths, io.cwd);
-      fixOutcome = await fixFiles(parser, files, settings, { write: !options.diff, unsafe: options.unsafeFixes, env, projectRoot });
+      fixOutcome = await fixFiles(parser, files, settings, { write: !options.diff, unsafe: options.unsafeFixes, env, projectRoot, trees });
       files = fixOutcome.files;
     }
     let ioError = errors.length > 0;
@@ -146,7 +157,7 @@ async function run(options: CliOptions, io: Io): Promise<number> {
       if (options.diff) {
         io.stdout(fixOutcome.diff);
         if (options.showFixes) io.stderr(showFixes(fixOutcome.applied, false));
-        const hint = fixHint(fixableCounts(files, settings, env), options);
+        const hint = fixHint(hintCounts(files, settings, env, options), options);
         if (hint) io.stderr(`${hint}\n`);
         if (ioError) return 2;
         return fixOutcome.changedFiles > 0 ? 1 : 0;
@@ -160,12 +171,11 @@ async function run(options: CliOptions, io: Io): Promise<number> {
       return ioError ? 2 : 0;
     }
     const titles: FixTitles = (file, finding) => fixTitlesFor(file, finding, settings, env);
-    const fixable = fixableCounts(files, settings, env);
-    if (options.format === 'json') io.stdout(JSON.stringify(checkJson(files, titles, fixable), null, 2) + '\n');
+    if (options.format === 'json') io.stdout(JSON.stringify(checkJson(files, titles, fixableCounts(files, settings, env)), null, 2) + '\n');
     else if (options.format === 'sarif') io.stdout(JSON.stringify(sarif(files, { version: packageVersion, cwd: io.cwd, fixTitles: titles }), null, 2) + '\n');
     else {
       io.stdout(formatText(files));
-      const hint = fixHint(fixable, options);
+      const hint = fixHint(hintCounts(files, settings, env, options), options);
       if (hint) io.stdout(`${hint}\n`);
     }
     if (ioError) return 2;

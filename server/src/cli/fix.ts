@@ -17,6 +17,7 @@ import type { Finding } from '../rules/types';
 import { locateFallbackModule } from '../fallback-location';
 import { unifiedDiff } from './unified-diff';
 import { buildIR, factsOf, runFileRules, type AnalysedFile } from './analyze';
+import type { KeptTrees } from './kept-trees';
 
 const MAX_ROUNDS = 4;
 
@@ -159,6 +160,8 @@ export interface FixMode {
    * the project's one fallback module (settings.fallbackModule), created once; none: an inline block per file.
    */
   projectRoot?: string;
+  /** The files' trees, kept by their analysis: a round re-parses from the last tree with the round's edits. */
+  trees?: KeptTrees;
 }
 
 /** The file's fallback module, seen through the files this run created (or, with --diff, would create). */
@@ -193,7 +196,10 @@ export async function fixFiles(parser: PythonParser, files: AnalysedFile[], sett
   const outcome: FixOutcome = { files, diff: '', changedFiles: 0, appliedFixes: 0, applied: [], errors: [] };
   /** Files this run created (the fallback module), or would create with --diff. */
   const created = new Set<string>();
-  for (const file of files) await fixFile(parser, file, files, settings, opts, created, outcome);
+  for (const file of files) {
+    await fixFile(parser, file, files, settings, opts, created, outcome);
+    opts.trees?.release(parser, file);
+  }
   // Facts may have changed (a wrapped training step adds an autocast region): report on the fixed set as a whole.
   const workspace = factsOf(files);
   for (const file of files) runFileRules(file, settings, workspace);
@@ -232,8 +238,9 @@ async function fixFile(parser: PythonParser, file: AnalysedFile, files: Analysed
         outcome.errors.push(`${shown}: could not create: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
       }
     }
+    opts.trees?.edited(file, edits, next);
     file.text = next;
-    await buildIR(parser, file, true, settings, files.map((f) => f.input));
+    await buildIR(parser, file, true, settings, files.map((f) => f.input), opts.trees);
     if (file.error) break;
     runFileRules(file, settings, factsOf(files));
   }

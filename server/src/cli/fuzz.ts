@@ -21,6 +21,7 @@ import { PythonParser } from '../parser';
 import { analyseAll } from './analyze';
 import { UsageError } from './args';
 import { fixFiles, fixTitlesFor } from './fix';
+import { KeptTrees } from './kept-trees';
 import { describeRetimed, retime, retimeProblems, runRetime, type Retimed } from './fuzz-retime';
 import { checkJson } from './format-json';
 import { mutate, prng, SCALES, useScale } from './mutate';
@@ -101,9 +102,19 @@ interface CheckResult { problem?: string; fixed?: string; ms?: number; fixRun?: 
 
 /** One input through the check path (and --fix); what went wrong, if anything, and how long it took. */
 async function checkOne(parser: PythonParser, path: string, settings: PrecisionLensSettings, withFix: 'safe' | 'unsafe' | false, o: FuzzOptions): Promise<CheckResult> {
+  // As `check --fix` does: the tree is kept for the re-parse after a fix round, and deleted whatever happens.
+  const trees = withFix ? new KeptTrees() : undefined;
+  try {
+    return await checkKept(parser, path, settings, withFix, o, trees);
+  } finally {
+    trees?.releaseAll(parser);
+  }
+}
+
+async function checkKept(parser: PythonParser, path: string, settings: PrecisionLensSettings, withFix: 'safe' | 'unsafe' | false, o: FuzzOptions, trees: KeptTrees | undefined): Promise<CheckResult> {
   const started = performance.now();
   const input = { absolute: path, display: path };
-  const { files } = await analyseAll(parser, [input], settings, {}, true);
+  const { files } = await analyseAll(parser, [input], settings, {}, true, trees);
   const f = files[0];
   if (f.error) return { problem: `internal error: ${f.error}` };
   if (f.ir?.analysisError) return { problem: `internal error: ${f.ir.analysisError}` };
@@ -114,7 +125,7 @@ async function checkOne(parser: PythonParser, path: string, settings: PrecisionL
   if (fixRun) {
     // --fix, and every other time --fix --unsafe-fixes (the conversions, through an inline fallback block), into memory:
     // the fixed text is compiled below, so no diff is made.
-    const outcome = await fixFiles(parser, files, settings, { write: false, diff: false, unsafe: withFix === 'unsafe', env: {} });
+    const outcome = await fixFiles(parser, files, settings, { write: false, diff: false, unsafe: withFix === 'unsafe', env: {}, trees });
     if (outcome.errors.length) return { problem: `--fix failed: ${outcome.errors.join('; ')}` };
     if (outcome.changedFiles) fixed = files[0].text;
   }
