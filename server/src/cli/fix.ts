@@ -51,6 +51,9 @@ export function fixTitlesFor(file: AnalysedFile, finding: Finding, settings: Pre
   }
 }
 
+/** How many findings had their fixes planned in this process (tests count them: a round plans only what it may apply). */
+export const fixPlanCounts = { findings: 0 };
+
 /** The fixes last computed per finding, with what they were computed from (a finding belongs to one analysis). */
 const fixMemo = new WeakMap<Finding, { text: string; ir: ModelIR; settings: PrecisionLensSettings; env: FixEnv; fixes: Fix[] }>();
 
@@ -61,6 +64,7 @@ const fixMemo = new WeakMap<Finding, { text: string; ir: ModelIR; settings: Prec
 function fixesOf(file: AnalysedFile, finding: Finding, settings: PrecisionLensSettings, env: FixEnv): Fix[] {
   const hit = fixMemo.get(finding);
   if (hit && hit.text === file.text && hit.ir === file.ir && hit.settings === settings && hit.env === env) return hit.fixes;
+  fixPlanCounts.findings++;
   const fixes = fixesForFinding(file.text, file.ir!, finding, settings, env);
   fixMemo.set(finding, { text: file.text, ir: file.ir!, settings, env, fixes });
   return fixes;
@@ -133,13 +137,14 @@ function roundFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, appli
       const { cls, needsWrapper } = batchClass(fix, file.ir!);
       if (cls !== 'safe' && !(cls === 'unsafe' && mode.unsafe)) continue;
       if (needsWrapper) { wrapperWanted = true; continue; }
+      // The fallback wrapper first, alone in its round: the next round's conversions then use its factories. The first
+      // one offered is the round, so the findings after it are not planned (PL401 on the TE import comes first: a
+      // 5,000-layer class's conversions were planned only to be dropped).
+      if (fix.id === 'insert-wrapper') return [fix];
       seen.add(fix.id);
       candidates.push(fix);
     }
   }
-  // The fallback wrapper first, alone in its round: the next round's conversions then use its factories.
-  const offered = candidates.find((f) => f.id === 'insert-wrapper');
-  if (offered) return [offered];
   if (wrapperWanted) {
     const wrapper = sourceFixes(file.text, file.ir!, settings, { env: mode.fileEnv }).find((f) => f.id === 'insert-wrapper');
     if (wrapper && !applied.has(wrapper.id)) return [wrapper];

@@ -1,5 +1,5 @@
 /**
- * `check --fix` keeps each file's tree and re-parses a fixed text from it with the round's edits recorded
+ * The work of `check --fix`'s rounds, counted through the real path. It keeps each file's tree and re-parses a fixed text from it with the round's edits recorded
  * (server/src/cli/kept-trees.ts): one parse from scratch per file, whatever the rounds; the trees it gives are those
  * of a fresh parse (lone \r, CRLF and edits next to them included), so the fixed texts and reports are the same.
  */
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { resolveSettings } from '../../common/settings';
 import { main } from '../../server/src/cli';
 import { analyseAll, parseCounts, type AnalysedFile } from '../../server/src/cli/analyze';
-import { fixFiles, fixTitlesFor } from '../../server/src/cli/fix';
+import { fixFiles, fixPlanCounts, fixTitlesFor } from '../../server/src/cli/fix';
 import { checkJson } from '../../server/src/cli/format-json';
 import { collectInputs } from '../../server/src/cli/files';
 import { KeptTrees } from '../../server/src/cli/kept-trees';
@@ -59,7 +59,7 @@ function randomEdits(text: string, rnd: () => number, n: number): TextEdit[] {
   return edits;
 }
 
-describe('check --fix: kept trees', function () {
+describe('check --fix: the work of the rounds', function () {
   this.timeout(120_000);
   let parser: PythonParser;
   before(async () => { parser = await PythonParser.create(); });
@@ -140,6 +140,27 @@ describe('check --fix: kept trees', function () {
       // block.py needs two rounds with --unsafe-fixes (the fallback module's factories, then what they enable).
       assert.ok(parseCounts.incremental - incremental >= 3, `${parseCounts.incremental - incremental} re-parses from a kept tree`);
       for (const name of ['block.py', 'block_crlf.py', 'block_cr.py']) assert.notEqual(readFileSync(join(dir, name), 'utf8').replace(/\r\n?/g, '\n'), block, `${name} was fixed`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the fallback round plans only the findings up to the one offering the wrapper, not every conversion after it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pl-rounds-'));
+    try {
+      const layers = Array.from({ length: 40 }, (_, i) => `        self.fc${i} = nn.Linear(64, 64)`).join('\n');
+      const forward = Array.from({ length: 40 }, (_, i) => `        x = self.fc${i}(x)`).join('\n');
+      writeFileSync(join(dir, 'model.py'), `import torch\nimport torch.nn as nn\nimport transformer_engine.pytorch as te\n\n\nclass Block(nn.Module):\n    def __init__(self):\n        super().__init__()\n${layers}\n        self.norm = te.LayerNorm(64)\n\n    def forward(self, x):\n${forward}\n        return self.norm(x)\n`);
+      const planned = fixPlanCounts.findings;
+      const log: string[] = [];
+      const code = await main(['check', dir, '--fix', '--unsafe-fixes', '--isolated', '--show-fixes'], { stdout: (s) => { log.push(s); }, stderr: (s) => { log.push(s); }, cwd: dir });
+      assert.equal(code === 0 || code === 1, true, `exit ${code}: ${log.join('')}`);
+      const text = log.join('');
+      assert.match(text, /FP8 fallback/, 'the fallback round ran');
+      assert.match(text, /40 × .*Convert/, 'then the 40 conversions');
+      // round 1: the PL401 finding (first, on the TE import) only; round 2: 40 conversions (+ PL401); round 3: what is left.
+      const n = fixPlanCounts.findings - planned;
+      assert.ok(n < 2 * 40, `${n} findings planned for 40 conversions`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
