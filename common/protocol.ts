@@ -24,5 +24,25 @@ export interface StatusParams {
   /** Layers convertible / total in the active document, when the client asked for it. */
 }
 
+/**
+ * client -> server (tools and tests; the extension does not send it): what the server holds and where its memory is.
+ * After the last document closes, `trees` and `cachedStatements` are 0, `parserRuntimes` counts the fresh WASM runtime
+ * and `releases` the memory-reducing collections that followed (the server logs "memory released" after each).
+ */
+export const MemoryRequest = 'precisionLens/memory' as const;
+export interface MemoryReport {
+  /** Open documents, their tree-sitter trees not yet deleted, and the statements memoised for them. */
+  documents: number;
+  trees: number;
+  cachedStatements: number;
+  /** WASM runtimes of the parser loaded so far, and the current one's memory in bytes (it only grows). */
+  parserRuntimes: number;
+  wasmBytes: number;
+  /** Times the server gave memory back after its last document closed. */
+  releases: number;
+  /** process.memoryUsage() and V8's young generation (committed), in bytes. */
+  process: { rss: number; heapTotal: number; heapUsed: number; external: number; arrayBuffers: number; newSpace: number };
+}
+
 /** The prefix of rule documentation links; kept here so client and server agree. */
 export const SERVER_NAME = 'Precision Lens';

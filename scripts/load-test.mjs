@@ -73,6 +73,9 @@ await conn.sendRequest('initialize', { processId: process.pid, rootUri: null, wo
 await conn.sendNotification('initialized', {});
 await sleep(500);
 const rssStart = rssOf(child.pid);
+/** Where the server's memory is (precisionLens/memory; a build without the request gives undefined). */
+const memoryOf = () => Promise.race([conn.sendRequest('precisionLens/memory').catch(() => undefined), sleep(5000)]);
+const memStart = await memoryOf();
 
 const docs = [];
 for (let i = 0; i < DOCS; i++) {
@@ -119,12 +122,14 @@ const publishesBefore = publishes;
 await sleep(2000);
 const publishesAfterSettle = publishes - publishesBefore;
 const rssOpen = rssOf(child.pid);
+const memOpen = await memoryOf();
 
 for (const d of docs) await conn.sendNotification('textDocument/didClose', { textDocument: { uri: d.uri } });
 await sleep(5000);
 const rssClosed5 = rssOf(child.pid);
 await sleep(10000);
 const rssClosed15 = rssOf(child.pid);
+const memClosed = await memoryOf();
 
 // LOAD_TEST_MEMORY=1: where the RSS after closing is (the largest mappings; a WASM memory is one anonymous mapping), and
 // a heap snapshot of the server (node --heapsnapshot-signal) in its working directory.
@@ -149,8 +154,12 @@ console.log(`  analysis time per publish as the server reports it: p50 ${quantil
 console.log(`  server CPU time from the first edit until settled: ${(cpuUser + cpuSystem).toFixed(2)} s (user ${cpuUser.toFixed(2)} s, system ${cpuSystem.toFixed(2)} s)`);
 console.log(`  settled ${settledMs} ms after the last edit; documents showing an older version: ${stale}; publishes in the 2 s after settling: ${publishesAfterSettle}`);
 console.log(`  RSS: ${rssStart.toFixed(0)} MB at start, ${rssOpen.toFixed(0)} MB with all open, ${rssClosed5.toFixed(0)} MB 5 s after closing all, ${rssClosed15.toFixed(0)} MB after 15 s`);
+const MB = (n) => (n / 1048576).toFixed(0);
+const where = (m) => m ? `JS heap ${MB(m.process.heapUsed)} used of ${MB(m.process.heapTotal)} (young generation ${MB(m.process.newSpace)}), external ${MB(m.process.external)}, WASM ${MB(m.wasmBytes)} MB; ${m.documents} documents, ${m.trees} trees, ${m.cachedStatements} memoised statements, ${m.parserRuntimes} parser runtimes loaded, ${m.releases} releases` : 'not reported by this build';
+console.log(`  memory at start: ${where(memStart)}\n  memory with all open: ${where(memOpen)}\n  memory 15 s after closing: ${where(memClosed)}`);
 if (mappings) console.log(`  largest mappings after closing: ${mappings}`);
-await conn.sendRequest('shutdown');
+// A server that no longer answers must not keep the load test waiting.
+await Promise.race([conn.sendRequest('shutdown').catch(() => {}), sleep(5000)]);
 await conn.sendNotification('exit');
 // Let the server exit by itself (a CPU profile is written at exit), then make sure it is gone.
 await Promise.race([new Promise((r) => child.once('exit', r)), sleep(10000)]);

@@ -44,9 +44,16 @@ function freshBinding(): Binding {
 const primary = freshBinding();
 export const Edit = primary.Edit;
 
-async function loadLanguage(binding: Binding): Promise<Language> {
+/**
+ * The options object web-tree-sitter's Emscripten module is created from: Emscripten uses it as the module itself and
+ * keeps `HEAP8` on it current (a new view after every growth), so `HEAP8.buffer.byteLength` is the WASM memory's size.
+ */
+interface ModuleOptions { locateFile: () => string; HEAP8?: Int8Array }
+
+async function loadLanguage(binding: Binding, options: ModuleOptions = { locateFile: () => '' }): Promise<Language> {
   const runtimeWasm = locate('web-tree-sitter.wasm', 'web-tree-sitter');
-  await binding.Parser.init({ locateFile: () => runtimeWasm });
+  options.locateFile = () => runtimeWasm;
+  await binding.Parser.init(options);
   return binding.Language.load(locate('tree-sitter-python.wasm', 'tree-sitter-python/package.json'));
 }
 
@@ -80,6 +87,8 @@ export function isWasmTrap(e: unknown): boolean {
 
 interface Runtime {
   parser: Parser;
+  /** The Emscripten module of this runtime (its WASM memory's size). */
+  module: ModuleOptions;
   /** Trees this runtime made that are not deleted yet: delete() goes through here, so each happens once. */
   live: Set<Tree>;
 }
@@ -92,6 +101,8 @@ export class PythonParser {
   private runtime: Runtime | undefined;
   /** WASM traps met so far (each retired a runtime). */
   traps = 0;
+  /** Runtimes loaded so far (the first, then one per renew() after a trap, a recycle or a shed). */
+  runtimesLoaded = 0;
 
   private constructor() {}
 
@@ -111,10 +122,22 @@ export class PythonParser {
     if (this.runtime) return;
     // Never the primary runtime: a trap corrupts the instance, so a host shares it with nobody.
     const binding = freshBinding();
-    const language = await loadLanguage(binding);
+    const module: ModuleOptions = { locateFile: () => '' };
+    const language = await loadLanguage(binding, module);
     const parser = new binding.Parser();
     parser.setLanguage(language);
-    this.runtime = { parser, live: new Set() };
+    this.runtime = { parser, module, live: new Set() };
+    this.runtimesLoaded++;
+  }
+
+  /** Trees of the current runtime that are not deleted yet. */
+  get liveTrees(): number {
+    return this.runtime?.live.size ?? 0;
+  }
+
+  /** The size of the current runtime's WASM memory in bytes (0 when none is loaded); it only grows. */
+  get wasmBytes(): number {
+    return this.runtime?.module.HEAP8?.buffer.byteLength ?? 0;
   }
 
   /**
@@ -181,6 +204,17 @@ export class PythonParser {
   recycleIfLarge(limitBytes = 256 * 1048576): boolean {
     if (!this.runtime || this.runtime.live.size > 0 || getHeapStatistics().external_memory < limitBytes) return false;
     return this.recycle();
+  }
+
+  /**
+   * Drops the runtime, live trees and all, when its WASM memory grew past `limitBytes` (a large document, since
+   * closed, grew it; it never shrinks): its trees are deleted here and the caller must forget them (the documents
+   * still open are parsed afresh by the next renew()'s runtime). Returns whether it did.
+   */
+  shedIfLarger(limitBytes: number): boolean {
+    if (!this.runtime || this.wasmBytes <= limitBytes) return false;
+    this.dispose();
+    return true;
   }
 
   dispose(): void {

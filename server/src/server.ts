@@ -5,15 +5,13 @@
 import { fileURLToPath } from 'node:url';
 import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import {
   CodeActionKind, createConnection, DidChangeWatchedFilesNotification, MarkupKind, ProposedFeatures, TextDocumentSyncKind,
   type CodeAction, type CodeActionParams, type Diagnostic, type Hover, type HoverParams, type InitializeResult,
 } from 'vscode-languageserver/node';
 import { TextDocument } from 'vscode-languageserver-textdocument';
 import { SOURCE } from '../../common/codes';
-import { EnvironmentNotification, StatusNotification, type EnvironmentParams, type StatusParams } from '../../common/protocol';
+import { EnvironmentNotification, MemoryRequest, StatusNotification, type EnvironmentParams, type MemoryReport, type StatusParams } from '../../common/protocol';
 import { resolveSettings, SETTINGS_SECTION, type PrecisionLensSettings } from '../../common/settings';
 import { clearProjectConfigCache, findProjectConfig, overlaySettings } from './config';
 import { locateFallbackModule } from './fallback-location';
@@ -23,6 +21,7 @@ import { WorkspaceFactsView } from './workspace-facts';
 import { hoverMarkdown } from './hover';
 import { explainRefusalAction, findingToDiagnostic, fixToCodeAction, refusedToCodeAction, REWRITE_KIND, SOURCE_KIND, spanToRange, type DiagnosticData } from './lsp-convert';
 import { PythonParser } from './parser';
+import { collectAllGarbage, mb, processMemory } from './memory';
 import type { WorkspaceFacts } from './rules/types';
 import { AnalysisSession, changedSincePublished } from './session';
 import { changeOffsets, isEnvironment, offsetAt } from './sync';
@@ -32,6 +31,11 @@ import { WorkspaceScan } from './workspace-watch';
 import { AnalysisScheduler } from './scheduler';
 
 const DEBOUNCE_MS = 120;
+/**
+ * A WASM memory past this (twice the runtime's initial 32 MB: only a document of about 1 MB or more grows it) is given
+ * back when a document closes, though others stay open: they are parsed afresh by a new runtime at their next edit.
+ */
+const WASM_SHED_BYTES = 64 * 1048576;
 
 /** Over stdio, frames pass a guard first and go out in one write each (framing.ts); over IPC (VS Code) there is no framing. */
 function connect(): ReturnType<typeof createConnection> {
@@ -113,13 +117,15 @@ let lastFactsKey = '';
 
 async function publish(uri: string): Promise<void> {
   if (!session?.get(uri)) return;
+  // A fresh WASM runtime is loading (after a trap or a shed): parse with it, not "not analysed" meanwhile.
+  if (renewing) await renewing;
   const settings = await settingsFor(uri);
   const facts = workspaceFacts();
   lastFactsKey ||= workspace.key(scan, environment.teVersion);
   const analysis = session.analyze(uri, settings, factsForFile(facts, uriPath(uri)));
   const state = session.get(uri);
   if (!analysis || !state) return;
-  if (parser?.needsRenewal) renewParser();
+  if (parser?.needsRenewal) renewParser(`the parser trapped (${parser.traps} so far)`);
   const diagnostics: Diagnostic[] = analysis.findings.map((f, i) => findingToDiagnostic(f, i, analysis.version, relatedInformation ? uri : undefined));
   // Publish only what changed: the same version with the same diagnostics is not sent again.
   if (changedSincePublished(state, analysis.version, diagnostics)) {
@@ -154,33 +160,33 @@ function reanalyzeAll(): void {
 }
 
 /**
- * With every document closed, full collections return the old WASM instance and the documents' caches to the system;
- * without allocation pressure V8 would keep them (the RSS stayed at its peak). Two, a second apart: the pages the
- * first one frees are unmapped by background tasks, and only a later collection gives the pooled ones back (one
- * collection left the RSS at 198 MB in one load test run of two). The flag is set at run time because the editor
- * starts the server without it.
+ * With every document closed, memory-reducing collections (memory.ts) return the old WASM runtime, the documents'
+ * caches and the young generation V8 grew under load to the system; without allocation pressure V8 would keep them
+ * (the RSS stayed near its peak). Two, a second apart: pages the first one frees are unmapped by background tasks,
+ * and only a later collection gives the pooled ones back. Each release is counted and logged (protocol tests wait
+ * for the line).
  */
-let gcTimer: NodeJS.Timeout | undefined;
-function collectGarbageSoon(rounds = 2): void {
-  clearTimeout(gcTimer);
-  gcTimer = setTimeout(() => {
+let releaseTimer: NodeJS.Timeout | undefined;
+let releases = 0;
+function releaseMemorySoon(rounds = 2): void {
+  clearTimeout(releaseTimer);
+  releaseTimer = setTimeout(() => {
     if (session?.size) return;
-    try {
-      setFlagsFromString('--expose-gc');
-      (runInNewContext('gc') as () => void)();
-    } catch (e) {
-      log(`could not collect garbage: ${String(e)}`);
-      return;
-    }
-    if (rounds > 1) collectGarbageSoon(rounds - 1);
+    void collectAllGarbage().then((how) => {
+      if (session?.size) return;
+      if (rounds > 1) return releaseMemorySoon(rounds - 1);
+      releases++;
+      const m = processMemory();
+      log(`all documents closed: memory released (${how} collection): RSS ${mb(m.rss)}, JS heap ${mb(m.heapUsed)} of ${mb(m.heapTotal)}, WASM ${mb(parser?.wasmBytes ?? 0)}`);
+    });
   }, 1000);
 }
 
-/** After a parser trap: load a fresh WASM runtime, then re-analyse the documents (their trees went with the old one). */
+/** After a parser trap, a recycle or a shed: load a fresh WASM runtime, then re-analyse the documents (their trees went with the old one). */
 let renewing: Promise<void> | undefined;
-function renewParser(): void {
+function renewParser(reason: string): void {
   if (renewing || !parser) return;
-  log(parser.traps ? `the parser trapped (${parser.traps} so far): loading a fresh WASM runtime` : 'all documents closed: loading a fresh WASM runtime');
+  log(`${reason}: loading a fresh WASM runtime`);
   renewing = parser.renew().then(() => { renewing = undefined; reanalyzeAll(); }, (e) => {
     renewing = undefined;
     status({ state: 'error', message: `the parser could not be reloaded: ${String(e)}` });
@@ -279,12 +285,22 @@ connection.onDidCloseTextDocument(({ textDocument }) => {
   void connection.sendDiagnostics({ uri: textDocument.uri, diagnostics: [] });
   // The facts of the closed document leave the workspace's.
   reanalyzeIfFactsChanged();
-  // Nothing open: give the parser's WASM memory back (a new runtime is loaded for the next document).
-  if (session?.size === 0 && parser?.recycle()) {
-    renewParser();
-    collectGarbageSoon();
+  // Nothing open: give the parser's WASM memory back (a new runtime is loaded for the next document); with documents
+  // still open, only a WASM memory grown past its bound.
+  if (!session || !parser) return;
+  if (session.size === 0 ? parser.recycle() : session.shedParserIfLarger(WASM_SHED_BYTES)) {
+    renewParser(session.size ? `the parser's WASM memory grew past ${mb(WASM_SHED_BYTES)}` : 'all documents closed');
   }
+  if (session.size === 0) releaseMemorySoon();
 });
+
+connection.onRequest(MemoryRequest, (): MemoryReport => ({
+  ...(session?.holdings() ?? { documents: 0, trees: 0, cachedStatements: 0 }),
+  parserRuntimes: parser?.runtimesLoaded ?? 0,
+  wasmBytes: parser?.wasmBytes ?? 0,
+  releases,
+  process: processMemory(),
+}));
 
 /**
  * The project's FP8 fallback module for a document, found on disk or among the open documents. Undefined (an inline
@@ -359,7 +375,7 @@ connection.onHover(async (params: HoverParams, token): Promise<Hover | null> => 
 
 connection.onShutdown(() => {
   scheduler.stop();
-  clearTimeout(gcTimer);
+  clearTimeout(releaseTimer);
   session?.dispose();
   parser?.dispose();
 });

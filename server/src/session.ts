@@ -199,9 +199,32 @@ export class AnalysisSession {
     } catch (e) {
       if (!(e instanceof ParserTrap)) throw e;
       // The runtime is retired: every document's tree belonged to it. Forget them without touching the old instance.
-      for (const doc of this.docs.values()) { doc.tree = null; doc.cache.clear(); }
+      this.forgetTrees();
       return done({ ir: emptyIR(), findings: [] }, e.message);
     }
+  }
+
+  /** Every document's tree belonged to a runtime that is gone: forget them (and the memos read from them). */
+  private forgetTrees(): void {
+    for (const doc of this.docs.values()) { doc.tree = null; doc.cache.clear(); }
+  }
+
+  /**
+   * Gives back a WASM memory that grew past `limitBytes` while documents stay open (the document that grew it may be
+   * closed: WASM memory never shrinks): the runtime goes with all its trees. The analyses stay current; each document
+   * is parsed afresh, by the next runtime (the caller renews the parser), at its next edit. Returns whether it did.
+   */
+  shedParserIfLarger(limitBytes: number): boolean {
+    if (!this.parser.shedIfLarger(limitBytes)) return false;
+    this.forgetTrees();
+    return true;
+  }
+
+  /** What the session holds: documents, their trees (as the parser counts them) and their memoised statements. */
+  holdings(): { documents: number; trees: number; cachedStatements: number } {
+    let cachedStatements = 0;
+    for (const doc of this.docs.values()) for (const copies of doc.cache.entries.values()) cachedStatements += copies.length;
+    return { documents: this.docs.size, trees: this.parser.liveTrees, cachedStatements };
   }
 
   dispose(): void {

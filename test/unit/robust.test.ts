@@ -201,6 +201,39 @@ describe('robustness: a parser that survives', function () {
     }
   });
 
+  it('the session sheds a WASM runtime grown past a bound with documents open: their trees go, their analyses stay, the next edit parses afresh', async () => {
+    const parser = await PythonParser.create();
+    const session = new AnalysisSession(parser);
+    const settings = resolveSettings({});
+    try {
+      session.open('a', layerRun(3, false), 1);
+      session.open('b', layerRun(4, false), 1);
+      assert.equal(session.analyze('a', settings, {})!.ir.layers.length, 3);
+      assert.equal(session.analyze('b', settings, {})!.ir.layers.length, 4);
+      assert.deepEqual(session.holdings().trees, 2);
+      assert.equal(session.shedParserIfLarger(Number.MAX_SAFE_INTEGER), false, 'below the bound the runtime stays');
+      assert.equal(parser.runtimesLoaded, 1);
+      assert.equal(session.shedParserIfLarger(1), true);
+      assert.equal(parser.needsRenewal, true);
+      assert.deepEqual(session.holdings(), { documents: 2, trees: 0, cachedStatements: 0 });
+      // still current without a tree: nothing is re-parsed until the text changes
+      assert.equal(session.analyze('a', settings, {})!.ir.layers.length, 3);
+      await parser.renew();
+      assert.equal(parser.runtimesLoaded, 2);
+      session.change('b', [{ startOffset: 0, endOffset: 0, text: '# edit\n' }], 2);
+      const b = session.analyze('b', settings, {})!;
+      assert.equal(b.skipped, undefined);
+      assert.deepEqual([b.version, b.ir.layers.length, session.holdings().trees], [2, 4, 1]);
+      session.close('b');
+      session.close('a');
+      assert.deepEqual(session.holdings(), { documents: 0, trees: 0, cachedStatements: 0 });
+      assert.equal(parser.recycle(), true, 'no tree is left, so the runtime can go');
+    } finally {
+      session.dispose();
+      parser.dispose();
+    }
+  });
+
   it('the session fails only the trapped document and keeps the others', async () => {
     const parser = await PythonParser.create();
     const session = new AnalysisSession(parser);
