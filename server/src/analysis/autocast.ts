@@ -157,14 +157,17 @@ export function collectAutocastContexts(
   for (let i = 0; i < calls.length; i++) {
     const callee = callees[i];
     if (!callee || inWith.has(calls[i].start)) continue;
+    const partial = /(^|\.)partial$/.test(callee);
+    // Most calls are neither: their arguments are not read from the tree.
+    if (!partial && !/autocast$/.test(callee)) continue;
     const a = argListOf(calls[i]);
     let args = a ? src.slice(a.startIndex, a.endIndex) : '';
-    if (/(^|\.)partial$/.test(callee)) {
+    if (partial) {
       // `fp8_ctx = functools.partial(te.autocast, enabled=True)`: the arguments after the function.
       const f = a?.namedChild(0);
       if (!f || !teAutocastApi(resolveName(imports, src.slice(f.startIndex, f.endIndex).replace(/\s+/g, '')))) continue;
       args = `(${args.slice(1).slice(f.endIndex - a!.startIndex - 1).replace(/^\s*,\s*/, '')}`;
-    } else if (!/autocast$/.test(callee) || !teAutocastApi(resolveName(imports, callee))) continue;
+    } else if (!teAutocastApi(resolveName(imports, callee))) continue;
     if (/^\(\s*(enabled\s*=\s*)?(False|0|None)\s*[,)]/.test(args)) continue;
     out.push(spanOf(calls[i].node));
   }

@@ -52,8 +52,11 @@ const CAN_BECOME = / can become te\./;
 /** Runs the checks of one facet in order; `stopAtFail` ends at the first failing fact (role: one protection is enough). */
 export function runFacet(checks: readonly Check[], rec: LayerRec, ev: Evaluator, stopAtFail = false): FacetOutcome {
   const out: FacetOutcome = { state: 'ok', check: '', reasons: [] };
+  // One input for all the checks of the facet (they read it, none keeps it): not one object per check and layer.
+  const input: CheckInput = { rec, ev, L: rec.layer, sofar: out.state };
   for (const c of checks) {
-    const f = c.run({ rec, ev, L: rec.layer, sofar: out.state });
+    input.sofar = out.state;
+    const f = c.run(input);
     if (!f) continue;
     if (f.overrides === 'all') { out.reasons.length = 0; out.exclusive = true; }
     else if (f.overrides === 'can-become') out.reasons = out.reasons.filter((r) => !CAN_BECOME.test(r));

@@ -119,7 +119,8 @@ export class Evaluator {
       idx = new Map();
       for (const a of fn.assigns) {
         const left = leftOf(a);
-        if (!left || (left.type !== 'identifier' && left.type !== 'attribute')) continue;
+        const type = left?.type;
+        if (!left || (type !== 'identifier' && type !== 'attribute')) continue;
         if (!rightOf(a)) continue;
         const key = this.text(left).replace(/\s+/g, '');
         const list = idx.get(key);
