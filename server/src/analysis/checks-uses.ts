@@ -38,8 +38,11 @@ interface AttrUse { params: boolean; other: boolean; replaced?: string; replaced
 /** Per class (keyed by its node: a statement copy kept across edits keeps it), how each `self.<attr>` is used. */
 const attrUseCache = new WeakMap<object, Map<string, AttrUse>>();
 const SELF_USE = /self\s*\.\s*([A-Za-z_]\w*)(\s*\.\s*(\w+)|\s*=(?!=))?/g;
-/** After `self.x.weight`: initialisation and metadata (`.data`, `.normal_(`, `.shape`, `.requires_grad`), no compute. */
-const PARAM_META = /^\s*\.\s*(data\b|grad\b|requires_grad\b|shape\b|dtype\b|device\b|ndim\b|size\s*\(|numel\s*\(|dim\s*\(|[a-z]\w*_\s*\()/;
+/**
+ * After `self.x.weight`: initialisation and metadata (`.data`, `.normal_(`, `.shape`, `.requires_grad`), and a test
+ * whether it exists (`if self.x.bias is not None:` before initialising it, `bias=self.x.bias is not None`): no compute.
+ */
+const PARAM_META = /^\s*(\.\s*(data\b|grad\b|requires_grad\b|shape\b|dtype\b|device\b|ndim\b|size\s*\(|numel\s*\(|dim\s*\(|[a-z]\w*_\s*\()|(is(\s+not)?|[!=]=)\s*None\b)/;
 /** Before it: an initialiser taking it as the tensor to fill (`nn.init.normal_(self.x.weight`, `trunc_normal_(`). */
 const INIT_CALL = /(\binit\s*\.\s*\w+_|\b\w*(normal|uniform|zeros|ones|constant|orthogonal|xavier\w*|kaiming\w*|trunc_normal)_)\s*\(\s*$/;
 
