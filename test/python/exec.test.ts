@@ -167,3 +167,38 @@ describe('fixes: layer classes with behaviour of their own survive "convert all"
     assert.match(run.stdout, /^eval: logits \(2, 16, 256\)$/m, output);
   });
 });
+
+describe('fixes: norms built from a norm_layer parameter run on the fallback path and plan te.* only for the checked class', function () {
+  this.timeout(450_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'norm_layer_param.py');
+
+  it('builds the class passed in as written without FP8, and _pl_norm_from plans te.* only for a plain norm of the checked class', async function () {
+    if (!TORCH) this.skip();
+    const { text } = await convertExample(readFileSync(input, 'utf8'), settingsWith({}));
+    assert.match(text, /self\.pre = fp8_layernorm_from\(norm_layer, nn\.LayerNorm, dim, \*\*dd\)/);
+    // What the factory would build where FP8 runs: (shape, eps, te keyword arguments), or None for the class as written.
+    const probe = [
+      '',
+      'print("plan default:", _pl_norm_from(nn.LayerNorm, (nn.LayerNorm, torch.nn.LayerNorm), (32,), {"device": None, "dtype": None}, 1e-5))',
+      'print("plan partial:", _pl_norm_from(partial(nn.LayerNorm, eps=1e-6), (nn.LayerNorm,), (32,), {"dtype": torch.bfloat16}, 1e-5))',
+      'print("plan no affine:", _pl_norm_from(partial(nn.LayerNorm, elementwise_affine=False), (nn.LayerNorm,), (32,), {}, 1e-5))',
+      'print("plan own class:", _pl_norm_from(ScaledNorm, (nn.LayerNorm,), (32,), {}, 1e-5))',
+      'print("plan own eps default:", _pl_norm_from(ScaledNorm, (ScaledNorm,), (32,), {}, 1e-5))',
+      'print("is class:", fp8_is_class(partial(partial(nn.LayerNorm, eps=1e-6)), nn.LayerNorm), fp8_is_class(ScaledNorm, nn.LayerNorm, None))',
+      '',
+    ].join('\n');
+    const { dir, file } = scratch('converted.py', `${text}${probe}`);
+    const run = runPython([file], dir);
+    assert.equal(run.status, 0, run.output);
+    assert.match(run.stdout, /^Running in BF16 fallback/m);
+    assert.match(run.stdout, /^default: LayerNorm LayerNorm$/m, run.output);
+    assert.match(run.stdout, /^eps: LayerNorm LayerNorm$/m, run.output);
+    assert.match(run.stdout, /^own: ScaledNorm LayerNorm$/m, run.output);
+    assert.match(run.stdout, /^plan default: \(32, 1e-05, \{\}\)$/m, run.output);
+    assert.match(run.stdout, /^plan partial: \(32, 1e-06, \{'params_dtype': torch\.bfloat16\}\)$/m, run.output);
+    assert.match(run.stdout, /^plan no affine: None$/m, run.output);
+    assert.match(run.stdout, /^plan own class: None$/m, run.output);
+    assert.match(run.stdout, /^plan own eps default: \(32, 1e-05, \{\}\)$/m, run.output);
+    assert.match(run.stdout, /^is class: True False$/m, run.output);
+  });
+});

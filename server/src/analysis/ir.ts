@@ -187,6 +187,10 @@ export interface Layer {
   /** The class is chosen at run time, here is where: a parameter with a layer-class default (`the parameter
    *  norm_layer (partial(nn.LayerNorm, eps=1e-6) by default)`) or a local function returning layer classes. */
   classFrom?: string;
+  /** The class is a parameter of the enclosing function whose default is one norm class (`norm_layer=nn.LayerNorm`,
+   *  `partial(nn.LayerNorm, eps=1e-6)`): the conversion checks at run time that the class passed is that one
+   *  (`fp8_layernorm_from(norm_layer, nn.LayerNorm, dim)`) and builds the class as written otherwise. */
+  classParam?: { name: string; defaultClass: string };
   /** A local Linear subclass whose forward te.Linear reproduces but torch.nn.Linear does not (it casts its weight to
    *  the input's dtype): the conversion keeps this class for the fallback without FP8 (the factory's fallback lambda). */
   fallbackKeepsClass?: string;

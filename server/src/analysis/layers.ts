@@ -314,6 +314,7 @@ function collectCall(c: Collector, i: number): void {
       const rec = makeLayer(ctx, call, calleeOf(call) as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
       if (viaParam.via) rec.layer.classFrom = viaParam.via;
       else if (viaParam.candidates) rec.layer.classCandidates = viaParam.candidates;
+      if (viaParam.param && (rec.layer.kind === 'layernorm' || rec.layer.kind === 'rmsnorm')) rec.layer.classParam = viaParam.param;
       c.built++;
       applyPlacement(rec, placement(ctx, call.node, call), call);
       c.out.push(rec);
@@ -464,14 +465,29 @@ function keepUnusedTemplates(c: Collector, used: Set<FuncRec>): void {
  * `norm_layer(dim)` where `norm_layer` is a parameter of the enclosing function whose default is a layer class or a
  * `functools.partial` of one (`norm_layer: Callable[..., nn.Module] = partial(nn.LayerNorm, eps=1e-6)`, torchvision).
  */
-function paramDefaultCtor(ctx: LayerContext, call: CallRec, text: string): { resolved: string; ctor: CtorInfo; via: string } | undefined {
+function paramDefaultCtor(ctx: LayerContext, call: CallRec, text: string): { resolved: string; ctor: CtorInfo; via: string; param?: { name: string; defaultClass: string } } | undefined {
   const fn = call.scope.fn;
   if (!fn || !/^[A-Za-z_]\w*$/.test(text)) return undefined;
   const p = paramsOf(ctx.src, fn).find((x) => x.name === text);
   if (!p?.def) return undefined;
   const found = classExprCtor(ctx, p.def);
   if (!found || found.ctor.kind === 'other') return undefined;
-  return { resolved: found.resolved, ctor: found.ctor, via: `the parameter ${text} (${ctx.src.slice(p.def.startIndex, p.def.endIndex).replace(/\s+/g, ' ')} by default)` };
+  const defaultClass = found.chosen || found.candidates ? undefined : defaultClassName(ctx, p.def);
+  return {
+    resolved: found.resolved, ctor: found.ctor, via: `the parameter ${text} (${ctx.src.slice(p.def.startIndex, p.def.endIndex).replace(/\s+/g, ' ')} by default)`,
+    ...(defaultClass ? { param: { name: text, defaultClass } } : {}),
+  };
+}
+
+/** The one class a parameter's default names (`nn.LayerNorm`, the class of `partial(nn.LayerNorm, eps=1e-6)`), as a
+ *  dotted name, or undefined (a conditional, anything else). */
+function defaultClassName(ctx: LayerContext, node: SyntaxNode | null, depth = 0): string | undefined {
+  let target = node;
+  while (target?.type === 'parenthesized_expression') target = target.namedChild(0);
+  if (!target || depth > 4) return undefined;
+  if (target.type === 'call') return defaultClassName(ctx, target.childForFieldName('arguments')?.namedChild(0) ?? null, depth + 1);
+  const text = ctx.src.slice(target.startIndex, target.endIndex);
+  return (target.type === 'identifier' || target.type === 'attribute') && /^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$/.test(text) ? text : undefined;
 }
 
 /** A class expression's answer: the constructor, and for a run-time choice every candidate and whether they differ. */
@@ -546,7 +562,7 @@ function chosenVia(shown: string, c: ClassExpr): string {
   return `${shown}, chosen at run time${c.candidates && c.candidates.length > 1 ? ` among classes that convert differently (${c.candidates.join('; ')})` : ''}`;
 }
 
-type ClassSite = { resolved: string; ctor: CtorInfo; via?: string; candidates?: string[] };
+type ClassSite = { resolved: string; ctor: CtorInfo; via?: string; candidates?: string[]; param?: { name: string; defaultClass: string } };
 
 function inlineClassCtor(ctx: LayerContext, call: CallRec): ClassSite | undefined {
   if (ctx.src.charCodeAt(call.start) !== 40 /* ( */) return undefined;

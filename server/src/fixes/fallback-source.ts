@@ -8,7 +8,9 @@
  * - `fp8_linear` / `fp8_layernorm` / `fp8_rmsnorm`: te.* when FP8 runs, torch.nn otherwise; fp8_linear keeps torch.nn
  *   for a layer whose shape breaks the FP8 GEMM rule (in % 16, out % 8) and pads the rows of an input whose leading
  *   dimensions do not multiply to a multiple of 8. `fp8_parallel_linear` builds the source library's tensor-parallel
- *   layer (a callable) when FP8 does not run, so the shards stay the same.
+ *   layer (a callable) when FP8 does not run, so the shards stay the same. `fp8_layernorm_from` / `fp8_rmsnorm_from`
+ *   build a norm whose class is passed in (`norm_layer(dim)`): te.* when that class is the one the code was checked
+ *   with (`fp8_is_class`), the class as written otherwise.
  * - `fp8_autocast_context()`: TE autocast with the recipe, else BF16 torch.autocast.
  * - `TE_LINEAR`, `TE_LAYERNORM`, `TE_RMSNORM`: the te.* classes (a class nothing is an instance of when TE is absent),
  *   for isinstance tests and optimizer parameter groups.
@@ -32,9 +34,18 @@ export const KEEP_CLASS_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', stri
   linear: PARALLEL_FACTORY, layernorm: 'fp8_layernorm_or', rmsnorm: 'fp8_rmsnorm_or',
 };
 
+/**
+ * Factories for a norm whose class is passed in (`norm_layer(dim)`, the parameter defaulting to a norm class that
+ * converts): te.* where FP8 runs and the class passed is that default (or torch.nn's), the class as written otherwise.
+ */
+export const CLASS_PARAM_FACTORY: Record<'layernorm' | 'rmsnorm', string> = {
+  layernorm: 'fp8_layernorm_from', rmsnorm: 'fp8_rmsnorm_from',
+};
+
 /** Every name the fallback defines for other code (what a file may import from the module). */
 export const FALLBACK_EXPORTS = [
-  'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or', CONTEXT_FACTORY, 'FP8_RECIPE',
+  'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or',
+  'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONTEXT_FACTORY, 'FP8_RECIPE',
   'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', 'te', 'te_recipe',
 ] as const;
 
@@ -319,6 +330,65 @@ def fp8_rmsnorm_or(fallback, normalized_shape, eps=1e-5, **kwargs):
     if fp8_available()[0]:
         return ${te}.RMSNorm(normalized_shape, eps=eps, **${normKwargs})
     return fallback()
+
+
+def fp8_is_class(cls, *classes):
+    """Whether cls, a class passed in (norm_layer=...) or a functools.partial of one, is one of classes."""
+    import functools
+    while isinstance(cls, functools.partial):
+        cls = cls.func
+    return any(c is not None and cls is c for c in classes)
+
+
+def _pl_norm_from(cls, classes, args, kwargs, default_eps):
+    """(normalized_shape, eps, te keyword arguments) when cls(*args, **kwargs) builds a plain norm of one of classes
+    (its shape, eps, device and dtype only; weight and bias on), else None: then the class is built as written."""
+    import functools
+    import inspect
+    if not fp8_is_class(cls, *classes):
+        return None
+    base, args, kw = cls, tuple(args), {}
+    while isinstance(base, functools.partial):
+        args, kw = tuple(base.args) + args, {**(base.keywords or {}), **kw}
+        base = base.func
+    kw.update(kwargs)
+    if len(args) != 1:
+        return None
+    eps = kw.pop("eps", None)
+    if eps is None:
+        try:
+            eps = inspect.signature(base).parameters["eps"].default
+        except (KeyError, TypeError, ValueError):
+            eps = default_eps
+    if not isinstance(eps, (int, float)):  # nn.RMSNorm's eps=None: the input dtype's epsilon, not te's fixed one
+        return None
+    for flag in ("elementwise_affine", "affine", "bias"):
+        if kw.pop(flag, True) is not True:
+            return None
+    if set(kw) - {"device", "dtype"}:
+        return None
+    out = {("params_dtype" if k == "dtype" else k): v for k, v in kw.items() if v is not None}
+    return args[0], eps, out
+
+
+def fp8_layernorm_from(cls, default, *args, **kwargs):
+    """te.LayerNorm when FP8 runs here and cls (a norm class passed in) is default, the class the code was checked
+    with, or torch.nn.LayerNorm, built plainly; else cls(*args, **kwargs) as written."""
+    plan = _pl_norm_from(cls, (default, torch.nn.LayerNorm), args, kwargs, 1e-5) if fp8_available()[0] else None
+    if plan is None:
+        return cls(*args, **kwargs)
+    shape, eps, kwargs = plan
+    return ${te}.LayerNorm(shape, eps=eps, **${normKwargs})
+
+
+def fp8_rmsnorm_from(cls, default, *args, **kwargs):
+    """te.RMSNorm when FP8 runs here and cls (a norm class passed in) is default, the class the code was checked
+    with, or torch.nn.RMSNorm, built plainly; else cls(*args, **kwargs) as written."""
+    plan = _pl_norm_from(cls, (default, getattr(torch.nn, "RMSNorm", None)), args, kwargs, None) if fp8_available()[0] else None
+    if plan is None:
+        return cls(*args, **kwargs)
+    shape, eps, kwargs = plan
+    return ${te}.RMSNorm(shape, eps=eps, **${normKwargs})
 `;
 }
 
