@@ -232,12 +232,12 @@ describe('analysis: Linear and Embedding classes implemented from scratch', () =
 describe('analysis: layer classes passed as parameters with a default', () => {
   before(initParser);
 
-  it('lists norm_layer(dim) / proj_layer(...) with the default class, uncertain (a caller may pass another)', () => {
+  it('lists norm_layer(dim) / proj_layer(...) with the default class: the norm converts through a run-time class check, the Linear stays uncertain (a caller may pass another)', () => {
     const ir = analyze(fixture('layer_class_parameters.py'));
     const get = (name: string) => ir.layers.find((l) => l.name === name);
     assert.equal(get('self.ln_1')?.kind, 'layernorm');
-    assert.equal(get('self.ln_1')?.convertible, 'uncertain');
-    assert.match(get('self.ln_1')?.reasons.join(' ') ?? '', /class comes from the parameter norm_layer \(partial\(nn\.LayerNorm, eps=1e-6\) by default\)/);
+    assert.equal(get('self.ln_1')?.convertible, true);
+    assert.match(get('self.ln_1')?.reasons.join(' ') ?? '', /class comes from the parameter norm_layer \(partial\(nn\.LayerNorm, eps=1e-6\) by default\): the conversion checks at run time that the class passed is nn\.LayerNorm/);
     assert.equal(get('self.proj')?.kind, 'linear');
     assert.equal(get('self.proj')?.inFeatures?.value, 768);
     assert.equal(get('self.proj')?.convertible, 'uncertain');
