@@ -126,16 +126,22 @@ def test_shape_rule_keeps_torch_nn_and_rows_are_padded(tmp_path):
         "x = torch.randn(3, 64)\n"
         "with f.fp8_autocast_context():\n"
         "    y = ok(x)\n"
-        "    y3 = ok(torch.randn(1, 3, 64))\n"
+        "    x3 = torch.randn(1, 3, 64)\n"
+        "    y3 = ok(x3)\n"
         "print('rows', tuple(y.shape), tuple(y3.shape), bool(torch.allclose(y, torch.nn.functional.linear(x, ok.weight, ok.bias), atol=1e-6)))\n"
+        "(y.sum() + y3.sum()).backward()\n"
+        "expected = torch.ones(64, 1) @ (x.sum(0) + x3.reshape(3, 64).sum(0)).reshape(1, 64)\n"
+        "print('grad', tuple(ok.weight.grad.shape), bool(torch.allclose(ok.weight.grad, expected, atol=1e-5)))\n"
     )
     out = run(project(tmp_path, "modern"), code=code, fake_te=True)
     assert "torch.nn.modules.linear transformer_engine.pytorch" in out, out
     # One line, naming where the layer is built (file:line) and why it stays.
     assert re.search(r"^FP8: 1 layer\(s\) kept in high precision by the FP8 shape rule: <string>:\d+ Linear\(100, 30\): "
                      r"in_features 100 is not a multiple of 16, out_features 30 is not a multiple of 8$", out, re.M), out
-    # The fake te.Linear raises TE's error on rows % 8 != 0 under FP8: the factory's layer pads them.
+    # The fake te.Linear raises TE's error on rows % 8 != 0 under FP8, and on rows % 16 != 0 when a gradient will be
+    # taken (the weight-gradient GEMM reduces over the rows): the factory's layer pads them to 16, and backward runs.
     assert "rows (3, 64) (1, 3, 64) True" in out, out
+    assert "grad (64, 64) True" in out, out
 
 
 @pytest.mark.parametrize("fake_te", [False, True])

@@ -7,7 +7,8 @@
  *   selected recipe (MXFP8 needs SM 10.x, block scaling SM 9.0 + CUDA 12.9, NVFP4 SM 10). Logs the mode once.
  * - `fp8_linear` / `fp8_layernorm` / `fp8_rmsnorm`: te.* when FP8 runs, torch.nn otherwise; fp8_linear keeps torch.nn
  *   for a layer whose shape breaks the FP8 GEMM rule (in % 16, out % 8) and pads the rows of an input whose leading
- *   dimensions do not multiply to a multiple of 8. `fp8_parallel_linear` builds the source library's tensor-parallel
+ *   dimensions do not multiply to a multiple of 16 (8 for the forward GEMM; the backward's weight-gradient GEMM
+ *   reduces over the rows, and a GEMM's reduced dimension must be a multiple of 16). `fp8_parallel_linear` builds the source library's tensor-parallel
  *   layer (a callable) when FP8 does not run, so the shards stay the same. `fp8_layernorm_from` / `fp8_rmsnorm_from`
  *   build a norm whose class is passed in (`norm_layer(dim)`): te.* when that class is the one the code was checked
  *   with (`fp8_is_class`), the class as written otherwise.
@@ -236,16 +237,17 @@ def _pl_shape_problem(in_features, out_features):
 
 
 def _pl_pad_rows(module, args):
-    """FP8 GEMMs need the input's leading dimensions to multiply to a multiple of 8: pad the rows with zeros."""
+    """FP8 GEMMs need the input's rows (its leading dimensions multiplied) to be a multiple of 8 in the forward GEMM
+    and of 16 in the backward's weight-gradient GEMM, which reduces over them: pad the rows with zeros to 16."""
     x = args[0] if args else None
     if not torch.is_tensor(x) or x.dim() == 0 or x.shape[-1] == 0:
         return None
     rows = x.numel() // x.shape[-1]
-    if rows % 8 == 0:
+    if rows % 16 == 0:
         return None
     module._pl_rows = (tuple(x.shape[:-1]), rows)
     flat = x.reshape(rows, x.shape[-1])
-    return (torch.cat([flat, flat.new_zeros((-rows) % 8, x.shape[-1])]),) + tuple(args[1:])
+    return (torch.cat([flat, flat.new_zeros((-rows) % 16, x.shape[-1])]),) + tuple(args[1:])
 
 
 def _pl_unpad_rows(module, args, output):

@@ -31,6 +31,9 @@ class Linear(torch.nn.Module):
             rows = inp.numel() // inp.shape[-1]
             if rows % 8 or inp.shape[-1] % 16:
                 raise ValueError("FP8 execution requires the product of all dimensions except the last to be divisible by 8 and the last dimension to be divisible by 16, but got tensor with dims=%s" % list(inp.shape))
+            # The backward's weight-gradient GEMM reduces over the rows: with gradients, rows must be a multiple of 16.
+            if rows % 16 and torch.is_grad_enabled() and (inp.requires_grad or self.weight.requires_grad):
+                raise ValueError("FP8 weight-gradient GEMM requires the rows (%d) to be divisible by 16" % rows)
             CALLS.append("linear")
         return F.linear(inp, self.weight, self.bias)
 
