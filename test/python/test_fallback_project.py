@@ -137,7 +137,7 @@ def test_shape_rule_keeps_torch_nn_and_rows_are_padded(tmp_path):
     assert "torch.nn.modules.linear transformer_engine.pytorch" in out, out
     # One line, naming where the layer is built (file:line) and why it stays.
     assert re.search(r"^FP8: 1 layer\(s\) kept in high precision by the FP8 shape rule: <string>:\d+ Linear\(100, 30\): "
-                     r"in_features 100 is not a multiple of 16, out_features 30 is not a multiple of 8$", out, re.M), out
+                     r"in_features 100 is not a multiple of 16, out_features 30 is not a multiple of 16$", out, re.M), out
     # The fake te.Linear raises TE's error on rows % 8 != 0 under FP8, and on rows % 16 != 0 when a gradient will be
     # taken (the weight-gradient GEMM reduces over the rows): the factory's layer pads them to 16, and backward runs.
     assert "rows (3, 64) (1, 3, 64) True" in out, out
@@ -158,3 +158,23 @@ def test_parallel_factory_builds_the_library_layer_where_fp8_does_not_run(tmp_pa
     out = run(project(tmp_path, "modern"), code=code, fake_te=fake_te)
     expected = "built transformer_engine.pytorch Linear" if fake_te else "built __main__ ColumnParallelLinear"
     assert expected in out, out
+
+
+def test_out_features_not_a_multiple_of_16_keeps_torch_nn(tmp_path):
+    # te.Linear(64, 24) runs its forward GEMM in FP8 but not the backward's input-gradient GEMM, which reduces over
+    # out_features (TE 2.20.2 on an H200: "Leading dimension requirement on A for FP8 GEMM. Caller must pad"): the
+    # factory keeps torch.nn for it, and training it under the FP8 context runs.
+    code = (
+        "import torch, fp8_fallback as f\n"
+        "mid = f.fp8_linear(64, 24)\n"
+        "print('module', type(mid).__module__)\n"
+        "x = torch.randn(16, 64)\n"
+        "with f.fp8_autocast_context():\n"
+        "    y = mid(x)\n"
+        "y.float().sum().backward()\n"
+        "print('grad', tuple(mid.weight.grad.shape))\n"
+    )
+    out = run(project(tmp_path, "modern"), code=code, fake_te=True)
+    assert "module torch.nn.modules.linear" in out, out
+    assert re.search(r"Linear\(64, 24\): out_features 24 is not a multiple of 16$", out, re.M), out
+    assert "grad (24, 64)" in out, out

@@ -82,6 +82,19 @@ describe('analysis: dimensions', () => {
     assert.equal(fc.convertible, false);
     assert.equal(fc.shapeOk, false);
     assert.match(fc.reasons[0], /in_features 100 is not a multiple of 16/);
-    assert.match(layer(ir, 'fc2').reasons[0], /out_features 4100 is not a multiple of 8/);
+    assert.match(layer(ir, 'fc2').reasons[0], /out_features 4100 is not a multiple of 16/);
+  });
+
+  it('out_features must be a multiple of 16 to train in FP8: the backward GEMM reduces over it', () => {
+    // te.Linear(64, 24) runs its forward in FP8 and fails in backward on TE 2.20.2 (bench/results/h200/2026-12-02-rows).
+    const ir = analyze(py`
+      import torch.nn as nn
+      narrow = nn.Linear(64, 24)
+      wide = nn.Linear(64, 1024)
+    `);
+    assert.equal(layer(ir, 'narrow').shapeOk, false);
+    assert.equal(layer(ir, 'narrow').convertible, false);
+    assert.match(layer(ir, 'narrow').reasons[0], /out_features 24 is not a multiple of 16/);
+    assert.equal(layer(ir, 'wide').convertible, true);
   });
 });

@@ -144,8 +144,8 @@ describe('analysis: shape-guarded wording', () => {
     const get = (name: string) => ir.layers.find((l) => l.name === name)!;
     const why = (name: string) => get(name).reasons[0] ?? '';
     assert.match(why('self.square'), /^Its size config\.hidden_size is not known where it is built/);
-    assert.match(why('self.square'), /fp8_linear, which builds te\.Linear when in_features \(config\.hidden_size\) % 16 == 0 and out_features \(config\.hidden_size\) % 8 == 0 and keeps nn\.Linear otherwise/);
-    assert.match(why('self.wide'), /when out_features \(config\.intermediate_size\) % 8 == 0 and keeps/);
+    assert.match(why('self.square'), /fp8_linear, which builds te\.Linear when in_features \(config\.hidden_size\) % 16 == 0 and out_features \(config\.hidden_size\) % 16 == 0 and keeps nn\.Linear otherwise/);
+    assert.match(why('self.wide'), /when out_features \(config\.intermediate_size\) % 16 == 0 and keeps/);
     assert.match(why('self.narrow'), /when in_features \(config\.intermediate_size\) % 16 == 0 and keeps/);
     assert.doesNotMatch(why('self.wide'), /in_features \(/);
     for (const n of ['self.square', 'self.wide', 'self.narrow']) {

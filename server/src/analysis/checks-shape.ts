@@ -1,5 +1,5 @@
 /**
- * Shape check of the verdict: the FP8 GEMM rule (in_features % 16 == 0, out_features % 8 == 0; FP8-FACTS.md) on the
+ * Shape check of the verdict: the FP8 GEMM rule (in_features % 16 == 0, out_features % 16 == 0) on the
  * dims known where the layer is built. `ok`: every size it can have meets it; `fails`: every one breaks it; `guarded`:
  * a size is unknown, or some of its possible sizes break it: the conversion then goes through the fallback module's
  * factory, which checks the rule when the layer is built and keeps torch.nn otherwise.
@@ -7,11 +7,19 @@
 import type { Dim, DimValue } from './ir';
 import type { Check } from './checks';
 
-/** FP8 GEMM rule for a Linear weight [out, in]: in % 16 == 0 and out % 8 == 0 (FP8-FACTS.md). */
+/**
+ * The FP8 GEMM rule for training a Linear (weight [out, in]): every GEMM's reduced dimension must be a multiple of 16,
+ * so in_features (forward) and out_features (the backward's input-gradient GEMM). FP8-FACTS.md's `out % 8` holds for
+ * the forward alone: te.Linear(64, 24) runs forward and fails in backward with "Leading dimension requirement on A for
+ * FP8 GEMM. Caller must pad" (TE 2.20.2, H200: bench/results/h200/2026-12-02-rows/).
+ */
+export const FP8_IN_MULTIPLE = 16;
+export const FP8_OUT_MULTIPLE = 16;
+
 export function shapeRule(inF?: Dim, outF?: Dim): { ok?: boolean; failing: string[] } {
   const failing: string[] = [];
   if (inF?.value !== undefined && inF.value % 16 !== 0) failing.push(`in_features ${inF.value} is not a multiple of 16`);
-  if (outF?.value !== undefined && outF.value % 8 !== 0) failing.push(`out_features ${outF.value} is not a multiple of 8`);
+  if (outF?.value !== undefined && outF.value % FP8_OUT_MULTIPLE !== 0) failing.push(`out_features ${outF.value} is not a multiple of ${FP8_OUT_MULTIPLE}`);
   if (failing.length) return { ok: false, failing };
   if (inF?.value !== undefined && outF?.value !== undefined) return { ok: true, failing };
   return { ok: undefined, failing };
@@ -43,7 +51,7 @@ function pairs(ins: DimValue[], outs: DimValue[]): { total: number; failing: str
       if (++total > MAX_PAIRS) return { total: total - 1, failing };
       const bad: string[] = [];
       if (i.value % 16 !== 0) bad.push(`in_features ${i.value} (${i.source.detail}) is not a multiple of 16`);
-      if (o.value % 8 !== 0) bad.push(`out_features ${o.value} (${o.source.detail}) is not a multiple of 8`);
+      if (o.value % FP8_OUT_MULTIPLE !== 0) bad.push(`out_features ${o.value} (${o.source.detail}) is not a multiple of ${FP8_OUT_MULTIPLE}`);
       if (bad.length) failing.push(bad.join(' and '));
     }
   }
@@ -61,14 +69,14 @@ const linearShape: Check = {
     if (!multi && single.ok === false) {
       const inV = L.inFeatures?.value;
       const outV = L.outFeatures?.value;
-      const pad = [inV !== undefined && inV % 16 !== 0 ? 'in_features to a multiple of 16' : '', outV !== undefined && outV % 8 !== 0 ? 'out_features to a multiple of 8' : ''].filter(Boolean).join(' and ');
-      return { state: 'fails', reasons: [`FP8 GEMMs need in_features % 16 == 0 and out_features % 8 == 0, but ${single.failing.join(' and ')}: te.Linear would fail under FP8 autocast. Keep this layer in BF16, or pad ${pad}.`] };
+      const pad = [inV !== undefined && inV % 16 !== 0 ? 'in_features to a multiple of 16' : '', outV !== undefined && outV % FP8_OUT_MULTIPLE !== 0 ? `out_features to a multiple of ${FP8_OUT_MULTIPLE}` : ''].filter(Boolean).join(' and ');
+      return { state: 'fails', reasons: [`FP8 GEMMs need in_features % 16 == 0 and out_features % ${FP8_OUT_MULTIPLE} == 0, but ${single.failing.join(' and ')}: te.Linear would fail under FP8 autocast. Keep this layer in BF16, or pad ${pad}.`] };
     }
     if (!ins.length || !outs.length) return unknownSizes(L.inFeatures, L.outFeatures, ins.length > 0, outs.length > 0);
     const p = pairs(ins, outs);
     if (!p.failing.length) {
       if (!multi) {
-        const reasons = [`${ins[0].value} -> ${outs[0].value} meets the FP8 rule (in_features % 16 == 0, out_features % 8 == 0), so ${L.constructor} can become te.Linear.`];
+        const reasons = [`${ins[0].value} -> ${outs[0].value} meets the FP8 rule (in_features % 16 == 0, out_features % ${FP8_OUT_MULTIPLE} == 0), so ${L.constructor} can become te.Linear.`];
         for (const n of new Set([knownNote(L.inFeatures), knownNote(L.outFeatures)])) if (n) reasons.push(`Known statically: ${n}.`);
         return { state: 'ok', reasons };
       }
@@ -76,9 +84,9 @@ const linearShape: Check = {
       return { state: 'ok', reasons: [`Every size it can have (${sizes.slice(0, 6).join(', ')}${sizes.length > 6 ? ', ...' : ''}) meets the FP8 rule, so ${L.constructor} can become te.Linear.`] };
     }
     if (p.failing.length === p.total) {
-      return { state: 'fails', reasons: [`FP8 GEMMs need in_features % 16 == 0 and out_features % 8 == 0, but ${p.failing.slice(0, 3).join('; ')}: te.Linear would fail under FP8 autocast. Keep this layer in BF16, or pad in_features to a multiple of 16 / out_features to a multiple of 8.`] };
+      return { state: 'fails', reasons: [`FP8 GEMMs need in_features % 16 == 0 and out_features % ${FP8_OUT_MULTIPLE} == 0, but ${p.failing.slice(0, 3).join('; ')}: te.Linear would fail under FP8 autocast. Keep this layer in BF16, or pad in_features to a multiple of 16 / out_features to a multiple of ${FP8_OUT_MULTIPLE}.`] };
     }
-    return { state: 'guarded', reasons: [`Most of its possible sizes meet the FP8 rule, but ${p.failing.slice(0, 2).join('; ')}: converted through ${FACTORY_NAME}, which keeps nn.Linear for a configuration that breaks the rule (in % 16, out % 8) when the layer is built.`] };
+    return { state: 'guarded', reasons: [`Most of its possible sizes meet the FP8 rule, but ${p.failing.slice(0, 2).join('; ')}: converted through ${FACTORY_NAME}, which keeps nn.Linear for a configuration that breaks the rule (in % 16, out % ${FP8_OUT_MULTIPLE}) when the layer is built.`] };
   },
 };
 
@@ -88,7 +96,7 @@ function unknownSizes(inF: Dim | undefined, outF: Dim | undefined, inKnown: bool
   if (!outKnown && outF?.text !== unknown[0]) unknown.push(outF?.text ?? 'out_features');
   const conds: string[] = [];
   if (!inKnown) conds.push(`in_features${inF ? ` (${inF.text})` : ''} % 16 == 0`);
-  if (!outKnown) conds.push(`out_features${outF ? ` (${outF.text})` : ''} % 8 == 0`);
+  if (!outKnown) conds.push(`out_features${outF ? ` (${outF.text})` : ''} % ${FP8_OUT_MULTIPLE} == 0`);
   // Say why a size that looks static is not (a config field computed in __post_init__, a class of another file).
   const why = [...new Set([inF, outF].filter((d) => d !== undefined && d.value === undefined && !d.values?.length && !!d.note
     && /__post_init__|not defined in this file|different defaults/.test(d.note)).map((d) => d?.note as string))];

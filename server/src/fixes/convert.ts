@@ -71,7 +71,7 @@ export function skipReason(layer: Layer): SkipReason | undefined {
   // Other protected roles (a LoRA or bottleneck adapter, the output projection to pixels): the role check says why.
   if (layer.facets?.role.state === 'fails') return { label: 'kept in BF16', sentence: layer.facets.role.reason };
   if (!teClass(layer)) return { label: 'no te.* twin', sentence: `${layer.constructor} has no te.* equivalent.` };
-  if (layer.shapeOk === false) return { label: 'shape', sentence: `its dimensions break the FP8 shape rule (in % 16, out % 8). ${layer.reasons.join(' ')}`.trim() };
+  if (layer.shapeOk === false) return { label: 'shape', sentence: `its dimensions break the FP8 shape rule (in % 16, out % 16). ${layer.reasons.join(' ')}`.trim() };
   if (layer.convertible === 'uncertain') return { label: 'uncertain', sentence: `whether it can run in FP8 depends on runtime values. ${layer.reasons.join(' ')}`.trim() };
   if (layer.convertible === false) return { label: 'not exact', sentence: `Transformer Engine cannot represent it exactly. ${layer.reasons.join(' ')}`.trim() };
   return undefined;

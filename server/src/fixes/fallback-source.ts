@@ -6,7 +6,7 @@
  * - `fp8_available()`: (True, "") when FP8 runs here, else (False, reason); TE imported, the GPU supports FP8 and the
  *   selected recipe (MXFP8 needs SM 10.x, block scaling SM 9.0 + CUDA 12.9, NVFP4 SM 10). Logs the mode once.
  * - `fp8_linear` / `fp8_layernorm` / `fp8_rmsnorm`: te.* when FP8 runs, torch.nn otherwise; fp8_linear keeps torch.nn
- *   for a layer whose shape breaks the FP8 GEMM rule (in % 16, out % 8) and pads the rows of an input whose leading
+ *   for a layer whose shape cannot train in FP8 (in % 16, and out % 16 for the backward's input-gradient GEMM) and pads the rows of an input whose leading
  *   dimensions do not multiply to a multiple of 16 (8 for the forward GEMM; the backward's weight-gradient GEMM
  *   reduces over the rows, and a GEMM's reduced dimension must be a multiple of 16). `fp8_parallel_linear` builds the source library's tensor-parallel
  *   layer (a callable) when FP8 does not run, so the shards stay the same. `fp8_layernorm_from` / `fp8_rmsnorm_from`
@@ -227,12 +227,13 @@ def _pl_caller():
 
 
 def _pl_shape_problem(in_features, out_features):
-    """Why te.Linear(in_features, out_features) cannot run its GEMMs in FP8, or "" when it can."""
+    """Why te.Linear(in_features, out_features) cannot train in FP8, or "" when it can: every GEMM's reduced dimension
+    must be a multiple of 16, in_features in the forward GEMM and out_features in the backward's input-gradient GEMM."""
     if not isinstance(in_features, int) or not isinstance(out_features, int):
         return ""
     bad = ["in_features %d is not a multiple of 16" % in_features] if in_features % 16 else []
-    if out_features % 8:
-        bad.append("out_features %d is not a multiple of 8" % out_features)
+    if out_features % 16:
+        bad.append("out_features %d is not a multiple of 16" % out_features)
     return ", ".join(bad)
 
 

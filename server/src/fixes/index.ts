@@ -198,7 +198,7 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
       return refuse('No automatic fix: fusing into te.LayerNormLinear / te.LayerNormMLP changes the module structure and the checkpoint keys; restructure by hand.');
     case 'PL110':
       return layer && !layer.isTe
-        ? refuse('Not converted: its shape breaks the FP8 rule (in_features % 16 == 0, out_features % 8 == 0), and padding changes the model and its checkpoint, so that is left to you.')
+        ? refuse('Not converted: its shape breaks the FP8 rule (in_features % 16 == 0, out_features % 16 == 0), and padding changes the model and its checkpoint, so that is left to you.')
         : refuse('No automatic fix: padding a dimension changes the model and its checkpoint; pad it by hand or rebuild the layer as torch.nn.Linear.');
     case 'PL302':
       return refuse('No automatic fix in this file: run "Wrap the training step in FP8 autocast" (Source Action) in the training script.');

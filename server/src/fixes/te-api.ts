@@ -148,7 +148,7 @@ export function repairRecipe(ctx: FixContext, recipe: RecipeCall, span: Span): F
     });
   } else if (interval && within(interval)) {
     fixes.push({
-      id: `PL304:interval:${spanKey(ctx, recipe.span)}`, title: 'Remove interval= (removed in Transformer Engine 2.2)', kind: 'quickfix' as const,
+      id: `PL304:interval:${spanKey(ctx, recipe.span)}`, title: 'Remove interval= (ignored since Transformer Engine 2.2)', kind: 'quickfix' as const,
       codes: ['PL304' as const], safe: true, isPreferred: true, edits: removeArgs(ctx.text, call, [interval]),
     });
   }

@@ -44,9 +44,13 @@ function recipeFindings(recipe: RecipeCall, recipeIndex: number, ctx: RuleContex
   }
   if ('interval' in recipe.args) {
     out.push({
-      code: 'PL304', span: recipe.argSpans.interval ?? recipe.span, severity: 'error', recipeIndex,
-      message: `${recipe.recipe}(interval=...) raises TypeError since Transformer Engine 2.2; drop the argument`,
-      explanation: { facts: ['The interval argument was removed in TE 2.2.'], consequence: 'Scaling factors are now updated every step, so the argument has no replacement.', fix: 'The fix removes the argument.' },
+      code: 'PL304', span: recipe.argSpans.interval ?? recipe.span, severity: 'warning', recipeIndex,
+      message: `${recipe.recipe}(interval=...) has no effect since Transformer Engine 2.2; drop the argument`,
+      explanation: {
+        facts: ['TE 2.2 removed the interval option; TE 2.20.2 still accepts the keyword and ignores it, without a warning (checked on an H200: bench/results/h200/2026-12-02-rows/).'],
+        consequence: 'Scaling factors are updated every step whatever interval says, so the code does not get what it asks for; the argument has no replacement.',
+        fix: 'The fix removes the argument.',
+      },
     });
   }
   const gpus = RECIPE_GPUS[recipe.recipe];

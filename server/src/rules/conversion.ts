@@ -5,18 +5,19 @@
  */
 import type { RuleCode } from '../../../common/codes';
 import type { Layer } from '../analysis/ir';
+import { FP8_OUT_MULTIPLE } from '../analysis/checks-shape';
 import { configDefaultEvidence, forwardCallEvidence, SpanMaker, tieEvidence } from './evidence';
 import { actionOf } from './explain';
 import { layerLabel, shapeText } from './format';
 import type { Explanation, Finding, RuleContext, RuleModule } from './types';
 
-const SHAPE_RULE = 'FP8 GEMMs need in_features % 16 == 0 and out_features % 8 == 0 (the product of the leading dimensions of the input must also be a multiple of 8).';
+const SHAPE_RULE = `Training in FP8 needs in_features % 16 == 0 and out_features % ${FP8_OUT_MULTIPLE} == 0 (every GEMM's reduced dimension, backward included; the input's rows are padded at run time by the fallback).`;
 
-/** Which dimension to pad, and to what: in_features to a multiple of 16, out_features to a multiple of 8. */
+/** Which dimension to pad, and to what: in_features and out_features to multiples of 16. */
 function padAdvice(layer: Layer): string {
   const pads: string[] = [];
   if (layer.inFeatures?.value !== undefined && layer.inFeatures.value % 16 !== 0) pads.push(`in_features to ${Math.ceil(layer.inFeatures.value / 16) * 16}`);
-  if (layer.outFeatures?.value !== undefined && layer.outFeatures.value % 8 !== 0) pads.push(`out_features to ${Math.ceil(layer.outFeatures.value / 8) * 8}`);
+  if (layer.outFeatures?.value !== undefined && layer.outFeatures.value % FP8_OUT_MULTIPLE !== 0) pads.push(`out_features to ${Math.ceil(layer.outFeatures.value / FP8_OUT_MULTIPLE) * FP8_OUT_MULTIPLE}`);
   return pads.length ? `pad ${pads.join(' and ')}` : 'pad it';
 }
 
@@ -42,7 +43,7 @@ function sizeCondition(layer: Layer, room: number): string | undefined {
   if (layer.kind !== 'linear' && layer.kind !== 'parallel-linear') return undefined;
   const conds: string[] = [];
   if (layer.inFeatures?.value === undefined) conds.push(`${layer.inFeatures?.text ?? 'in_features'} % 16 == 0`);
-  if (layer.outFeatures?.value === undefined) conds.push(`${layer.outFeatures?.text ?? 'out_features'} % 8 == 0`);
+  if (layer.outFeatures?.value === undefined) conds.push(`${layer.outFeatures?.text ?? 'out_features'} % ${FP8_OUT_MULTIPLE} == 0`);
   if (!conds.length) return undefined;
   const full = `if ${conds.join(' and ')}`;
   return full.length <= room ? full : 'if its sizes meet the FP8 rule';

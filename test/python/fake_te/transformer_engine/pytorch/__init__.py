@@ -32,8 +32,12 @@ class Linear(torch.nn.Module):
             if rows % 8 or inp.shape[-1] % 16:
                 raise ValueError("FP8 execution requires the product of all dimensions except the last to be divisible by 8 and the last dimension to be divisible by 16, but got tensor with dims=%s" % list(inp.shape))
             # The backward's weight-gradient GEMM reduces over the rows: with gradients, rows must be a multiple of 16.
-            if rows % 16 and torch.is_grad_enabled() and (inp.requires_grad or self.weight.requires_grad):
-                raise ValueError("FP8 weight-gradient GEMM requires the rows (%d) to be divisible by 16" % rows)
+            # and the input-gradient GEMM reduces over out_features (TE: "Leading dimension requirement ... must pad").
+            if torch.is_grad_enabled() and (inp.requires_grad or self.weight.requires_grad):
+                if rows % 16:
+                    raise ValueError("FP8 weight-gradient GEMM requires the rows (%d) to be divisible by 16" % rows)
+                if self.out_features % 16:
+                    raise ValueError("FP8 input-gradient GEMM requires out_features (%d) to be divisible by 16" % self.out_features)
             CALLS.append("linear")
         return F.linear(inp, self.weight, self.bias)
 
