@@ -6,6 +6,7 @@
  */
 import { promises as fs } from 'node:fs';
 import { join, relative, sep } from 'node:path';
+import { wrapperRanges } from './analysis/known';
 
 const SKIP_DIRS = new Set(['.git', 'node_modules', '__pycache__', '.venv', 'venv', 'env', 'site-packages', '.tox', 'build', 'dist', '.mypy_cache']);
 const AUTOCAST = /\b(?:fp8_autocast|autocast)\s*\(/;
@@ -75,7 +76,10 @@ async function readInto(result: ScanResult, path: string, maxBytes: number): Pro
     if (!isFile || stat.size > maxBytes) return isFile;
     const text = await fs.readFile(path, 'utf8');
     if (result.pythonFiles.length < MAX_LISTED) result.pythonFiles.push(path);
-    if (AUTOCAST.test(text) && TE_HINT.test(text)) result.autocastFiles.add(path);
+    // The FP8 fallback's own code (the project's module, or an inline block) defines an autocast helper; a definition
+    // is no autocast region, or every project the fixes converted would silence PL302 before its step is wrapped.
+    const used = withoutWrapper(text);
+    if (AUTOCAST.test(used) && TE_HINT.test(used)) result.autocastFiles.add(path);
     if (COMPILE.test(text)) result.compileFiles.add(path);
     if (TRAIN.test(text)) result.trainFiles.add(path);
     if (OTHER_STACK.test(text)) result.stackFiles.set(path, importedModuleNames(text));
@@ -83,6 +87,16 @@ async function readInto(result: ScanResult, path: string, maxBytes: number): Pro
     // unreadable (or gone since it was listed): it cannot train anything
   }
   return isFile;
+}
+
+/** The text without the FP8 fallback blocks the fixes write (between their marker lines). */
+function withoutWrapper(text: string): string {
+  const ranges = wrapperRanges(text);
+  if (!ranges.length) return text;
+  let out = '';
+  let at = 0;
+  for (const [from, to] of ranges) { out += text.slice(at, from); at = to; }
+  return out + text.slice(at);
 }
 
 /** Whether a path is one the scan would have read: a .py file under a root, outside the skipped folders. */

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inScan, scanWorkspace, updateScan } from '../../server/src/workspace-scan';
 import { WorkspaceScan } from '../../server/src/workspace-watch';
+import { readFileSync } from 'node:fs';
 
 const TRAIN = 'import torch\nimport transformer_engine.pytorch as te\nwith te.fp8_autocast(enabled=True):\n    loss = model(x)\nloss.backward()\n';
 
@@ -31,6 +32,19 @@ describe('workspace scan: updates from the file watcher', () => {
     unlinkSync(train);
     const deleted = await updateScan(changed, [train]);
     assert.deepEqual([deleted.files, deleted.trainFiles.size, deleted.pythonFiles], [1, 0, [join(dir, 'model.py')]]);
+  });
+
+  it('the FP8 fallback module (TE autocast inside its helper) is no autocast region; a step wrapped through it is', async () => {
+    const module = readFileSync(join(__dirname, '..', 'fixtures', 'fixes', 'expected', 'project-modern', 'fp8_fallback.py'), 'utf8');
+    assert.match(module, /autocast\(/);
+    writeFileSync(join(dir, 'fp8_fallback.py'), module);
+    const train = join(dir, 'train.py');
+    writeFileSync(train, 'import torch\nloss = model(x)\nloss.backward()\n');
+    const unwrapped = await scanWorkspace([dir]);
+    assert.deepEqual([unwrapped.files, unwrapped.autocastFiles.size, [...unwrapped.trainFiles]], [3, 0, [train]]);
+    writeFileSync(train, 'import torch\nimport transformer_engine.pytorch as te\nwith te.autocast(enabled=True):\n    loss = model(x)\nloss.backward()\n');
+    const wrapped = await updateScan(unwrapped, [train]);
+    assert.deepEqual([...wrapped.autocastFiles], [train]);
   });
 
   it('ignores paths the scan would not read (outside the roots, skipped folders, not .py)', () => {
