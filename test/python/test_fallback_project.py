@@ -178,3 +178,32 @@ def test_out_features_not_a_multiple_of_16_keeps_torch_nn(tmp_path):
     assert "module torch.nn.modules.linear" in out, out
     assert re.search(r"Linear\(64, 24\): out_features 24 is not a multiple of 16$", out, re.M), out
     assert "grad (24, 64)" in out, out
+
+
+def test_te_linear_factories_cast_the_input_to_the_parameters_dtype_and_back(tmp_path):
+    # te.Linear computes in its input's dtype outside torch.autocast and asserts that every parameter has it (TE
+    # 2.20.2: "Data types for parameters must match when outside of autocasted region"): FP32 weights fed BF16
+    # activations (a model that casts its activations, as torch.nn under autocast would not mind), or BF16 weights fed
+    # FP32. The factories' layers cast the input to the weights' dtype and the output back, inside the FP8 context and
+    # outside any (evaluation), for both factories; the fake te.Linear asserts as TE does.
+    code = (
+        "import torch, fp8_fallback as f\n"
+        "class ColumnParallelLinear(torch.nn.Linear):\n"
+        "    pass\n"
+        "layers = {'linear fp32': f.fp8_linear(64, 32), 'linear bf16': f.fp8_linear(64, 32, params_dtype=torch.bfloat16),\n"
+        "          'parallel fp32': f.fp8_parallel_linear(lambda: ColumnParallelLinear(64, 32), 64, 32, parallel_mode='column', tp_group=None, tp_size=1)}\n"
+        "for name, layer in layers.items():\n"
+        "    for dtype in (torch.bfloat16, torch.float32):\n"
+        "        x = torch.randn(16, 64, dtype=dtype, requires_grad=True)\n"
+        "        with f.fp8_autocast_context():\n"
+        "            y = layer(x)\n"
+        "        y.float().sum().backward()\n"
+        "        with torch.no_grad():\n"
+        "            e = layer(torch.randn(3, 64, dtype=dtype))\n"
+        "        print(name, type(layer).__module__, str(dtype), 'out', str(y.dtype), 'grad', str(x.grad.dtype), 'eval', str(e.dtype), tuple(e.shape))\n"
+    )
+    out = run(project(tmp_path, "modern"), code=code, fake_te=True)
+    for name in ("linear fp32", "linear bf16", "parallel fp32"):
+        for dtype in ("torch.bfloat16", "torch.float32"):
+            line = "%s transformer_engine.pytorch %s out %s grad %s eval %s (3, 32)" % (name, dtype, dtype, dtype, dtype)
+            assert line in out, out

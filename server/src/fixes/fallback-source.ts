@@ -8,7 +8,10 @@
  * - `fp8_linear` / `fp8_layernorm` / `fp8_rmsnorm`: te.* when FP8 runs, torch.nn otherwise; fp8_linear keeps torch.nn
  *   for a layer whose shape cannot train in FP8 (in % 16, and out % 16 for the backward's input-gradient GEMM) and pads the rows of an input whose leading
  *   dimensions do not multiply to a multiple of 16 (8 for the forward GEMM; the backward's weight-gradient GEMM
- *   reduces over the rows, and a GEMM's reduced dimension must be a multiple of 16). `fp8_parallel_linear` builds the source library's tensor-parallel
+ *   reduces over the rows, and a GEMM's reduced dimension must be a multiple of 16). Both te.Linear factories cast an
+ *   input whose dtype is not the layer's parameters' to theirs and the output back, outside torch.autocast: te.Linear
+ *   requires them equal there (TE's "Data types for parameters must match"), where torch.nn under autocast would cast.
+ *   `fp8_parallel_linear` builds the source library's tensor-parallel
  *   layer (a callable) when FP8 does not run, so the shards stay the same. `fp8_layernorm_from` / `fp8_rmsnorm_from`
  *   build a norm whose class is passed in (`norm_layer(dim)`): te.* when that class is the one the code was checked
  *   with (`fp8_is_class`), the class as written otherwise.
@@ -237,27 +240,48 @@ def _pl_shape_problem(in_features, out_features):
     return ", ".join(bad)
 
 
+def _pl_param_dtype(module):
+    for p in module.parameters():
+        return p.dtype if p.is_floating_point() else None
+    return None
+
+
 def _pl_pad_rows(module, args):
-    """FP8 GEMMs need the input's rows (its leading dimensions multiplied) to be a multiple of 8 in the forward GEMM
-    and of 16 in the backward's weight-gradient GEMM, which reduces over them: pad the rows with zeros to 16."""
+    """Before te.Linear's forward. Outside torch.autocast te.Linear computes in its input's dtype and requires its
+    parameters to have it (an FP32 model fed BF16 activations, or the reverse, fails; torch.nn under autocast casts):
+    cast the input to the parameters' dtype, the output back after. FP8 GEMMs need the input's rows (its leading
+    dimensions multiplied) to be a multiple of 8 in the forward GEMM and of 16 in the backward's weight-gradient GEMM,
+    which reduces over them: pad the rows with zeros to 16."""
     x = args[0] if args else None
     if not torch.is_tensor(x) or x.dim() == 0 or x.shape[-1] == 0:
         return None
+    dtype = _pl_param_dtype(module)
+    cast = x.is_floating_point() and dtype is not None and x.dtype != dtype and not torch.is_autocast_enabled()
     rows = x.numel() // x.shape[-1]
-    if rows % 16 == 0:
+    if rows % 16 == 0 and not cast:
         return None
-    module._pl_rows = (tuple(x.shape[:-1]), rows)
-    flat = x.reshape(rows, x.shape[-1])
-    return (torch.cat([flat, flat.new_zeros((-rows) % 16, x.shape[-1])]),) + tuple(args[1:])
+    module._pl_rows = (tuple(x.shape[:-1]), rows if rows % 16 else None, x.dtype if cast else None)
+    if cast:
+        x = x.to(dtype)
+    if rows % 16:
+        flat = x.reshape(rows, x.shape[-1])
+        x = torch.cat([flat, flat.new_zeros((-rows) % 16, x.shape[-1])])
+    return (x,) + tuple(args[1:])
 
 
 def _pl_unpad_rows(module, args, output):
     if getattr(module, "_pl_rows", None) is None:
         return None
-    shape, rows = module._pl_rows
+    shape, rows, dtype = module._pl_rows
     module._pl_rows = None
-    cut = lambda y: y[:rows].reshape(shape + (y.shape[-1],))
-    return (cut(output[0]),) + tuple(output[1:]) if isinstance(output, tuple) else cut(output)
+
+    def back(y):
+        if rows is not None:  # padded
+            y = y[:rows].reshape(shape + (y.shape[-1],))
+        return y.to(dtype) if dtype is not None and y.is_floating_point() else y
+    if isinstance(output, tuple):  # return_bias=True: (output, bias)
+        return (back(output[0]),) + tuple(t.to(dtype) if dtype is not None and torch.is_tensor(t) else t for t in output[1:])
+    return back(output)
 
 
 def _pl_guard_rows(layer):

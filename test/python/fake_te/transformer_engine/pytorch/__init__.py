@@ -27,6 +27,18 @@ class Linear(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.zeros(out_features, device=_check_device(device), dtype=params_dtype)) if bias else None
 
     def forward(self, inp, is_first_microbatch=None):
+        # TE's activation dtype: torch.autocast's where it is on (weights and input cast to it), else the input's, and
+        # then every parameter must have it (TE's set_activation_dtype asserts; it casts nothing).
+        weight, bias = self.weight, self.bias
+        if torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled():
+            dtype = torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else torch.get_autocast_cpu_dtype()
+            inp, weight = inp.to(dtype), weight.to(dtype)
+            bias = None if bias is None else bias.to(dtype)
+        else:
+            for name, param in self.named_parameters():
+                assert inp.dtype == param.dtype, (
+                    "Data types for parameters must match when outside of autocasted region. "
+                    " Found input dtype: %s and %r dtype: %s" % (inp.dtype, name, param.dtype))
         if _FP8 and _FP8[-1]:
             rows = inp.numel() // inp.shape[-1]
             if rows % 8 or inp.shape[-1] % 16:
@@ -39,7 +51,7 @@ class Linear(torch.nn.Module):
                 if self.out_features % 16:
                     raise ValueError("FP8 input-gradient GEMM requires out_features (%d) to be divisible by 16" % self.out_features)
             CALLS.append("linear")
-        return F.linear(inp, self.weight, self.bias)
+        return F.linear(inp, weight, bias)
 
 
 class LayerNorm(torch.nn.Module):
