@@ -148,7 +148,7 @@ describe('fixes: layer classes with behaviour of their own survive "convert all"
     // CastLinear casts its weight to the input's dtype, as te.Linear does: converted, with CastLinear itself kept for
     // the fallback (torch.nn.Linear would meet a BF16 input with its FP32 weight).
     assert.match(text, /self\.qkv = fp8_parallel_linear\(lambda: CastLinear\(dim, 3 \* dim, bias=False\), dim, 3 \* dim, bias=False\)/);
-    // Fp32LayerNorm computes in float32, as te.LayerNorm does inside its kernel: converted, with Fp32LayerNorm itself
+    // Fp32LayerNorm computes in float32, as te.LayerNorm does inside its kernel (te.LayerNorm returns its weights' dtype): converted, with Fp32LayerNorm itself
     // kept for the fallback (the fallback's nn.LayerNorm would meet a BF16 input with its FP32 weight).
     assert.match(text, /self\.ln = fp8_layernorm_or\(lambda: Fp32LayerNorm\(dim\), dim\)/);
     // The (1 + weight) offset follows the constructor flag, as the same expression.

@@ -339,8 +339,9 @@ export const CATALOGUE: CatalogueEntry[] = [
     te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' } },
     source: read('huggingface/diffusers', 'src/diffusers/models/normalization.py', '04e9323055098220d57b84cfe68b6850b3b3fc0c'),
     forwardRead: { from: 'diffusers 0.42.1 (PyPI wheel), src/diffusers/models/normalization.py: x * rsqrt(mean(x.float()^2, -1) + eps) * weight (+ bias when bias=True), elementwise_affine=True by default' } },
-  // forward computes in float32 (input, weight and bias) and casts the result back to the input dtype, as te.LayerNorm
-  // does inside its kernel; takes nn.LayerNorm's arguments (elementwise_affine=False leaves it weightless).
+  // forward computes in float32 (input, weight and bias) and casts the result back to the input dtype; te.LayerNorm
+  // computes in float32 inside its kernel and returns its weights' dtype (or torch.autocast's), not the input's;
+  // takes nn.LayerNorm's arguments (elementwise_affine=False leaves it weightless).
   { name: 'diffusers.models.normalization.FP32LayerNorm', library: 'diffusers', kind: 'layernorm', params: ['normalized_shape', 'eps', 'elementwise_affine', 'bias', 'device', 'dtype'], imported: true,
     te: { cls: 'te.LayerNorm' }, source: read('huggingface/diffusers', 'src/diffusers/models/normalization.py', 'df9efaec266bb41dae8e93729a2c35716600d5bc') },
   { name: 'diffusers.models.attention.FeedForward', library: 'diffusers', kind: 'other', params: ['dim', 'dim_out', 'mult', 'dropout', 'activation_fn'],

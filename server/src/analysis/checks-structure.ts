@@ -110,7 +110,7 @@ const normForwardExtra: Check = {
     const li = rec.ctor.local?.info;
     if (!isNorm(L.kind) || !li?.forwardExtra || li.channelAxis || !L.localClass || sofar === 'fails') return undefined;
     if (L.fallbackKeepsClass) {
-      return ok(`${L.localClass}.forward ${li.forwardExtra}, as ${teNorm(L.kind)} does inside its kernel (float32 statistics, the input's dtype out); the conversion keeps ${L.localClass} for the fallback without FP8, where torch.nn's norm would not.`);
+      return ok(`${L.localClass}.forward ${li.forwardExtra}, and ${teNorm(L.kind)} computes in float32 inside its kernel (its output has its weights' dtype, float32 by default, or torch.autocast's: not the input's); the conversion keeps ${L.localClass} for the fallback without FP8, where torch.nn's norm would not.`);
     }
     return forwardDoesMore(L, li.forwardExtra, teNorm(L.kind), L.kind === 'rmsnorm' ? 'torch.nn.RMSNorm' : 'torch.nn.LayerNorm');
   },

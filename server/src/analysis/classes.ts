@@ -424,7 +424,10 @@ const subclassCache = new WeakMap<SyntaxNode, Pick<ClassInfo, 'extraParams' | 'w
  */
 /** forwardExtra for a weight cast to the input's dtype: te.Linear does the same (it casts its weight to the compute dtype). */
 export const WEIGHT_CAST = "casts its weight to the input's dtype before computing";
-/** forwardExtra for a norm computed in float32 and cast back: te.* norms do the same inside their kernels. */
+/**
+ * forwardExtra for a norm computed in float32 and cast back: te.* norms compute in float32 inside their kernels too,
+ * but return their weights' dtype (float32 by default) or torch.autocast's, not the input's (TE 2.20.2, H200).
+ */
 export const FLOAT32_CAST_BACK = 'computes in float32 and casts the result back to the input dtype';
 
 function forwardExtraOf(fwd: string): string | undefined {

@@ -734,8 +734,10 @@ function makeLayer(
   // te.Linear casts its weight to the compute dtype as this class's forward does; torch.nn.Linear would not, so the
   // conversion keeps the class for the fallback without FP8.
   if (ctor.local && ctor.kind === 'linear' && ctor.local.info.forwardExtra === WEIGHT_CAST) layer.fallbackKeepsClass = ctor.local.info.name;
-  // A norm subclass computing in float32 and casting back: te.* norms do so inside their kernels (float32 statistics,
-  // the input's dtype out); torch.nn's norm would meet a BF16 input with FP32 weights, so the fallback keeps the class.
+  // A norm subclass computing in float32 and casting back: te.* norms compute in float32 inside their kernels, but
+  // return torch.autocast's dtype where it is on, else their weights' (float32 by default: a BF16 input gives float32
+  // out, TE 2.20.2 on an H200, bench/results/h200/2026-12-02-gpu-fixes); torch.nn's norm would meet a BF16 input with
+  // FP32 weights, so the fallback keeps the class.
   if (ctor.local && (ctor.kind === 'layernorm' || ctor.kind === 'rmsnorm') && ctor.local.info.forwardExtra === FLOAT32_CAST_BACK && !ctor.local.info.channelAxis) {
     layer.fallbackKeepsClass = ctor.local.info.name;
   }
