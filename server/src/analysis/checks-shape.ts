@@ -13,7 +13,6 @@ import type { Check } from './checks';
  * the forward alone: te.Linear(64, 24) runs forward and fails in backward with "Leading dimension requirement on A for
  * FP8 GEMM. Caller must pad" (TE 2.20.2, H200: bench/results/h200/2026-12-02-rows/).
  */
-export const FP8_IN_MULTIPLE = 16;
 export const FP8_OUT_MULTIPLE = 16;
 
 export function shapeRule(inF?: Dim, outF?: Dim): { ok?: boolean; failing: string[] } {

@@ -6,13 +6,13 @@
  * - `fp8_available()`: (True, "") when FP8 runs here, else (False, reason); TE imported, the GPU supports FP8 and the
  *   selected recipe (MXFP8 needs SM 10.x, block scaling SM 9.0 + CUDA 12.9, NVFP4 SM 10). Logs the mode once.
  * - `fp8_linear` / `fp8_layernorm` / `fp8_rmsnorm`: te.* when FP8 runs, torch.nn otherwise; fp8_linear keeps torch.nn
- *   for a layer whose shape cannot train in FP8 (in % 16, and out % 16 for the backward's input-gradient GEMM) and pads the rows of an input whose leading
- *   dimensions do not multiply to a multiple of 16 (8 for the forward GEMM; the backward's weight-gradient GEMM
- *   reduces over the rows, and a GEMM's reduced dimension must be a multiple of 16). Both te.Linear factories cast an
- *   input whose dtype is not the layer's parameters' to theirs and the output back, outside torch.autocast: te.Linear
- *   requires them equal there (TE's "Data types for parameters must match"), where torch.nn under autocast would cast.
- *   `fp8_parallel_linear` builds the source library's tensor-parallel
- *   layer (a callable) when FP8 does not run, so the shards stay the same. `fp8_layernorm_from` / `fp8_rmsnorm_from`
+ *   for a layer whose shape cannot train in FP8 (in % 16, and out % 16 for the backward's input-gradient GEMM) and
+ *   pads the rows of an input whose leading dimensions do not multiply to a multiple of 16 (8 for the forward GEMM;
+ *   the backward's weight-gradient GEMM reduces over the rows, and a GEMM's reduced dimension must be a multiple of
+ *   16). Both te.Linear factories cast an input whose dtype is not the layer's parameters' to theirs and the output
+ *   back, outside torch.autocast: te.Linear requires them equal there (TE's "Data types for parameters must match"),
+ *   where torch.nn under autocast would cast. `fp8_parallel_linear` builds the source library's tensor-parallel layer
+ *   (a callable) when FP8 does not run, so the shards stay the same. `fp8_layernorm_from` / `fp8_rmsnorm_from`
  *   build a norm whose class is passed in (`norm_layer(dim)`): te.* when that class is the one the code was checked
  *   with (`fp8_is_class`), the class as written otherwise.
  * - `fp8_autocast_context()`: TE autocast with the recipe, else BF16 torch.autocast.
