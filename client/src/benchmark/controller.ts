@@ -345,15 +345,18 @@ export class BenchmarkController implements vscode.Disposable {
       remoteName: this.state.remote?.name,
       jsonOut: jsonOut && fs.existsSync(jsonOut) ? jsonOut : undefined,
     });
-    this.update({ run });
-    if (entry) {
-      try {
-        await this.deps.history.add(entry);
-        this.update({ history: this.deps.history.entries, ...this.selectRuns([entry.id]) });
-      } catch (e) {
-        this.deps.log.error(`could not save the benchmark history: ${String(e)}`);
-        this.update({ historyMessage: `This run could not be saved to the history: ${(e as Error).message}` });
-      }
+    // The run's end, its history entry and its selection reach the view in one update: a reader that sees the run
+    // finished sees it selected too (the e2e test read the state between two updates and found the old selection).
+    if (!entry) {
+      this.update({ run });
+      return;
+    }
+    try {
+      await this.deps.history.add(entry);
+      this.update({ run, history: this.deps.history.entries, ...this.selectRuns([entry.id]) });
+    } catch (e) {
+      this.deps.log.error(`could not save the benchmark history: ${String(e)}`);
+      this.update({ run, historyMessage: `This run could not be saved to the history: ${(e as Error).message}` });
     }
   }
 
