@@ -46,9 +46,10 @@ export const DEFAULT_SETTINGS: PrecisionLensSettings = {
   rules: {},
   te: { apiVersion: 'auto', recipe: 'DelayedScaling', fp8Format: 'HYBRID' },
   targetGpu: 'any',
-  // ~25k lines of Python, four times the largest real model file seen (timm's vision_transformer.py, 228 KB):
-  // `check` costs about 2.4 s per MB of dense model code here (README, robustness), so larger files are not analysed.
-  maxFileSize: 1024 * 1024,
+  // ~12k lines of Python, twice the largest real model file seen (timm's vision_transformer.py, 228 KB): `check` costs
+  // about 2 s per MB of dense model code here and `--fix` more (README, robustness), so a file may cost 2 s at most
+  // only up to about half a megabyte; larger files are not analysed (and say so) unless the user raises the limit.
+  maxFileSize: 512 * 1024,
   pythonPath: '',
   dims: {},
   fallbackModule: 'fp8_fallback',

@@ -18,10 +18,15 @@ export interface DocumentAnalysis {
   findings: Finding[];
 }
 
+/** A file size as the skip notes say it: KB below a megabyte (512 KB, not 0.5 MB), MB with one decimal above. */
+export function sizeText(bytes: number): string {
+  return bytes < 1048576 ? `${Math.ceil(bytes / 1024)} KB` : `${(bytes / 1048576).toFixed(1)} MB`;
+}
+
 /** Byte-size and binary guards: a huge or binary file gets one clear message instead of a slow parse. */
 export function skipReason(text: string, settings: PrecisionLensSettings): string | undefined {
   if (text.length > settings.maxFileSize) {
-    return `file is ${(text.length / 1048576).toFixed(1)} MB, above precisionLens.maxFileSize (${(settings.maxFileSize / 1048576).toFixed(1)} MB): not analysed`;
+    return `file is ${sizeText(text.length)}, above precisionLens.maxFileSize (${sizeText(settings.maxFileSize)}): not analysed`;
   }
   // A NUL in the first 8 KB means a binary file named .py (the same heuristic git uses).
   if (text.slice(0, 8192).includes('\u0000')) return 'binary file: not analysed';

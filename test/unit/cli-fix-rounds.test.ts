@@ -165,4 +165,34 @@ describe('check --fix: the work of the rounds', function () {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it('past its time budget a file starts no further round, says what is left, and a second run applies it', async () => {
+    const settings = resolveSettings({});
+    const dir = mkdtempSync(join(tmpdir(), 'pl-budget-'));
+    try {
+      const block = readFileSync(join(FIXTURES, 'cli', 'fixable', 'block.py'), 'utf8');
+      const fixedBy = async (budgetMs: number | undefined, name: string): Promise<{ file: AnalysedFile; applied: number }> => {
+        writeFileSync(join(dir, name), block);
+        const inputs = collectInputs([join(dir, name)], dir).files;
+        const { files } = await analyseAll(parser, inputs, settings, {}, true);
+        const outcome = await fixFiles(parser, files, settings, { write: false, diff: false, unsafe: true, env: {}, budgetMs });
+        return { file: files[0], applied: outcome.appliedFixes };
+      };
+      // block.py needs two rounds with --unsafe-fixes: the fallback wrapper, then the conversions through it.
+      const whole = await fixedBy(undefined, 'whole.py');
+      assert.equal(whole.file.incomplete, undefined, 'a small file finishes inside the budget, with no note');
+      const first = await fixedBy(0, 'cut.py');
+      assert.ok(first.applied >= 1 && first.applied < whole.applied, `${first.applied} of ${whole.applied} fixes in the first round`);
+      assert.match(first.file.incomplete ?? '', /^--fix stopped after 1 round \(\d+\.\d s, its time budget per file\): run it again to apply the rest$/);
+      assert.notEqual(first.file.text, block, 'the first round was applied');
+      // A second run (budget 0 again: one round) takes it from there to the same text as one unbudgeted run.
+      writeFileSync(join(dir, 'cut.py'), first.file.text);
+      const inputs = collectInputs([join(dir, 'cut.py')], dir).files;
+      const { files } = await analyseAll(parser, inputs, settings, {}, true);
+      const outcome = await fixFiles(parser, files, settings, { write: false, diff: false, unsafe: true, env: {}, budgetMs: 0 });
+      assert.equal(first.applied + outcome.appliedFixes, whole.applied);
+      assert.equal(files[0].text, whole.file.text);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -159,7 +159,9 @@ describe('robustness: a parser that survives', function () {
   it('refuses indentation deeper than Python allows before parsing (the scanner overflow shape)', () => {
     assert.equal(indentDeeperThan(deepBlocks(MAX_INDENT_LEVELS), MAX_INDENT_LEVELS), false);
     assert.equal(indentDeeperThan(deepBlocks(MAX_INDENT_LEVELS + 1), MAX_INDENT_LEVELS), true);
-    assert.match(skipReason(deepBlocks(515), resolveSettings({}))!, /indented more than 100 levels/);
+    // 515 levels of blocks take about 0.7 MB: under a limit that admits them, the indentation is what refuses them
+    assert.match(skipReason(deepBlocks(515), resolveSettings({ maxFileSize: 4 << 20 }))!, /indented more than 100 levels/);
+    assert.match(skipReason(deepBlocks(515), resolveSettings({}))!, /^file is \d+ KB, above precisionLens\.maxFileSize \(512 KB\): not analysed$/);
     // every line ending Python knows, mixed in one file: CR, LF and CRLF lines all count
     const mixed = (depth: number) => deepBlocks(depth).split('\n').map((l, i) => l + ['\r', '\n', '\r\n'][i % 3]).join('');
     assert.equal(indentDeeperThan(mixed(MAX_INDENT_LEVELS), MAX_INDENT_LEVELS), false);
@@ -258,11 +260,13 @@ describe('robustness: a parser that survives', function () {
       writeFileSync(join(dir, 'deep.py'), deepBlocks(515));
       writeFileSync(join(dir, 'model.py'), layerRun(3, false));
       writeFileSync(join(dir, 'self_building.py'), selfBuilding(6));
-      const run = runCli(['check', dir, '--format', 'json', '--fail-on', 'none'], dir);
+      // deep.py is about 0.7 MB: a limit above it, so the parser's refusal is what keeps it out
+      const run = runCli(['check', dir, '--format', 'json', '--fail-on', 'none', '--max-file-size', String(4 << 20)], dir);
       assert.equal(run.status, 0, run.stderr);
       const json = parseJson<CheckJson & { notAnalysed: { file: string; reason: string }[]; summary: { analysed: number } }>(run);
       assert.equal(json.summary.analysed, 2);
       assert.deepEqual(json.notAnalysed.map((n) => n.file.replace(/.*[\\/]/, '')), ['deep.py']);
+      assert.match(json.notAnalysed[0].reason, /indented more than 100 levels/);
       assert.ok(json.diagnostics.filter((d) => d.file.endsWith('model.py')).length === 3);
     } finally {
       rmSync(dir, { recursive: true, force: true });

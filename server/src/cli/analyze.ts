@@ -8,7 +8,7 @@ import { analyzeTree, emptyIR } from '../analysis';
 import { dimsForFile } from '../workspace-dims';
 import { sitesForFile } from '../workspace-sites';
 import type { ModelIR } from '../analysis/ir';
-import { factsForFile, findingsOf, inScope, mayHaveFindings, skipReason, workspaceFactsOf } from '../engine';
+import { factsForFile, findingsOf, inScope, mayHaveFindings, sizeText, skipReason, workspaceFactsOf } from '../engine';
 import { isWasmTrap, ParserTrap, type PythonParser } from '../parser';
 import { pythonSource } from '../lines';
 import type { Finding, WorkspaceFacts } from '../rules/types';
@@ -30,6 +30,8 @@ export interface AnalysedFile {
   skipped?: string;
   /** Analysed only in part: the analysis stopped at its work budget (a note; the findings up to there are kept). */
   incomplete?: string;
+  /** How long its first parse and analysis took (--fix counts it against the file's time budget). */
+  analysisMs?: number;
   /** Could not be read or analysed (exit code 2). */
   error?: string;
   /** Analysed by a worker thread, whose IR stayed there (see parallel.ts); `ir` tells otherwise. */
@@ -51,7 +53,7 @@ export function readInput(input: InputFile, settings: PrecisionLensSettings): An
   try {
     const size = fs.statSync(input.absolute).size;
     if (size > settings.maxFileSize) {
-      result.skipped = `file is ${(size / 1048576).toFixed(1)} MB, above the maximum file size (${(settings.maxFileSize / 1048576).toFixed(1)} MB): not analysed`;
+      result.skipped = `file is ${sizeText(size)}, above the maximum file size (${sizeText(settings.maxFileSize)}): not analysed`;
       return result;
     }
     let text = fs.readFileSync(input.absolute, 'utf8');
@@ -77,6 +79,15 @@ export function readInput(input: InputFile, settings: PrecisionLensSettings): An
  * with the round's edits recorded on it (kept-trees.ts): a 700 KB mutant's re-parse drops from about 0.5 s to 0.05 s.
  */
 export async function buildIR(parser: PythonParser, file: AnalysedFile, findingsOnly = false, settings?: PrecisionLensSettings, others: readonly InputFile[] = [], trees?: TreeReuse): Promise<void> {
+  const started = performance.now();
+  try {
+    await parseAndAnalyse(parser, file, findingsOnly, settings, others, trees);
+  } finally {
+    file.analysisMs ??= performance.now() - started;
+  }
+}
+
+async function parseAndAnalyse(parser: PythonParser, file: AnalysedFile, findingsOnly: boolean, settings: PrecisionLensSettings | undefined, others: readonly InputFile[], trees: TreeReuse | undefined): Promise<void> {
   const old = trees?.takeBase(parser, file);
   if (file.skipped || file.error) return void parser.release(old);
   if (findingsOnly && !mayHaveFindings(file.text)) {

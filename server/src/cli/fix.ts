@@ -21,6 +21,15 @@ import type { KeptTrees } from './kept-trees';
 
 const MAX_ROUNDS = 4;
 
+/**
+ * The time one file's --fix may take (its first analysis and its rounds) before no further round starts: each round
+ * re-analyses the whole file, so on files near maxFileSize the rounds alone would pass the 2 s a file may cost. The
+ * first round always runs (every run makes progress and what it writes compiles); a later one only when the time spent
+ * plus the last round's cost stays within the budget. What is left is said (AnalysedFile.incomplete): a second run
+ * applies it. Real model files (up to a few hundred KB) finish all their rounds far inside it.
+ */
+export const FIX_TIME_BUDGET_MS = 1500;
+
 /** A top-level (unguarded) Transformer Engine import in generated text: the file would need TE to import. */
 const BARE_TE_IMPORT = /^(?:import transformer_engine|from transformer_engine)/m;
 
@@ -152,6 +161,16 @@ function roundFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, appli
   return candidates;
 }
 
+/** Whether a further round would apply anything (said only then: a finished file gets no note). */
+function hasMoreFixes(file: AnalysedFile, settings: PrecisionLensSettings, applied: ReadonlySet<string>, opts: FixMode, created: ReadonlySet<string>): boolean {
+  if (!file.ir) return false;
+  try {
+    return roundFixesOf(file, settings, applied, { ...opts, fileEnv: envFor(file, settings, opts, created) }).length > 0;
+  } catch {
+    return false;
+  }
+}
+
 /** What --fix may apply and where the result goes. */
 export interface FixMode {
   write: boolean;
@@ -167,6 +186,8 @@ export interface FixMode {
   projectRoot?: string;
   /** The files' trees, kept by their analysis: a round re-parses from the last tree with the round's edits. */
   trees?: KeptTrees;
+  /** Per file, the time after which no further round starts (FIX_TIME_BUDGET_MS unless a test sets it). */
+  budgetMs?: number;
 }
 
 /** The file's fallback module, seen through the files this run created (or, with --diff, would create). */
@@ -216,7 +237,21 @@ async function fixFile(parser: PythonParser, file: AnalysedFile, files: Analysed
   if (!file.ir || file.findings.length === 0) return;
   const original = file.text;
   const appliedIds = new Set<string>();
+  const budgetMs = opts.budgetMs ?? FIX_TIME_BUDGET_MS;
+  // The file's first analysis counts: the budget is for the file, not for its rounds alone.
+  const began = performance.now() - (file.analysisMs ?? 0);
+  let lastRoundMs = 0;
+  let rounds = 0;
   for (let round = 0; round < MAX_ROUNDS; round++) {
+    const roundStart = performance.now();
+    if (round > 0 && roundStart - began + lastRoundMs > budgetMs) {
+      if (hasMoreFixes(file, settings, appliedIds, opts, created)) {
+        const spent = ((roundStart - began) / 1000).toFixed(1);
+        file.incomplete = [file.incomplete, `--fix stopped after ${rounds} round${rounds === 1 ? '' : 's'} (${spent} s, its time budget per file): run it again to apply the rest`]
+          .filter(Boolean).join('; ');
+      }
+      break;
+    }
     const fileEnv = envFor(file, settings, opts, created);
     const { edits, applied } = combineFixes(roundFixesOf(file, settings, appliedIds, { ...opts, fileEnv }));
     if (applied.length === 0) break;
@@ -246,8 +281,10 @@ async function fixFile(parser: PythonParser, file: AnalysedFile, files: Analysed
     opts.trees?.edited(file, edits, next);
     file.text = next;
     await buildIR(parser, file, true, settings, files.map((f) => f.input), opts.trees);
+    rounds++;
     if (file.error) break;
     runFileRules(file, settings, factsOf(files));
+    lastRoundMs = performance.now() - roundStart;
   }
   if (file.text === original) return;
   outcome.changedFiles++;
