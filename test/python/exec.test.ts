@@ -202,3 +202,54 @@ describe('fixes: norms built from a norm_layer parameter run on the fallback pat
     assert.match(run.stdout, /^is class: True False$/m, run.output);
   });
 });
+
+describe('fixes: Linear layers whose class is chosen at run time run on both paths and build te.Linear only for nn.Linear', function () {
+  this.timeout(450_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'linear_layer_choice.py');
+
+  it('without TE the classes as written (Linear, or the 1x1 Conv2d with use_conv); with FP8 (the fake TE) te.Linear for nn.Linear only', async function () {
+    if (!TORCH) this.skip();
+    const { text } = await convertExample(readFileSync(input, 'utf8'), settingsWith({}));
+    assert.match(text, /self\.fc1 = fp8_linear_from\(linear_layer, nn\.Linear, in_features, hidden_features, bias=bias, \*\*dd\)/);
+    const { dir, file } = scratch('converted.py', text);
+    const plain = runPython([file], dir);
+    assert.equal(plain.status, 0, plain.output);
+    assert.match(plain.stdout, /^Running in BF16 fallback/m);
+    assert.match(plain.stdout, /^use_conv=False: Linear Linear Linear Linear$/m, plain.output);
+    assert.match(plain.stdout, /^use_conv=True: Conv2d Conv2d Conv2d Conv2d$/m, plain.output);
+    // A GPU with FP8 as the generated code sees it (the fake TE's te.Linear is a torch.nn.Linear subclass on the CPU).
+    const probe = [
+      'import torch',
+      'from functools import partial',
+      'torch.cuda.is_available = lambda: True',
+      'torch.cuda.get_device_capability = lambda *a: (9, 0)',
+      'torch.cuda.get_device_name = lambda *a: "Fake GPU"',
+      'import converted as c',
+      'def kinds(m): return " ".join("%s.%s" % (type(x).__module__.split(".")[0], type(x).__name__) for x in (m.fc1, m.fc2))',
+      'print("linear:", kinds(c.Mlp(32, 64, device="cpu")))',
+      'print("conv:", kinds(c.Mlp(32, 64, use_conv=True, device="cpu")))',
+      'print("odd:", kinds(c.Mlp(30, 64, device="cpu")))',
+      'print("own:", type(c.Head(32, 10, head_layer=partial(torch.nn.Linear, bias=False, device="cpu")).proj).__module__.split(".")[0])',
+      'print("plan:", c._pl_linear_from(partial(torch.nn.Linear, bias=False), (torch.nn.Linear,), (32, 64), {"dtype": torch.bfloat16, "device": None}))',
+      'print("plan keywords:", c._pl_linear_from(torch.nn.Linear, (torch.nn.Linear,), (32,), {"out_features": 64}))',
+      'print("plan conv:", c._pl_linear_from(partial(torch.nn.Conv2d, kernel_size=1), (torch.nn.Linear,), (32, 64), {}))',
+      'print("plan twice:", c._pl_linear_from(torch.nn.Linear, (torch.nn.Linear,), (32, 64), {"in_features": 3}))',
+    ].join('\n');
+    const run = spawnSync(PYTHON, ['-c', probe], {
+      encoding: 'utf8', timeout: 120_000, cwd: dir,
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: [dir, join(__dirname, '..', '..', 'bench', 'tests', 'fake_te')].join(':') },
+    });
+    const out = `${run.stdout}${run.stderr}`;
+    assert.equal(run.status, 0, out);
+    assert.match(run.stdout, /^Running in FP8 mode on Fake GPU \(sm_90\)/m, out);
+    assert.match(run.stdout, /^linear: transformer_engine\.Linear transformer_engine\.Linear$/m, out);
+    assert.match(run.stdout, /^conv: torch\.Conv2d torch\.Conv2d$/m, out);
+    // 30 -> 64 and 64 -> 30 break the FP8 shape rule: the class as written, not te.Linear.
+    assert.match(run.stdout, /^odd: torch\.Linear torch\.Linear$/m, out);
+    assert.match(run.stdout, /^own: transformer_engine$/m, out);
+    assert.match(run.stdout, /^plan: \(32, 64, False, \{'params_dtype': torch\.bfloat16\}\)$/m, out);
+    assert.match(run.stdout, /^plan keywords: \(32, 64, True, \{\}\)$/m, out);
+    assert.match(run.stdout, /^plan conv: None$/m, out);
+    assert.match(run.stdout, /^plan twice: None$/m, out);
+  });
+});

@@ -50,9 +50,11 @@ describe('analysis: classes chosen at run time', () => {
     assert.equal(norm.convertible, true, norm.reasons.join(' '));
     assert.deepEqual(norm.classCandidates, ['FusedLayerNorm -> te.LayerNorm', 'nn.LayerNorm -> te.LayerNorm']);
     assert.match(norm.reasons.join(' '), /either way|every candidate|same way/);
+    // Called by the name it is bound to: the conversion checks at run time that nn.Linear was chosen (te.Linear stays as written).
     const fc = layer(ir, 'self.fc');
-    assert.equal(fc.convertible, 'uncertain');
-    assert.match(fc.reasons.join(' '), /convert differently \(te\.Linear -> already TE; nn\.Linear -> te\.Linear\)/);
+    assert.equal(fc.convertible, true, fc.reasons.join(' '));
+    assert.deepEqual(fc.classParam, { name: 'lin_cls', defaultClass: 'nn.Linear' });
+    assert.match(fc.reasons.join(' '), /convert differently \(te\.Linear -> already TE; nn\.Linear -> te\.Linear\): the conversion checks at run time that the class is nn\.Linear/);
   });
 
   it('litgpt style: config.norm_class is read from the config class, a flag-switched offset maps to zero_centered_gamma', () => {

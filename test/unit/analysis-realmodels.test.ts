@@ -232,15 +232,17 @@ describe('analysis: Linear and Embedding classes implemented from scratch', () =
 describe('analysis: layer classes passed as parameters with a default', () => {
   before(initParser);
 
-  it('lists norm_layer(dim) / proj_layer(...) with the default class: the norm converts through a run-time class check, the Linear stays uncertain (a caller may pass another)', () => {
+  it('lists norm_layer(dim) / proj_layer(...) with the default class: both convert through a run-time check that the class passed is the default', () => {
     const ir = analyze(fixture('layer_class_parameters.py'));
     const get = (name: string) => ir.layers.find((l) => l.name === name);
     assert.equal(get('self.ln_1')?.kind, 'layernorm');
     assert.equal(get('self.ln_1')?.convertible, true);
-    assert.match(get('self.ln_1')?.reasons.join(' ') ?? '', /class comes from the parameter norm_layer \(partial\(nn\.LayerNorm, eps=1e-6\) by default\): the conversion checks at run time that the class passed is nn\.LayerNorm/);
+    assert.match(get('self.ln_1')?.reasons.join(' ') ?? '', /class comes from the parameter norm_layer \(partial\(nn\.LayerNorm, eps=1e-6\) by default\): the conversion checks at run time that the class is nn\.LayerNorm/);
     assert.equal(get('self.proj')?.kind, 'linear');
     assert.equal(get('self.proj')?.inFeatures?.value, 768);
-    assert.equal(get('self.proj')?.convertible, 'uncertain');
+    // A caller may pass another class: fp8_linear_from builds te.Linear only for nn.Linear, any other class as written.
+    assert.equal(get('self.proj')?.convertible, true, get('self.proj')?.reasons.join(' | '));
+    assert.deepEqual(get('self.proj')?.classParam, { name: 'proj_layer', defaultClass: 'nn.Linear' });
     assert.equal(get('self.act'), undefined); // an activation class parameter builds no layer
     assert.match(get('self.self_attention')?.reasons.join(' ') ?? '', /te\.MultiheadAttention is a different module/);
   });
@@ -456,7 +458,7 @@ describe('analysis: third survey (OPT norms, gemma_pytorch layers)', () => {
 describe('analysis: layer classes bound to names', () => {
   before(initParser);
 
-  it('an alias converts as its class; a partial or a run-time choice is uncertain and says where the class comes from', () => {
+  it('an alias converts as its class; a run-time choice converts through a run-time class check; a bound partial is uncertain and says where the class comes from', () => {
     const ir = analyze(py`
       from functools import partial
       import torch.nn as nn
@@ -481,8 +483,9 @@ describe('analysis: layer classes bound to names', () => {
     for (const n of ['self.fc1', 'self.fc2']) {
       assert.equal(get(n)?.kind, 'linear', n);
       assert.equal(get(n)?.role, 'mlp', n);
-      assert.equal(get(n)?.convertible, 'uncertain', n);
-      assert.match(get(n)?.reasons.join(' ') ?? '', /linear_layer = partial\(nn\.Conv2d, kernel_size=1\) if use_conv else nn\.Linear, chosen at run time/, n);
+      assert.equal(get(n)?.convertible, true, n);
+      assert.deepEqual(get(n)?.classParam, { name: 'linear_layer', defaultClass: 'nn.Linear' }, n);
+      assert.match(get(n)?.reasons.join(' ') ?? '', /linear_layer = partial\(nn\.Conv2d, kernel_size=1\) if use_conv else nn\.Linear, chosen at run time .*: the conversion checks at run time that the class is nn\.Linear/, n);
     }
     assert.equal(get('self.proj')?.convertible, true);
     assert.equal(get('self.proj')?.classFrom, undefined);
@@ -517,8 +520,10 @@ describe('analysis: layer classes bound to names', () => {
     assert.equal(get('self.norm1')?.kind, 'rmsnorm');
     assert.equal(get('self.norm1')?.convertible, 'uncertain');
     assert.match(get('self.norm1')?.reasons.join(' ') ?? '', /\(RMSNorm if rms_norm else nn\.LayerNorm\), chosen at run time among classes that convert differently \(RMSNorm -> te\.RMSNorm; nn\.LayerNorm -> te\.LayerNorm\), so convert where the class is chosen/);
+    // Called by a name: the conversion checks at run time which class was chosen (nn.LayerNorm: te.LayerNorm; RMSNorm as written).
     assert.equal(get('self.norm2')?.kind, 'layernorm');
-    assert.equal(get('self.norm2')?.convertible, 'uncertain');
+    assert.equal(get('self.norm2')?.convertible, true);
+    assert.deepEqual(get('self.norm2')?.classParam, { name: 'norm_cls', defaultClass: 'nn.LayerNorm' });
     assert.match(get('self.norm2')?.classFrom ?? '', /partial\(nn\.LayerNorm if not rms_norm else RMSNorm, eps=1e-5\), chosen at run time/);
     // A parenthesised plain class is that class, stated; a conditional of functions is no layer.
     assert.equal(get('self.fc')?.kind, 'linear');

@@ -14,19 +14,16 @@ import { analyse, pyCompileError } from './fixes-support';
 const INPUT = readFileSync(join(__dirname, '..', 'fixtures', 'fixes', 'norm_layer_param.py'), 'utf8');
 
 describe('fixes: norms built from a norm_layer parameter convert through a run-time class check', () => {
-  it('the verdict: convertible when the default is one norm class (or a partial of one); a conditional default stays guarded', async () => {
+  it('the verdict: convertible when the default is one norm class (or a partial of one), or a choice among classes of which one converts', async () => {
     const { ir } = await analyse(INPUT);
     const get = (name: string) => ir.layers.find((l) => l.name === name)!;
-    for (const [name, param, cls] of [['self.pre', 'norm_layer', 'nn.LayerNorm'], ['self.post', 'norm_layer', 'nn.LayerNorm'], ['self.final', 'norm_layer', 'nn.LayerNorm']]) {
+    // `picked` defaults to `nn.Identity if USE_RMS else nn.LayerNorm`: the check at run time builds te.* only for the LayerNorm.
+    for (const [name, param, cls] of [['self.pre', 'norm_layer', 'nn.LayerNorm'], ['self.post', 'norm_layer', 'nn.LayerNorm'], ['self.final', 'norm_layer', 'nn.LayerNorm'], ['self.chosen', 'picked', 'nn.LayerNorm']]) {
       const l = get(name);
       assert.equal(l.convertible, true, `${name}: ${l.reasons.join(' | ')}`);
       assert.deepEqual(l.classParam, { name: param, defaultClass: cls });
-      assert.match(l.reasons.join(' '), new RegExp(`checks at run time that the class passed is ${cls.replace('.', '\\.')}`));
+      assert.match(l.reasons.join(' '), new RegExp(`checks at run time that the class is ${cls.replace('.', '\\.')}`));
     }
-    // Among classes that convert differently (an Identity or a LayerNorm): still decided where the class is chosen.
-    const chosen = get('self.chosen');
-    assert.notEqual(chosen.convertible, true, chosen.reasons.join(' | '));
-    assert.equal(chosen.classParam, undefined);
     // A parameter defaulting to None builds no layer the analysis can name.
     assert.equal(ir.layers.find((l) => l.name === 'self.extra' && /norm/.test(l.kind)), undefined);
   });
@@ -39,7 +36,7 @@ describe('fixes: norms built from a norm_layer parameter convert through a run-t
     assert.match(text, /self\.pre = fp8_layernorm_from\(norm_layer, nn\.LayerNorm, dim, \*\*dd\)/);
     assert.match(text, /self\.post = fp8_layernorm_from\(norm_layer, nn\.LayerNorm, dim\)/);
     assert.match(text, /self\.final = fp8_layernorm_from\(norm_layer, nn\.LayerNorm, dim\)/);
-    assert.match(text, /self\.chosen = picked\(dim\)/);
+    assert.match(text, /self\.chosen = fp8_layernorm_from\(picked, nn\.LayerNorm, dim\)/);
     assert.match(text, /self\.up = fp8_linear\(dim, hidden\)/);
     assert.equal(pyCompileError(text), undefined);
     // Analysed again: the factory is converted, and the class it is given is no new finding.

@@ -4,7 +4,7 @@
  * a size is unknown, or some of its possible sizes break it: the conversion then goes through the fallback module's
  * factory, which checks the rule when the layer is built and keeps torch.nn otherwise.
  */
-import type { Dim, DimValue } from './ir';
+import type { Dim, DimValue, Layer } from './ir';
 import type { Check } from './checks';
 
 /**
@@ -26,6 +26,7 @@ export function shapeRule(inF?: Dim, outF?: Dim): { ok?: boolean; failing: strin
 
 /** The factory a guarded conversion goes through (fixes/convert.ts FACTORY). */
 const FACTORY_NAME = 'fp8_linear';
+const CLASS_FACTORY_NAME = 'fp8_linear_from';
 
 function knownNote(d: Dim | undefined): string | undefined {
   if (d?.value === undefined || !d.note) return undefined;
@@ -71,7 +72,7 @@ const linearShape: Check = {
       const pad = [inV !== undefined && inV % 16 !== 0 ? 'in_features to a multiple of 16' : '', outV !== undefined && outV % FP8_OUT_MULTIPLE !== 0 ? `out_features to a multiple of ${FP8_OUT_MULTIPLE}` : ''].filter(Boolean).join(' and ');
       return { state: 'fails', reasons: [`FP8 GEMMs need in_features % 16 == 0 and out_features % ${FP8_OUT_MULTIPLE} == 0, but ${single.failing.join(' and ')}: te.Linear would fail under FP8 autocast. Keep this layer in BF16, or pad ${pad}.`] };
     }
-    if (!ins.length || !outs.length) return unknownSizes(L.inFeatures, L.outFeatures, ins.length > 0, outs.length > 0);
+    if (!ins.length || !outs.length) return unknownSizes(L, ins.length > 0, outs.length > 0);
     const p = pairs(ins, outs);
     if (!p.failing.length) {
       if (!multi) {
@@ -85,11 +86,20 @@ const linearShape: Check = {
     if (p.failing.length === p.total) {
       return { state: 'fails', reasons: [`FP8 GEMMs need in_features % 16 == 0 and out_features % ${FP8_OUT_MULTIPLE} == 0, but ${p.failing.slice(0, 3).join('; ')}: te.Linear would fail under FP8 autocast. Keep this layer in BF16, or pad in_features to a multiple of 16 / out_features to a multiple of ${FP8_OUT_MULTIPLE}.`] };
     }
-    return { state: 'guarded', reasons: [`Most of its possible sizes meet the FP8 rule, but ${p.failing.slice(0, 2).join('; ')}: converted through ${FACTORY_NAME}, which keeps nn.Linear for a configuration that breaks the rule (in % 16, out % ${FP8_OUT_MULTIPLE}) when the layer is built.`] };
+    const via = factoryOf(L);
+    return { state: 'guarded', reasons: [`Most of its possible sizes meet the FP8 rule, but ${p.failing.slice(0, 2).join('; ')}: converted through ${via.factory}, which keeps ${via.kept} for a configuration that breaks the rule (in % 16, out % ${FP8_OUT_MULTIPLE}) when the layer is built.`] };
   },
 };
 
-function unknownSizes(inF: Dim | undefined, outF: Dim | undefined, inKnown: boolean, outKnown: boolean): { state: 'guarded'; reasons: string[] } {
+/** The fallback factory a Linear converts through, and what it builds where the FP8 shape rule fails. */
+function factoryOf(L: Layer): { factory: string; kept: string } {
+  return L.classParam ? { factory: CLASS_FACTORY_NAME, kept: 'the class as written' } : { factory: FACTORY_NAME, kept: 'nn.Linear' };
+}
+
+function unknownSizes(L: Layer, inKnown: boolean, outKnown: boolean): { state: 'guarded'; reasons: string[] } {
+  const inF = L.inFeatures;
+  const outF = L.outFeatures;
+  const via = factoryOf(L);
   const unknown: string[] = [];
   if (!inKnown) unknown.push(inF?.text ?? 'in_features');
   if (!outKnown && outF?.text !== unknown[0]) unknown.push(outF?.text ?? 'out_features');
@@ -101,7 +111,7 @@ function unknownSizes(inF: Dim | undefined, outF: Dim | undefined, inKnown: bool
     && /__post_init__|not defined in this file|different defaults/.test(d.note)).map((d) => d?.note as string))];
   return {
     state: 'guarded',
-    reasons: [`Its size ${unknown.join(' / ')} is not known where it is built${why.length ? ` (${why.join('; ')})` : ''}: it converts through ${FACTORY_NAME}, which builds te.Linear when ${conds.join(' and ')} and keeps nn.Linear otherwise. Declare the size (precisionLens.dims, or [tool.precision-lens] dims in pyproject.toml) to decide it here.`],
+    reasons: [`Its size ${unknown.join(' / ')} is not known where it is built${why.length ? ` (${why.join('; ')})` : ''}: it converts through ${via.factory}, which builds te.Linear when ${conds.join(' and ')} and keeps ${via.kept} otherwise. Declare the size (precisionLens.dims, or [tool.precision-lens] dims in pyproject.toml) to decide it here.`],
   };
 }
 

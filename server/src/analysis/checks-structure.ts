@@ -397,9 +397,9 @@ const classChosenAtRunTime: Check = {
   name: 'class-chosen-at-run-time', facet: 'structure',
   run({ L, sofar }) {
     if (!L.classFrom || sofar === 'fails') return undefined;
-    if (L.classParam && isNorm(L.kind)) {
-      const te = teNorm(L.kind);
-      return ok(`Its class comes from ${L.classFrom}: the conversion checks at run time that the class passed is ${L.classParam.defaultClass} (or torch.nn's ${te.slice(3)}) built plainly, and builds ${te} only then; any other class is built as written.`);
+    if (L.classParam && (isNorm(L.kind) || L.kind === 'linear')) {
+      const te = L.kind === 'linear' ? 'te.Linear' : teNorm(L.kind);
+      return ok(`Its class comes from ${L.classFrom}: the conversion checks at run time that the class is ${L.classParam.defaultClass} (or torch.nn's ${te.slice(3)}) built plainly, and builds ${te} only then; any other class is built as written.`);
     }
     return guarded(`Its class comes from ${L.classFrom}${L.classFrom.includes('chosen at run time') ? '' : ': another class may be chosen at run time'}, so convert where the class is chosen, not this call.`);
   },

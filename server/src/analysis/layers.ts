@@ -314,7 +314,7 @@ function collectCall(c: Collector, i: number): void {
       const rec = makeLayer(ctx, call, calleeOf(call) as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
       if (viaParam.via) rec.layer.classFrom = viaParam.via;
       else if (viaParam.candidates) rec.layer.classCandidates = viaParam.candidates;
-      if (viaParam.param && (rec.layer.kind === 'layernorm' || rec.layer.kind === 'rmsnorm')) rec.layer.classParam = viaParam.param;
+      if (viaParam.param && (rec.layer.kind === 'linear' || rec.layer.kind === 'layernorm' || rec.layer.kind === 'rmsnorm')) rec.layer.classParam = viaParam.param;
       c.built++;
       applyPlacement(rec, placement(ctx, call.node, call), call);
       c.out.push(rec);
@@ -472,7 +472,7 @@ function paramDefaultCtor(ctx: LayerContext, call: CallRec, text: string): { res
   if (!p?.def) return undefined;
   const found = classExprCtor(ctx, p.def);
   if (!found || found.ctor.kind === 'other') return undefined;
-  const defaultClass = found.chosen || found.candidates ? undefined : defaultClassName(ctx, p.def);
+  const defaultClass = found.chosen ? found.pickClass : found.candidates ? undefined : defaultClassName(ctx, p.def);
   return {
     resolved: found.resolved, ctor: found.ctor, via: `the parameter ${text} (${ctx.src.slice(p.def.startIndex, p.def.endIndex).replace(/\s+/g, ' ')} by default)`,
     ...(defaultClass ? { param: { name: text, defaultClass } } : {}),
@@ -498,6 +498,9 @@ interface ClassExpr {
   chosen?: boolean;
   /** Every class the expression can be, as written, with what it converts to (`nn.LayerNorm -> te.LayerNorm`). */
   candidates?: string[];
+  /** For a run-time choice (`chosen`): the class reported, by the name written in its branch (`nn.Linear`), when
+   *  that branch names one class (or a partial of one): the conversion checks at run time that this class is chosen. */
+  pickClass?: string;
 }
 
 /** What a constructor converts to, as one comparable key and as words for messages. */
@@ -519,8 +522,10 @@ export function chooseAmong(ctx: LayerContext, found: { node: SyntaxNode | strin
   const shown = (n: SyntaxNode | string): string => (typeof n === 'string' ? n : ctx.src.slice(n.startIndex, n.endIndex).replace(/\s+/g, ' '));
   const candidates = known.map((f, i) => `${shown(f.node)} -> ${convs[i].words}`);
   const same = convs.every((v) => v.key === convs[0].key) && known.length === found.length;
-  const pick = same ? known[0].c : (known.find((f) => f.c.ctor.te && !f.c.ctor.isTe) ?? known[0]).c;
-  return { resolved: pick.resolved, ctor: pick.ctor, chosen: !same, candidates };
+  const picked = same ? known[0] : (known.find((f) => f.c.ctor.te && !f.c.ctor.isTe) ?? known[0]);
+  const pick = picked.c;
+  const pickClass = same ? undefined : pick.pickClass ?? (typeof picked.node === 'string' ? undefined : defaultClassName(ctx, picked.node));
+  return { resolved: pick.resolved, ctor: pick.ctor, chosen: !same, candidates, ...(pickClass ? { pickClass } : {}) };
 }
 
 /**
@@ -637,7 +642,7 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
   if (right.type === 'conditional_expression') {
     const pick = classExprCtor(ctx, right);
     if (!pick || (pick.ctor.kind === 'other' && !pick.ctor.isTe)) return undefined;
-    return pick.chosen ? { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(`${text} = ${rhs}`, pick) } : { resolved: pick.resolved, ctor: pick.ctor, candidates: pick.candidates };
+    return pick.chosen ? { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(`${text} = ${rhs}`, pick), ...runTimeCheck(text, pick) } : { resolved: pick.resolved, ctor: pick.ctor, candidates: pick.candidates };
   }
   if (right.type === 'call') {
     const f = right.childForFieldName('function');
@@ -660,9 +665,14 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
   }
   const c = classExprCtor(ctx, right);
   if (!c || c.ctor.kind === 'other') return undefined;
-  if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: chosenVia(`${text} = ${rhs}`, c) };
+  if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: chosenVia(`${text} = ${rhs}`, c), ...runTimeCheck(text, c) };
   if (c.candidates) return { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates };
   return right.type === 'call' ? { resolved: c.resolved, ctor: c.ctor, via: `${text} = ${rhs}` } : { resolved: c.resolved, ctor: c.ctor };
+}
+
+/** A class chosen at run time and called by name: the conversion can check at run time that the class reported was chosen. */
+function runTimeCheck(name: string, c: ClassExpr): { param?: { name: string; defaultClass: string } } {
+  return c.pickClass ? { param: { name, defaultClass: c.pickClass } } : {};
 }
 
 function scopeOf(ctx: LayerContext, call: CallRec): EvalScope {

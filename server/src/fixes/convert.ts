@@ -299,7 +299,7 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   if (skip || !cls) return refused(`Not converted: ${skip?.sentence ?? 'no te.* equivalent.'}`, '', skip?.label ?? 'no te.* twin');
   const stack = stackRefusal(ctx);
   if (stack) return refused(stack);
-  if (layer.classParam && (layer.kind === 'layernorm' || layer.kind === 'rmsnorm')) return classParamConversion(ctx, layer, layer.classParam);
+  if (layer.classParam && (layer.kind === 'linear' || layer.kind === 'layernorm' || layer.kind === 'rmsnorm')) return classParamConversion(ctx, layer, layer.classParam);
   // A layer whose dims are unknown where it is built (shape `guarded`) goes through the factory even in a file that
   // imports TE: the factory checks the FP8 shape rule when it builds the layer and keeps torch.nn where it fails.
   // A layer whose own class must stay where FP8 does not run (a parallel linear keeps its shards, a Linear subclass
@@ -326,15 +326,17 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
 }
 
 /**
- * A norm whose class is a parameter (`norm_layer(dim, **dd)`, the parameter defaulting to a norm class that converts):
- * its call goes through the fallback's `fp8_layernorm_from(norm_layer, nn.LayerNorm, dim, **dd)`, which checks at run
- * time that the class passed is that default (or torch.nn's) built plainly and builds te.* only then, and otherwise
- * calls the class with the arguments as written. The arguments stay as they are.
+ * A layer whose class is chosen at run time and called by name: a norm_layer parameter defaulting to a norm class that
+ * converts (`norm_layer(dim, **dd)`), or a local name bound to a choice among classes of which one converts
+ * (`linear_layer = partial(nn.Conv2d, kernel_size=1) if use_conv else nn.Linear`, timm): its call goes through the
+ * fallback's `fp8_layernorm_from(norm_layer, nn.LayerNorm, dim, **dd)` / `fp8_linear_from(linear_layer, nn.Linear,
+ * ...)`, which checks at run time that the class is that one (or torch.nn's) built plainly and builds te.* only then,
+ * and otherwise calls the class with the arguments as written. The arguments stay as they are.
  */
 function classParamConversion(ctx: FixContext, layer: Layer, param: { name: string; defaultClass: string }): LayerConversion {
   const target = CLASS_PARAM_FACTORY[layer.kind as keyof typeof CLASS_PARAM_FACTORY];
   const site = constructorSite(ctx.text, layer);
-  if (ctx.text.slice(site.calleeStart, site.calleeEnd).trim() !== param.name) return refused(`Not converted: its class is not called by the parameter's name (${param.name}).`, target);
+  if (ctx.text.slice(site.calleeStart, site.calleeEnd).trim() !== param.name) return refused(`Not converted: its class is not called by the name it is bound to (${param.name}).`, target);
   const args = ctx.text.slice(site.open + 1, site.open + 1 + 200).trimStart().startsWith(')') ? '' : ', ';
   const callee = replace(site.calleeStart, site.open + 1, `${target}(${param.name}, ${param.defaultClass}${args}`);
   return { edits: [callee], safe: false, target, fallbackNames: [target], importLines: [] };

@@ -12,9 +12,10 @@
  *   16). Both te.Linear factories cast an input whose dtype is not the layer's parameters' to theirs and the output
  *   back, outside torch.autocast: te.Linear requires them equal there (TE's "Data types for parameters must match"),
  *   where torch.nn under autocast would cast. `fp8_parallel_linear` builds the source library's tensor-parallel layer
- *   (a callable) when FP8 does not run, so the shards stay the same. `fp8_layernorm_from` / `fp8_rmsnorm_from`
- *   build a norm whose class is passed in (`norm_layer(dim)`): te.* when that class is the one the code was checked
- *   with (`fp8_is_class`), the class as written otherwise.
+ *   (a callable) when FP8 does not run, so the shards stay the same. `fp8_linear_from` / `fp8_layernorm_from` /
+ *   `fp8_rmsnorm_from` build a layer whose class is chosen at run time (`norm_layer(dim)` from a parameter,
+ *   `linear_layer(d, h)` after `linear_layer = partial(nn.Conv2d, kernel_size=1) if use_conv else nn.Linear`): te.*
+ *   when that class is the one the code was checked with (`fp8_is_class`), the class as written otherwise.
  * - `fp8_autocast_context()`: TE autocast with the recipe, else BF16 torch.autocast.
  * - `TE_LINEAR`, `TE_LAYERNORM`, `TE_RMSNORM`: the te.* classes (a class nothing is an instance of when TE is absent),
  *   for isinstance tests and optimizer parameter groups.
@@ -42,14 +43,14 @@ export const KEEP_CLASS_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', stri
  * Factories for a norm whose class is passed in (`norm_layer(dim)`, the parameter defaulting to a norm class that
  * converts): te.* where FP8 runs and the class passed is that default (or torch.nn's), the class as written otherwise.
  */
-export const CLASS_PARAM_FACTORY: Record<'layernorm' | 'rmsnorm', string> = {
-  layernorm: 'fp8_layernorm_from', rmsnorm: 'fp8_rmsnorm_from',
+export const CLASS_PARAM_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', string> = {
+  linear: 'fp8_linear_from', layernorm: 'fp8_layernorm_from', rmsnorm: 'fp8_rmsnorm_from',
 };
 
 /** Every name the fallback defines for other code (what a file may import from the module). */
 export const FALLBACK_EXPORTS = [
   'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or',
-  'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONTEXT_FACTORY, 'FP8_RECIPE',
+  'fp8_linear_from', 'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONTEXT_FACTORY, 'FP8_RECIPE',
   'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', 'te', 'te_recipe',
 ] as const;
 
@@ -299,6 +300,42 @@ def fp8_linear(in_features, out_features, bias=True, **kwargs):
             return _pl_guard_rows(${te}.Linear(in_features, out_features, bias=bias, **kwargs))
         _PL_KEPT.append("%s Linear(%s, %s): %s" % (_pl_caller(), in_features, out_features, problem))
     return torch.nn.Linear(in_features, out_features, bias=bias, **_pl_torch_kwargs(kwargs))
+
+
+def _pl_linear_from(cls, classes, args, kwargs):
+    """(in_features, out_features, bias, te keyword arguments) when cls(*args, **kwargs) builds a plain Linear of one of
+    classes (its sizes, bias, device and dtype only), else None: then the class is built as written."""
+    import functools
+    if not fp8_is_class(cls, *classes):
+        return None
+    base, args, kw = cls, tuple(args), {}
+    while isinstance(base, functools.partial):
+        args, kw = tuple(base.args) + args, {**(base.keywords or {}), **kw}
+        base = base.func
+    kw.update(kwargs)
+    names = ("in_features", "out_features", "bias")
+    if len(args) > len(names) or any(n in kw for n in names[:len(args)]):
+        return None
+    kw.update(zip(names, args))
+    if "in_features" not in kw or "out_features" not in kw or set(kw) - set(names) - {"device", "dtype"}:
+        return None
+    out = {("params_dtype" if k == "dtype" else k): v for k, v in kw.items() if k not in names and v is not None}
+    return kw["in_features"], kw["out_features"], kw.get("bias", True), out
+
+
+def fp8_linear_from(cls, default, *args, **kwargs):
+    """te.Linear when FP8 runs here, cls (a class chosen at run time, e.g. partial(nn.Conv2d, kernel_size=1) if
+    use_conv else nn.Linear) is default, the class the code was checked with, or torch.nn.Linear, built plainly, and
+    the shape allows it; else cls(*args, **kwargs) as written."""
+    plan = _pl_linear_from(cls, (default, torch.nn.Linear), args, kwargs) if fp8_available()[0] else None
+    if plan is None:
+        return cls(*args, **kwargs)
+    in_features, out_features, bias, te_kwargs = plan
+    problem = _pl_shape_problem(in_features, out_features)
+    if problem:
+        _PL_KEPT.append("%s Linear(%s, %s): %s" % (_pl_caller(), in_features, out_features, problem))
+        return cls(*args, **kwargs)
+    return _pl_guard_rows(${te}.Linear(in_features, out_features, bias=bias, **te_kwargs))
 
 
 def ${PARALLEL_FACTORY}(fallback, in_features, out_features, bias=True, **kwargs):
