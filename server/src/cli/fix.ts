@@ -130,7 +130,7 @@ export function fixabilityOf(file: AnalysedFile, finding: Finding, settings: Pre
 }
 
 /** The fixes of one round, in finding order; ids already applied in an earlier round are not offered again. */
-function roundFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, applied: ReadonlySet<string>, mode: FixMode & { fileEnv: FixEnv }): Fix[] {
+function roundFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, applied: ReadonlySet<string>, mode: FixMode & { fileEnv: FixEnv }, limit = Infinity): Fix[] {
   const candidates: Fix[] = [];
   const seen = new Set<string>();
   let wrapperWanted = false;
@@ -152,6 +152,7 @@ function roundFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, appli
       if (fix.id === 'insert-wrapper') return [fix];
       seen.add(fix.id);
       candidates.push(fix);
+      if (candidates.length >= limit) return candidates;
     }
   }
   if (wrapperWanted) {
@@ -165,7 +166,8 @@ function roundFixesOf(file: AnalysedFile, settings: PrecisionLensSettings, appli
 function hasMoreFixes(file: AnalysedFile, settings: PrecisionLensSettings, applied: ReadonlySet<string>, opts: FixMode, created: ReadonlySet<string>): boolean {
   if (!file.ir) return false;
   try {
-    return roundFixesOf(file, settings, applied, { ...opts, fileEnv: envFor(file, settings, opts, created) }).length > 0;
+    // One is enough to know: the findings after it are not planned.
+    return roundFixesOf(file, settings, applied, { ...opts, fileEnv: envFor(file, settings, opts, created) }, 1).length > 0;
   } catch {
     return false;
   }
