@@ -93,7 +93,7 @@ def compare(build, x_shape, label):
 
 check("train Mlp(1024, 4096), 30 steps, tokens (8, 256, 1024)",
       lambda: compare(lambda: m.Mlp(1024, 4096, **DD), (8, 256, 1024), "Mlp"))
-check("train GluMlp(1024, 4096), 30 steps, rows 8*250 (padded to 16)",
+check("train GluMlp(1024, 4096), 30 steps, rows 8*250",
       lambda: compare(lambda: m.GluMlp(1024, 4096, **DD), (8, 250, 1024), "GluMlp"))
 check("train Mlp(1024, 4096, use_conv=True), 30 steps, NCHW (8, 1024, 16, 16)",
       lambda: compare(lambda: m.Mlp(1024, 4096, use_conv=True, **DD), (8, 1024, 16, 16), "Mlp conv"))
