@@ -94,6 +94,21 @@ describe('analysis: gaps from the real-code evaluation', () => {
     }
   });
 
+  it('with patch size 1, the model class\'s last projection to its output channels is kept; a block\'s, or one refined by a later layer, converts', () => {
+    const ir = analyze(fixture('channel_output_head.py'));
+    const get = (name: string) => ir.layers.find((l) => l.name === name)!;
+    for (const name of ['self.proj_out', 'self.post']) {
+      const L = get(name);
+      assert.equal(L.convertible, false, `${name}: ${L.reasons.join(' ')}`);
+      assert.equal(L.facets!.role.check, 'output-projection');
+      assert.match(L.facets!.role.reason, /the model's output channels \((out|in)_channels\) and TinyVideoTransformer\.forward returns it with no layer after it/);
+    }
+    // Block is built by the model (not its output), and refine_channels feeds self.post inside one expression.
+    for (const name of ['self.to_channels', 'self.refine_channels', 'self.proj_in', 'self.ff']) {
+      assert.equal(get(name).convertible, true, `${name}: ${get(name).reasons.join(' ')}`);
+    }
+  });
+
   it('the down / up pair of a bottleneck adapter is kept, by its adapter-named width or its class; an MLP pair converts', () => {
     const ir = analyze(fixture('bottleneck_adapter.py'));
     const get = (name: string) => ir.layers.find((l) => l.name === name)!;

@@ -83,7 +83,7 @@ const outputProjection: Check = {
   run({ L }) {
     const why = L.roleReasons[0];
     if (!why?.startsWith(`${OUTPUT_PROJECTION}: `)) return undefined;
-    return { state: 'fails', reasons: [`The model's last projection, to pixels (${why.slice(OUTPUT_PROJECTION.length + 2)}): like an lm-head it writes the output directly and is precision-sensitive, and its narrow output gains little from FP8. Keep it in BF16.`] };
+    return { state: 'fails', reasons: [`The model's last projection, to its output space (${why.slice(OUTPUT_PROJECTION.length + 2)}): like an lm-head it writes the output directly and is precision-sensitive, and its narrow output gains little from FP8. Keep it in BF16.`] };
   },
 };
 

@@ -4,7 +4,9 @@
  *
  * - the output projection to pixels: its out_features are a product of a patch size and a channel count
  *   (`patch_size * patch_size * out_channels`, DiT / SD3 / MAE decoders) and its result flows to the return of its
- *   class's forward with no other layer of the class after it (the last layer of the model, like an lm-head);
+ *   class's forward with no other layer of the class after it (the last layer of the model, like an lm-head); with a
+ *   patch size of 1 (`nn.Linear(inner_dim, out_channels)`, LTX-Video, Stable Audio) the same in the model's own class
+ *   (no other class of the file builds it), its result seen flowing to the return;
  * - the two halves of a bottleneck adapter: a down / up pair in one class (hidden -> r -> hidden) whose inner width
  *   is named as an adapter or bottleneck size (`adapter_attn_dim`, `bottleneck_dim`), or whose class is named so.
  *
@@ -40,23 +42,27 @@ function isLinear(r: LayerRec): boolean {
  * Output projections to patch pixels, with the reason (their out size and how their result leaves the model). One
  * whose class's forward feeds the result to another of the class's layers is not the last one, and is not listed.
  */
-export function pixelOutputs(src: string, classes: Map<string, ClassModel>, recs: LayerRec[]): Map<LayerRec, string> {
+export function pixelOutputs(src: string, classes: Map<string, ClassModel>, recs: LayerRec[], builtElsewhere: (cls: string) => boolean): Map<LayerRec, string> {
   const out = new Map<LayerRec, string>();
   for (const r of recs) {
     const L = r.layer;
-    if (!isLinear(r) || !L.attr) continue;
+    if (!isLinear(r) || !L.attr || !L.ownerClass) continue;
     const texts = [squash(L.outFeatures?.text), ...r.outVia.map(squash)];
     const pixels = texts.find(isPatchPixels);
-    if (!pixels) continue;
-    const cm = L.ownerClass ? classes.get(L.ownerClass) : undefined;
+    // Without a patch factor (patch size 1: LTX, Stable Audio), an output size named for channels counts only in the
+    // model's own class (no other class of the file builds it) and only when forward is seen returning the result.
+    const channels = pixels ? undefined : texts.find((t) => CHANNELS.test(t) && !/\bhidden|inner|mid/i.test(t));
+    if (!pixels && !(channels && !builtElsewhere(L.ownerClass))) continue;
+    const cm = classes.get(L.ownerClass);
     const fwd = cm?.forward;
     const own = recs.filter((x) => x.layer.ownerClass === L.ownerClass && x !== r && x.layer.attr).map((x) => x.layer.attr as string);
     const flow = fwd ? flowsToReturn(src, fwd, L.attr, own) : 'unknown';
-    if (flow === false) continue;
-    const shown = (L.outFeatures?.text ?? pixels).replace(/\s+/g, ' ').trim();
+    if (flow === false || (!pixels && flow !== true)) continue;
+    const shown = (L.outFeatures?.text ?? pixels ?? channels ?? '').replace(/\s+/g, ' ').trim();
+    const what = pixels ? `patch pixels (${shown})` : `the model's output channels (${shown})`;
     out.set(r, flow === 'unknown'
-      ? `its output is patch pixels (${shown})`
-      : `its output is patch pixels (${shown}) and ${L.ownerClass}.forward returns it with no layer after it`);
+      ? `its output is ${what}`
+      : `its output is ${what} and ${L.ownerClass}.forward returns it with no layer after it`);
   }
   return out;
 }
@@ -78,9 +84,12 @@ function flowsToReturn(src: string, fwd: FuncRec, attr: string, ownAttrs: string
   if (!callAt) return 'unknown';
   let p: SyntaxNode | null = callAt.node;
   let stmt: SyntaxNode | undefined;
+  const ownCall = ownAttrs.length ? new RegExp(`^self\\s*\\.\\s*(${ownAttrs.join('|')})\\s*\\(`) : undefined;
   for (let i = 0; p && i < 12; p = p.parent, i++) {
     if (p.type === 'return_statement') return true;
     if (p.type === 'assignment' || p.type === 'augmented_assignment') { stmt = p; break; }
+    // Nested in a call of another of the class's layers (`self.post(self.proj(x))`): not the last layer.
+    if (i > 0 && p.type === 'call' && ownCall?.test(src.slice(p.startIndex, Math.min(p.endIndex, p.startIndex + 200)))) return false;
   }
   const left = stmt?.childForFieldName('left');
   if (!stmt || !left) return false;

@@ -81,7 +81,7 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     tiedTo: new Map(),
     lastInForward: new Map(),
     selections: new Map(),
-    pixelOut: pixelOutputs(ctx.src, ctx.classes, recs),
+    pixelOut: pixelOutputs(ctx.src, ctx.classes, recs, (cls) => ctx.ctorSites(cls).length > 0),
     adapters: adapterBottlenecks(recs),
   };
   ix.tiedTo = embeddingTies(ix);
