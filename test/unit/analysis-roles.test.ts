@@ -5,6 +5,28 @@ import { classSelections } from '../../server/src/analysis/router-selection';
 describe('analysis: roles', () => {
   before(initParser);
 
+  it('a shared expert\'s one-output gate in an MoE block is a router (a gate), not a classifier', () => {
+    const ir = analyze(py`
+      import torch
+      import torch.nn as nn
+      import torch.nn.functional as F
+
+      class SparseMoeBlock(nn.Module):
+          def __init__(self, config):
+              super().__init__()
+              self.shared_expert = nn.Linear(config.hidden_size, config.hidden_size)
+              self.shared_expert_gate = torch.nn.Linear(config.hidden_size, 1, bias=False)
+
+          def forward(self, x):
+              return F.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
+    `);
+    const gate = layer(ir, 'self.shared_expert_gate');
+    assert.equal(gate.role, 'router', gate.roleReasons.join(' '));
+    assert.equal(gate.convertible, false);
+    assert.match(gate.reasons.join(' '), /^This is an MoE gate \(one output: how much of an expert to use\)/);
+    assert.equal(layer(ir, 'self.shared_expert').convertible, true);
+  });
+
   it('finds lm-heads by vocabulary size, ties in either direction, _tied_weights_keys and logits', () => {
     const ir = analyze(py`
       import torch.nn as nn

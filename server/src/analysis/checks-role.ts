@@ -68,7 +68,9 @@ const smallOutput: Check = {
   run({ L }) {
     if (L.role !== 'classifier' && L.role !== 'router') return undefined;
     const pick = L.role === 'router' ? /^its output picks discretely \((\w+)\)/.exec(L.roleReasons[0] ?? '')?.[1] : undefined;
-    const what = pick ? `Its output makes a discrete choice (${pick})` : L.role === 'router' ? 'This is an MoE router (one output per expert)' : 'This is a small output layer (classifier)';
+    const gate = L.role === 'router' && L.outFeatures?.value === 1;
+    const what = pick ? `Its output makes a discrete choice (${pick})` : gate ? 'This is an MoE gate (one output: how much of an expert to use)'
+      : L.role === 'router' ? 'This is an MoE router (one output per expert)' : 'This is a small output layer (classifier)';
     const head = L.role === 'classifier' ? /^part of the classification head (\S+)/.exec(L.roleReasons[0] ?? '')?.[1] : undefined;
     if (head) return { state: 'fails', reasons: [`Part of the classification head ${head}: it runs on the pooled rows and feeds the class scores, so FP8 gains nothing there; keep it in BF16 with the head.`] };
     const sizes = L.inFeatures || L.outFeatures

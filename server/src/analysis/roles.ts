@@ -37,7 +37,7 @@ const WIDTH_NAME = /(intermediate|ffn|d_ff|ff_dim|inner|hidden|d_model|model_dim
  *  part of the MLP whatever its class is called (`BertOutput.dense`). `inner` and `hidden` alone are not: attention
  *  code uses them too. */
 const FFN_WIDTH = /(intermediate|ffn|\bd_ff\b|dim_ff|ff_dim|ff_size|n_inner|mlp_dim|mlp_hidden|mlp_ratio|^4\*|\*4$)/i;
-const ROUTER_NAME = /^(gate|router|gating|wg|w_gate|switch|gate_proj_router|router_proj|classifier_router|expert_gate)$/i;
+const ROUTER_NAME = /^(gate|router|gating|wg|w_gate|switch|gate_proj_router|router_proj|classifier_router|(shared_)?expert_gate)$/i;
 
 /** Who holds a local class: the owner class and the attribute it is stored under. */
 interface Holder { owner: string; attr: string }
