@@ -253,3 +253,55 @@ describe('fixes: Linear layers whose class is chosen at run time run on both pat
     assert.match(run.stdout, /^plan twice: None$/m, out);
   });
 });
+
+describe('fixes: a norm that calls its weight `scale` keeps that checkpoint key on both paths', function () {
+  this.timeout(450_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'norm_weight_name.py');
+
+  it('without TE the class as written; with FP8 (the fake TE) te.RMSNorm whose state_dict says .scale, loads the original strictly and back', async function () {
+    if (!TORCH) this.skip();
+    const source = readFileSync(input, 'utf8');
+    const { text } = await convertExample(source, settingsWith({}));
+    assert.match(text, /weight_name="scale"/);
+    const { dir, file } = scratch('converted.py', text);
+    writeFileSync(join(dir, 'original.py'), source);
+    const plain = runPython([file], dir);
+    assert.equal(plain.status, 0, plain.output);
+    assert.match(plain.stdout, /^keys: mlp_norm\.scale sa_norm\.scale$/m, plain.output);
+    const probe = [
+      'import torch',
+      'torch.cuda.is_available = lambda: True',
+      'torch.cuda.get_device_capability = lambda *a: (9, 0)',
+      'torch.cuda.get_device_name = lambda *a: "Fake GPU"',
+      'import transformer_engine.pytorch as te',
+      '_init = te.RMSNorm.__init__',
+      'te.RMSNorm.__init__ = lambda self, *a, device="cpu", **k: _init(self, *a, device=device, **k)',
+      '_linit = te.Linear.__init__',
+      'te.Linear.__init__ = lambda self, *a, device="cpu", **k: _linit(self, *a, device=device, **k)',
+      'import original, converted',
+      'ref = original.Layer()',
+      'with torch.no_grad(): ref.sa_norm.scale.mul_(2.0)',
+      'new = converted.Layer()',
+      'print("type:", type(new.sa_norm).__module__.split(".")[0], type(new.sa_norm).__name__)',
+      'print("keys:", " ".join(sorted(k for k in new.state_dict() if "norm" in k)))',
+      'print("strict load:", new.load_state_dict(ref.state_dict(), strict=True))',
+      'print("alias:", new.sa_norm.scale is new.sa_norm.weight, float(new.sa_norm.scale.mean()))',
+      'back = original.Layer(); back.load_state_dict(new.state_dict(), strict=True)',
+      'print("round trip:", float(back.sa_norm.scale.mean()))',
+      'new(torch.randn(2, 16, 64)).sum().backward()',
+      'print("grad:", new.sa_norm.scale.grad is not None)',
+    ].join('\n');
+    const run = spawnSync(PYTHON, ['-c', probe], {
+      encoding: 'utf8', timeout: 120_000, cwd: dir,
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: [dir, join(__dirname, '..', '..', 'bench', 'tests', 'fake_te')].join(':') },
+    });
+    const out = `${run.stdout}${run.stderr}`;
+    assert.equal(run.status, 0, out);
+    assert.match(run.stdout, /^type: transformer_engine RMSNorm$/m, out);
+    assert.match(run.stdout, /^keys: mlp_norm\.scale sa_norm\.scale$/m, out);
+    assert.match(run.stdout, /^strict load: <All keys matched successfully>$/m, out);
+    assert.match(run.stdout, /^alias: True 2\.0$/m, out);
+    assert.match(run.stdout, /^round trip: 2\.0$/m, out);
+    assert.match(run.stdout, /^grad: True$/m, out);
+  });
+});
