@@ -246,8 +246,7 @@ const scaleName: Check = {
     const scale = rec.ctor.local?.info.scaleName ?? rec.ctor.importedForward?.scaleName;
     if (!isNorm(L.kind) || !scale || sofar !== 'ok') return undefined;
     const at = L.name ? `${L.name.replace(/^self\./, '')}.` : '';
-    if (!L.weightName) return guarded(`${L.localClass ?? rec.ctor.display} calls its scale ${scale}, ${teNorm(L.kind)} calls it weight: the state_dict keys change (${at}${scale} -> ${at}weight), so map them when loading a checkpoint (training from scratch is unaffected).`);
-    return ok(`${L.localClass ?? rec.ctor.display} calls its scale ${scale}, ${teNorm(L.kind)} calls it weight: the conversion keeps the checkpoint key ${at}${scale} (the te.* norm saves and loads it under that name, and reads as .${scale}), and builds ${L.localClass ?? rec.ctor.display} itself where FP8 does not run.`);
+    return guarded(`${L.localClass ?? rec.ctor.display} calls its scale ${scale}, ${teNorm(L.kind)} calls it weight: the state_dict keys change (${at}${scale} -> ${at}weight), so map them when loading a checkpoint (training from scratch is unaffected).`);
   },
 };
 

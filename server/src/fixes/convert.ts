@@ -319,20 +319,10 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
     // The library's layer, built where FP8 does not run: its original call, unchanged, behind a lambda.
     ? replace(site.calleeStart, site.open + 1, `${target}(lambda: ${ctx.text.slice(site.calleeStart, args.call.close + 1)}, `)
     : replace(site.calleeStart, site.calleeEnd, target);
-  // A norm that calls its weight otherwise: the factory keeps that checkpoint key on the te.* norm.
-  const named = viaFactory && parallel && args.call && layer.weightName ? [weightNameArg(ctx.text, args.call.close, layer.weightName)] : [];
   // A conversion changes what the layer computes (FP8 under autocast, te.Linear's own weight init): `check --fix`
   // never applies it, only --unsafe-fixes does (through the fallback, so the file still runs without TE).
   const safe = false;
-  return { edits: [callee, ...args.edits, ...named], safe, target, fallbackNames: viaFactory ? [target] : [], importLines };
-}
-
-/** `, weight_name="scale"` inserted before the call's closing parenthesis (after a trailing comma, without one). */
-function weightNameArg(text: string, close: number, name: string): TextEdit {
-  let i = close - 1;
-  while (i > 0 && /\s/.test(text[i])) i--;
-  const sep = text[i] === ',' || text[i] === '(' ? (text[i] === ',' ? ' ' : '') : ', ';
-  return { startOffset: close, endOffset: close, newText: `${sep}weight_name="${name}"` };
+  return { edits: [callee, ...args.edits], safe, target, fallbackNames: viaFactory ? [target] : [], importLines };
 }
 
 /**

@@ -382,38 +382,17 @@ def fp8_rmsnorm(normalized_shape, eps=1e-5, **kwargs):
     return _PLRMSNorm(normalized_shape, eps=eps, zero_centered_gamma=zero_centered, **_pl_torch_kwargs(kwargs))
 
 
-def _pl_keep_weight_name(layer, name):
-    """The checkpoint key of the class a te.* norm stands in for, which calls its weight name (torchtune's scale):
-    the state_dict says prefix + name, one with either key loads, and layer.<name> reads the weight."""
-    def save(module, state, prefix, local_metadata):
-        if prefix + "weight" in state:
-            state[prefix + name] = state.pop(prefix + "weight")
-        return state
-
-    def load(state, prefix, *args):
-        if prefix + name in state and prefix + "weight" not in state:
-            state[prefix + "weight"] = state.pop(prefix + name)
-    layer._register_state_dict_hook(save)
-    layer._register_load_state_dict_pre_hook(load)
-    layer.__dict__[name] = layer.weight  # an alias for reads, not a second parameter
-    return layer
-
-
-def fp8_layernorm_or(fallback, normalized_shape, eps=1e-5, weight_name=None, **kwargs):
-    """te.LayerNorm when FP8 runs here, else fallback(): the model's own norm class (one that computes in float32, or
-    calls its weight weight_name, a key the te.* norm then keeps)."""
+def fp8_layernorm_or(fallback, normalized_shape, eps=1e-5, **kwargs):
+    """te.LayerNorm when FP8 runs here, else fallback(): the model's own norm class (one that computes in float32)."""
     if fp8_available()[0]:
-        layer = ${te}.LayerNorm(normalized_shape, eps=eps, **${normKwargs})
-        return _pl_keep_weight_name(layer, weight_name) if weight_name else layer
+        return ${te}.LayerNorm(normalized_shape, eps=eps, **${normKwargs})
     return fallback()
 
 
-def fp8_rmsnorm_or(fallback, normalized_shape, eps=1e-5, weight_name=None, **kwargs):
-    """te.RMSNorm when FP8 runs here, else fallback(): the model's own norm class (one that computes in float32, or
-    calls its weight weight_name, a key the te.* norm then keeps)."""
+def fp8_rmsnorm_or(fallback, normalized_shape, eps=1e-5, **kwargs):
+    """te.RMSNorm when FP8 runs here, else fallback(): the model's own norm class (one that computes in float32)."""
     if fp8_available()[0]:
-        layer = ${te}.RMSNorm(normalized_shape, eps=eps, **${normKwargs})
-        return _pl_keep_weight_name(layer, weight_name) if weight_name else layer
+        return ${te}.RMSNorm(normalized_shape, eps=eps, **${normKwargs})
     return fallback()
 
 
