@@ -243,13 +243,13 @@ async function fixFile(parser: PythonParser, file: AnalysedFile, files: Analysed
   // The file's first analysis counts: the budget is for the file, not for its rounds alone.
   const began = performance.now() - (file.analysisMs ?? 0);
   let lastRoundMs = 0;
-  let rounds = 0;
   for (let round = 0; round < MAX_ROUNDS; round++) {
     const roundStart = performance.now();
     if (round > 0 && roundStart - began + lastRoundMs > budgetMs) {
       if (hasMoreFixes(file, settings, appliedIds, opts, created)) {
         const spent = ((roundStart - began) / 1000).toFixed(1);
-        file.incomplete = [file.incomplete, `--fix stopped after ${rounds} round${rounds === 1 ? '' : 's'} (${spent} s, its time budget per file): run it again to apply the rest`]
+        // Every round before this one ran to its end (one that did not broke the loop): `round` of them.
+        file.incomplete = [file.incomplete, `--fix stopped after ${round} round${round === 1 ? '' : 's'} (${spent} s, its time budget per file): run it again to apply the rest`]
           .filter(Boolean).join('; ');
       }
       break;
@@ -283,7 +283,6 @@ async function fixFile(parser: PythonParser, file: AnalysedFile, files: Analysed
     opts.trees?.edited(file, edits, next);
     file.text = next;
     await buildIR(parser, file, true, settings, files.map((f) => f.input), opts.trees);
-    rounds++;
     if (file.error) break;
     runFileRules(file, settings, factsOf(files));
     lastRoundMs = performance.now() - roundStart;

@@ -305,14 +305,9 @@ def fp8_linear(in_features, out_features, bias=True, **kwargs):
 def _pl_linear_from(cls, classes, args, kwargs):
     """(in_features, out_features, bias, te keyword arguments) when cls(*args, **kwargs) builds a plain Linear of one of
     classes (its sizes, bias, device and dtype only), else None: then the class is built as written."""
-    import functools
     if not fp8_is_class(cls, *classes):
         return None
-    base, args, kw = cls, tuple(args), {}
-    while isinstance(base, functools.partial):
-        args, kw = tuple(base.args) + args, {**(base.keywords or {}), **kw}
-        base = base.func
-    kw.update(kwargs)
+    _, args, kw = _pl_call_arguments(cls, args, kwargs)
     names = ("in_features", "out_features", "bias")
     if len(args) > len(names) or any(n in kw for n in names[:len(args)]):
         return None
@@ -396,6 +391,17 @@ def fp8_rmsnorm_or(fallback, normalized_shape, eps=1e-5, **kwargs):
     return fallback()
 
 
+def _pl_call_arguments(cls, args, kwargs):
+    """(class, positional, keyword arguments) that cls(*args, **kwargs) builds with, under its functools.partials."""
+    import functools
+    args, kw = tuple(args), {}
+    while isinstance(cls, functools.partial):
+        args, kw = tuple(cls.args) + args, {**(cls.keywords or {}), **kw}
+        cls = cls.func
+    kw.update(kwargs)
+    return cls, args, kw
+
+
 def fp8_is_class(cls, *classes):
     """Whether cls, a class passed in (norm_layer=...) or a functools.partial of one, is one of classes."""
     import functools
@@ -407,15 +413,10 @@ def fp8_is_class(cls, *classes):
 def _pl_norm_from(cls, classes, args, kwargs, default_eps):
     """(normalized_shape, eps, te keyword arguments) when cls(*args, **kwargs) builds a plain norm of one of classes
     (its shape, eps, device and dtype only; weight and bias on), else None: then the class is built as written."""
-    import functools
     import inspect
     if not fp8_is_class(cls, *classes):
         return None
-    base, args, kw = cls, tuple(args), {}
-    while isinstance(base, functools.partial):
-        args, kw = tuple(base.args) + args, {**(base.keywords or {}), **kw}
-        base = base.func
-    kw.update(kwargs)
+    base, args, kw = _pl_call_arguments(cls, args, kwargs)
     if len(args) != 1:
         return None
     eps = kw.pop("eps", None)
