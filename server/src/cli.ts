@@ -5,6 +5,7 @@
  *                                [--te-api legacy|modern] [--target-gpu any|ampere|ada|hopper|blackwell]
  *                                [--fix] [--unsafe-fixes] [--diff] [--show-fixes] [--isolated] [--jobs N]
  *   precision-lens inspect PATH... --format json
+ *   precision-lens measure [DIR] --workload module:function [--python PATH] [...]   (cli/measure.ts: the A/B on a GPU)
  *
  * Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 usage or I/O error (message on stderr).
  * Output positions are 1-based lines and columns; columns count UTF-16 code units (+1), like LSP and SARIF.
@@ -28,6 +29,7 @@ import { statSync } from 'node:fs';
 import { dirname, resolve as resolvePath, sep } from 'node:path';
 import { runBench } from './cli/bench';
 import { runFuzz } from './cli/fuzz';
+import { runMeasure } from './cli/measure';
 import { analyseParallel, canUseWorkers, startWorkerIfAny, threadCount } from './cli/parallel';
 
 const RANK: Record<Severity, number> = { error: 4, warning: 3, information: 2, hint: 1 };
@@ -199,6 +201,8 @@ export async function main(argv: readonly string[], io: Io = {
       case 'bench': return await runBench(parsed.args, io.stdout);
       case 'fuzz': return await runFuzz(parsed.args, io.stdout);
       case 'run': return await run(parsed.options, io);
+      // The conversion of the copy is `check --fix --unsafe-fixes`, run through this same main.
+      case 'measure': return await runMeasure(parsed.options, io, (argv, checkIo) => main(argv, checkIo));
     }
   } catch (e) {
     if (e instanceof UsageError) {

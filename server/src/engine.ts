@@ -7,6 +7,7 @@ import { analyzeTree, emptyIR, type AnalysisCache } from './analysis';
 
 export { emptyIR };
 import type { ExternalDims, ExternalSites, ModelIR } from './analysis/ir';
+import { fp8Layers } from './analysis/autocast';
 import type { Parser, Tree } from './parser';
 import { argumentRefusal } from './fixes';
 import { runRules } from './rules';
@@ -136,6 +137,8 @@ export interface FileFacts {
   autocast: boolean;
   compile: boolean;
   training: boolean;
+  /** Builds te.* layers that FP8 autocast changes (directly or through the FP8 fallback's factories). */
+  te: boolean;
   /** Modules this file imports -> the other stack it uses (empty when it uses none). */
   stackImports: Record<string, string>;
 }
@@ -148,7 +151,7 @@ export function fileFactsOf(ir: ModelIR): FileFacts {
   const stack = otherStackOf(ir);
   const stackImports: Record<string, string> = {};
   if (stack) for (const mod of importedModules(ir)) stackImports[mod] ??= stack;
-  facts = { autocast: hasAutocast(ir), compile: ir.calls.some((c) => c.kind === 'compile'), training: trains(ir), stackImports };
+  facts = { autocast: hasAutocast(ir), compile: ir.calls.some((c) => c.kind === 'compile'), training: trains(ir), te: fp8Layers(ir).length > 0, stackImports };
   fileFactsCache.set(ir, facts);
   return facts;
 }
@@ -158,14 +161,16 @@ export function mergeFileFacts(files: Iterable<FileFacts>, base: WorkspaceFacts 
   let anyAutocastRegion = false;
   let anyCompile = false;
   let anyTraining = false;
+  let anyTeLayers = false;
   const stackImports: Record<string, string> = {};
   for (const f of files) {
     for (const [mod, stack] of Object.entries(f.stackImports)) stackImports[mod] ??= stack;
     anyAutocastRegion ||= f.autocast;
     anyCompile ||= f.compile;
     anyTraining ||= f.training;
+    anyTeLayers ||= f.te;
   }
-  const facts: WorkspaceFacts = { ...base, anyAutocastRegion, anyCompile, anyTraining };
+  const facts: WorkspaceFacts = { ...base, anyAutocastRegion, anyCompile, anyTraining, anyTeLayers };
   if (Object.keys(stackImports).length) facts.stackImports = { ...base.stackImports, ...stackImports };
   return facts;
 }

@@ -44,6 +44,7 @@ function merge(session: AnalysisSession | undefined, scan: ScanResult | undefine
   return {
     anyAutocastRegion: open.anyAutocastRegion || (scan && scan.autocastFiles.size > 0) ? true : scanned ? false : undefined,
     anyTraining: open.anyTraining || (scan && scan.trainFiles.size > 0) ? true : scanned ? false : undefined,
+    anyTeLayers: open.anyTeLayers || (scan && scan.teFiles.size > 0) ? true : scanned ? false : undefined,
     ...(Object.keys(stackImports).length ? { stackImports } : {}),
     anyCompile: open.anyCompile || (scan ? scan.compileFiles.size > 0 : undefined),
     teVersion,

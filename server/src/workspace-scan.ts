@@ -11,6 +11,10 @@ import { wrapperRanges } from './analysis/known';
 const SKIP_DIRS = new Set(['.git', 'node_modules', '__pycache__', '.venv', 'venv', 'env', 'site-packages', '.tox', 'build', 'dist', '.mypy_cache']);
 const AUTOCAST = /\b(?:fp8_autocast|autocast)\s*\(/;
 const TE_HINT = /transformer_engine/;
+/** The FP8 fallback's context, entered by a training script that imports it from the project's module. */
+const FALLBACK_AUTOCAST = /\bfp8_autocast_context\s*\(/;
+/** te.* layers FP8 autocast changes, built directly or through the FP8 fallback's factories. */
+const TE_LAYER = /\b(?:te|pytorch)\.(?:Linear|LayerNorm|RMSNorm|LayerNormLinear|LayerNormMLP|TransformerLayer|GroupedLinear)\s*\(|\bfp8_(?:linear|parallel_linear|layernorm|rmsnorm)(?:_or|_from)?\s*\(/;
 /** A training step: backward(), an optimizer step, a trainer's fit. */
 const TRAIN = /\.backward\s*\(|\b\w*(optim|optimizer|opt)\w*\s*\.\s*step\s*\(|\.fit\s*\(/;
 /** A whole-model FP8 conversion or weight-quantization stack (one stack at a time: no te.* conversions then). */
@@ -22,6 +26,8 @@ export interface ScanResult {
   autocastFiles: Set<string>;
   compileFiles: Set<string>;
   trainFiles: Set<string>;
+  /** Files that build te.* layers (outside the fallback's own code). */
+  teFiles: Set<string>;
   /** Files that convert the model to FP8 with torchao/accelerate or quantize it (bitsandbytes / QLoRA), with the
    *  module names they import (and their dotted prefixes). */
   stackFiles: Map<string, string[]>;
@@ -37,7 +43,7 @@ const MAX_SCANNED_BYTES = 2_000_000;
 
 /** Walks `roots` (at most `maxFiles` .py files, files over `maxBytes` skipped). */
 export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes = MAX_SCANNED_BYTES): Promise<ScanResult> {
-  const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), trainFiles: new Set(), stackFiles: new Map(), truncated: false, pythonFiles: [] };
+  const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), trainFiles: new Set(), teFiles: new Set(), stackFiles: new Map(), truncated: false, pythonFiles: [] };
   const queue = [...roots];
   while (queue.length) {
     const dir = queue.pop()!;
@@ -79,7 +85,8 @@ async function readInto(result: ScanResult, path: string, maxBytes: number): Pro
     // The FP8 fallback's own code (the project's module, or an inline block) defines an autocast helper; a definition
     // is no autocast region, or every project the fixes converted would silence PL302 before its step is wrapped.
     const used = withoutWrapper(text);
-    if (AUTOCAST.test(used) && TE_HINT.test(used)) result.autocastFiles.add(path);
+    if ((AUTOCAST.test(used) && TE_HINT.test(used)) || FALLBACK_AUTOCAST.test(used)) result.autocastFiles.add(path);
+    if (TE_LAYER.test(used)) result.teFiles.add(path);
     if (COMPILE.test(text)) result.compileFiles.add(path);
     if (TRAIN.test(text)) result.trainFiles.add(path);
     if (OTHER_STACK.test(text)) result.stackFiles.set(path, importedModuleNames(text));
@@ -120,6 +127,7 @@ export async function updateScan(previous: ScanResult, paths: readonly string[],
     autocastFiles: new Set([...previous.autocastFiles].filter((p) => !gone.has(p))),
     compileFiles: new Set([...previous.compileFiles].filter((p) => !gone.has(p))),
     trainFiles: new Set([...previous.trainFiles].filter((p) => !gone.has(p))),
+    teFiles: new Set([...previous.teFiles].filter((p) => !gone.has(p))),
     stackFiles: new Map([...previous.stackFiles].filter(([p]) => !gone.has(p))),
     truncated: previous.truncated,
     pythonFiles: previous.pythonFiles.filter((p) => !gone.has(p)),

@@ -3,7 +3,7 @@
  * `.backward()` calls among those.
  */
 import type { SyntaxNode } from './node';
-import type { AutocastApi, AutocastRegion, CallSite, Span } from './ir';
+import type { AutocastApi, AutocastRegion, CallSite, Layer, ModelIR, Span } from './ir';
 import { resolveName, type ImportTable } from './imports';
 import { shortText, spanOf } from './spans';
 import { leftOf, rightOf, argListOf, type AssignRec, type CallRec, type WithRec } from './walk';
@@ -190,4 +190,10 @@ export function callSite(src: string, call: SyntaxNode): CallSite {
     if (o) site.receiver = src.slice(o.startIndex, o.endIndex).replace(/\s+/g, '');
   }
   return site;
+}
+
+/** The te.* layers FP8 autocast changes: GEMMs and norms (not rotary embeddings or helper modules). */
+const TE_FP8_MODULE = /(LayerNormMLP|MultiheadAttention|TransformerLayer|GroupedLinear|LayerNormLinear|DotProductAttention)$/;
+export function fp8Layers(ir: ModelIR): Layer[] {
+  return ir.layers.filter((l) => l.isTe && (l.kind !== 'other' || TE_FP8_MODULE.test(l.resolved)));
 }

@@ -33,8 +33,36 @@ export type ParsedCommand =
   | { kind: 'run'; options: CliOptions }
   | { kind: 'help' }
   | { kind: 'version' }
+  | { kind: 'measure'; options: MeasureOptions }
   | { kind: 'bench'; args: string[] }
   | { kind: 'fuzz'; args: string[] };
+
+/** `precision-lens measure`: the A/B of a project as it is against its converted copy (cli/measure.ts). */
+export interface MeasureOptions {
+  /** The project's folder (default: the working directory). */
+  dir: string;
+  /** `module:function` in the project that builds the model (bench/README.md). */
+  workload: string;
+  /** The interpreter that runs bench/benchmark.py (default python3). */
+  python?: string;
+  peer?: 'torchao' | 'none';
+  steps?: number;
+  warmup?: number;
+  batch?: number;
+  seq?: number;
+  compile?: boolean;
+  device?: 'auto' | 'cuda' | 'cpu';
+  jsonOut?: string;
+  /** Keep the converted copy (its path is printed). */
+  keep: boolean;
+  /** text: progress on stderr and a table at the end; jsonl: the benchmark's JSON lines on stdout (the sidebar). */
+  format: 'text' | 'jsonl';
+  /** Install SIGINT/SIGTERM handlers that stop the benchmark and remove the copy (off in tests run in-process). */
+  handleSignals?: boolean;
+}
+
+/** A workload the user names: `module:function` (a dotted module path, then the function). */
+export const WORKLOAD_PATTERN = /^[A-Za-z_][\w.]*:[A-Za-z_]\w*$/;
 
 /** A mistake in how the tool was called: reported on stderr with exit code 2. */
 export class UsageError extends Error {}
@@ -46,6 +74,9 @@ export const USAGE = `Usage:
                                [--max-file-size BYTES] [--fix] [--unsafe-fixes] [--diff] [--show-fixes]
                                [--isolated] [--jobs N]
   precision-lens inspect PATH... [--format json] [--jobs N]
+  precision-lens measure [DIR] --workload MODULE:FUNCTION [--python PATH] [--peer torchao|none] [--steps N]
+                               [--warmup N] [--compile|--no-compile] [--batch N] [--seq N] [--device auto|cuda|cpu]
+                               [--json-out FILE] [--keep] [--format text|jsonl]
   precision-lens --help | --version
 
 PATH is a file or a directory; directories are searched for *.py files (skipping .git, node_modules, __pycache__
@@ -59,6 +90,13 @@ PL303's migration to the TE >= 2.9 API is applied only when TE >= 2.9 is known: 
 pyproject.toml, or PRECISION_LENS_TE_VERSION / the transformer_engine installed in $VIRTUAL_ENV.
 Configuration: the [tool.precision-lens] table of the nearest pyproject.toml above the inputs (flags override it;
 --isolated ignores it).
+measure is the A/B on your own GPU: it copies DIR's Python project (the .py files and pyproject.toml; at most
+2,000 .py files and 50 MB) to a temporary folder, converts the copy as check --fix --unsafe-fixes would, then runs
+the bundled bench/benchmark.py --mode ab on the interpreter given (default python3): your training step as it is
+(BF16 autocast), as converted (FP8 where it runs), and torchao on the original (--peer none leaves it out), same
+weights and batches. Progress goes to stderr, a table (tokens/s, ratio to the original, peak memory, final loss, FP8
+forwards) to stdout. The copy is removed at the end unless --keep. Exit codes: 0 measured, 2 usage or I/O error,
+else the benchmark's own status with its message (4: no CUDA device, 8: the workload could not be loaded).
 --jobs N analyses on N threads (default: the PRECISION_LENS_JOBS environment variable, else one per CPU core when the
 inputs are large enough to repay starting the threads); --jobs 1 analyses in-process. The output is the same either way.`;
 
@@ -94,7 +132,9 @@ export function parseArgs(argv: readonly string[]): ParsedCommand {
   if (command === '--version' || command === '-V') return { kind: 'version' };
   if (command === '__bench') return { kind: 'bench', args: rest };
   if (command === '__fuzz') return { kind: 'fuzz', args: rest };
-  if (command !== 'check' && command !== 'inspect') throw new UsageError(`unknown command '${command}' (expected check or inspect)`);
+  if (command === 'measure' && (rest.includes('--help') || rest.includes('-h'))) return { kind: 'help' };
+  if (command === 'measure') return { kind: 'measure', options: parseMeasureArgs(rest) };
+  if (command !== 'check' && command !== 'inspect') throw new UsageError(`unknown command '${command}' (expected check, inspect or measure)`);
 
   const options: CliOptions = {
     command, paths: [], format: command === 'inspect' ? 'json' : 'text', failOn: 'warning', rules: {}, fix: false, diff: false,
@@ -155,4 +195,51 @@ export function parseArgs(argv: readonly string[]): ParsedCommand {
   // As in ruff: --diff shows the fixes instead of writing them, so it implies --fix.
   if (options.diff) options.fix = true;
   return { kind: 'run', options };
+}
+
+/** `measure`'s arguments (without the command). */
+export function parseMeasureArgs(rest: readonly string[]): MeasureOptions {
+  const dirs: string[] = [];
+  let workload: string | undefined;
+  const options: Omit<MeasureOptions, 'dir' | 'workload'> = { keep: false, format: 'text' };
+  const count = (flag: string, v: string, min: number): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min) throw new UsageError(`${flag}: expected a whole number of at least ${min}, got '${v}'`);
+    return n;
+  };
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i];
+    if (!arg.startsWith('-') || arg === '-') { dirs.push(arg); continue; }
+    const eq = arg.indexOf('=');
+    const flag = eq > 0 && arg.startsWith('--') ? arg.slice(0, eq) : arg;
+    const inline = eq > 0 && arg.startsWith('--') ? arg.slice(eq + 1) : undefined;
+    const value = (): string => {
+      if (inline !== undefined) return inline;
+      const next = rest[i + 1];
+      if (next === undefined || (next.startsWith('--') && next.length > 2)) throw new UsageError(`${flag} needs a value`);
+      i++;
+      return next;
+    };
+    const noValue = () => { if (inline !== undefined) throw new UsageError(`${flag} takes no value`); };
+    switch (flag) {
+      case '--workload': case '-w': workload = value(); break;
+      case '--python': options.python = value(); break;
+      case '--peer': options.peer = oneOf(flag, value(), ['torchao', 'none'] as const); break;
+      case '--steps': options.steps = count(flag, value(), 1); break;
+      case '--warmup': options.warmup = count(flag, value(), 0); break;
+      case '--batch': options.batch = count(flag, value(), 1); break;
+      case '--seq': options.seq = count(flag, value(), 1); break;
+      case '--compile': noValue(); options.compile = true; break;
+      case '--no-compile': noValue(); options.compile = false; break;
+      case '--device': options.device = oneOf(flag, value(), ['auto', 'cuda', 'cpu'] as const); break;
+      case '--json-out': options.jsonOut = value(); break;
+      case '--keep': noValue(); options.keep = true; break;
+      case '--format': case '-f': options.format = oneOf(flag, value(), ['text', 'jsonl'] as const); break;
+      default: throw new UsageError(`measure: unknown option '${arg}'`);
+    }
+  }
+  if (dirs.length > 1) throw new UsageError(`measure: one project folder, got ${dirs.length} (${dirs.join(', ')})`);
+  if (workload === undefined) throw new UsageError('measure: missing --workload MODULE:FUNCTION (the function in your project that builds the model; see bench/README.md)');
+  if (!WORKLOAD_PATTERN.test(workload)) throw new UsageError(`--workload: expected module:function (e.g. mypkg.model:build), got '${workload}'`);
+  return { ...options, dir: dirs[0] ?? '.', workload };
 }

@@ -17,6 +17,7 @@ import type { Finding } from '../rules/types';
 import { locateFallbackModule } from '../fallback-location';
 import { unifiedDiff } from './unified-diff';
 import { buildIR, factsOf, runFileRules, type AnalysedFile } from './analyze';
+import { trains } from '../engine';
 import type { KeptTrees } from './kept-trees';
 
 const MAX_ROUNDS = 4;
@@ -224,7 +225,11 @@ export async function fixFiles(parser: PythonParser, files: AnalysedFile[], sett
   const outcome: FixOutcome = { files, diff: '', changedFiles: 0, appliedFixes: 0, applied: [], errors: [] };
   /** Files this run created (the fallback module), or would create with --diff. */
   const created = new Set<string>();
-  for (const file of files) {
+  // Training scripts last, their findings re-derived first: the conversions of the model files make the facts that
+  // tell a training script its step must enter FP8 autocast (PL302), so one run converts the model and wraps the step.
+  const training = (f: AnalysedFile) => !!f.ir && trains(f.ir);
+  for (const file of [...files.filter((f) => !training(f)), ...files.filter(training)]) {
+    if (training(file) && opts.unsafe) runFileRules(file, settings, factsOf(files));
     await fixFile(parser, file, files, settings, opts, created, outcome);
     opts.trees?.release(parser, file);
   }

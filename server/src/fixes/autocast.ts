@@ -48,11 +48,30 @@ export interface TrainingStep {
 }
 
 /**
- * Training steps: loops whose own body calls `.backward()` and steps an optimizer. The forward block ends at the
- * statement computing the differentiated loss and starts after the last data-loading or zero_grad statement before
- * it. Loops already under an autocast `with` are left alone.
+ * The forward block of a step whose backward() is `body[b]`: it ends at the statement computing the differentiated
+ * loss and starts after the last data-loading or zero_grad statement before it. Undefined when it holds only data.
  */
-export function findTrainingSteps(model: SourceModel): TrainingStep[] {
+function forwardRange(model: SourceModel, body: readonly Statement[], b: number): { first: Statement; last: Statement } | undefined {
+  const names = lossNames(statementText(model, body[b]));
+  let lossIdx = -1;
+  for (let i = b - 1; i >= 0; i--) if (!body[i].isHeader && assigns(statementText(model, body[i]), names)) { lossIdx = i; break; }
+  if (lossIdx < 0) lossIdx = b - 1;
+  let start = lossIdx;
+  while (start - 1 >= 0) {
+    const prev = body[start - 1];
+    const t = statementText(model, prev);
+    if (prev.isHeader || /zero_grad/.test(t) || DATA_RE.test(t) || BACKWARD_RE.test(t) || OPTIMIZER_OP_RE.test(t)) break;
+    start--;
+  }
+  if (DATA_RE.test(statementText(model, body[start])) && start === lossIdx) return undefined;
+  return { first: body[start], last: body[lossIdx] };
+}
+
+/**
+ * Training steps: loops whose own body calls `.backward()` and steps an optimizer. Loops already under an autocast
+ * `with`, and loops holding the script's own autocast (`userAutocastSteps`), are left alone.
+ */
+export function findTrainingSteps(model: SourceModel, users: readonly UserAutocastStep[] = []): TrainingStep[] {
   const steps: TrainingStep[] = [];
   for (const loop of allStatements(model)) {
     if (!/^(async\s+)?(for|while)\b/.test(statementText(model, loop)) || !loop.isHeader) continue;
@@ -62,22 +81,102 @@ export function findTrainingSteps(model: SourceModel): TrainingStep[] {
     if (!body.some((s) => OPTIMIZER_OP_RE.test(fullText(model, s)) && /\.step\s*\(/.test(fullText(model, s)))) continue;
     if (body.some((s, i) => i < b && s.isHeader && AUTOCAST_RE.test(statementText(model, s)))) continue;
     if (inside(loop, (s) => s.isHeader && /^with\b/.test(statementText(model, s)) && AUTOCAST_RE.test(statementText(model, s)))) continue;
-    const names = lossNames(statementText(model, body[b]));
-    let lossIdx = -1;
-    for (let i = b - 1; i >= 0; i--) if (!body[i].isHeader && assigns(statementText(model, body[i]), names)) { lossIdx = i; break; }
-    if (lossIdx < 0) lossIdx = b - 1;
-    let start = lossIdx;
-    while (start - 1 >= 0) {
-      const prev = body[start - 1];
-      const t = statementText(model, prev);
-      if (prev.isHeader || /zero_grad/.test(t) || DATA_RE.test(t) || BACKWARD_RE.test(t) || OPTIMIZER_OP_RE.test(t)) break;
-      start--;
-    }
-    const firstText = statementText(model, body[start]);
-    if (DATA_RE.test(firstText) && start === lossIdx) continue;
-    steps.push({ loop, first: body[start], last: body[lossIdx] });
+    if (users.some((u) => inside(u.with, (s) => s === loop))) continue;
+    const range = forwardRange(model, body, b);
+    if (range) steps.push({ loop, ...range });
   }
   return steps;
+}
+
+/**
+ * A training step under the script's own autocast: `with ctx:` (ctx bound to torch.amp.autocast / torch.autocast /
+ * torch.cuda.amp.autocast / nullcontext, nanoGPT's and llama2.c's `ctx = nullcontext() if cpu else autocast(...)`),
+ * `with torch.autocast(...):`, `with accelerator.autocast():`. The FP8 context goes inside it so that it keeps its
+ * dtype: appended to the header (`with ctx, fp8_autocast_context(inside_autocast=True):`, entered after ctx) when the
+ * block holds the forward pass only, else around the forward statements in the block (backward() stays outside).
+ */
+export interface UserAutocastStep {
+  with: Statement;
+  /** Append the FP8 context to the header at this offset (the header's ':'). */
+  headerAt?: number;
+  /** Else wrap these statements of the block. */
+  first?: Statement;
+  last?: Statement;
+}
+
+/** A context a script binds to a torch autocast (or its CPU stand-in, nullcontext). */
+const TORCH_AUTOCAST_CALL = /(^|[^\w.])((torch\.)?(cuda\.|cpu\.)?amp\.autocast|torch\.autocast|autocast|[A-Za-z_][\w.]*\.autocast)\s*\(/;
+const CONTEXT_BINDING = /(^|[^\w.])(nullcontext|contextlib\.nullcontext)\s*\(|(^|[^\w.])((torch\.)?(cuda\.|cpu\.)?amp\.autocast|torch\.autocast|autocast)\s*\(/;
+const TE_CALL = /\b(te|transformer_engine|te_pytorch)\.|fp8_autocast/;
+
+/** The top-level items of a `with` header (`with a, b as c:` -> ["a", "b as c"]), or undefined when parenthesised. */
+function withItems(header: string): string[] | undefined {
+  const inner = header.replace(/^with\s+/, '').replace(/:\s*$/, '').trim();
+  if (inner.startsWith('(')) return undefined;
+  const items: string[] = [];
+  let depth = 0;
+  let from = 0;
+  for (let i = 0; i < inner.length; i++) {
+    const c = inner[i];
+    if ('([{'.includes(c)) depth++;
+    else if (')]}'.includes(c)) depth--;
+    else if (c === ',' && depth === 0) { items.push(inner.slice(from, i).trim()); from = i + 1; }
+  }
+  items.push(inner.slice(from).trim());
+  return items.map((it) => it.replace(/\s+as\s+[\w.]+$/, '').trim());
+}
+
+/** Names (`ctx`, `self.ctx`) the file binds somewhere to an autocast or nullcontext: one pass over its statements. */
+function autocastBindings(model: SourceModel, statements: readonly Statement[]): Set<string> {
+  const out = new Set<string>();
+  for (const s of statements) {
+    if (s.isHeader) continue;
+    const m = /^([A-Za-z_][\w.]*)\s*(:[^=]*)?=(?!=)\s*([\s\S]*)$/.exec(statementText(model, s));
+    if (m && CONTEXT_BINDING.test(m[3]) && !TE_CALL.test(m[3])) out.add(m[1]);
+  }
+  return out;
+}
+
+/** Training steps that already run under the script's own autocast (see UserAutocastStep). */
+export function userAutocastSteps(model: SourceModel, regions: readonly AutocastRegion[] = []): UserAutocastStep[] {
+  const out: UserAutocastStep[] = [];
+  const all = allStatements(model);
+  const fp8Starts = new Set(regions.map((r) => r.span.startOffset));
+  let bound: Set<string> | undefined;
+  for (const w of all) {
+    if (!w.isHeader) continue;
+    const head = statementText(model, w);
+    if (!/^with\b/.test(head) || fp8Starts.has(w.start) || TE_CALL.test(head) || head.includes(CONTEXT_FACTORY)) continue;
+    const items = withItems(head);
+    const user = items
+      ? items.some((it) => (TORCH_AUTOCAST_CALL.test(it) && !TE_CALL.test(it)) || (/^[A-Za-z_][\w.]*$/.test(it) && (bound ??= autocastBindings(model, all)).has(it)))
+      : TORCH_AUTOCAST_CALL.test(head) && !TE_CALL.test(head);
+    if (!user) continue;
+    // A training step: a loop around it differentiates, and no no_grad / inference_mode block holds it (evaluation).
+    if (!inside(w, (s) => /^(async\s+)?(for|while)\b/.test(statementText(model, s)) && s.isHeader && BACKWARD_RE.test(fullText(model, s)))) continue;
+    if (inside(w, (s) => /^with\b.*\b(no_grad|inference_mode)\s*\(/.test(statementText(model, s)))) continue;
+    if (inside(w, (s) => fp8Starts.has(s.start))) continue;
+    const body = w.children;
+    const b = body.findIndex((s) => BACKWARD_RE.test(fullText(model, s)));
+    if (b < 0) {
+      if (body.some((s) => OPTIMIZER_OP_RE.test(fullText(model, s)))) continue;
+      if (items && model.text.charAt(w.end - 1) === ':') out.push({ with: w, headerAt: w.end - 1 });
+      else out.push({ with: w, first: body[0], last: body[body.length - 1] });
+      continue;
+    }
+    // backward() inside the script's autocast block: the FP8 context around the forward statements before it.
+    if (b === 0 || body[b].isHeader) continue;
+    const range = forwardRange(model, body, b);
+    if (range) out.push({ with: w, ...range });
+  }
+  return out;
+}
+
+/** The edit that puts the FP8 context inside a script's own autocast. */
+export function nestInUserAutocast(model: SourceModel, step: UserAutocastStep): TextEdit {
+  const header = `${CONTEXT_FACTORY}(inside_autocast=True)`;
+  if (step.headerAt !== undefined) return replace(step.headerAt, step.headerAt, `, ${header}`);
+  return wrapStatements(model, step.first!, step.last!, header);
 }
 
 /** Whether some ancestor of `s` satisfies `pred`. */

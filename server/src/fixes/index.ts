@@ -12,14 +12,14 @@
 import type { PrecisionLensSettings } from '../../../common/settings';
 import type { Layer, ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
-import { findTrainingSteps, fp8ContextHeader, moveBackwardOut, selectedStatements, wrapStatements } from './autocast';
+import { findTrainingSteps, fp8ContextHeader, moveBackwardOut, nestInUserAutocast, selectedStatements, userAutocastSteps, wrapStatements } from './autocast';
 import { loadNonStrict } from './checkpoint';
 import { conversionArgumentRefusal, conversionFix, convertAllFix } from './convert';
 import { applyEdits, EditSet, type TextEdit } from './edits';
 import { filterHeadFromConversion, keepLayerInBf16 } from './head';
 import { eol } from './indent';
 import { pythonSource } from '../lines';
-import { scanSource, type SourceModel, type Statement } from './source';
+import { scanSource, statementText, type SourceModel, type Statement } from './source';
 import { teAtLeast } from '../rules/autocast';
 import { migrateDeprecated, repairRecipe, replaceDelayedScaling, resolveApi } from './te-api';
 import { ptqFindingOutcome, ptqFix } from './ptq';
@@ -200,8 +200,14 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
       return layer && !layer.isTe
         ? refuse('Not converted: its shape breaks the FP8 rule (in_features % 16 == 0, out_features % 16 == 0), and padding changes the model and its checkpoint, so that is left to you.')
         : refuse('No automatic fix: padding a dimension changes the model and its checkpoint; pad it by hand or rebuild the layer as torch.nn.Linear.');
-    case 'PL302':
-      return refuse('No automatic fix in this file: run "Wrap the training step in FP8 autocast" (Source Action) in the training script.');
+    case 'PL302': {
+      // The training step of this file, when it has one (the training script, or a model trained in its own file).
+      const wrap = wrapTrainingStep(ctx);
+      if (wrap.fix) return outcome([{ ...wrap.fix, codes: ['PL302'], kind: 'quickfix', isPreferred: true }]);
+      return refuse(wrap.refusal ?? (finding.layerIndex !== undefined
+        ? 'No automatic fix in this file: run "Wrap the training step in FP8 autocast" (Source Action) in the training script.'
+        : 'No automatic fix: no training step (a loop that calls backward() and steps an optimizer) was found to wrap; put the forward pass and the loss under fp8_autocast_context() by hand.'));
+    }
     case 'PL402':
       return refuse('No automatic fix: log the mode where the FP8 check is made; the FP8 fallback wrapper logs it once at start.');
     case 'PL601':
@@ -304,26 +310,35 @@ function wrapTrainingStep(ctx: FixContext, selection?: { startOffset: number; en
   // The wrap uses the wrapper's context and routes the file's TE uses through it: the same limits apply.
   const why = ctx.hasWrapper ? undefined : wrapperRefusal(ctx);
   if (why) return { refusal: why.replace(/^No automatic fix/, 'No FP8 autocast wrap') };
+  let nested: ReturnType<typeof userAutocastSteps> = [];
   if (selection) {
     const sel = selectedStatements(ctx.model, selection, ctx.ir.autocastRegions);
     if (typeof sel === 'string') return { refusal: `No FP8 autocast wrap: ${sel}` };
     targets.push(sel);
   } else {
-    targets.push(...findTrainingSteps(ctx.model));
+    // A step under the script's own autocast (`with ctx:`) gets the FP8 context inside it; other steps are wrapped.
+    nested = userAutocastSteps(ctx.model, ctx.ir.autocastRegions);
+    targets.push(...findTrainingSteps(ctx.model, nested));
   }
-  if (!targets.length) return {};
-  const edits: TextEdit[] = targets.map((t) => wrapStatements(ctx.model, t.first, t.last, fp8ContextHeader()));
+  if (!targets.length && !nested.length) return {};
+  const edits: TextEdit[] = [
+    ...nested.map((n) => nestInUserAutocast(ctx.model, n)),
+    ...targets.map((t) => wrapStatements(ctx.model, t.first, t.last, fp8ContextHeader())),
+  ];
   // The context comes from the project's module (imported, created with this edit if it is the first to need it) or
   // the inline block; routing the file's own TE uses through the fallback comes with it.
   const plan = ctx.hasWrapper ? undefined : planWrapper(ctx, [CONTEXT_FACTORY]);
   // Routing an existing region through the wrapper would overlap the wrap only if the step is already in one.
   edits.push(...(plan?.edits ?? []).filter((e) => !edits.some((w) => e.startOffset < w.endOffset && w.startOffset < e.endOffset)));
   const createFiles = plan?.createFiles ?? [];
-  const what = selection ? 'the selected statements' : targets.length > 1 ? `${targets.length} training steps` : 'the training step';
+  const count = targets.length + nested.length;
+  const what = selection ? 'the selected statements' : count > 1 ? `${count} training steps` : 'the training step';
+  const userWith = nested.length ? statementText(ctx.model, nested[0].with).replace(/:$/, '') : '';
+  const inUser = userWith ? ` inside \`${userWith.length > 40 ? `${userWith.slice(0, 39)}…` : userWith}\`` : '';
   const via = ctx.fallbackModule ? `; context from ${ctx.fallbackModule.importFrom}${ctx.fallbackModule.exists ? '' : ', created once for the project'}` : '';
   return {
     fix: {
-      id: selection ? 'wrap-selection' : 'wrap-training-step', title: `Wrap ${what} in FP8 autocast (backward() stays outside${via})`, kind: 'source',
+      id: selection ? 'wrap-selection' : 'wrap-training-step', title: `Wrap ${what} in FP8 autocast${inUser} (backward() stays outside${via})`, kind: 'source',
       codes: [], safe: false, edits, ...(createFiles.length ? { createFiles } : {}),
     },
   };

@@ -3,6 +3,7 @@
  * deprecated TE API, PL304 invalid recipes, PL305 DelayedScaling under torch.compile.
  */
 import type { RecipeCall } from '../analysis/ir';
+import { fp8Layers } from '../analysis/autocast';
 import type { TargetGpu } from '../../../common/settings';
 import { asClause } from './explain';
 import { supportsOldTe, TE_VERSION_CHECK } from './format';
@@ -102,20 +103,35 @@ export const autocastRules: RuleModule = {
       }
     });
 
-    // The TE modules FP8 autocast changes: GEMMs and norms (not rotary embeddings or helper modules).
-    const teLayers = ir.layers.filter((l) => l.isTe && (l.kind !== 'other' || /(LayerNormMLP|MultiheadAttention|TransformerLayer|GroupedLinear|LayerNormLinear|DotProductAttention)$/.test(l.resolved)));
-    // Only where the analysed files train: a model file or library checked alone is trained (and autocast) elsewhere.
-    if (teLayers.length && workspace.anyAutocastRegion === false && workspace.anyTraining === true && !ir.autocastRegions.some((r) => !r.disabled)) {
+    // te.* layers that no FP8 autocast reaches compute in BF16/FP32: the conversion buys nothing. Only where the analysed
+    // files train: a model file or library checked alone is trained (and autocast) elsewhere.
+    const noFp8 = workspace.anyAutocastRegion === false && workspace.anyTraining === true && !ir.autocastRegions.some((r) => !r.disabled);
+    const teLayers = fp8Layers(ir);
+    if (noFp8 && teLayers.length) {
       const first = teLayers[0];
       findings.push({
-        code: 'PL302', span: first.span, severity: 'information', layerIndex: ir.layers.indexOf(first),
-        message: `${teLayers.length} te.* layer${teLayers.length > 1 ? 's' : ''} but no FP8 autocast anywhere; wrap the training step's forward in FP8 autocast`,
+        code: 'PL302', span: first.span, severity: 'warning', layerIndex: ir.layers.indexOf(first),
+        message: `${teLayers.length} te.* layer${teLayers.length > 1 ? 's' : ''} but no FP8 autocast reaches them: FP8 is off; wrap the training step's forward in FP8 autocast`,
         explanation: {
-          facts: ['No analysed file enters te.autocast / te.fp8_autocast, and the analysed files train the model.'],
-          consequence: 'TE modules then compute in BF16/FP32 and FP8 buys nothing.',
-          fix: '"Wrap the training step in FP8 autocast" in the training script does it (backward() stays outside).',
+          facts: ['No analysed file enters te.autocast / te.fp8_autocast / fp8_autocast_context, and the analysed files train the model.'],
+          consequence: 'Outside FP8 autocast TE modules compute in BF16/FP32: the conversion buys nothing.',
+          fix: '"Wrap the training step in FP8 autocast" in the training script does it (backward() stays outside; an autocast the script already has keeps its dtype, the FP8 context goes inside it).',
         },
       });
+    } else if (noFp8 && workspace.anyTeLayers === true) {
+      // The training script of a converted model: its step is where FP8 autocast belongs (and what --fix wraps).
+      const step = ir.calls.find((c) => c.kind === 'backward');
+      if (step) {
+        findings.push({
+          code: 'PL302', span: step.span, severity: 'warning', callIndex: ir.calls.indexOf(step),
+          message: "This training step runs te.* layers without FP8 autocast: FP8 is off; wrap the step's forward in FP8 autocast",
+          explanation: {
+            facts: ['Analysed files build te.* layers (or the FP8 fallback\'s fp8_linear / fp8_layernorm / fp8_rmsnorm), and no analysed file enters FP8 autocast.'],
+            consequence: 'Outside FP8 autocast TE modules compute in BF16/FP32: the conversion buys nothing.',
+            fix: 'The fix puts the forward pass and the loss under the FP8 fallback\'s fp8_autocast_context() (BF16 autocast with TE autocast inside it where FP8 runs); backward() and the optimizer step stay outside. An autocast the script already has (`with ctx:`) keeps its dtype: the FP8 context goes inside it.',
+          },
+        });
+      }
     }
 
     // Deprecated API: only once TE >= 2.9 is (or may be) in use; a user pinned to legacy keeps fp8_autocast.

@@ -19,6 +19,8 @@ export interface WorkspaceFacts {
   otherStack?: string;
   /** Module names (`model`, `pkg.model`) imported by files that use another stack -> that stack. */
   stackImports?: Record<string, string>;
+  /** Whether any analysed file builds te.* layers (directly or through the FP8 fallback's factories). */
+  anyTeLayers?: boolean;
   /** Whether any analysed file calls torch.compile. */
   anyCompile?: boolean;
   /** TE version of the selected interpreter, if known ("2.10.0"). */
