@@ -1,0 +1,218 @@
+/**
+ * `precision-lens measure` (server/src/cli/measure.ts) through the BUILT command line, with a fake Python that speaks
+ * bench/benchmark.py's protocol: the copy is converted by the CLI's own --fix --unsafe-fixes before the benchmark
+ * starts (the fake records what it found in it), the table is printed, the copy removed; bad inputs end with 2; the
+ * benchmark's own error is passed through with its exit status; --format jsonl forwards the events.
+ */
+import * as assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs, UsageError } from '../../server/src/cli/args';
+import { copyPythonProject, MeasureInputError, measureTable } from '../../server/src/cli/measure';
+import { normalizeBenchEvent, type BackendResult } from '../../common/bench-events';
+import { CLI, ensureBuilt, FIXTURES } from './cli-harness';
+
+/** A fake interpreter: records its argv and the converted copy's state to $FAKE_RECORD, prints the A/B protocol. */
+const FAKE_AB = `#!/usr/bin/env node
+const fs = require('fs'), path = require('path');
+const argv = process.argv.slice(2);
+const arg = (n) => argv[argv.indexOf(n) + 1];
+const conv = arg('--converted');
+const rec = { argv, cwd: process.cwd(),
+  fallback: fs.existsSync(path.join(conv, 'fp8_fallback.py')),
+  model: fs.readFileSync(path.join(conv, 'model.py'), 'utf8'),
+  original: fs.readFileSync(path.join(arg('--workspace'), 'model.py'), 'utf8') };
+fs.writeFileSync(process.env.FAKE_RECORD, JSON.stringify(rec));
+const out = (o) => process.stdout.write(JSON.stringify(o) + '\\n');
+out({ event: 'env', mode: 'ab', torch: '2.9.0', cuda: '12.8', gpus: [{ name: 'NVIDIA H200', capability: [9, 0] }], fp8: { available: true } });
+for (const arm of ['original', 'converted', 'torchao-original']) {
+  out({ event: 'progress', phase: arm, step: 1, total: 2 });
+  out({ event: 'progress', phase: arm, step: 2, total: 2 });
+}
+process.stderr.write('measuring\\n');
+out({ event: 'result', backend: 'original', tokens_per_s: 100000, peak_memory_bytes: 20 * 2 ** 30, losses: [10.9, 10.5, 10.2] });
+out({ event: 'result', backend: 'converted', tokens_per_s: 135000, peak_memory_bytes: 18 * 2 ** 30, losses: [10.9, 10.52, 10.21],
+  fp8_gemms: { modules: 2, forwards_fp8: 6, forwards_total: 6 } });
+out({ event: 'result', backend: 'torchao-original', tokens_per_s: 120000, peak_memory_bytes: 19 * 2 ** 30, losses: [10.9, 10.51, 10.22] });
+out({ event: 'summary', mode: 'ab', ratios: { converted: { speedup: 1.35 } }, ab: { original: 'original', converted: 'converted', fallback_module: 'fp8_fallback',
+  fp8_gemms: { modules: 2, forwards_fp8: 6, forwards_total: 6 }, loss_rel_final: 0.001, peak_memory_ratio: 0.9 } });
+`;
+
+/** A fake interpreter on a machine without CUDA: the benchmark's own no-CUDA error event and exit status 4. */
+const FAKE_NO_CUDA = `#!/usr/bin/env node
+process.stdout.write(JSON.stringify({ event: 'env', mode: 'ab', torch: '2.9.0+cpu', gpus: [] }) + '\\n');
+process.stderr.write('error [no_cuda]: no CUDA device: the benchmark needs an NVIDIA GPU; you can still use diagnostics and fixes\\n');
+process.stdout.write(JSON.stringify({ event: 'error', code: 'no_cuda', message: 'no CUDA device: the benchmark needs an NVIDIA GPU; you can still use diagnostics and fixes' }) + '\\n');
+process.exit(4);
+`;
+
+describe('precision-lens measure', function () {
+  this.timeout(120_000);
+  let scratch: string;
+  let fakeAb: string;
+  let fakeNoCuda: string;
+  let record: string;
+
+  const measure = (args: string[], cwd = scratch) => {
+    const r = spawnSync(process.execPath, [CLI, 'measure', ...args], {
+      cwd, encoding: 'utf8', timeout: 60_000, env: { ...process.env, FAKE_RECORD: record, TMPDIR: join(scratch, 'tmp') },
+    });
+    return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+  };
+  const copiesLeft = () => spawnSync('ls', [join(scratch, 'tmp')], { encoding: 'utf8' }).stdout.split('\n').filter((l) => l.startsWith('precision-lens-measure-'));
+
+  before(() => {
+    ensureBuilt();
+    scratch = mkdtempSync(join(tmpdir(), 'precision-lens-measure-test-'));
+    mkdirSync(join(scratch, 'tmp'));
+    fakeAb = join(scratch, 'fake-ab-python');
+    fakeNoCuda = join(scratch, 'fake-nocuda-python');
+    writeFileSync(fakeAb, FAKE_AB);
+    writeFileSync(fakeNoCuda, FAKE_NO_CUDA);
+    chmodSync(fakeAb, 0o755);
+    chmodSync(fakeNoCuda, 0o755);
+    record = join(scratch, 'record.json');
+  });
+  after(() => rmSync(scratch, { recursive: true, force: true }));
+
+  it('converts a copy with check --fix --unsafe-fixes, runs the A/B on it and prints the table; the project is untouched', () => {
+    const project = join(FIXTURES, 'runnable');
+    const before = readFileSync(join(project, 'model.py'), 'utf8');
+    const r = measure([project, '--workload', 'model:build', '--python', fakeAb, '--steps', '2', '--warmup', '1', '--no-compile', '--peer', 'torchao']);
+    assert.equal(r.status, 0, r.stderr);
+    const seen = JSON.parse(readFileSync(record, 'utf8')) as { argv: string[]; cwd: string; fallback: boolean; model: string; original: string };
+    // The benchmark ran on the converted copy: the fallback module was created, the model's layers converted.
+    assert.equal(seen.fallback, true, 'fp8_fallback.py created in the copy');
+    assert.match(seen.model, /fp8_fallback/);
+    assert.match(seen.model, /fp8_linear\(/);
+    assert.equal(seen.original, before, 'the original is as it was');
+    assert.equal(readFileSync(join(project, 'model.py'), 'utf8'), before);
+    assert.ok(!existsSync(join(project, 'fp8_fallback.py')));
+    const a = (n: string) => seen.argv[seen.argv.indexOf(n) + 1];
+    assert.match(seen.argv[0], /bench[\\/]benchmark\.py$/);
+    assert.equal(a('--mode'), 'ab');
+    assert.equal(a('--workload'), 'model:build');
+    assert.equal(a('--workspace'), project);
+    assert.equal(a('--fallback-module'), 'fp8_fallback');
+    assert.equal(a('--peer'), 'torchao');
+    assert.equal(a('--steps'), '2');
+    assert.equal(a('--warmup'), '1');
+    assert.ok(seen.argv.includes('--no-compile'));
+    // What was applied, on stderr; progress too.
+    assert.match(r.stderr, /PL101 Convert to te\.Linear/);
+    assert.match(r.stderr, /converted the copy: \d+ fix(es)? in \d+ files?/);
+    assert.match(r.stderr, /converted 2\/2/);
+    assert.match(r.stderr, /measuring/);
+    // The table: every arm, ratio to the original, memory, loss, FP8 forwards.
+    const lines = r.stdout.trim().split('\n');
+    assert.match(lines[0], /^arm\s+tokens\/s\s+vs original\s+peak memory\s+final loss\s+FP8 forwards$/);
+    assert.match(r.stdout, /original \(BF16\)\s+100,000\s+baseline\s+20\.00 GiB\s+10\.2000/);
+    assert.match(r.stdout, /converted \(FP8\)\s+135,000\s+1\.35x\s+18\.00 GiB\s+10\.2100\s+6\/6 \(2 modules\)/);
+    assert.match(r.stdout, /torchao on original\s+120,000\s+1\.20x/);
+    assert.deepEqual(copiesLeft(), [], 'the copy is removed');
+  });
+
+  it('--keep keeps the converted copy and says where', () => {
+    const r = measure([join(FIXTURES, 'runnable'), '--workload', 'model:build', '--python', fakeAb, '--keep']);
+    assert.equal(r.status, 0, r.stderr);
+    const kept = /converted copy is kept in (\S+)/.exec(r.stderr)?.[1];
+    assert.ok(kept && existsSync(join(kept, 'fp8_fallback.py')), r.stderr);
+    rmSync(kept, { recursive: true, force: true });
+  });
+
+  it('--format jsonl forwards the benchmark events on stdout, with the conversion first', () => {
+    const r = measure([join(FIXTURES, 'runnable'), '--workload', 'model:build', '--python', fakeAb, '--format', 'jsonl']);
+    assert.equal(r.status, 0, r.stderr);
+    const events = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.deepEqual(events.slice(0, 2).map((e) => e.event), ['progress', 'conversion']);
+    assert.equal(events[0].phase, 'convert');
+    assert.ok((events[1].applied as number) > 0);
+    assert.deepEqual(events.filter((e) => e.event === 'result').map((e) => e.backend), ['original', 'converted', 'torchao-original']);
+    assert.equal(events.at(-1)?.event, 'summary');
+    assert.doesNotMatch(r.stdout, /^arm /m, 'no table in jsonl');
+  });
+
+  it('passes the benchmark error through with its exit status (no CUDA: 4), and removes the copy', () => {
+    const r = measure([join(FIXTURES, 'runnable'), '--workload', 'model:build', '--python', fakeNoCuda]);
+    assert.equal(r.status, 4);
+    assert.equal(r.stderr.match(/the benchmark needs an NVIDIA GPU/g)?.length, 1, r.stderr);
+    assert.equal(r.stdout, '');
+    assert.deepEqual(copiesLeft(), []);
+  });
+
+  it('a missing interpreter is a usage error (2)', () => {
+    const r = measure([join(FIXTURES, 'runnable'), '--workload', 'model:build', '--python', join(scratch, 'no-such-python')]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /could not start .*no-such-python: no such file or command/);
+  });
+
+  it('a DIR that does not exist: 2, with the reason', () => {
+    const r = measure([join(scratch, 'nowhere'), '--workload', 'model:build', '--python', fakeAb]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /nowhere: no such directory/);
+    assert.ok(!existsSync(record) || JSON.parse(readFileSync(record, 'utf8')).argv, 'nothing ran');
+  });
+
+  it('a DIR without .py files: 2, with the reason, nothing copied', () => {
+    const empty = join(scratch, 'empty');
+    mkdirSync(join(empty, 'data'), { recursive: true });
+    writeFileSync(join(empty, 'README.md'), '# nothing');
+    writeFileSync(join(empty, 'data', 'skipped.py'), 'x = 1\n');
+    const r = measure([empty, '--workload', 'model:build', '--python', fakeAb]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /empty: no \.py files to measure/);
+    assert.deepEqual(copiesLeft(), []);
+  });
+
+  it('without --workload: 2 and the usage', () => {
+    const r = measure([join(FIXTURES, 'runnable'), '--python', fakeAb]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /measure: missing --workload MODULE:FUNCTION/);
+    assert.match(r.stderr, /precision-lens measure \[DIR\] --workload/);
+  });
+
+  it('parses its options; a malformed workload or count is a usage error', () => {
+    const parsed = parseArgs(['measure', 'proj', '-w', 'pkg.model:build', '--batch', '4', '--seq=128', '--compile', '--peer', 'none', '--keep']);
+    assert.equal(parsed.kind, 'measure');
+    if (parsed.kind !== 'measure') return;
+    assert.deepEqual(parsed.options, { dir: 'proj', workload: 'pkg.model:build', batch: 4, seq: 128, compile: true, peer: 'none', keep: true, format: 'text' });
+    assert.equal((parseArgs(['measure', '--workload', 'm:f']) as { options: { dir: string } }).options.dir, '.');
+    assert.throws(() => parseArgs(['measure', '--workload', 'model']), UsageError);
+    assert.throws(() => parseArgs(['measure', '--workload', 'm:f', '--steps', '0']), UsageError);
+    assert.throws(() => parseArgs(['measure', 'a', 'b', '--workload', 'm:f']), UsageError);
+    assert.equal(parseArgs(['measure', '--help']).kind, 'help');
+  });
+
+  it('copies only the Python project, and refuses one above the bounds', () => {
+    const proj = join(scratch, 'bounded');
+    for (const d of ['pkg', '.git', 'node_modules', '.venv', 'data', 'pkg/__pycache__']) mkdirSync(join(proj, d), { recursive: true });
+    writeFileSync(join(proj, '.venv', 'pyvenv.cfg'), '');
+    for (const f of ['a.py', 'pkg/b.py', 'pyproject.toml', 'notes.txt', '.git/c.py', 'node_modules/d.py', '.venv/e.py', 'data/f.py', 'pkg/__pycache__/g.py']) {
+      writeFileSync(join(proj, f), 'x = 1\n');
+    }
+    const copied = copyPythonProject(proj);
+    try {
+      const list = spawnSync('find', ['.', '-type', 'f'], { cwd: copied.copy, encoding: 'utf8' }).stdout.split('\n').filter(Boolean).sort();
+      assert.deepEqual(list, ['./a.py', './pkg/b.py', './pyproject.toml']);
+      assert.equal(copied.pyFiles, 2);
+    } finally {
+      rmSync(copied.copy, { recursive: true, force: true });
+    }
+    assert.throws(() => copyPythonProject(proj, { maxFiles: 1 }), (e: Error) => e instanceof MeasureInputError && /more than 1 \.py files/.test(e.message));
+    assert.throws(() => copyPythonProject(proj, { maxBytes: 8 }), (e: Error) => e instanceof MeasureInputError && /more than 0 MB/.test(e.message));
+  });
+
+  it('the table formats recorded protocol lines of the three arms', () => {
+    const results = [
+      { event: 'result', backend: 'converted', tokens_per_s: 1500, peak_memory_bytes: 512 * 2 ** 20, losses: [2, 1.5], fp8_gemms: { modules: 4, forwards_fp8: 30, forwards_total: 40 } },
+      { event: 'result', backend: 'original', tokens_per_s: 1000, peak_memory_bytes: 600 * 2 ** 20, losses: [2, 1.4] },
+      { event: 'result', backend: 'torchao-original', skipped: true, reason: 'torchao not installed' },
+    ].map((e) => normalizeBenchEvent(e) as BackendResult);
+    const table = measureTable(results).split('\n');
+    assert.match(table[2], /^original \(BF16\)\s+1,000\s+baseline\s+600 MiB\s+1\.4000\s+–$/);
+    assert.match(table[3], /^converted \(FP8\)\s+1,500\s+1\.50x\s+512 MiB\s+1\.5000\s+30\/40 \(4 modules\)$/);
+    assert.match(table[4], /^torchao on original\s+skipped: torchao not installed/);
+  });
+});
