@@ -538,6 +538,11 @@ export function hasCudaDevice(env: EnvInfo | undefined): boolean {
 /** The baseline every ratio is taken against. */
 export const BASELINE_BACKEND = 'bf16';
 
+/** The baseline of these results: an A/B run's `original` arm, else BF16. */
+export function baselineOf(results: ReadonlyArray<{ backend: string }>): string {
+  return results.some((r) => r.backend === 'original') ? 'original' : BASELINE_BACKEND;
+}
+
 /** Backends the benchmark knows; the form offers these. */
 export const KNOWN_BACKENDS: ReadonlyArray<{ id: string; label: string; description: string }> = [
   { id: 'bf16', label: 'BF16', description: 'baseline: torch.nn in bfloat16' },
@@ -554,7 +559,17 @@ export const KNOWN_INFERENCE_BACKENDS: ReadonlyArray<{ id: string; label: string
   { id: 'modelopt', label: 'ModelOpt fake-quant (accuracy only)', description: 'Model Optimizer FP8_DEFAULT_CFG fake-quant: an accuracy reference, its speed is not FP8 speed', referenceOnly: true },
 ];
 
-const SHORT_LABELS: Readonly<Record<string, string>> = { bf16: 'BF16', te: 'TE FP8', 'torch-fp8': 'torch FP8', torchao: 'torchao FP8', modelopt: 'ModelOpt ref' };
+/** The arms of an A/B run of the user's own project (`--mode ab`, `precision-lens measure`). */
+export const AB_ARMS: ReadonlyArray<{ id: string; label: string; short: string }> = [
+  { id: 'original', label: 'Original (BF16)', short: 'original' },
+  { id: 'converted', label: 'Converted (FP8)', short: 'converted' },
+  { id: 'torchao-original', label: 'torchao on original', short: 'torchao' },
+];
+
+const SHORT_LABELS: Readonly<Record<string, string>> = {
+  bf16: 'BF16', te: 'TE FP8', 'torch-fp8': 'torch FP8', torchao: 'torchao FP8', modelopt: 'ModelOpt ref',
+  ...Object.fromEntries(AB_ARMS.map((a) => [a.id, a.short])),
+};
 
 /** A short name for a backend id (chart labels in a narrow sidebar). */
 export function shortBackendLabel(id: string): string {
@@ -563,5 +578,5 @@ export function shortBackendLabel(id: string): string {
 
 /** A readable name for a backend id. */
 export function backendLabel(id: string): string {
-  return KNOWN_BACKENDS.find((b) => b.id === id)?.label ?? KNOWN_INFERENCE_BACKENDS.find((b) => b.id === id)?.label ?? id;
+  return KNOWN_BACKENDS.find((b) => b.id === id)?.label ?? KNOWN_INFERENCE_BACKENDS.find((b) => b.id === id)?.label ?? AB_ARMS.find((b) => b.id === id)?.label ?? id;
 }

@@ -31,6 +31,30 @@ export interface RunOptions {
   repeats?: number;
   /** Inference: the backends ticked on the inference tab (each tab keeps its own). */
   inferenceBackends?: string[];
+  /**
+   * An A/B run ("Measure conversion", `precision-lens measure`): the workspace's own training step as it is against
+   * its converted copy (and torchao on the original); `workload` is the project's module:function. A training run.
+   */
+  ab?: boolean;
+}
+
+/** The A/B run's baseline arm: the project as it is, in BF16 autocast. */
+export const AB_BASELINE = 'original';
+
+/** Whether these options are an A/B run of the workspace's own project. */
+export function isAbRun(options: Pick<RunOptions, 'ab'> | undefined): boolean {
+  return options?.ab === true;
+}
+
+/** What the conversion of the A/B run's copy applied (the `conversion` event of `precision-lens measure --format jsonl`). */
+export interface ConversionInfo {
+  /** Fixes applied to the copy. */
+  applied: number;
+  /** Files changed. */
+  files: number;
+  /** The `--show-fixes` lines: "- model.py:", "    2 × PL101 Convert to te.Linear ...". */
+  fixes: string[];
+  fallbackModule?: string;
 }
 
 export const DEFAULT_RUN_OPTIONS: RunOptions = {
@@ -132,6 +156,8 @@ export interface RunState {
   /** Backend-level problems that did not stop the run (e.g. TE not installed). */
   warnings: string[];
   error?: UserError;
+  /** An A/B run: what the conversion of the copy applied. */
+  conversion?: ConversionInfo;
 }
 
 /** A finished run, kept on disk. */
@@ -152,6 +178,8 @@ export interface HistoryEntry {
   ratios: BackendRatio[];
   /** The benchmark's own JSON output file, when it wrote one. */
   jsonOut?: string;
+  /** An A/B run: what the conversion of the copy applied. */
+  conversion?: ConversionInfo;
 }
 
 export interface RemoteInfo {
@@ -179,6 +207,10 @@ export interface BenchmarkViewState {
   inferenceBackends: BackendChoice[];
   /** Why Run cannot start in this environment (untrusted, no torch, no CUDA...); undefined when it can. */
   runBlocked?: string;
+  /** Why "Measure conversion" cannot start (Run's reasons, or no workspace folder); undefined when it can. */
+  abBlocked?: string;
+  /** The A/B workload last used in this workspace (module:function). */
+  abWorkload?: string;
   /** History runs the view should select and show (an import, a finished run); a new serial each time. */
   selection?: { ids: string[]; serial: number };
   remote?: RemoteInfo;
@@ -213,10 +245,11 @@ export type WebviewToHostMessage =
   | { type: 'openLog' }
   | { type: 'chooseInterpreter' }
   | { type: 'manageTrust' }
-  | { type: 'formChanged'; options: RunOptions };
+  | { type: 'formChanged'; options: RunOptions }
+  | { type: 'measureConversion'; options: RunOptions };
 
 const WEBVIEW_MESSAGE_TYPES: ReadonlyArray<WebviewToHostMessage['type']> = [
-  'ready', 'run', 'cancel', 'refreshEnvironment', 'copyMarkdown', 'copyCurrentMarkdown', 'deleteRun', 'openLog', 'chooseInterpreter', 'manageTrust', 'formChanged',
+  'ready', 'run', 'cancel', 'refreshEnvironment', 'copyMarkdown', 'copyCurrentMarkdown', 'deleteRun', 'openLog', 'chooseInterpreter', 'manageTrust', 'formChanged', 'measureConversion',
 ];
 
 /** Guards messages coming from the webview (they cross a trust boundary: check the shape before use). */
@@ -227,6 +260,7 @@ export function isWebviewToHostMessage(value: unknown): value is WebviewToHostMe
   switch (m.type) {
     case 'run':
     case 'formChanged':
+    case 'measureConversion':
       return typeof m.options === 'object' && m.options !== null;
     case 'copyMarkdown':
       return Array.isArray(m.runIds) && m.runIds.every((id) => typeof id === 'string');
@@ -264,6 +298,7 @@ export function sanitizeRunOptions(raw: unknown, fallback: RunOptions = DEFAULT_
     newTokens: int(r.newTokens, fallback.newTokens ?? DEFAULT_RUN_OPTIONS.newTokens!, 0, 1048576),
     repeats: int(r.repeats, fallback.repeats ?? DEFAULT_RUN_OPTIONS.repeats!, 1, 1000),
     inferenceBackends: ids(r.inferenceBackends, inferenceFallback),
+    ...(r.ab === true ? { ab: true } : {}),
   };
 }
 

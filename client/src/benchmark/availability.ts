@@ -79,6 +79,17 @@ export function runBlockedReason(state: { trusted: boolean; environment: Environ
   return undefined;
 }
 
+export const RUN_BLOCKED_NO_FOLDER = 'Open a folder: Measure conversion copies and converts the Python project of the workspace folder.';
+
+/**
+ * Why "Measure conversion" cannot start: Run's reasons (untrusted, no torch, no CUDA: the A/B runs the same benchmark)
+ * or no workspace folder to copy and convert; undefined when it can.
+ */
+export function abBlockedReason(runBlocked: string | undefined, workspaceFolder: string | undefined): string | undefined {
+  if (runBlocked) return runBlocked;
+  return workspaceFolder ? undefined : RUN_BLOCKED_NO_FOLDER;
+}
+
 /**
  * The form's message about the backends ticked, or undefined: none is needed when no backend shown can run (each
  * disabled row says why and Run's reason says it once; "choose one" would name a choice there is not).

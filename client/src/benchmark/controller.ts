@@ -8,9 +8,9 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { BenchEvent, EnvInfo, InferenceFigures, WorkloadInfo } from '../../../common/bench-events';
 import {
-  BenchmarkViewState, DEFAULT_RUN_OPTIONS, HistoryEntry, HostToWebviewMessage, runBackends, runMode, sanitizeRunOptions, UserError,
+  BenchmarkViewState, DEFAULT_RUN_OPTIONS, HistoryEntry, HostToWebviewMessage, isAbRun, RunOptions, runBackends, runMode, sanitizeRunOptions, UserError,
 } from '../../../common/webview-messages';
-import { backendChoices, inferenceBackendChoices, runBlockedReason } from './availability';
+import { abBlockedReason, backendChoices, RUN_BLOCKED_NO_FOLDER, inferenceBackendChoices, runBlockedReason } from './availability';
 import { formatBytes, formatMs, formatNumber, formatRatio } from './format';
 import { HistoryStore } from './historyStore';
 import { ImportError, jsonOutToHistoryEntry, parseJsonOutText } from './importResults';
@@ -18,7 +18,8 @@ import { findInterpreters, onPythonSelectionChanged, resolveInterpreter } from '
 import { pickInterpreter } from './interpreterPicker';
 import { compareRunsToMarkdown, runToMarkdown } from './markdown';
 import {
-  BenchmarkOutcome, BenchmarkProcess, buildListWorkloadsArgs, buildProbeArgs, buildRunArgs, outcomeToUserError, startBenchmark,
+  BenchmarkInvocation, BenchmarkOutcome, BenchmarkProcess, buildListWorkloadsArgs, buildMeasureArgs, buildProbeArgs, buildRunArgs, outcomeToUserError,
+  startBenchmark,
 } from './runner';
 import { applyRunEvent, environmentSummary, finishRun, idleRunState, startedRunState, toHistoryEntry, toUserError } from './state';
 
@@ -26,6 +27,9 @@ type ProgressMessage = Extract<HostToWebviewMessage, { type: 'progress' }>;
 
 const PROBE_TIMEOUT_MS = 120_000;
 const LAST_OPTIONS_KEY = 'precisionLens.benchmark.lastOptions';
+/** The A/B workload (module:function) last used, per workspace (workspaceState). */
+export const AB_WORKLOAD_KEY = 'precisionLens.benchmark.abWorkload';
+const MODULE_FUNCTION = /^[A-Za-z_][\w.]*:[A-Za-z_]\w*$/;
 const PROGRESS_INTERVAL_MS = 100;
 
 /** Presets offered before (or when) `--list-workloads` answers. */
@@ -74,6 +78,7 @@ export class BenchmarkController implements vscode.Disposable {
       workloads: FALLBACK_WORKLOADS,
       lastOptions: saved ? sanitizeRunOptions(saved, DEFAULT_RUN_OPTIONS) : DEFAULT_RUN_OPTIONS,
       workspaceFolder: this.workspaceFolder()?.fsPath,
+      abWorkload: deps.context.workspaceState.get<string>(AB_WORKLOAD_KEY),
       run: idleRunState(),
       history: [],
     });
@@ -235,36 +240,99 @@ export class BenchmarkController implements vscode.Disposable {
     void this.deps.context.globalState.update(LAST_OPTIONS_KEY, options);
     const folder = this.workspaceFolder();
     const interpreter = this.state.interpreter ?? (await resolveInterpreter(folder, this.deps.log));
+    const { id, jsonOut } = this.newRunFiles();
+    const args = buildRunArgs(this.scriptPath(), options, { jsonOut, workspace: folder?.fsPath });
+    this.update({ lastOptions: options, interpreter });
+    this.launch(id, options, { command: interpreter.path, args, cwd: folder?.fsPath }, interpreter.path, jsonOut);
+    return true;
+  }
+
+  /** A new run's id and the --json-out file it writes (undefined when the storage folder cannot be made). */
+  private newRunFiles(): { id: string; jsonOut: string | undefined } {
     const id = `${new Date().toISOString().replace(/[:.]/g, '-')}-${Math.random().toString(36).slice(2, 6)}`;
     const runsDir = path.join(this.deps.context.globalStorageUri.fsPath, 'runs');
-    let jsonOut: string | undefined = path.join(runsDir, `${id}.json`);
     try {
       mkdirSync(runsDir, { recursive: true });
+      return { id, jsonOut: path.join(runsDir, `${id}.json`) };
     } catch {
-      jsonOut = undefined;
+      return { id, jsonOut: undefined };
     }
-    const args = buildRunArgs(this.scriptPath(), options, { jsonOut, workspace: folder?.fsPath });
-    this.update({ lastOptions: options, interpreter, run: startedRunState(id, options, Date.now()) });
+  }
 
+  /** Starts the process of a run (the benchmark, or `precision-lens measure` for an A/B) and follows it to its end. */
+  private launch(id: string, options: RunOptions, invocation: BenchmarkInvocation, interpreter: string, jsonOut: string | undefined): void {
+    this.update({ run: startedRunState(id, options, Date.now()) });
     const benchLog = this.deps.benchLog;
-    benchLog.appendLine(`[${new Date().toLocaleTimeString()}] run ${id}: ${interpreter.path} ${args.map(quoteArg).join(' ')}`);
-    this.deps.log.info(`benchmark run ${id} started (${runMode(options)}, ${options.workload}, ${runBackends(options).join(',')})`);
+    benchLog.appendLine(`[${new Date().toLocaleTimeString()}] run ${id}: ${invocation.command} ${invocation.args.map(quoteArg).join(' ')}`);
+    this.deps.log.info(`benchmark run ${id} started (${isAbRun(options) ? 'A/B of the workspace project' : runMode(options)}, ${options.workload}${isAbRun(options) ? '' : `, ${runBackends(options).join(',')}`})`);
     let lastPhase = '';
-    const child = startBenchmark(
-      { command: interpreter.path, args, cwd: folder?.fsPath },
-      {
-        onEvent: (event) => this.onRunEvent(id, event, (phase) => {
-          if (phase === lastPhase) return;
-          lastPhase = phase;
-          benchLog.appendLine(`phase: ${phase}`);
-        }),
-        onStderr: (line) => benchLog.appendLine(line),
-        onStdoutText: (line) => benchLog.appendLine(line),
-      },
-    );
+    const child = startBenchmark(invocation, {
+      onEvent: (event) => this.onRunEvent(id, event, (phase) => {
+        if (phase === lastPhase) return;
+        lastPhase = phase;
+        benchLog.appendLine(`phase: ${phase}`);
+      }),
+      onStderr: (line) => benchLog.appendLine(line),
+      onStdoutText: (line) => benchLog.appendLine(line),
+    });
     this.current = child;
-    void child.done.then((outcome) => this.onRunExit(id, outcome, interpreter.path, jsonOut));
-    return true;
+    void child.done.then((outcome) => this.onRunExit(id, outcome, interpreter, jsonOut));
+  }
+
+  /**
+   * "Measure conversion": the A/B of the workspace's own project. Asks for the workload (module:function; remembered
+   * per workspace) unless `raw.workload` names one, then runs the bundled `precision-lens measure` (out/cli.js: the
+   * copy, its conversion with check --fix --unsafe-fixes, and bench/benchmark.py --mode ab) with the run's progress,
+   * cancel, result and history like any run. The form's steps, warm-up, batch, sequence length and compile apply.
+   */
+  async measureConversion(raw?: unknown): Promise<boolean> {
+    if (this.busy) {
+      void vscode.window.showWarningMessage('A benchmark is already running. Cancel it first, or wait for it to finish.');
+      return false;
+    }
+    if (!vscode.workspace.isTrusted) {
+      void vscode.window.showWarningMessage('Measure conversion runs a Python interpreter and your project\'s code: trust this workspace to use it.');
+      return false;
+    }
+    const folder = this.workspaceFolder();
+    if (!folder) {
+      void vscode.window.showWarningMessage(RUN_BLOCKED_NO_FOLDER);
+      return false;
+    }
+    this.busy = true;
+    try {
+      const r = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
+      let workload = typeof r.workload === 'string' && MODULE_FUNCTION.test(r.workload.trim()) && r.prompt !== true ? r.workload.trim() : undefined;
+      if (!workload) {
+        const suggested = this.state.abWorkload ?? (typeof r.workload === 'string' && MODULE_FUNCTION.test(r.workload.trim()) ? r.workload.trim() : undefined);
+        workload = (await vscode.window.showInputBox({
+          title: 'Measure conversion: your training step before and after the FP8 conversion',
+          prompt: 'The function in your project that builds the model, as module:function (bench/README.md says what it returns)',
+          placeHolder: 'mypkg.model:build_model',
+          value: suggested,
+          ignoreFocusOut: true,
+          validateInput: (v) => (MODULE_FUNCTION.test(v.trim()) ? undefined : 'module:function, e.g. mypkg.model:build_model'),
+        }))?.trim();
+        if (!workload) {
+          this.busy = false;
+          return false;
+        }
+      }
+      void this.deps.context.workspaceState.update(AB_WORKLOAD_KEY, workload);
+      const base = sanitizeRunOptions({ ...r, workload: undefined, mode: 'train' }, this.state.lastOptions);
+      const options: RunOptions = { ...base, mode: 'train', workload, ab: true, backends: ['original', 'converted', 'torchao-original'] };
+      const interpreter = this.state.interpreter ?? (await resolveInterpreter(folder, this.deps.log));
+      const { id, jsonOut } = this.newRunFiles();
+      const cli = this.deps.context.asAbsolutePath(path.join('out', 'cli.js'));
+      const args = buildMeasureArgs(cli, folder.fsPath, options, { python: interpreter.path, jsonOut });
+      this.update({ interpreter, abWorkload: workload });
+      // The extension host's own runtime runs the bundled CLI (in desktop VS Code it is Electron: run it as Node).
+      this.launch(id, options, { command: process.execPath, args, cwd: folder.fsPath, env: { ELECTRON_RUN_AS_NODE: '1' } }, interpreter.path, jsonOut);
+      return true;
+    } catch (e) {
+      this.busy = false;
+      throw e;
+    }
   }
 
   private onRunEvent(id: string, event: BenchEvent, onPhase: (phase: string) => void): void {
@@ -290,7 +358,7 @@ export class BenchmarkController implements vscode.Disposable {
             ? `result ${event.backend}: skipped: ${event.skippedReason}`
             : event.inference
               ? `result ${event.backend}: ${inferenceLogLine(event.inference, event.peakMemoryBytes)}${ratio?.decodeSpeedup !== undefined ? `, decode ${formatRatio(ratio.decodeSpeedup)} vs BF16` : ''}`
-              : `result ${event.backend}: ${formatNumber(event.tokensPerS, 0)} tokens/s, step ${formatMs(event.stepTimeMedianMs)} (p90 ${formatMs(event.stepTimeP90Ms)}), peak ${formatBytes(event.peakMemoryBytes)}${ratio ? `, ${formatRatio(ratio.speedup)} vs BF16` : ''}`,
+              : `result ${event.backend}: ${formatNumber(event.tokensPerS, 0)} tokens/s, step ${formatMs(event.stepTimeMedianMs)} (p90 ${formatMs(event.stepTimeP90Ms)}), peak ${formatBytes(event.peakMemoryBytes)}${ratio ? `, ${formatRatio(ratio.speedup)} vs ${isAbRun(run.options) ? 'original' : 'BF16'}` : ''}`,
         );
         this.update({ run });
         return;
@@ -304,6 +372,9 @@ export class BenchmarkController implements vscode.Disposable {
         this.update({ run });
         return;
       default:
+        if (event.event === 'unknown' && event.name === 'conversion' && run.conversion) {
+          this.deps.benchLog.appendLine(`conversion: ${run.conversion.applied} fixes in ${run.conversion.files} files`);
+        }
         if (run !== this.state.run) this.update({ run });
     }
   }
@@ -338,7 +409,7 @@ export class BenchmarkController implements vscode.Disposable {
     if (run.status === 'failed' && run.error && !reported) {
       this.deps.benchLog.appendLine(`error: ${run.error.title}: ${run.error.message}${run.error.hint ? ` -- ${run.error.hint}` : ''}`);
     }
-    for (const ratio of run.ratios) this.deps.benchLog.appendLine(`ratio ${ratio.backend}/bf16: speed ${formatRatio(ratio.speedup)}, memory ${formatRatio(ratio.memory)}`);
+    for (const ratio of run.ratios) this.deps.benchLog.appendLine(`ratio ${ratio.backend}/${isAbRun(run.options) ? 'original' : 'bf16'}: speed ${formatRatio(ratio.speedup)}, memory ${formatRatio(ratio.memory)}`);
     const entry = toHistoryEntry(run, {
       env: this.state.environment.info,
       interpreter,
@@ -466,5 +537,6 @@ function quoteArg(arg: string): string {
 /** The state with what the view may offer recomputed from it (backends, whether Run can start). */
 function withAvailability(state: BenchmarkViewState): BenchmarkViewState {
   const backends = backendChoices(state.environment);
-  return { ...state, backends, inferenceBackends: inferenceBackendChoices(state.environment), runBlocked: runBlockedReason({ ...state, backends }) };
+  const runBlocked = runBlockedReason({ ...state, backends });
+  return { ...state, backends, inferenceBackends: inferenceBackendChoices(state.environment), runBlocked, abBlocked: abBlockedReason(runBlocked, state.workspaceFolder) };
 }

@@ -13,6 +13,8 @@ export const BENCHMARK_LOG_LANGUAGE = 'precision-lens-benchmark-log';
 
 export const COMMANDS = {
   run: 'precisionLens.benchmark.run',
+  /** The A/B of the workspace's own project (optional argument: partial RunOptions; `workload` skips the prompt). */
+  measureConversion: 'precisionLens.benchmark.measureConversion',
   cancel: 'precisionLens.benchmark.cancel',
   /** Internal (not in the command palette): the host-side state, for the e2e tests. */
   getState: 'precisionLens.benchmark.getState',
@@ -53,6 +55,11 @@ export function registerBenchmark(context: vscode.ExtensionContext, log: vscode.
       await ready;
       if (!provider.visible) void vscode.commands.executeCommand(`${BENCHMARK_VIEW_ID}.focus`);
       return controller.run(options);
+    }),
+    vscode.commands.registerCommand(COMMANDS.measureConversion, async (options?: unknown): Promise<boolean> => {
+      await ready;
+      if (!provider.visible) void vscode.commands.executeCommand(`${BENCHMARK_VIEW_ID}.focus`);
+      return controller.measureConversion(options);
     }),
     vscode.commands.registerCommand(COMMANDS.cancel, () => controller.cancel()),
     vscode.commands.registerCommand(COMMANDS.importResults, async (arg?: unknown, more?: unknown): Promise<string[]> => {

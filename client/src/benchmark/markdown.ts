@@ -2,7 +2,8 @@
  * "Copy as Markdown": a benchmark run, or two runs side by side, as a GitHub-flavoured Markdown table for a PR.
  * Pure: no `vscode`, no Node APIs.
  */
-import { backendLabel, BackendResult, BASELINE_BACKEND } from '../../../common/bench-events';
+import { backendLabel, BackendResult, baselineOf, BASELINE_BACKEND } from '../../../common/bench-events';
+import { conversionLine, fp8ForwardsLine } from './ab';
 import { runMode, type HistoryEntry } from '../../../common/webview-messages';
 import { finalLoss, formatBytes, formatDelta, formatMs, formatNumber, formatRatio, formatTimestamp } from './format';
 import { computeRatios } from './state';
@@ -44,7 +45,8 @@ export function describeRun(run: HistoryEntry): string {
 }
 
 function orderedResults(results: readonly BackendResult[]): BackendResult[] {
-  return [...results].sort((a, b) => (a.backend === BASELINE_BACKEND ? -1 : b.backend === BASELINE_BACKEND ? 1 : 0));
+  const base = baselineOf(results);
+  return [...results].sort((a, b) => (a.backend === base ? -1 : b.backend === base ? 1 : 0));
 }
 
 /** An inference run: throughput of both phases, peak memory and the accuracy cost of each backend against BF16. */
@@ -83,10 +85,12 @@ function inferenceRunToMarkdown(run: HistoryEntry): string {
 export function runToMarkdown(run: HistoryEntry): string {
   if (runMode(run.options) === 'inference') return inferenceRunToMarkdown(run);
   const ratios = run.ratios.length > 0 ? run.ratios : computeRatios(run.results);
+  const baseline = baselineOf(run.results);
+  const ab = baseline !== BASELINE_BACKEND;
   const rows = orderedResults(run.results).map((r) => {
     if (r.skippedReason) return [backendLabel(r.backend), 'skipped', '', '', '', '', r.skippedReason];
     const ratio = ratios.find((x) => x.backend === r.backend);
-    const vs = r.backend === BASELINE_BACKEND ? 'baseline' : ratio ? `${formatRatio(ratio.speedup)} speed, ${formatRatio(ratio.memory)} memory` : '–';
+    const vs = r.backend === baseline ? 'baseline' : ratio ? `${formatRatio(ratio.speedup)} speed, ${formatRatio(ratio.memory)} memory` : '–';
     return [
       backendLabel(r.backend),
       formatNumber(r.tokensPerS, 0),
@@ -98,12 +102,13 @@ export function runToMarkdown(run: HistoryEntry): string {
     ];
   });
   return [
-    `**FP8 vs BF16 benchmark** (${formatTimestamp(run.startedAt)})`,
+    ab ? `**A/B: the project as it is vs converted to FP8** (${formatTimestamp(run.startedAt)})` : `**FP8 vs BF16 benchmark** (${formatTimestamp(run.startedAt)})`,
     '',
     describeRun(run),
     '',
-    table(['Backend', 'tokens/s', 'step median', 'step p90', 'peak memory', 'final loss', 'vs BF16'], rows, ['l', 'r', 'r', 'r', 'r', 'r', 'l']),
+    table(['Backend', 'tokens/s', 'step median', 'step p90', 'peak memory', 'final loss', ab ? 'vs original' : 'vs BF16'], rows, ['l', 'r', 'r', 'r', 'r', 'r', 'l']),
     '',
+    ...(ab ? [conversionLine(run.conversion), fp8ForwardsLine(run.results)].filter((l): l is string => l !== undefined).flatMap((l) => [l, '']) : []),
   ].join('\n');
 }
 

@@ -191,6 +191,27 @@ export function buildRunArgs(script: string, options: RunOptions, extra: { jsonO
   return args;
 }
 
+/**
+ * Arguments of the bundled CLI for an A/B run ("Measure conversion"): `precision-lens measure FOLDER --format jsonl`,
+ * which copies and converts the project, runs bench/benchmark.py --mode ab on `python` and prints its events.
+ */
+export function buildMeasureArgs(cli: string, folder: string, options: RunOptions, extra: { python: string; jsonOut?: string; peer?: 'torchao' | 'none' }): string[] {
+  const args = [
+    cli, 'measure', folder,
+    '--workload', options.workload,
+    '--python', extra.python,
+    '--format', 'jsonl',
+    '--steps', String(options.steps),
+    '--warmup', String(options.warmup),
+    '--batch', String(options.batch),
+    '--seq', String(options.seq),
+    options.compile ? '--compile' : '--no-compile',
+  ];
+  if (extra.peer) args.push('--peer', extra.peer);
+  if (extra.jsonOut) args.push('--json-out', extra.jsonOut);
+  return args;
+}
+
 /** Arguments for the environment probe. */
 export function buildProbeArgs(script: string, workspace?: string): string[] {
   return workspace ? [script, '--probe', '--workspace', workspace] : [script, '--probe'];

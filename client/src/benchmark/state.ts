@@ -2,8 +2,9 @@
  * The run-state reducer and derived values (ratios, environment verdict, history entries).
  * Pure: no `vscode`, no Node APIs; the webview imports `computeRatios` for comparisons.
  */
-import { BASELINE_BACKEND, BackendResult, BenchEvent, EnvInfo, hasCudaDevice } from '../../../common/bench-events';
+import { baselineOf, BackendResult, BenchEvent, EnvInfo, hasCudaDevice } from '../../../common/bench-events';
 import type { BackendRatio, HistoryEntry, RunOptions, RunProgress, RunState, UserError } from '../../../common/webview-messages';
+import { toConversionInfo } from './ab';
 import { finalLoss } from './format';
 
 export const NO_CUDA_SUMMARY = 'No CUDA device: the benchmark needs an NVIDIA GPU; you can still use diagnostics and fixes.';
@@ -25,14 +26,18 @@ export function startedRunState(id: string, options: RunOptions, now: number): R
   };
 }
 
-/** FP8/BF16 ratios for every non-baseline backend that has a result; empty without a BF16 result. */
+/**
+ * Ratios to the baseline for every other backend that has a result: FP8 over BF16, or, in an A/B run, each arm over
+ * the project as it is (`original`). Empty without a baseline result.
+ */
 export function computeRatios(results: readonly BackendResult[]): BackendRatio[] {
-  const base = results.find((r) => r.backend === BASELINE_BACKEND && !r.skippedReason);
+  const baseline = baselineOf(results);
+  const base = results.find((r) => r.backend === baseline && !r.skippedReason);
   if (!base) return [];
   const div = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && b !== 0 ? a / b : undefined);
   const baseLoss = finalLoss(base.losses);
   return results
-    .filter((r) => r.backend !== BASELINE_BACKEND && !r.skippedReason)
+    .filter((r) => r.backend !== baseline && !r.skippedReason)
     .map((r) => {
       const loss = finalLoss(r.losses);
       return {
@@ -85,6 +90,13 @@ export function applyRunEvent(run: RunState, event: BenchEvent): RunState {
         status: 'cancelled',
         progress: { ...progressOf('cancelled', run.progress?.step, run.progress?.total, event.backend ?? run.progress?.backend, event.message), fraction: run.progress?.fraction },
       };
+    case 'unknown':
+      // `precision-lens measure --format jsonl`: what the conversion of the A/B run's copy applied.
+      if (event.name === 'conversion') {
+        const conversion = toConversionInfo(event.raw);
+        return conversion ? { ...run, conversion } : run;
+      }
+      return run;
     default:
       return run;
   }
@@ -179,7 +191,7 @@ export function environmentSummary(env: EnvInfo): string {
 }
 
 /** Fields of a result's `extra` worth keeping in the history (the rest, e.g. conversion reports, stays in --json-out). */
-const EXTRA_KEPT = ['workload', 'batch', 'seq', 'layers', 'params', 'tokens_per_step', 'compile', 'first_step_s', 'model_tflops_per_s', 'te_version', 'te_api', 'mode', 'device', 'repeats'];
+const EXTRA_KEPT = ['workload', 'batch', 'seq', 'layers', 'params', 'tokens_per_step', 'compile', 'first_step_s', 'model_tflops_per_s', 'te_version', 'te_api', 'mode', 'device', 'repeats', 'fp8_gemms'];
 
 /**
  * The history's copy of a result: at most `maxPoints` loss values (every k-th) and only small extra fields,
@@ -221,5 +233,6 @@ export function toHistoryEntry(
     results: run.results.map((r) => compactResult(r)),
     ratios: run.ratios,
     jsonOut: context.jsonOut,
+    ...(run.conversion ? { conversion: run.conversion } : {}),
   };
 }

@@ -74,6 +74,9 @@ export class BenchmarkViewProvider implements vscode.WebviewViewProvider, vscode
         case 'run':
           await this.controller.run(message.options);
           break;
+        case 'measureConversion':
+          await this.controller.measureConversion({ ...message.options, prompt: true });
+          break;
         case 'cancel':
           await this.controller.cancel();
           break;

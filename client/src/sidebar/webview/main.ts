@@ -5,11 +5,12 @@
  * re-created webview looks the same. DOM is built with createElement/textContent only (no innerHTML): text from the
  * benchmark and the file system is never parsed as HTML.
  */
-import { backendLabel as knownBackendLabel, shortBackendLabel, BackendResult, BASELINE_BACKEND, EnvInfo, hasCudaDevice, WorkloadInfo } from '../../../../common/bench-events';
-import { runMode } from '../../../../common/webview-messages';
+import { backendLabel as knownBackendLabel, baselineOf, shortBackendLabel, BackendResult, BASELINE_BACKEND, EnvInfo, hasCudaDevice, WorkloadInfo } from '../../../../common/bench-events';
+import { isAbRun, runMode } from '../../../../common/webview-messages';
 import type {
-  BackendChoice, BackendRatio, BenchmarkViewState, HistoryEntry, HostToWebviewMessage, RunMode, RunOptions, RunProgress, RunState, UserError, WebviewToHostMessage,
+  ConversionInfo, BackendChoice, BackendRatio, BenchmarkViewState, HistoryEntry, HostToWebviewMessage, RunMode, RunOptions, RunProgress, RunState, UserError, WebviewToHostMessage,
 } from '../../../../common/webview-messages';
+import { conversionLine, fp8ForwardsLine } from '../../benchmark/ab';
 import { backendSelectionProblem } from '../../benchmark/availability';
 import { finalLoss, formatBytes, formatDelta, formatMs, formatNumber, formatRatio, formatTimestamp } from '../../benchmark/format';
 import { computeRatios } from '../../benchmark/state';
@@ -183,6 +184,10 @@ function buildForm() {
   const runButton = button('Run', () => onRun(), { class: 'primary', id: 'run', 'aria-describedby': 'run-reason' });
   const runReason = h('p', { id: 'run-reason', class: 'run-reason', role: 'status', hidden: true });
   const cancelButton = button('Cancel', () => send({ type: 'cancel' }), { class: 'secondary', id: 'cancel' });
+  // The A/B of the workspace's own project: asks for its module:function, converts a copy, measures both.
+  const measureButton = button('Measure conversion', () => onMeasure(), { class: 'secondary', id: 'measure-conversion', 'aria-describedby': 'ab-reason' });
+  const abReason = h('p', { id: 'ab-reason', class: 'run-reason', role: 'status', hidden: true });
+  const abHelp = h('p', { class: 'help', id: 'ab-help' }, 'Measure conversion: your own training step as it is, then as converted to FP8 (a copy), then torchao on the original: same weights and batches.');
   const root = h('form', { id: 'benchmark-form', on: { submit: (e) => { e.preventDefault(); onRun(); } } },
     h('h2', {}, 'Benchmark'),
     h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Benchmark mode' }, tabs.train, tabs.inference),
@@ -196,12 +201,15 @@ function buildForm() {
     validation,
     h('div', { class: 'buttons' }, runButton, cancelButton),
     runReason,
+    abHelp,
+    h('div', { class: 'buttons' }, measureButton),
+    abReason,
   );
   return {
     root, workloadSelect, customInput, customRow, backendList, backendBoxes: [] as BackendBox[], steps: steps.input, warmup: warmup.input,
     batch: batch.input, seq: seq.input, compile, validation, runButton, runReason, cancelButton, workloadKey: '', backendKey: '',
     promptLen: promptLen.input, newTokens: newTokens.input, repeats: repeats.input, compileRow, tabs, modeHelp, trainGrid, inferenceGrid,
-    seqRow: seq.row,
+    seqRow: seq.row, measureButton, abReason, abHelp,
   };
 }
 
@@ -220,6 +228,9 @@ function showMode(mode: RunMode): void {
   form.trainGrid.hidden = mode === 'inference';
   form.inferenceGrid.hidden = mode !== 'inference';
   form.compileRow.hidden = mode === 'inference';
+  // The A/B measures training steps: it belongs to the Training tab.
+  for (const el of [form.measureButton.parentElement, form.abHelp]) if (el) el.hidden = mode === 'inference';
+  form.abReason.hidden = mode === 'inference' || form.abReason.textContent === '';
   // Batch is shared: in the inference grid it sits beside the prompt and decode lengths.
   const batchRow = form.batch.closest('.field');
   if (batchRow) (mode === 'inference' ? form.inferenceGrid : form.trainGrid).insertBefore(batchRow, mode === 'inference' ? form.inferenceGrid.firstChild : form.seqRow);
@@ -363,6 +374,13 @@ function onRun(): void {
   send({ type: 'run', options });
 }
 
+/** "Measure conversion": the host asks for the workload (remembered per workspace) and runs the A/B. */
+function onMeasure(): void {
+  persisted.selected = [];
+  save();
+  send({ type: 'measureConversion', options: readForm() });
+}
+
 function isActive(run: RunState | undefined): boolean {
   return !!run && (run.status === 'starting' || run.status === 'running' || run.status === 'cancelling');
 }
@@ -391,6 +409,13 @@ function syncButtons(): void {
   form.runReason.hidden = !shown || active;
   form.runReason.textContent = shown ?? '';
   form.cancelButton.disabled = !active || host?.run.status === 'cancelling';
+  // Measure conversion: disabled where it cannot run, with the reason (said once when it is Run's own).
+  const abReason = host ? host.abBlocked : 'Loading…';
+  form.measureButton.disabled = locked || abReason !== undefined;
+  form.measureButton.title = abReason ?? 'Convert a copy of this workspace\'s project and measure it against the original on this GPU';
+  const abShown = abReason && abReason !== (form.runReason.hidden ? undefined : form.runReason.textContent) ? abReason : undefined;
+  form.abReason.textContent = abShown ?? '';
+  form.abReason.hidden = !abShown || active || currentMode() === 'inference';
   form.root.querySelectorAll('input, select').forEach((el) => {
     const blockedBackend = form.backendBoxes.some((b) => b.box === el && b.choice.available === false);
     (el as HTMLInputElement).disabled = locked || blockedBackend;
@@ -545,7 +570,14 @@ function renderError(run: RunState): void {
 // Results: charts and table (the current run, or one history run)
 
 function ordered(results: readonly BackendResult[]): BackendResult[] {
-  return [...results].sort((a, b) => (a.backend === BASELINE_BACKEND ? -1 : b.backend === BASELINE_BACKEND ? 1 : 0));
+  const base = baselineOf(results);
+  return [...results].sort((a, b) => (a.backend === base ? -1 : b.backend === base ? 1 : 0));
+}
+
+/** An A/B run's two lines: what the conversion applied, and how many GEMM forwards ran in FP8. */
+function abLines(results: readonly BackendResult[], conversion: ConversionInfo | undefined): HTMLElement | null {
+  const lines = [conversionLine(conversion), fp8ForwardsLine(results)].filter((l): l is string => l !== undefined);
+  return lines.length > 0 ? h('ul', { class: 'plain ab-lines' }, ...lines.map((l) => h('li', {}, l))) : null;
 }
 
 function lossSeries(results: readonly BackendResult[], suffix = '', extraClass = ''): Series[] {
@@ -628,8 +660,10 @@ function inferenceBlock(results: readonly BackendResult[], ratiosIn: readonly Ba
   );
 }
 
-function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly BackendRatio[], title: string, copy: () => void): HTMLElement {
+function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly BackendRatio[], title: string, copy: () => void, conversion?: ConversionInfo): HTMLElement {
   if (isInference(results)) return inferenceBlock(results, ratiosIn, title, copy);
+  const baseline = baselineOf(results);
+  const vs = baseline === BASELINE_BACKEND ? 'BF16' : 'original';
   const ratios = ratiosIn.length > 0 ? ratiosIn : computeRatios(results);
   const ran = ordered(results).filter((r) => !r.skippedReason);
   const skipped = results.filter((r) => r.skippedReason);
@@ -643,14 +677,14 @@ function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly Back
   }));
   const series = lossSeries(results);
   // Every value cell carries its column's name (data-label): in a narrow view the rows stack as cards that show it.
-  const columns = ['tokens/s', 'step median', 'p90', 'peak memory', 'final loss', 'speed vs BF16', 'memory vs BF16', 'loss Δ'];
+  const columns = ['tokens/s', 'step median', 'p90', 'peak memory', 'final loss', `speed vs ${vs}`, `memory vs ${vs}`, 'loss Δ'];
   const cell = (i: number, text: string, cls = '') => h('td', { 'data-label': columns[i], class: cls || undefined }, text);
   const table = h('table', { class: 'results-table' },
     h('thead', {}, h('tr', {}, ...['Backend', ...columns].map((c) => h('th', { scope: 'col' }, c)))),
     h('tbody', {}, ...ordered(results).map((r) => {
       if (r.skippedReason) return h('tr', { class: 'skipped' }, h('th', { scope: 'row' }, labelOf(r.backend)), h('td', { colspan: 8 }, `skipped: ${r.skippedReason}`));
       const ratio = ratioOf(r.backend);
-      const base = r.backend === BASELINE_BACKEND;
+      const base = r.backend === baseline;
       return h('tr', {},
         h('th', { scope: 'row', title: [r.label, r.recipe].filter(Boolean).join(' · ') || undefined }, labelOf(r.backend), r.emulated ? h('span', { class: 'muted' }, ' (emulated)') : null),
         cell(0, formatNumber(r.tokensPerS, 0)),
@@ -674,6 +708,7 @@ function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly Back
     series.length > 0 ? lineChart(series, { width: chartWidth, label: 'loss per step for each backend', xLabel: 'step', marker: measuredFrom(ran) }) : null,
     series.length > 0 ? legend(series) : null,
     h('div', { class: 'table-wrap' }, table),
+    baseline === BASELINE_BACKEND ? null : abLines(results, conversion),
     ran.some((r) => r.emulated) ? h('p', { class: 'banner warning' }, 'FP8 was emulated on this machine: these figures test the harness, they are not a benchmark.') : null,
     skipped.length > 0 ? h('p', { class: 'muted' }, `${skipped.length} backend${skipped.length > 1 ? 's' : ''} skipped.`) : null,
   );
@@ -681,11 +716,12 @@ function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly Back
 
 function renderResults(run: RunState): void {
   const show = run.results.length > 0 && persisted.selected.length === 0;
-  sections.results.hidden = !show && run.warnings.length === 0;
-  const title = run.status === 'done' ? `Results${run.options ? `: ${run.options.workload}` : ''}` : isActive(run) ? 'Results so far' : 'Partial results';
+  sections.results.hidden = !show && run.warnings.length === 0 && !(isActive(run) && run.conversion);
+  const title = run.status === 'done' ? `Results${run.options ? `: ${isAbRun(run.options) ? 'A/B of ' : ''}${run.options.workload}` : ''}` : isActive(run) ? 'Results so far' : 'Partial results';
   fill(sections.results,
     run.warnings.length > 0 ? h('div', { class: 'banner' }, h('strong', {}, 'Notes'), h('ul', {}, ...run.warnings.map((w) => h('li', {}, w)))) : null,
-    show ? resultsBlock(run.results, run.ratios, title, () => send({ type: 'copyCurrentMarkdown' })) : null,
+    show ? resultsBlock(run.results, run.ratios, title, () => send({ type: 'copyCurrentMarkdown' }), run.conversion) : null,
+    !show && isActive(run) && run.conversion ? h('p', { class: 'muted' }, conversionLine(run.conversion)) : null,
   );
 }
 
@@ -699,6 +735,7 @@ function entrySummary(e: HistoryEntry): string {
   const speed = inference
     ? ratios.filter((r) => r.decodeSpeedup !== undefined && !reference(r.backend)).map((r) => `${r.backend} decode ${formatRatio(r.decodeSpeedup)}`).join(', ')
     : ratios.filter((r) => r.speedup !== undefined).map((r) => `${r.backend} ${formatRatio(r.speedup)}`).join(', ');
+  if (isAbRun(e.options)) return [e.gpu ?? 'GPU unknown', e.hostname && e.remoteName ? `on ${e.hostname}` : undefined, speed ? `vs original: ${speed}` : 'no ratio'].filter(Boolean).join(' · ');
   return [e.gpu ?? 'GPU unknown', e.hostname && e.remoteName ? `on ${e.hostname}` : undefined, speed || 'no FP8 ratio'].filter(Boolean).join(' · ');
 }
 
@@ -734,6 +771,7 @@ function renderHistory(state: BenchmarkViewState): void {
       h('input', { type: 'checkbox', id, checked, 'aria-label': `Select run of ${formatTimestamp(e.startedAt)}`, on: { change: (ev) => toggleSelected(e.id, (ev.target as HTMLInputElement).checked) } }),
       h('label', { for: id },
         h('span', { class: 'when' }, formatTimestamp(e.startedAt)),
+        isAbRun(e.options) ? h('span', { class: 'badge', title: 'A/B run: the project as it is against its converted copy' }, ' A/B') : null,
         h('span', {}, runMode(e.options) === 'inference'
           ? ` ${e.options.workload} · inference b${e.options.batch}×${e.options.promptLen ?? '?'}+${e.options.newTokens ?? '?'}`
           : ` ${e.options.workload} · b${e.options.batch}×${e.options.seq}${e.options.compile ? '' : ' · eager'}`),
@@ -825,7 +863,7 @@ function renderDetails(state: BenchmarkViewState): void {
   if (chosen.length === 1) {
     const e = chosen[0];
     fill(sections.details,
-      resultsBlock(e.results, e.ratios, `Run of ${formatTimestamp(e.startedAt)}: ${e.options.workload}`, () => send({ type: 'copyMarkdown', runIds: [e.id] })),
+      resultsBlock(e.results, e.ratios, `${isAbRun(e.options) ? 'A/B run' : 'Run'} of ${formatTimestamp(e.startedAt)}: ${e.options.workload}`, () => send({ type: 'copyMarkdown', runIds: [e.id] }), e.conversion),
       h('p', { class: 'muted' }, `${settingsText(e.options)}${e.torchVersion ? ` · torch ${e.torchVersion}` : ''} · TE ${e.teVersion ?? 'not installed'}`,
         e.interpreter ? h('span', {}, ', ', h('code', { class: 'path' }, e.interpreter)) : null),
     );

@@ -1,0 +1,153 @@
+/**
+ * The sidebar's A/B run ("Measure conversion") without VS Code: recorded protocol lines of the three arms through the
+ * run-state reducer (ratios against `original`, the conversion, the FP8-forwards line, the history entry marked A/B,
+ * its Markdown), the availability of the action, and the real process the controller starts (the bundled CLI's
+ * `measure --format jsonl` on a fake interpreter) through the same runner a normal run uses.
+ */
+import * as assert from 'node:assert/strict';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BenchEvent, normalizeBenchEvent, backendLabel } from '../../common/bench-events';
+import { DEFAULT_RUN_OPTIONS, isAbRun, sanitizeRunOptions, type RunOptions } from '../../common/webview-messages';
+import { conversionLine, fp8ForwardsLine } from '../../client/src/benchmark/ab';
+import { abBlockedReason, RUN_BLOCKED, RUN_BLOCKED_NO_FOLDER } from '../../client/src/benchmark/availability';
+import { runToMarkdown } from '../../client/src/benchmark/markdown';
+import { buildMeasureArgs, outcomeToUserError, startBenchmark } from '../../client/src/benchmark/runner';
+import { applyRunEvent, finishRun, startedRunState, toHistoryEntry } from '../../client/src/benchmark/state';
+import { CLI, ensureBuilt, FIXTURES } from './cli-harness';
+
+/** What `precision-lens measure --format jsonl` printed for an A/B on an H200 (conversion, then bench --mode ab). */
+const RECORDED = [
+  '{"event":"progress","phase":"convert","message":"copying 2 .py files and converting the copy"}',
+  '{"event":"conversion","applied":5,"files":2,"fixes":["Fixed 5 problems:","- model.py:","    2 × PL101 Convert to te.Linear (with fallback: fp8_linear)"],"copy":"/tmp/precision-lens-measure-x","kept":false,"fallback_module":"fp8_fallback"}',
+  '{"event":"env","mode":"ab","torch":"2.9.0","cuda":"12.8","gpus":[{"name":"NVIDIA H200","capability":[9,0]}],"fp8":{"available":true},"te":{"installed":true,"version":"2.20.2"}}',
+  '{"event":"progress","phase":"original","step":1,"total":30}',
+  '{"event":"result","backend":"original","tokens_per_s":210000,"step_ms":{"median":78.0,"p90":80.1},"peak_memory_bytes":42949672960,"losses":[10.9,10.4,9.8,9.51]}',
+  '{"event":"progress","phase":"converted","step":30,"total":30}',
+  '{"event":"result","backend":"converted","tokens_per_s":273000,"step_ms":{"median":60.0,"p90":61.5},"peak_memory_bytes":38654705664,"losses":[10.9,10.41,9.82,9.52],"fp8_gemms":{"modules":48,"forwards_fp8":1440,"forwards_total":1440}}',
+  '{"event":"progress","phase":"torchao-original","step":30,"total":30}',
+  '{"event":"result","backend":"torchao-original","tokens_per_s":241500,"step_ms":{"median":68.0,"p90":70.0},"peak_memory_bytes":40802189312,"losses":[10.9,10.42,9.83,9.53]}',
+  '{"event":"summary","mode":"ab","ratios":{"converted":{"speedup":1.3}},"ab":{"original":"original","converted":"converted","fallback_module":"fp8_fallback","fp8_gemms":{"modules":48,"forwards_fp8":1440,"forwards_total":1440},"loss_rel_final":0.001,"peak_memory_ratio":0.9}}',
+];
+
+const AB_OPTIONS: RunOptions = { ...DEFAULT_RUN_OPTIONS, workload: 'mypkg.model:build', ab: true, backends: ['original', 'converted', 'torchao-original'], steps: 30, compile: false };
+
+function replay(lines: readonly string[]) {
+  let run = startedRunState('ab-1', AB_OPTIONS, 1000);
+  for (const line of lines) run = applyRunEvent(run, normalizeBenchEvent(JSON.parse(line)) as BenchEvent);
+  return run;
+}
+
+describe('benchmark A/B run (Measure conversion)', function () {
+  this.timeout(60_000);
+
+  it('the three arms: ratios against the original, the conversion kept, progress per arm', () => {
+    const partial = replay(RECORDED.slice(0, 4));
+    assert.equal(partial.status, 'running');
+    assert.equal(partial.progress?.phase, 'original');
+    assert.equal(partial.conversion?.applied, 5);
+    const run = finishRun(replay(RECORDED), { cancelled: false }, 2000);
+    assert.equal(run.status, 'done');
+    assert.deepEqual(run.results.map((r) => r.backend), ['original', 'converted', 'torchao-original']);
+    assert.deepEqual(run.ratios.map((r) => r.backend), ['converted', 'torchao-original'], 'ratios are taken against the original');
+    const converted = run.ratios[0];
+    assert.equal(converted.speedup?.toFixed(2), '1.30');
+    assert.equal(converted.memory?.toFixed(2), '0.90');
+    assert.equal(converted.finalLossDelta?.toFixed(2), '0.01');
+    assert.equal(run.ratios[1].speedup?.toFixed(2), '1.15');
+    assert.deepEqual(run.conversion, { applied: 5, files: 2, fixes: ['Fixed 5 problems:', '- model.py:', '    2 × PL101 Convert to te.Linear (with fallback: fp8_linear)'], fallbackModule: 'fp8_fallback' });
+  });
+
+  it('the FP8-forwards and conversion lines', () => {
+    const run = replay(RECORDED);
+    assert.equal(fp8ForwardsLine(run.results), 'FP8 forwards: 1,440 of 1,440 GEMM forwards of the converted model ran in FP8 (48 te.* modules).');
+    assert.equal(conversionLine(run.conversion), 'Converted copy: 5 fixes in 2 files (fallback module fp8_fallback).');
+    const partly = replay([RECORDED[6].replace('"forwards_fp8":1440', '"forwards_fp8":1000')]);
+    assert.match(fp8ForwardsLine(partly.results)!, /1,000 of 1,440 .*: the others fell back to BF16\.$/);
+    const none = replay([RECORDED[6].replace('"forwards_fp8":1440,"forwards_total":1440', '"forwards_fp8":0,"forwards_total":0')]);
+    assert.match(fp8ForwardsLine(none.results)!, /nothing ran in FP8/);
+    assert.equal(fp8ForwardsLine(replay([RECORDED[4]]).results), undefined, 'no line without fp8_gemms');
+    assert.equal(conversionLine({ applied: 0, files: 0, fixes: [] }), 'Converted copy: nothing was converted, both arms ran the same code.');
+    assert.equal(backendLabel('original'), 'Original (BF16)');
+    assert.equal(backendLabel('torchao-original'), 'torchao on original');
+  });
+
+  it('lands in the history marked as an A/B run, with fp8_gemms and the conversion; Markdown says so', () => {
+    const run = finishRun(replay(RECORDED), { cancelled: false }, 2000);
+    const entry = toHistoryEntry(run, { interpreter: '/usr/bin/python3' })!;
+    assert.equal(isAbRun(entry.options), true);
+    assert.equal(entry.options.workload, 'mypkg.model:build');
+    assert.equal(entry.conversion?.applied, 5);
+    assert.deepEqual(entry.results.find((r) => r.backend === 'converted')?.extra?.fp8_gemms, { modules: 48, forwards_fp8: 1440, forwards_total: 1440 });
+    // A history file round-trips the A/B mark through the options' sanitizer.
+    assert.equal(sanitizeRunOptions(JSON.parse(JSON.stringify(entry.options))).ab, true);
+    assert.equal(sanitizeRunOptions({ workload: 'gpt-125m' }).ab, undefined);
+    const md = runToMarkdown(entry);
+    assert.match(md, /^\*\*A\/B: the project as it is vs converted to FP8\*\*/);
+    assert.match(md, /\| Original \(BF16\) +\| +210,000 .*\| baseline +\|/);
+    assert.match(md, /\| Converted \(FP8\) +\| +273,000 .*\| 1\.30x speed, 0\.90x memory \|/);
+    assert.match(md, /vs original/);
+    assert.match(md, /FP8 forwards: 1,440 of 1,440/);
+  });
+
+  it('fails with the no-CUDA message and no history entry on a machine without a GPU', () => {
+    const lines = [RECORDED[0], RECORDED[1],
+      '{"event":"env","mode":"ab","torch":"2.9.0+cpu","gpus":[]}',
+      '{"event":"error","code":"no_cuda","message":"no CUDA device: the benchmark needs an NVIDIA GPU; you can still use diagnostics and fixes"}'];
+    const run = finishRun(replay(lines), { cancelled: false }, 2000);
+    assert.equal(run.status, 'failed');
+    assert.equal(run.error?.title, 'No CUDA device');
+    assert.match(run.error!.message, /the benchmark needs an NVIDIA GPU/);
+    assert.equal(toHistoryEntry(run, {}), undefined);
+  });
+
+  it('the action is blocked for Run\'s reasons and without a workspace folder', () => {
+    assert.equal(abBlockedReason(RUN_BLOCKED.noCuda, '/ws'), RUN_BLOCKED.noCuda);
+    assert.equal(abBlockedReason(RUN_BLOCKED.untrusted, '/ws'), RUN_BLOCKED.untrusted);
+    assert.equal(abBlockedReason(undefined, undefined), RUN_BLOCKED_NO_FOLDER);
+    assert.equal(abBlockedReason(undefined, '/ws'), undefined);
+  });
+
+  it('runs the bundled CLI through the benchmark runner: events, conversion and result arrive typed', async function () {
+    if (process.platform === 'win32') this.skip();
+    ensureBuilt();
+    const dir = mkdtempSync(join(tmpdir(), 'precision-lens-ab-'));
+    try {
+      const fake = join(dir, 'python');
+      writeFileSync(fake, `#!/usr/bin/env node
+const fs = require('fs'), path = require('path');
+const argv = process.argv.slice(2);
+const conv = argv[argv.indexOf('--converted') + 1];
+const out = (o) => process.stdout.write(JSON.stringify(o) + '\\n');
+out({ event: 'env', mode: 'ab', torch: '2.9.0', gpus: [{ name: 'NVIDIA H200', capability: [9, 0] }] });
+out({ event: 'result', backend: 'original', tokens_per_s: 100, losses: [2, 1] });
+out({ event: 'result', backend: 'converted', tokens_per_s: 125, losses: [2, 1.01], fp8_gemms: { modules: 3, forwards_fp8: 6, forwards_total: 6 },
+  converted_has_fallback: fs.existsSync(path.join(conv, 'fp8_fallback.py')), args: argv });
+`);
+      chmodSync(fake, 0o755);
+      const options: RunOptions = { ...AB_OPTIONS, steps: 3, warmup: 1, batch: 2, seq: 16 };
+      const args = buildMeasureArgs(CLI, join(FIXTURES, 'runnable'), options, { python: fake, peer: 'none' });
+      let run = startedRunState('ab-2', options, 0);
+      const child = startBenchmark({ command: process.execPath, args, cwd: dir, env: { ELECTRON_RUN_AS_NODE: '1' } }, {
+        onEvent: (e) => { run = applyRunEvent(run, e); },
+      });
+      const outcome = await child.done;
+      assert.equal(outcome.exitCode, 0, outcome.stderrTail.join('\n'));
+      assert.equal(outcomeToUserError(outcome, fake, true), undefined);
+      run = finishRun(run, { cancelled: false }, 1);
+      assert.equal(run.status, 'done');
+      assert.ok((run.conversion?.applied ?? 0) > 0, JSON.stringify(run.conversion));
+      const converted = run.results.find((r) => r.backend === 'converted')!;
+      assert.equal(converted.extra?.converted_has_fallback, true, 'the benchmark ran on the converted copy');
+      const benchArgs = converted.extra?.args as string[];
+      for (const [flag, value] of [['--mode', 'ab'], ['--steps', '3'], ['--warmup', '1'], ['--batch', '2'], ['--seq', '16'], ['--peer', 'none'], ['--workload', 'mypkg.model:build']]) {
+        assert.equal(benchArgs[benchArgs.indexOf(flag) + 1], value, flag);
+      }
+      assert.ok(benchArgs.includes('--no-compile'));
+      assert.equal(run.ratios[0].speedup, 1.25);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
