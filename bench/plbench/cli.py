@@ -71,9 +71,16 @@ def build_parser():
                    help="skip the BF16/FP8 GEMM roofline measurement")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                    help="cpu runs the harness on the CPU (tests only; not a benchmark, FP8 emulated)")
-    p.add_argument("--mode", choices=("train", "inference"), default="train",
+    p.add_argument("--mode", choices=("train", "inference", "ab"), default="train",
                    help="train: BF16 vs FP8 training steps; inference: prefill/decode tokens/s and accuracy vs BF16 "
-                        "(backends bf16,torchao,te,torch-fp8,modelopt; presets only)")
+                        "(backends bf16,torchao,te,torch-fp8,modelopt; presets only); ab: your project as it is "
+                        "(--workspace ORIG) against the copy Precision Lens converted (--converted CONV)")
+    p.add_argument("--converted", default=None,
+                   help="ab: the converted copy of the project (precision-lens check CONV --fix --unsafe-fixes)")
+    p.add_argument("--fallback-module", default="fp8_fallback",
+                   help="ab: the converted copy's FP8 fallback module (default fp8_fallback)")
+    p.add_argument("--peer", choices=("auto", "torchao", "none"), default="auto",
+                   help="ab: also run the original model through torchao float8 training (auto: when torchao imports)")
     p.add_argument("--prompt-len", type=int, default=512, help="inference: prompt tokens per sequence (prefill)")
     p.add_argument("--new-tokens", type=int, default=64, help="inference: tokens decoded per sequence")
     p.add_argument("--eval-batches", type=int, default=4, help="inference: held-out prompt batches for accuracy")
@@ -179,6 +186,10 @@ def _main(session, argv):
         raise BenchError("usage", "--steps must be >= 1, --warmup and --profile-steps >= 0", None)
     if args.warmup < 1 and args.compile:
         log("note: --warmup 0 with compilation puts the compile time in the measured steps")
+    if args.mode == "ab" and not args.probe and not args.list_workloads:
+        from . import ab
+        ab.validate_args(args)  # usage errors before anything heavy
+    mode = {"mode": "ab"} if args.mode == "ab" else {}
     if args.list_workloads:
         from .presets import list_presets
         emitter.emit("workloads", workloads=list_presets())
@@ -192,7 +203,7 @@ def _main(session, argv):
         env["backends"] = backend_report(env)
         from . import inference_report
         env["inference_backends"] = inference_report.backend_report(env)
-        emitter.emit("env", protocol=PROTOCOL_VERSION, bench_version=__version__, **env)
+        emitter.emit("env", protocol=PROTOCOL_VERSION, bench_version=__version__, **dict(env, **mode))
         raise BenchError("no_torch", "PyTorch is not installed in %s (%s)" % (sys.executable, exc),
                          "select a Python interpreter that has torch (pip install torch), or set precisionLens.pythonPath")
 
@@ -202,7 +213,7 @@ def _main(session, argv):
     env["backends"] = backend_report(env)
     from . import inference_report
     env["inference_backends"] = inference_report.backend_report(env)
-    emitter.emit("env", protocol=PROTOCOL_VERSION, bench_version=__version__, **env)
+    emitter.emit("env", protocol=PROTOCOL_VERSION, bench_version=__version__, **dict(env, **mode))
     log("torch %s, CUDA %s, GPU %s (%s), TE %s, FP8: %s (%s)" % (
         env["torch"], env["cuda"], env["gpu_name"], env["sm"], env["te"]["version"] or "not installed",
         "yes" if env["fp8"]["available"] else "no", env["fp8"]["reason"]))
@@ -225,6 +236,9 @@ def _main(session, argv):
     te_installed = env["te"]["installed"] and not env["te"]["error"]
     if args.mode == "inference":
         return _inference(session, args, env, device, te_installed)
+    if args.mode == "ab":
+        from . import ab
+        return ab.run(session, args, env, device, te_installed)
     backends = parse_backends(args.backends, te_installed)
 
     runnable, gate_errors = gate_backends(backends, env, device)
@@ -386,8 +400,8 @@ def backend_report(env):
     return report
 
 
-def make_summary(results, errors, roof, args, elapsed):
-    base_name = "bf16" if "bf16" in results else None
+def make_summary(results, errors, roof, args, elapsed, baseline="bf16"):
+    base_name = baseline if baseline in results else None
     base = results.get(base_name) if base_name else None
     ratios = {}
     for name, r in results.items():

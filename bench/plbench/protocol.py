@@ -1,6 +1,18 @@
 """The JSON-lines protocol: one JSON object per line on stdout, human text on stderr.
 
 Events (see bench/README.md): env, workloads, progress, result, summary, error, cancelled.
+
+`--mode ab` (plbench/ab.py: the user's project as it is, ORIG, against the copy Precision Lens converted, CONV) uses the
+same events: `env` gains `mode: "ab"`; `progress` and `result` carry the arm's name in `backend` (`original`,
+`converted`, `torchao-original`), results have the training metrics plus `arm`, and the converted arm `fallback`
+{`module`, `file`, `fp8_available`, `reason`, `mode` "fp8"/"bf16-fallback", `mode_line`, `recipe`...}, `fallback_mode`
+and `fp8_gemms` {`modules`, `forwards_fp8`, `forwards_total`, `module_types`, `norm_modules`, `state_check`}; the
+`summary` has `baseline: "original"`, `mode: "ab"` and `ab` {`original`, `converted`, `fallback_module`,
+`fallback_file`, `fallback_mode`, `fp8_available`, `fallback_reason`, `fp8_gemms`, `loss_rel_final` (converted final
+loss / original final loss - 1), `loss_first_diff`, `peak_memory_ratio`, `tokens_per_s_ratio`, `step_time_ratio`,
+`batches_match`, `peer` {`name`, `requested`, `ran`, `reason`}, `not_a_benchmark`}. Its own errors: `no_fallback`
+(CONV has no fallback module, exit 11) and `weights_mismatch` (the converted model does not take the original's
+weights, exit 12); a bad --converted is `usage`.
 """
 import json
 import math
@@ -21,6 +33,8 @@ EXIT_OOM = 7
 EXIT_BAD_WORKLOAD = 8
 EXIT_BACKEND_FAILED = 9
 EXIT_TORCHAO_MISSING = 10
+EXIT_NO_FALLBACK = 11       # --mode ab: the converted copy has no fallback module
+EXIT_WEIGHTS_MISMATCH = 12  # --mode ab: the converted model does not take the original's weights
 EXIT_CANCELLED = 130
 
 ERROR_EXIT_CODES = {
@@ -34,6 +48,8 @@ ERROR_EXIT_CODES = {
     "bad_workload": EXIT_BAD_WORKLOAD,
     "backend_failed": EXIT_BACKEND_FAILED,
     "torchao_missing": EXIT_TORCHAO_MISSING,
+    "no_fallback": EXIT_NO_FALLBACK,
+    "weights_mismatch": EXIT_WEIGHTS_MISMATCH,
     "cancelled": EXIT_CANCELLED,
 }
 

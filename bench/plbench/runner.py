@@ -120,6 +120,23 @@ def model_flops_per_token(info):
         return None
 
 
+class Arm(object):
+    """A named run that is not one of the backends (--mode ab, plbench/ab.py): it goes through this runner under its
+    own name (result `backend`, progress `backend`, error `backend`) with its own workload builder. `impl`: the backend
+    whose conversion it applies (bf16: none, torchao-tensorwise...), unless `prepare(rc, model, hp, result)` is given,
+    which returns the forward-context factories itself. `autocast`: whether the harness adds torch.autocast(bf16)
+    around the forward. `after_build(model, wl, result)` runs on the freshly built model before any conversion (weight
+    capture or loading), `finish(model, result)` after the measured steps."""
+
+    def __init__(self, name, label, builder, impl="bf16", autocast=True, prepare=None, after_build=None, finish=None):
+        self.name, self.label, self.builder, self.impl = name, label, builder, impl
+        self.autocast, self.prepare, self.after_build, self.finish = autocast, prepare, after_build, finish
+
+
+def _arm(rc, backend):
+    return (getattr(rc, "arms", None) or {}).get(backend)
+
+
 class RunContext(object):
     def __init__(self, args, emitter, env, device, builder, te_info=None, state=None, ao_info=None):
         self.args = args
@@ -131,6 +148,7 @@ class RunContext(object):
         self.ao_info = ao_info or {}
         self.state = state if state is not None else {}
         self.gemm_shapes = None
+        self.arms = {}              # name -> Arm (--mode ab)
 
 
 def _progress(rc, backend, phase, step, total, every=1):
@@ -258,8 +276,10 @@ def _build(rc, backend):
     """A fresh workload converted for the backend, its optimizer, compiled as asked. Returns (wl, model, result,
     fwd_contexts, optimizer)."""
     args, dev = rc.args, rc.device
+    arm = _arm(rc, backend)
+    impl = arm.impl if arm else backend
     _progress(rc, backend, "build", 1, 1)
-    wl = rc.builder()
+    wl = arm.builder() if arm else rc.builder()
     model = wl.model
     model.train()
     info = wl.info
@@ -268,17 +288,23 @@ def _build(rc, backend):
     if rc.gemm_shapes is None:
         rc.gemm_shapes = gemm_shapes(model, wl)
     result = {
-        "backend": backend, "label": LABELS.get(backend, backend), "workload": wl.name, "device": dev,
+        "backend": backend, "label": arm.label if arm else LABELS.get(backend, backend), "workload": wl.name,
+        "device": dev,
         "batch": info.get("batch"), "seq": info.get("seq"), "layers": info.get("layers"),
         "tokens_per_step": wl.tokens_per_step, "params": sum(p.numel() for p in model.parameters()),
         "steps": args.steps, "warmup": args.warmup, "seed": args.seed, "lr": args.lr, "emulated": False,
         "recipe": None, "conversion": None, "precision": "bf16 autocast, fp32 master weights",
     }
+    if arm and arm.after_build:
+        arm.after_build(model, wl, result)
     hp = te_convert.find_high_precision(model, wl.high_precision)
     result["lm_head_layers"] = lm_head_names(hp)
-    if getattr(args, "fp8_lm_head", False) and backends.family(backend) != "bf16":
+    if getattr(args, "fp8_lm_head", False) and backends.family(impl) != "bf16" and not (arm and arm.prepare):
         hp, result["lm_head_fp8"] = release_lm_head(hp)
-    fwd_contexts = PREPARE[backends.family(backend)](rc, backend, model, hp, result)
+    if arm and arm.prepare:
+        fwd_contexts = arm.prepare(rc, model, hp, result)
+    else:
+        fwd_contexts = PREPARE[backends.family(impl)](rc, impl, model, hp, result)
     conv = result["conversion"]
     if conv:
         log("[%s] converted %d layers, skipped %d (shape rule), kept %d in high precision" % (
@@ -356,10 +382,13 @@ def _record_memory(result, dev):
 def _run_backend(rc, backend):
     args, dev = rc.args, rc.device
     wl, model, result, fwd_contexts, opt = _build(rc, backend)
+    arm = _arm(rc, backend)
+    bf16_autocast = arm.autocast if arm else True
 
     def fwd_ctx():
         stack = contextlib.ExitStack()
-        stack.enter_context(torch.autocast(device_type=dev, dtype=torch.bfloat16))
+        if bf16_autocast:  # an A/B arm's converted project brings its own context (plbench/ab.py)
+            stack.enter_context(torch.autocast(device_type=dev, dtype=torch.bfloat16))
         for f in fwd_contexts:
             stack.enter_context(f())
         return stack
@@ -390,6 +419,8 @@ def _run_backend(rc, backend):
         "final_loss": losses[-1] if losses else None,
         "final_loss_avg5": (sum(losses[-5:]) / len(losses[-5:])) if losses else None,
     })
+    if arm and arm.finish:
+        arm.finish(model, result)
     fpt = model_flops_per_token(wl.info) if "hidden" in wl.info else None
     if fpt:
         result["model_tflops_per_s"] = fpt * result["tokens_per_s"] / 1e12

@@ -1,0 +1,315 @@
+"""--mode ab: the user's project as it is (ORIG) against the copy Precision Lens converted (CONV), on the CPU.
+
+The fixture pair (fixtures/ab/, see its README) was produced with
+`cp -r orig conv && node out/cli.js check conv --fix --unsafe-fixes --isolated`: conv/fp8_fallback.py is the real
+generated fallback module. Every test copies the pair into tmp_path and runs the benchmark's CLI in a subprocess.
+"""
+import os
+import shutil
+import sys
+
+import pytest
+
+from conftest import FAKE_TE, HERE, run_bench
+
+FIXTURES = os.path.join(HERE, "fixtures", "ab")
+FAKE_TORCHAO = os.path.join(HERE, "fake_torchao")
+FAST = ["--device", "cpu", "--steps", "3", "--warmup", "1", "--no-compile", "--batch", "2", "--seq", "32"]
+
+
+def te_or_torchao_installed():
+    for name in ("transformer_engine", "torchao"):
+        try:
+            __import__(name)
+            return True
+        except Exception:
+            pass
+    return False
+
+
+@pytest.fixture
+def pair(tmp_path):
+    orig, conv = str(tmp_path / "orig"), str(tmp_path / "conv")
+    shutil.copytree(os.path.join(FIXTURES, "orig"), orig)
+    shutil.copytree(os.path.join(FIXTURES, "conv"), conv)
+    return orig, conv
+
+
+def ab(orig, conv, *extra, **kw):
+    return run_bench(["--mode", "ab", "--workload", "wl:build", "--workspace", orig, "--converted", conv] + FAST
+                     + list(extra), **kw)
+
+
+def edit(path, old, new):
+    with open(path) as f:
+        text = f.read()
+    assert old in text, (path, old)
+    with open(path, "w") as f:
+        f.write(text.replace(old, new))
+
+
+def test_fixture_is_the_generated_conversion():
+    conv = os.path.join(FIXTURES, "conv")
+    with open(os.path.join(conv, "fp8_fallback.py")) as f:
+        fallback = f.read()
+    assert fallback.startswith("# precision-lens: fp8 fallback")
+    assert "def fp8_autocast_context(" in fallback and "def fp8_available(" in fallback
+    with open(os.path.join(conv, "model.py")) as f:
+        model = f.read()
+    assert "from fp8_fallback import fp8_linear" in model and "nn.Linear(dim, 3 * dim)" not in model
+
+
+def test_ab_runs_both_arms_with_the_same_weights(pair, tmp_path):
+    orig, conv = pair
+    # The converted copy's own initialisation differs: only loading the original's weights makes the first losses equal.
+    edit(os.path.join(conv, "wl.py"), "    model = TinyGPT(", "    torch.manual_seed(seed + 1)\n    model = TinyGPT(")
+    out = str(tmp_path / "ab.json")
+    r = ab(orig, conv, "--peer", "none", "--json-out", out)
+    assert r.rc == 0, r.stderr
+    assert [e["event"] for e in r.events if e["event"] != "progress"] == ["env", "result", "result", "summary"]
+    env = r.of("env")[0]
+    assert env["mode"] == "ab"
+    assert {p["backend"] for p in r.of("progress")} == {"original", "converted"}
+    assert {p["phase"] for p in r.of("progress")} >= {"build", "warmup", "measure"}
+    o, c = r.of("result")
+    assert (o["backend"], c["backend"]) == ("original", "converted")
+    for res in (o, c):
+        assert len(res["losses"]) == 4 and res["loss_measured_from"] == 1
+        assert res["tokens_per_s"] > 0 and res["step_ms"]["median"] > 0 and res["emulated"] is True
+        assert "not a benchmark" in res["label"]
+    assert abs(o["losses"][0] - c["losses"][0]) < 1e-4, (o["losses"], c["losses"])
+    assert c["batches_match_original"] is True
+    # Without Transformer Engine the generated fallback builds torch.nn: no te.* modules, the BF16 fallback's reason
+    assert c["fp8_gemms"]["modules"] == 0 and c["fp8_gemms"]["forwards_total"] == 0
+    fb = c["fallback"]
+    if not te_or_torchao_installed():
+        assert fb["fp8_available"] is False and fb["mode"] == "bf16-fallback" and c["fallback_mode"] == "bf16-fallback"
+        assert fb["mode_line"].startswith("Running in BF16 fallback: ")
+    assert fb["module"] == "fp8_fallback" and fb["file"] == os.path.realpath(os.path.join(conv, "fp8_fallback.py"))
+    assert fb["used_by_model"] is True
+    s = r.of("summary")[0]
+    assert s["mode"] == "ab" and s["baseline"] == "original" and s["backends"] == ["original", "converted"]
+    ratios = s["ratios"]["converted"]
+    for key in ("tokens_per_s", "step_time_median", "final_loss_rel_diff", "max_step_loss_rel_diff_measured"):
+        assert ratios[key] is not None, key
+    a = s["ab"]
+    assert a["original"] == os.path.realpath(orig) and a["converted"] == os.path.realpath(conv)
+    assert a["fallback_module"] == "fp8_fallback" and a["fp8_gemms"]["modules"] == 0
+    assert a["loss_rel_final"] == pytest.approx(c["final_loss"] / o["final_loss"] - 1)
+    assert "peak_memory_ratio" in a and a["peak_memory_ratio"] is None  # CPU: no CUDA memory statistics
+    assert a["peer"]["ran"] is False and a["peer"]["requested"] == "none"
+    assert s["exit_code"] == 0 and s["errors"] == []
+    import json
+    with open(out) as f:
+        doc = json.load(f)
+    assert doc["summary"]["ab"]["converted"] == a["converted"] and len(doc["results"]) == 2
+
+
+def test_same_module_names_resolve_in_each_copy(pair):
+    """ORIG and CONV both have model.py and wl.py: each arm must build its own copy's model."""
+    orig, conv = pair
+    line = ("    import sys, os\n    print('BUILT-FROM', os.path.realpath(sys.modules[TinyGPT.__module__].__file__), "
+            "os.path.realpath(__file__))\n    return model, batch_factory")
+    for folder in (orig, conv):
+        edit(os.path.join(folder, "wl.py"), "    return model, batch_factory", line)
+    r = ab(orig, conv, "--peer", "none")
+    assert r.rc == 0, r.stderr
+    built = [l.split()[1:] for l in r.stderr.splitlines() if l.startswith("BUILT-FROM")]
+    real = [os.path.realpath(os.path.join(d, f)) for d in (orig, conv) for f in ("model.py", "wl.py")]
+    assert built == [real[:2], real[2:]], built
+    assert "BUILT-FROM" not in r.stdout  # user prints go to stderr, stdout is the protocol
+
+
+def _fake_te_with_state(tmp_path):
+    """The repository's fake TE plus TE 2.x's FP8GlobalStateManager (transformer_engine.pytorch.quantization), set
+    inside te.autocast, and an _extra_state on te.Linear as real TE has."""
+    root = str(tmp_path / "fake_te")
+    shutil.copytree(FAKE_TE, root)
+    pkg = os.path.join(root, "transformer_engine", "pytorch")
+    with open(os.path.join(pkg, "quantization.py"), "w") as f:
+        f.write("class FP8GlobalStateManager(object):\n    FP8_ENABLED = False\n\n"
+                "    @classmethod\n    def is_fp8_enabled(cls):\n        return cls.FP8_ENABLED\n")
+    with open(os.path.join(pkg, "__init__.py"), "a") as f:
+        f.write('''
+
+from .quantization import FP8GlobalStateManager as _State
+
+_plain_autocast = autocast
+
+
+@contextlib.contextmanager
+def autocast(enabled=True, calibrating=False, recipe=None, amax_reduction_group=None):
+    before = _State.FP8_ENABLED
+    _State.FP8_ENABLED = enabled
+    try:
+        with _plain_autocast(enabled=enabled, recipe=recipe):
+            yield
+    finally:
+        _State.FP8_ENABLED = before
+
+
+def _get_extra_state(self):
+    return torch.zeros(1)
+
+
+def _set_extra_state(self, state):
+    pass
+
+
+Linear.get_extra_state = _get_extra_state
+Linear.set_extra_state = _set_extra_state
+''')
+    return root
+
+
+FP8_FALLBACK_FAKE = '''"""A fallback where FP8 runs (fake TE on the CPU): te.* layers and TE autocast inside BF16 autocast."""
+import contextlib
+
+import torch
+import transformer_engine.pytorch as te
+
+
+def fp8_available():
+    return True, ""
+
+
+def fp8_linear(in_features, out_features, bias=True, **kwargs):
+    return te.Linear(in_features, out_features, bias=bias, device="cpu")
+
+
+def fp8_layernorm(normalized_shape, eps=1e-5, **kwargs):
+    return te.LayerNorm(normalized_shape, eps=eps, device="cpu")
+
+
+@contextlib.contextmanager
+def fp8_autocast_context(enabled=True, recipe=None):
+    with torch.autocast("cpu", dtype=torch.bfloat16), te.autocast(enabled=enabled, recipe=recipe):
+        yield
+'''
+
+
+def test_fp8_gemms_counted_under_fake_te(pair, tmp_path):
+    orig, conv = pair
+    fake = _fake_te_with_state(tmp_path)
+    with open(os.path.join(conv, "fp8_fallback.py"), "w") as f:
+        f.write(FP8_FALLBACK_FAKE)
+    # one te.Linear forward outside FP8 per step: counted in forwards_total, not in forwards_fp8
+    edit(os.path.join(conv, "model.py"), "        x = x + self.proj(y)",
+         "        with fp8_autocast_context(enabled=False):\n            x = x + self.proj(y)")
+    edit(os.path.join(conv, "model.py"), "from fp8_fallback import fp8_linear",
+         "from fp8_fallback import fp8_linear, fp8_autocast_context")
+    r = ab(orig, conv, "--peer", "none", pythonpath=[fake])
+    assert r.rc == 0, r.stderr
+    c = r.of("result")[1]
+    g = c["fp8_gemms"]
+    layers, steps = 2, 4  # 2 blocks x (qkv, proj, fc1, fc2); 1 warm-up + 3 measured steps
+    assert g["modules"] == 4 * layers and g["module_types"] == {"Linear": 4 * layers}
+    assert g["norm_modules"] == 2 * layers + 1
+    assert g["forwards_total"] == 4 * layers * steps
+    assert g["forwards_fp8"] == 3 * layers * steps
+    assert g["state_check"] == "transformer_engine.pytorch.quantization.FP8GlobalStateManager.is_fp8_enabled"
+    assert c["fallback"]["fp8_available"] is True and c["fallback_mode"] == "fp8"
+    assert r.of("summary")[0]["ab"]["fp8_gemms"]["forwards_fp8"] == g["forwards_fp8"]
+    # te.Linear's _extra_state is the only difference and is allowed; the weights are the original's
+    o = r.of("result")[0]
+    assert abs(o["losses"][0] - c["losses"][0]) < 1e-4
+
+
+def test_torchao_peer_runs_on_the_original_model(pair):
+    orig, conv = pair
+    r = ab(orig, conv, "--peer", "torchao", pythonpath=[FAKE_TORCHAO])
+    assert r.rc == 0, r.stderr
+    names = [e["backend"] for e in r.of("result")]
+    assert names == ["original", "converted", "torchao-original"]
+    peer = r.of("result")[2]
+    assert peer["conversion"]["counts"]["converted"] == 8  # the block linears; lm-head and embeddings stay
+    assert "lm_head" not in [c["name"] for c in peer["conversion"]["converted"]]
+    s = r.of("summary")[0]
+    assert s["ab"]["peer"]["ran"] is True and "torchao-original" in s["ratios"]
+
+
+@pytest.mark.skipif(te_or_torchao_installed(), reason="torchao importable here")
+def test_torchao_peer_missing_is_one_error_and_the_arms_still_run(pair):
+    orig, conv = pair
+    r = ab(orig, conv, "--peer", "torchao")
+    assert r.rc == 10, r.stderr
+    (err,) = r.errors("torchao_missing")
+    assert err["backend"] == "torchao-original" and err["fatal"] is False
+    assert [e["backend"] for e in r.of("result")] == ["original", "converted"]
+    assert r.of("summary")[0]["exit_code"] == 10
+    # auto: no torchao, no peer, no error
+    r = ab(orig, conv)
+    assert r.rc == 0 and not r.errors() and r.of("summary")[0]["ab"]["peer"]["ran"] is False
+
+
+def test_converted_missing_or_not_a_folder(pair, tmp_path):
+    orig, conv = pair
+    r = run_bench(["--mode", "ab", "--workload", "wl:build", "--workspace", orig] + FAST)
+    assert r.rc == 2 and r.errors("usage") and "--converted" in r.errors()[0]["message"]
+    r = ab(orig, str(tmp_path / "nope"))
+    assert r.rc == 2 and "is not a folder" in r.errors("usage")[0]["message"]
+    r = ab(orig, orig)
+    assert r.rc == 2 and "same folder" in r.errors("usage")[0]["message"]
+    r = run_bench(["--mode", "ab", "--workload", "tiny", "--workspace", orig, "--converted", conv] + FAST)
+    assert r.rc == 2 and "module:function" in r.errors("usage")[0]["message"]
+
+
+def test_no_fallback_module(pair, tmp_path):
+    orig, _ = pair
+    plain = str(tmp_path / "plain")
+    shutil.copytree(orig, plain)
+    r = ab(orig, plain)
+    assert r.rc == 11, r.stderr
+    (err,) = r.errors("no_fallback")
+    assert err["message"] == "%s has no fp8_fallback.py: run `precision-lens check %s --fix --unsafe-fixes` first" % (
+        os.path.realpath(plain), os.path.realpath(plain))
+    assert err["fatal"] is True and not r.of("result")
+    # a fallback module under another name, in a subfolder
+    _, conv = pair
+    os.makedirs(os.path.join(conv, "utils"))
+    shutil.move(os.path.join(conv, "fp8_fallback.py"), os.path.join(conv, "utils", "precision.py"))
+    edit(os.path.join(conv, "model.py"), "from fp8_fallback import", "from utils.precision import")
+    r = ab(orig, conv, "--fallback-module", "precision", "--peer", "none")
+    assert r.rc == 0, r.stderr
+    fb = r.of("result")[1]["fallback"]
+    assert fb["module"] == "utils.precision" and fb["used_by_model"] is True
+
+
+@pytest.mark.parametrize("change", ["shape", "name"])
+def test_weights_that_do_not_match(pair, change):
+    orig, conv = pair
+    if change == "shape":
+        edit(os.path.join(conv, "model.py"), "self.fc1 = fp8_linear(dim, 4 * dim)", "self.fc1 = fp8_linear(dim, 2 * dim)")
+        edit(os.path.join(conv, "model.py"), "self.fc2 = fp8_linear(4 * dim, dim)", "self.fc2 = fp8_linear(2 * dim, dim)")
+    else:
+        edit(os.path.join(conv, "model.py"), "self.fc1 = fp8_linear(", "self.fc_in = fp8_linear(")
+        edit(os.path.join(conv, "model.py"), "self.fc1(", "self.fc_in(")
+    r = ab(orig, conv, "--peer", "none")
+    assert r.rc == 12, r.stderr
+    (err,) = r.errors("weights_mismatch")
+    assert err["backend"] == "converted"
+    if change == "name":
+        assert "blocks.0.fc_in.weight" in err["missing_keys"] and "blocks.0.fc1.weight" in err["unexpected_keys"]
+    else:
+        assert "size mismatch" in err["message"]
+    assert [e["backend"] for e in r.of("result")] == ["original"]
+    s = r.of("summary")[0]
+    assert s["exit_code"] == 12 and s["errors"] == ["weights_mismatch"] and s["ab"]["loss_rel_final"] is None
+    assert "Traceback" not in r.stderr
+
+
+def test_no_cuda_with_device_auto(pair):
+    orig, conv = pair
+    args = ["--mode", "ab", "--workload", "wl:build", "--workspace", orig, "--converted", conv, "--steps", "1"]
+    r = run_bench(args)
+    if r.of("env") and r.of("env")[0]["cuda_available"]:
+        pytest.skip("a CUDA device is visible")
+    assert r.rc == 4 and r.errors("no_cuda")
+    assert r.of("env")[0]["mode"] == "ab"
+
+
+def test_bad_workload_names_the_copy(pair):
+    orig, conv = pair
+    r = run_bench(["--mode", "ab", "--workload", "wl:nope", "--workspace", orig, "--converted", conv] + FAST)
+    assert r.rc == 8
+    assert r.errors("bad_workload")[0]["message"].startswith("original copy (")
