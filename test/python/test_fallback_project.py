@@ -25,6 +25,12 @@ torch.cuda.is_available = lambda: True
 torch.cuda.get_device_capability = lambda *a: (9, 0)
 torch.cuda.get_device_name = lambda *a: "Fake H100"
 torch.cuda.is_bf16_supported = lambda: True
+# A CPU-only torch has no CUDA autocast: with is_available faked, torch.autocast("cuda") would switch on a dispatch
+# flag that nothing here honours, so it is made what torch makes it on a machine without CUDA, a no-op. Where the
+# fallback enters it (around TE autocast) is checked by test_fp8_context_nests_te_autocast_inside_bf16_autocast.
+import contextlib
+_pl_real_autocast = torch.autocast
+torch.autocast = lambda device_type, *a, **k: contextlib.nullcontext() if device_type == "cuda" else _pl_real_autocast(device_type, *a, **k)
 sys.argv = [%(script)r]
 runpy.run_path(%(script)r, run_name="__main__")
 import transformer_engine.pytorch as te
@@ -207,3 +213,77 @@ def test_te_linear_factories_cast_the_input_to_the_parameters_dtype_and_back(tmp
         for dtype in ("torch.bfloat16", "torch.float32"):
             line = "%s transformer_engine.pytorch %s out %s grad %s eval %s (3, 32)" % (name, dtype, dtype, dtype, dtype)
             assert line in out, out
+
+
+# The context's shape where FP8 runs (issue 21): TE autocast INSIDE BF16 torch.autocast, so that what TE does not run
+# (attention, norms, the lm-head, the loss) runs in BF16 rather than in the parameters' FP32; inside an autocast the
+# script already opened, TE autocast only, and that autocast keeps its dtype. The BF16 autocast is replaced by a
+# recorder here (a CPU-only torch has no CUDA autocast to observe).
+CONTEXT_SHAPE = r"""
+import contextlib, torch, fp8_fallback as f
+import transformer_engine.pytorch as te
+events = []
+@contextlib.contextmanager
+def bf16():
+    events.append("bf16")
+    yield
+f._pl_bf16_autocast = bf16
+def probe(label, **kw):
+    del events[:]
+    with f.fp8_autocast_context(**kw):
+        events.append("fp8" if te._FP8 and te._FP8[-1] else "no-fp8")
+    print(label, events)
+probe("plain")
+probe("disabled", enabled=False)
+probe("inside", inside_autocast=True)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    probe("in-script-autocast")
+"""
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_fp8_context_nests_te_autocast_inside_bf16_autocast(tmp_path, api):
+    out = run(project(tmp_path, api), code=CONTEXT_SHAPE, fake_te=True, env={"FAKE_TE_API": api})
+    assert "plain ['bf16', 'fp8']" in out, out
+    assert "disabled ['no-fp8']" in out, out
+    assert "inside ['fp8']" in out, out
+    assert "in-script-autocast ['fp8']" in out, out
+
+
+def test_fallback_context_inside_the_scripts_autocast_adds_nothing(tmp_path):
+    if te_installed():
+        pytest.skip("Transformer Engine is installed here")
+    code = (
+        "import torch, fp8_fallback as f\n"
+        "with f.fp8_autocast_context(inside_autocast=True):\n"
+        "    print('inside', torch.is_autocast_cpu_enabled())\n"
+        "with f.fp8_autocast_context():\n"
+        "    print('plain', torch.is_autocast_cpu_enabled(), torch.get_autocast_cpu_dtype())\n"
+    )
+    out = run(project(tmp_path, "modern"), code=code)
+    # The script's own context decides (nanoGPT's nullcontext on the CPU trains in FP32); alone, BF16 as before.
+    assert "inside False" in out, out
+    assert "plain True torch.bfloat16" in out, out
+
+
+def ctx_project(tmp_path):
+    dst = tmp_path / "ctx"
+    shutil.copytree(os.path.join(EXPECTED, "project-ctx"), str(dst))
+    return str(dst)
+
+
+def test_nanogpt_style_project_converted_by_one_command_trains_without_te(tmp_path):
+    if te_installed():
+        pytest.skip("Transformer Engine is installed here")
+    out = run(ctx_project(tmp_path))
+    assert out.count("Running in BF16 fallback: Transformer Engine not installed") == 1, out
+    assert len([l for l in out.splitlines() if l.startswith("iter ")]) == 4, out
+    assert "val loss" in out, out
+
+
+def test_nanogpt_style_project_converted_by_one_command_runs_fp8_in_its_step(tmp_path):
+    # On a (fake) Hopper with TE the step enters TE autocast inside the script's ctx; evaluation stays out of FP8.
+    out = run(ctx_project(tmp_path), fake_te=True, env={"FAKE_TE_API": "modern"})
+    assert "Running in FP8 mode on Fake H100 (sm_90), recipe DelayedScaling/HYBRID" in out, out
+    assert len([l for l in out.splitlines() if l.startswith("iter ")]) == 4, out
+    assert "te calls: ['autocast', 'linear']" in out, out

@@ -142,7 +142,10 @@ describe('precision-lens check --fix (built CLI)', function () {
     if (original) assert.equal(original.status, 0, original.stderr);
     const fixed = runCli(['check', 'runnable', '--fix', '--unsafe-fixes', '--show-fixes', '--fail-on', 'none'], dir);
     assert.equal(fixed.status, 0, fixed.stderr);
-    assert.match(fixed.stdout, /^Fixed 3 problems:\n- runnable\/model\.py:\n/m);
+    // One run converts the model and, in the training script the conversion made a PL302 warning, wraps the step.
+    assert.match(fixed.stdout, /^Fixed 4 problems:\n- runnable\/model\.py:\n/m);
+    assert.match(fixed.stdout, /^- runnable\/train\.py:\n {4}1 × PL302 Wrap the training step in FP8 autocast \(backward\(\) stays outside; context from fp8_fallback\)$/m);
+    assert.match(readFileSync(join(project, 'train.py'), 'utf8'), /^    with fp8_autocast_context\(\):\n(?: {8}.*\n)*? {8}loss = F\.cross_entropy\(model\(x\), y\)\n    optimizer\.zero_grad\(\)/m);
     assert.match(fixed.stdout, /    2 × PL101 Convert to te\.Linear \(with fallback: fp8_linear\)/);
     const model = readFileSync(join(project, 'model.py'), 'utf8');
     assertValidPython(model, 'model.py after --unsafe-fixes');
@@ -155,7 +158,9 @@ describe('precision-lens check --fix (built CLI)', function () {
       const after = run('fixed');
       assert.equal(after.status, 0, after.stderr);
       assert.match(after.stdout, /Running in BF16 fallback: Transformer Engine not installed/);
-      assert.equal(after.stdout.split('\n').find((l) => l.startsWith('loss ')), original.stdout.trim(), 'same loss without TE');
+      // Without TE the step runs under the fallback's BF16 autocast (CPU): the loss of the FP32 original within 2 %.
+      const loss = (out: string) => Number(/^loss (\S+)$/m.exec(out)?.[1]);
+      assert.ok(Math.abs(loss(after.stdout) / loss(original.stdout) - 1) < 0.02, `${after.stdout} vs ${original.stdout}`);
     }
     const again = runCli(['check', 'runnable', '--fix', '--unsafe-fixes', '--fail-on', 'none'], dir);
     assert.match(again.stderr, /applied 0 fixes in 0 files/);
