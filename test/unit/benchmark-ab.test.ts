@@ -5,7 +5,7 @@
  * `measure --format jsonl` on a fake interpreter) through the same runner a normal run uses.
  */
 import * as assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BenchEvent, normalizeBenchEvent, backendLabel } from '../../common/bench-events';
@@ -146,6 +146,44 @@ out({ event: 'result', backend: 'converted', tokens_per_s: 125, losses: [2, 1.01
       }
       assert.ok(benchArgs.includes('--no-compile'));
       assert.equal(run.ratios[0].speedup, 1.25);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('Cancel stops the A/B like a run: the benchmark reports cancelled, the converted copy is removed', async function () {
+    if (process.platform === 'win32') this.skip();
+    ensureBuilt();
+    const dir = mkdtempSync(join(tmpdir(), 'precision-lens-ab-cancel-'));
+    try {
+      const fake = join(dir, 'python');
+      writeFileSync(fake, `#!/usr/bin/env node
+const argv = process.argv.slice(2);
+process.on('SIGTERM', () => { process.stdout.write(JSON.stringify({ event: 'cancelled', code: 'cancelled', signal: 'SIGTERM', phase: 'original' }) + '\\n'); process.exit(130); });
+process.stdout.write(JSON.stringify({ event: 'progress', phase: 'original', step: 1, total: 9, copy: argv[argv.indexOf('--converted') + 1] }) + '\\n');
+setInterval(() => {}, 1000);
+`);
+      chmodSync(fake, 0o755);
+      const args = buildMeasureArgs(CLI, join(FIXTURES, 'runnable'), AB_OPTIONS, { python: fake });
+      let run = startedRunState('ab-3', AB_OPTIONS, 0);
+      let copy: string | undefined;
+      let running!: () => void;
+      const started = new Promise<void>((resolve) => { running = resolve; });
+      const child = startBenchmark({ command: process.execPath, args, cwd: dir }, {
+        onEvent: (e) => {
+          run = applyRunEvent(run, e);
+          if (e.event === 'unknown' && e.name === 'conversion') copy = e.raw.copy as string;
+          if (e.event === 'progress' && e.phase === 'original') running();
+        },
+      }, { killGraceMs: 3000 });
+      await started;
+      assert.ok(copy && existsSync(copy), 'the copy exists while the benchmark runs');
+      await child.cancel();
+      const outcome = await child.done;
+      assert.equal(outcome.cancelled, true);
+      run = finishRun(run, { cancelled: outcome.cancelled }, 1);
+      assert.equal(run.status, 'cancelled');
+      assert.equal(existsSync(copy!), false, 'the copy is removed on cancel');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
