@@ -68,11 +68,20 @@ def validate_args(args):
     if ":" not in args.workload:
         raise BenchError("usage", "--mode ab runs your own workload (--workload module:function), not the preset %r"
                          % args.workload, "for example --workload train:build_for_benchmark")
-    name = (args.fallback_module or "").strip()
+    args.fallback_module = name = fallback_module_name(args.fallback_module)
     if not name or any(not part.isidentifier() for part in name.split(".")):
         raise BenchError("usage", "--fallback-module %r is not a module name" % args.fallback_module,
                          "the default is fp8_fallback (the [tool.precision-lens] fallback-module setting)")
     return orig, conv
+
+
+def fallback_module_name(text):
+    """`fp8_fallback`, `pkg.fp8_fallback`, or the setting's relative path form (`src/utils/fp8_fallback.py`) as a
+    dotted module name."""
+    text = (text or "").strip().replace("\\", "/")
+    if text.endswith(".py"):
+        text = text[:-3]
+    return ".".join(p for p in text.split("/") if p and p != ".")
 
 
 def _skip_dir(name, path):

@@ -273,6 +273,10 @@ def test_no_fallback_module(pair, tmp_path):
     assert r.rc == 0, r.stderr
     fb = r.of("result")[1]["fallback"]
     assert fb["module"] == "utils.precision" and fb["used_by_model"] is True
+    # the setting's path form, as `precision-lens measure` may pass it
+    r = ab(orig, conv, "--fallback-module", "utils/precision.py", "--peer", "none")
+    assert r.rc == 0, r.stderr
+    assert r.of("summary")[0]["ab"]["fallback_module"] == "utils.precision"
 
 
 @pytest.mark.parametrize("change", ["shape", "name"])
