@@ -64,7 +64,7 @@ function convertAll(file) {
 
 const ratio = (a, b) => (b ? a / b : NaN);
 const fmt = (x) => (Number.isNaN(x) ? '  -  ' : x.toFixed(3));
-const blank = () => ({ tp: 0, fp: 0, fn: 0, heads: 0, headsHit: 0, embs: 0, embsHit: 0, wrongHeads: [], unlabelled: 0, big: 0, bigConverted: 0, missed: [], falsePos: [], roleMiss: [] });
+const blank = () => ({ labelled: 0, reported: 0, silent: [], tp: 0, fp: 0, fn: 0, heads: 0, headsHit: 0, embs: 0, embsHit: 0, wrongHeads: [], unlabelled: 0, big: 0, bigConverted: 0, missed: [], falsePos: [], roleMiss: [] });
 const add = (t, s) => { for (const k of Object.keys(t)) t[k] = Array.isArray(t[k]) ? t[k].concat(s[k]) : t[k] + s[k]; };
 
 /** The reason of the first facet that is not `ok` (what kept the layer from being convertible). */
@@ -94,6 +94,9 @@ function scoreFile(name, layers, fileLabels) {
     const s = isNorm(lab) ? out.norm : out.linear;
     const layer = pickLayer(byLine.get(Number(lab.line)) ?? [], lab);
     if (layer) labelled.add(layer);
+    // Every labelled construction builds parameters: the tool should list it (with whatever verdict), never stay silent.
+    s.labelled++;
+    if (layer) s.reported++; else s.silent.push(`${name}:${lab.line} ${lab.class}.${lab.attribute} (${lab.constructor}, ${lab.expected})`);
     const where = `${name}:${lab.line} ${lab.class}.${lab.attribute}`;
     const conv = layer?.convertible === true;
     if (lab.expected === 'convert') {
@@ -154,7 +157,7 @@ const line = (label, s) => {
   const p = ratio(s.tp, s.tp + s.fp), r = ratio(s.tp, s.tp + s.fn);
   const roles = ratio(s.headsHit + s.embsHit, s.heads + s.embs);
   return `${label.padEnd(30)} P ${fmt(p)}  R ${fmt(r)}  (tp ${s.tp} fp ${s.fp} fn ${s.fn})  heads ${s.headsHit}/${s.heads}  emb ${s.embsHit}/${s.embs}  role ${fmt(roles)}  wrong-heads ${s.wrongHeads.length}` +
-    (withConvert && s.big ? `  convert-all ${s.bigConverted}/${s.big}` : '');
+    `  reported ${s.reported}/${s.labelled}` + (withConvert && s.big ? `  convert-all ${s.bigConverted}/${s.big}` : '');
 };
 const both = (a, b) => { const t = blank(); add(t, a); add(t, b); return t; };
 
@@ -174,4 +177,5 @@ show('Missed (expert converts, tool does not)', all.missed);
 show('Wrongly convertible', all.falsePos);
 show('Role misses', all.roleMiss);
 show('Wrongly called an lm-head', all.wrongHeads);
+show('Labelled constructions the tool does not list', all.silent);
 console.log(`\nLayers the tool lists that carry no label (not scored): ${total.linear.unlabelled}`);
