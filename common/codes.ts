@@ -14,6 +14,8 @@ export interface RuleMeta {
 }
 
 export const RULES = {
+  PL001: { rule: 'unused-noqa', defaultSeverity: 'hint', summary: 'a `# noqa: PLnnn` that silences no finding' },
+  PL002: { rule: 'syntax-error', defaultSeverity: 'warning', summary: 'a syntax error: the analysis beyond it is partial' },
   PL101: { rule: 'linear-to-te', defaultSeverity: 'information', summary: 'nn.Linear (or a resolved alias/subclass) can become te.Linear' },
   PL102: { rule: 'layernorm-to-te', defaultSeverity: 'information', summary: 'nn.LayerNorm can become te.LayerNorm' },
   PL103: { rule: 'rmsnorm-to-te', defaultSeverity: 'information', summary: 'nn.RMSNorm or a custom RMSNorm can become te.RMSNorm' },

@@ -38,6 +38,35 @@ export interface PrecisionLensSettings {
    * workspace folder (`src/utils/fp8_fallback.py`).
    */
   fallbackModule: string;
+  /**
+   * What only pyproject.toml's `[tool.precision-lens]` says (no editor setting): file globs, read relative to `root`,
+   * the folder of that pyproject.toml. `exclude` replaces the default skipped folders, `extend-exclude` adds to them;
+   * `per-file-ignores` maps a glob to codes ("*" for all). Absent when the project sets none.
+   */
+  project?: ProjectPaths;
+}
+
+export interface ProjectPaths {
+  root: string;
+  exclude?: string[];
+  extendExclude: string[];
+  perFileIgnores: Record<string, string[]>;
+}
+
+function projectPaths(v: unknown): ProjectPaths | undefined {
+  if (!v || typeof v !== 'object') return undefined;
+  const p = v as Record<string, unknown>;
+  const strings = (x: unknown): string[] => (Array.isArray(x) ? x.filter((s): s is string => typeof s === 'string') : []);
+  const perFileIgnores: Record<string, string[]> = {};
+  if (p.perFileIgnores && typeof p.perFileIgnores === 'object') {
+    for (const [k, codes] of Object.entries(p.perFileIgnores as Record<string, unknown>)) perFileIgnores[k] = strings(codes);
+  }
+  return {
+    root: typeof p.root === 'string' ? p.root : '',
+    ...(Array.isArray(p.exclude) ? { exclude: strings(p.exclude) } : {}),
+    extendExclude: strings(p.extendExclude),
+    perFileIgnores,
+  };
 }
 
 export const SETTINGS_SECTION = 'precisionLens';
@@ -100,5 +129,6 @@ export function resolveSettings(raw: unknown): PrecisionLensSettings {
     pythonPath: typeof r.pythonPath === 'string' ? r.pythonPath : '',
     dims: resolveDims(r.dims),
     fallbackModule: fallbackModuleValue(r.fallbackModule),
+    ...(r.project ? { project: projectPaths(r.project) } : {}),
   };
 }

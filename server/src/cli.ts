@@ -14,14 +14,16 @@ import { version as packageVersion } from '../../package.json';
 import { resolveSettings, type PrecisionLensSettings } from '../../common/settings';
 import type { Severity } from '../../common/codes';
 import { PythonParser } from './parser';
-import { analyseAll, type AnalysedFile } from './cli/analyze';
+import { analyseAll, factsOf, runFileRules, type AnalysedFile } from './cli/analyze';
+import { formatGithub, formatStatistics } from './cli/format-github';
+import { addNoqa, isExcluded } from './suppress';
 import { KeptTrees } from './cli/kept-trees';
 import { parseArgs, USAGE, UsageError, type CliOptions } from './cli/args';
 import { collectInputs } from './cli/files';
 import { formatText } from './cli/format-text';
 import { checkJson, inspectJson, type FixTitles } from './cli/format-json';
 import { sarif } from './cli/format-sarif';
-import { fixabilityOf, fixFiles, fixTitlesFor, type AppliedFix } from './cli/fix';
+import { fixabilityOf, fixFiles, fixTitlesFor, writeSource, type AppliedFix } from './cli/fix';
 import { teVersionFromEnvironment } from './cli/environment';
 import { findProjectConfig, overlaySettings } from './config';
 import type { FixEnv } from './fixes';
@@ -125,7 +127,10 @@ async function run(options: CliOptions, io: Io): Promise<number> {
   for (const p of project?.problems ?? []) io.stderr(`precision-lens: warning: ${p}\n`);
   const settings = settingsFromOptions(options, project?.settings);
   const env: FixEnv = { teVersion: teVersionFromEnvironment() };
-  const { files: inputs, errors } = collectInputs(options.paths, io.cwd);
+  const { files: inputs, errors, warnings } = collectInputs(options.paths, io.cwd, {
+    excluded: (absolute) => isExcluded(settings, absolute), forceExclude: options.forceExclude, defaultSkips: !settings.project?.exclude,
+  });
+  for (const w of warnings ?? []) io.stderr(`precision-lens: warning: ${w}\n`);
   for (const e of errors) io.stderr(`precision-lens: ${e}\n`);
   if (errors.length && inputs.length === 0) return 2;
 
@@ -172,8 +177,28 @@ async function run(options: CliOptions, io: Io): Promise<number> {
       io.stdout(JSON.stringify(inspectJson(files), null, 2) + '\n');
       return ioError ? 2 : 0;
     }
+    if (options.addNoqa) {
+      const { added, files: changed, errors: noqaErrors } = writeNoqa(files);
+      for (const e of noqaErrors) { io.stderr(`precision-lens: ${e}\n`); ioError = true; }
+      io.stderr(`precision-lens: added ${added} noqa directive${added === 1 ? '' : 's'} in ${changed} file${changed === 1 ? '' : 's'}\n`);
+      if (!ioError && added) {
+        // What is reported now is what is left: the findings no comment could silence.
+        const workspace = factsOf(files);
+        for (const f of files) if (f.ir) runFileRules(f, settings, workspace);
+      }
+    }
+    if (options.statistics) {
+      const fixable = (file: AnalysedFile, i: number): boolean => {
+        const cls = file.fixability ? file.fixability[i] : fixabilityOf(file, file.findings[i], settings, env);
+        return cls === 'safe' || (cls === 'unsafe' && options.unsafeFixes);
+      };
+      io.stdout(formatStatistics(files, fixable, options.format === 'json'));
+      if (ioError) return 2;
+      return options.exitZero ? 0 : failing(files, options.failOn) ? 1 : 0;
+    }
     const titles: FixTitles = (file, finding) => fixTitlesFor(file, finding, settings, env);
-    if (options.format === 'json') io.stdout(JSON.stringify(checkJson(files, titles, fixableCounts(files, settings, env)), null, 2) + '\n');
+    if (options.format === 'github') io.stdout(formatGithub(files));
+    else if (options.format === 'json') io.stdout(JSON.stringify(checkJson(files, titles, fixableCounts(files, settings, env)), null, 2) + '\n');
     else if (options.format === 'sarif') io.stdout(JSON.stringify(sarif(files, { version: packageVersion, cwd: io.cwd, fixTitles: titles }), null, 2) + '\n');
     else {
       io.stdout(formatText(files));
@@ -181,10 +206,35 @@ async function run(options: CliOptions, io: Io): Promise<number> {
       if (hint) io.stdout(`${hint}\n`);
     }
     if (ioError) return 2;
-    return failing(files, options.failOn) ? 1 : 0;
+    return !options.exitZero && failing(files, options.failOn) ? 1 : 0;
   } finally {
     parser.dispose();
   }
+}
+
+/**
+ * `--add-noqa`: `# noqa: CODES` on the line of each finding of each file, written in the file's own encoding. A
+ * second run adds nothing (the findings are suppressed by then).
+ */
+function writeNoqa(files: readonly AnalysedFile[]): { added: number; files: number; errors: string[] } {
+  let added = 0;
+  let changed = 0;
+  const errors: string[] = [];
+  for (const f of files) {
+    if (!f.findings.length || f.skipped || f.error) continue;
+    const result = addNoqa(f.text, f.findings);
+    if (!result.added) continue;
+    try {
+      writeSource(f, result.text);
+    } catch (e) {
+      errors.push(`${f.input.display}: could not write: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+      continue;
+    }
+    f.text = result.text;
+    added += result.added;
+    changed++;
+  }
+  return { added, files: changed, errors };
 }
 
 /** Runs the command line; resolves to the exit code. */

@@ -13,6 +13,9 @@
  *   PL201 = "error"
  *   [tool.precision-lens.dims]     # sizes the analysis cannot see: name = size, or a list of sizes (presets)
  *   hidden_size = 4096
+ *   exclude / extend-exclude = ["legacy/**"]        # globs relative to this file's folder (exclude replaces the defaults)
+ *   [tool.precision-lens.per-file-ignores]          # glob = codes (or "ALL")
+ *   "tests/**" = ["PL401"]
  */
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -35,7 +38,7 @@ const CHOICES: Record<string, readonly string[]> = {
   recipe: ['DelayedScaling', 'Float8CurrentScaling', 'Float8BlockScaling', 'MXFP8BlockScaling'],
   'fp8-format': ['HYBRID', 'E4M3'],
 };
-const KEYS = new Set([...Object.keys(CHOICES), 'fallback-module', 'max-file-size', 'ignore', 'rules', 'severity', 'dims']);
+const KEYS = new Set([...Object.keys(CHOICES), 'fallback-module', 'max-file-size', 'ignore', 'rules', 'severity', 'dims', 'exclude', 'extend-exclude', 'per-file-ignores']);
 
 function ruleCodeOf(key: string): RuleCode | undefined {
   const upper = key.toUpperCase();
@@ -64,6 +67,7 @@ export function projectConfigFromToml(text: string, path: string): ProjectConfig
   const te: Record<string, unknown> = {};
   const settings: Record<string, unknown> = {};
   const rules: Record<string, string> = {};
+  const project: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(table)) {
     if (!KEYS.has(key)) { problems.push(`Unknown key "${key}" in [tool.precision-lens] (known: ${[...KEYS].join(', ')}).`); continue; }
     const choices = CHOICES[key];
@@ -92,8 +96,24 @@ export function projectConfigFromToml(text: string, path: string): ProjectConfig
       }
     } else if (key === 'dims') {
       if (isTable(value)) settings.dims = { ...value }; else problems.push('dims must be a table of name = size.');
+    } else if (key === 'exclude' || key === 'extend-exclude') {
+      if (Array.isArray(value) && value.every((g) => typeof g === 'string')) project[key === 'exclude' ? 'exclude' : 'extendExclude'] = value as string[];
+      else problems.push(`${key} must be a list of file globs.`);
+    } else if (key === 'per-file-ignores') {
+      if (!isTable(value)) { problems.push('per-file-ignores must be a table of "glob" = [codes].'); continue; }
+      const table: Record<string, string[]> = {};
+      for (const [glob, list] of Object.entries(value)) {
+        const codes: string[] = [];
+        for (const item of Array.isArray(list) ? list : [list]) {
+          const code = typeof item === 'string' ? (item.toUpperCase() === 'ALL' ? 'ALL' : ruleCodeOf(item)) : undefined;
+          if (code) codes.push(code); else problems.push(`per-file-ignores."${glob}": unknown rule ${JSON.stringify(item)}.`);
+        }
+        table[glob] = codes;
+      }
+      project.perFileIgnores = table;
     }
   }
+  if (Object.keys(project).length) settings.project = { root: dirname(path), extendExclude: [], perFileIgnores: {}, ...project };
   if (Object.keys(te).length) settings.te = te;
   if (Object.keys(rules).length) settings.rules = rules;
   return { path, settings, problems };

@@ -13,6 +13,8 @@ import { argumentRefusal } from './fixes';
 import { runRules } from './rules';
 import { withRefusedConversion } from './rules/conversion';
 import type { Finding, WorkspaceFacts } from './rules/types';
+import { applySuppressions } from './suppress';
+import { RULES } from '../../common/codes';
 
 export interface DocumentAnalysis {
   ir: ModelIR;
@@ -104,10 +106,34 @@ export function analyzeParsed(
   return { ir, findings: findingsOf(ir, text, settings, workspace) };
 }
 
-/** The rules on an IR, as the editor and the CLI report them (nothing for a file out of scope). */
-export function findingsOf(ir: ModelIR, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts): Finding[] {
+/**
+ * The rules on an IR, as the editor and the CLI report them (nothing for a file out of scope): a syntax error says
+ * where the analysis became partial (PL002), and the file's suppressions apply here, once for both (suppress.ts).
+ * `path`: the file's absolute path, for `per-file-ignores`.
+ */
+export function findingsOf(ir: ModelIR, text: string, settings: PrecisionLensSettings, workspace: WorkspaceFacts, path?: string): Finding[] {
   if (!inScope(ir)) return [];
-  return reconcileConversions(runRules({ ir, text, settings, workspace }), ir, text, settings, workspace);
+  const findings = reconcileConversions(runRules({ ir, text, settings, workspace }), ir, text, settings, workspace);
+  const syntax = syntaxErrorFinding(ir, settings);
+  if (syntax) findings.push(syntax);
+  return applySuppressions(findings, text, settings, path ?? workspace.path, ir.syntaxError?.startLine);
+}
+
+/** PL002 at the first syntax error: what lies beyond it was read by error recovery and may be missed. */
+function syntaxErrorFinding(ir: ModelIR, settings: PrecisionLensSettings): Finding | undefined {
+  const at = ir.syntaxError;
+  const level = settings.rules.PL002;
+  if (!at || level === 'off') return undefined;
+  return {
+    code: 'PL002',
+    span: at,
+    severity: level ?? RULES.PL002.defaultSeverity,
+    message: `Syntax error at line ${at.startLine + 1}: analysis partial beyond this line`,
+    explanation: {
+      facts: ['The parser recovered from the error and the analysis read what it could, but findings after this line may be missing.'],
+      fix: 'Correct the syntax error (python -m py_compile shows it), then check the file again.',
+    },
+  };
 }
 
 const CONVERSION_CODES = new Set(['PL101', 'PL102', 'PL103', 'PL106']);
@@ -209,7 +235,7 @@ export function stackFor(ws: WorkspaceFacts, path: string): string | undefined {
 /** The workspace facts for one file: `otherStack` resolved for its path. */
 export function factsForFile(ws: WorkspaceFacts, path: string): WorkspaceFacts {
   const stack = stackFor(ws, path);
-  return stack ? { ...ws, otherStack: stack } : ws;
+  return stack ? { ...ws, otherStack: stack, path } : { ...ws, path };
 }
 
 /** The whole-model FP8 conversion or weight-quantization stack a file uses, if any (`convert_to_float8_training`). */

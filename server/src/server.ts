@@ -14,6 +14,7 @@ import { SOURCE } from '../../common/codes';
 import { EnvironmentNotification, MemoryRequest, StatusNotification, type EnvironmentParams, type MemoryReport, type StatusParams } from '../../common/protocol';
 import { resolveSettings, SETTINGS_SECTION, type PrecisionLensSettings } from '../../common/settings';
 import { clearProjectConfigCache, findProjectConfig, overlaySettings } from './config';
+import { ignoreOnLineEdit, isExcluded } from './suppress';
 import { locateFallbackModule } from './fallback-location';
 import { fixOutcome, sourceFixOutcome, type FallbackModule } from './fixes';
 import { factsForFile } from './engine';
@@ -126,7 +127,9 @@ async function publish(uri: string): Promise<void> {
   const state = session.get(uri);
   if (!analysis || !state) return;
   if (parser?.needsRenewal) renewParser(`the parser trapped (${parser.traps} so far)`);
-  const diagnostics: Diagnostic[] = analysis.findings.map((f, i) => findingToDiagnostic(f, i, analysis.version, relatedInformation ? uri : undefined));
+  // [tool.precision-lens] exclude / extend-exclude: the file is out of the project's checks, here as in the CLI.
+  const excluded = isExcluded(settings, uriPath(uri));
+  const diagnostics: Diagnostic[] = excluded ? [] : analysis.findings.map((f, i) => findingToDiagnostic(f, i, analysis.version, relatedInformation ? uri : undefined));
   // Publish only what changed: the same version with the same diagnostics is not sent again.
   if (changedSincePublished(state, analysis.version, diagnostics)) {
     void connection.sendDiagnostics({ uri, version: analysis.version, diagnostics });
@@ -338,6 +341,11 @@ connection.onCodeAction(async (params: CodeActionParams, token): Promise<CodeAct
       const result = fixOutcome(state.text, analysis.ir, finding, settings, env);
       for (const fix of result.fixes) actions.push(fixToCodeAction(fix, document, [diagnostic]));
       if (disabledActions) for (const r of result.refused ?? []) actions.push(refusedToCodeAction(r, [diagnostic]), explainRefusalAction(r, [diagnostic]));
+      // "Ignore PL101 on this line": a `# noqa` comment; offered here only, so `check --fix` never applies it.
+      const ignore = finding.code === 'PL001' || finding.code === 'PL002' ? undefined : ignoreOnLineEdit(state.text, finding);
+      if (ignore) {
+        actions.push(fixToCodeAction({ id: `noqa:${finding.code}`, title: `Ignore ${finding.code} on this line`, kind: 'quickfix', codes: [finding.code], safe: true, edits: [ignore] }, document, [diagnostic]));
+      }
     }
   }
   // The same file- and class-wide actions under two kinds: refactor (lightbulb) and source ("Source Action...").

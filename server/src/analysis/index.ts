@@ -16,7 +16,7 @@ import { decide, keepInFp32, keepTorchFallbacks } from './verdict';
 import { walkNodes, type CallRec } from './walk';
 import { AnalysisCache, copyOf, mirrorWalkNodes, WALK_TYPES, type SyntaxNode } from './node';
 import { WRAPPER_END_MARKER, wrapperRanges } from './known';
-import { useText } from './spans';
+import { spanAt, useText } from './spans';
 import { collectPtq } from './ptq';
 import { memoKeys } from './memo-keys';
 
@@ -61,7 +61,9 @@ export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache, opt
       useText(text, options.lineStarts);
       nodes = mirrorWalkNodes(tree, text, cache, hasErrors);
     } else nodes = tree.rootNode.descendantsOfType(WALK_TYPES);
-    return analyze(nodes, text, hasErrors, cache, options);
+    const ir = analyze(nodes, text, hasErrors, cache, options);
+    if (hasErrors) ir.syntaxError = firstSyntaxError(tree);
+    return ir;
   } catch (err) {
     cache?.clear();
     // A WASM trap is the parser runtime's failure, not this file's: the caller must retire the runtime.
@@ -70,6 +72,21 @@ export function analyzeTree(tree: Tree, text: string, cache?: AnalysisCache, opt
     const ir = emptyIR(true);
     ir.analysisError = err instanceof Error ? err.message : String(err);
     return ir;
+  }
+}
+
+/** The first ERROR or MISSING node in document order (only subtrees that hold an error are entered). */
+function firstSyntaxError(tree: Tree): ModelIR['syntaxError'] {
+  const cursor = tree.walk();
+  try {
+    for (;;) {
+      const n = cursor.currentNode;
+      if (n.isError || n.isMissing) return spanAt(n.startIndex, Math.max(n.endIndex, n.startIndex));
+      if (n.hasError && cursor.gotoFirstChild()) continue;
+      while (!cursor.gotoNextSibling()) if (!cursor.gotoParent()) return undefined;
+    }
+  } finally {
+    cursor.delete();
   }
 }
 

@@ -367,6 +367,8 @@ export interface ModelIR {
   ptq: PtqFacts;
   /** The parse had ERROR/MISSING nodes: analysis is best-effort. */
   hasSyntaxErrors: boolean;
+  /** The first ERROR or MISSING node of the parse, when there is one: the analysis beyond it is partial. */
+  syntaxError?: Span;
   /** Set when the analysis itself failed on this input (the IR is then empty); never thrown. */
   analysisError?: string;
   /** Set when the analysis stopped at its work budget: the IR holds what was found up to there, and this says so. */

@@ -13,6 +13,7 @@ import { isWasmTrap, ParserTrap, type PythonParser } from '../parser';
 import { pythonSource } from '../lines';
 import type { Finding, WorkspaceFacts } from '../rules/types';
 import type { InputFile } from './files';
+import { decodeSource, type SourceEncoding } from './encoding';
 import type { TreeReuse } from './kept-trees';
 
 /** The parses of this process, from scratch and from a kept tree (tests read them: a --fix round should not start over). */
@@ -24,6 +25,8 @@ export interface AnalysedFile {
   text: string;
   /** The file started with a byte order mark (written back by --fix). */
   bom?: boolean;
+  /** Its source encoding (cli/encoding.ts): what --fix and --add-noqa encode their writes with. */
+  encoding?: SourceEncoding;
   ir?: ModelIR;
   findings: Finding[];
   /** Not analysed: too large or binary (a note, not an error). */
@@ -56,7 +59,10 @@ export function readInput(input: InputFile, settings: PrecisionLensSettings): An
       result.skipped = `file is ${sizeText(size)}, above the maximum file size (${sizeText(settings.maxFileSize)}): not analysed`;
       return result;
     }
-    let text = fs.readFileSync(input.absolute, 'utf8');
+    // Decoded as Python would (PEP 263 cookie, else UTF-8), so --fix writes every other byte back as it was.
+    const decoded = decodeSource(fs.readFileSync(input.absolute));
+    let text = decoded.text;
+    result.encoding = decoded.encoding;
     if (text.charCodeAt(0) === 0xfeff) {
       text = text.slice(1);
       result.bom = true;

@@ -5,7 +5,7 @@
 import { RULES, RULE_CODES, isRuleCode, type RuleCode, type Severity } from '../../../common/codes';
 import type { TargetGpu } from '../../../common/settings';
 
-export type OutputFormat = 'text' | 'json' | 'sarif';
+export type OutputFormat = 'text' | 'json' | 'sarif' | 'github';
 export type FailOn = Severity | 'none';
 
 export interface CliOptions {
@@ -27,6 +27,14 @@ export interface CliOptions {
   isolated: boolean;
   /** Threads to analyse on (--jobs); undefined: PRECISION_LENS_JOBS, else one per core when the input is large enough. */
   jobs?: number;
+  /** Write `# noqa: CODES` on the line of every current finding (a baseline). */
+  addNoqa?: boolean;
+  /** Print a count per code instead of the findings. */
+  statistics?: boolean;
+  /** Exit 0 whatever was found (2 still for usage and I/O errors). */
+  exitZero?: boolean;
+  /** Apply exclude / extend-exclude to files named on the command line too (pre-commit passes each file). */
+  forceExclude?: boolean;
 }
 
 export type ParsedCommand =
@@ -68,7 +76,8 @@ export const WORKLOAD_PATTERN = /^[A-Za-z_][\w.]*:[A-Za-z_]\w*$/;
 export class UsageError extends Error {}
 
 export const USAGE = `Usage:
-  precision-lens check PATH... [--format text|json|sarif] [--fail-on error|warning|information|hint|none]
+  precision-lens check PATH... [--format|--output-format text|json|sarif|github] [--statistics] [--exit-zero]
+                               [--fail-on error|warning|information|hint|none] [--add-noqa] [--force-exclude]
                                [--rule PLnnn=off|error|warning|information|hint ...]
                                [--te-api legacy|modern] [--target-gpu any|ampere|ada|hopper|blackwell]
                                [--max-file-size BYTES] [--fix] [--unsafe-fixes] [--diff] [--show-fixes]
@@ -89,7 +98,12 @@ fixes as a unified diff instead of writing them (exit 1 if non-empty); --show-fi
 PL303's migration to the TE >= 2.9 API is applied only when TE >= 2.9 is known: --te-api modern, te-api in
 pyproject.toml, or PRECISION_LENS_TE_VERSION / the transformer_engine installed in $VIRTUAL_ENV.
 Configuration: the [tool.precision-lens] table of the nearest pyproject.toml above the inputs (flags override it;
---isolated ignores it).
+--isolated ignores it); its exclude / extend-exclude globs skip files found in folders (and files named on the command
+line with --force-exclude), per-file-ignores turns codes off by glob.
+Suppressions: '# noqa: PL101' (or a bare '# noqa') on the finding's line, '# precision-lens: noqa[: codes]' for a file.
+--add-noqa writes '# noqa: CODES' on the line of every current finding (a baseline; a second run adds nothing) and
+says how many; --statistics prints a count per code; --format github prints GitHub Actions workflow annotations;
+--exit-zero exits 0 whatever was found (2 still for usage and I/O errors).
 measure is the A/B on your own GPU: it copies DIR's Python project (the .py files and pyproject.toml; at most
 2,000 .py files and 50 MB) to a temporary folder, converts the copy as check --fix --unsafe-fixes would, then runs
 the bundled bench/benchmark.py --mode ab on the interpreter given (default python3): your training step as it is
@@ -101,7 +115,7 @@ else the benchmark's own status with its message (4: no CUDA device, 8: the work
 inputs are large enough to repay starting the threads); --jobs 1 analyses in-process. The output is the same either way.`;
 
 const SEVERITIES: readonly Severity[] = ['error', 'warning', 'information', 'hint'];
-const FORMATS: readonly OutputFormat[] = ['text', 'json', 'sarif'];
+const FORMATS: readonly OutputFormat[] = ['text', 'json', 'sarif', 'github'];
 const GPUS: readonly TargetGpu[] = ['any', 'ampere', 'ada', 'hopper', 'blackwell'];
 
 function oneOf<T extends string>(flag: string, value: string, allowed: readonly T[]): T {
@@ -160,7 +174,12 @@ export function parseArgs(argv: readonly string[]): ParsedCommand {
       return next;
     };
     switch (flag) {
-      case '--format': case '-f': options.format = oneOf(flag, value(), FORMATS); break;
+      // --output-format is ruff's name for it; --format stays.
+      case '--format': case '-f': case '--output-format': options.format = oneOf(flag, value(), FORMATS); break;
+      case '--add-noqa': if (inline !== undefined) throw new UsageError('--add-noqa takes no value'); options.addNoqa = true; break;
+      case '--statistics': if (inline !== undefined) throw new UsageError('--statistics takes no value'); options.statistics = true; break;
+      case '--exit-zero': if (inline !== undefined) throw new UsageError('--exit-zero takes no value'); options.exitZero = true; break;
+      case '--force-exclude': if (inline !== undefined) throw new UsageError('--force-exclude takes no value'); options.forceExclude = true; break;
       case '--fail-on': options.failOn = oneOf(flag, value(), [...SEVERITIES, 'none'] as const); break;
       case '--rule': parseRuleOverrides(value(), options.rules); break;
       case '--te-api': options.teApi = oneOf(flag, value(), ['legacy', 'modern'] as const); break;
@@ -191,7 +210,9 @@ export function parseArgs(argv: readonly string[]): ParsedCommand {
   if (command === 'inspect') {
     if (options.format !== 'json') throw new UsageError(`inspect: only --format json is supported`);
     if (options.fix || options.diff || options.unsafeFixes || options.showFixes) throw new UsageError('inspect: --fix, --unsafe-fixes, --diff and --show-fixes apply to check only');
+    if (options.addNoqa || options.statistics || options.exitZero) throw new UsageError('inspect: --add-noqa, --statistics and --exit-zero apply to check only');
   }
+  if (options.addNoqa && (options.fix || options.diff)) throw new UsageError('--add-noqa cannot be combined with --fix or --diff (fix first, then baseline what is left)');
   // As in ruff: --diff shows the fixes instead of writing them, so it implies --fix.
   if (options.diff) options.fix = true;
   return { kind: 'run', options };

@@ -20,8 +20,20 @@ export interface InputFile {
 
 export interface CollectResult {
   files: InputFile[];
-  /** Paths that do not exist or cannot be read: exit code 2. */
+  /** Paths that do not exist or cannot be read, or match no .py file: exit code 2. */
   errors: string[];
+  /** An empty folder: said, not an error. */
+  warnings?: string[];
+}
+
+/** `[tool.precision-lens]` exclude / extend-exclude, as the CLI applies them. */
+export interface CollectOptions {
+  /** Whether a file or folder found by the walk is excluded (globs; suppress.isExcluded). */
+  excluded?: (absolute: string) => boolean;
+  /** Files named on the command line are excluded too (pre-commit names each file). */
+  forceExclude?: boolean;
+  /** Skip SKIPPED_DIRS (false when the project's `exclude` replaces them, as ruff's does). */
+  defaultSkips?: boolean;
 }
 
 /** Relative to `cwd` with forward slashes; an absolute path when the file lies outside `cwd`. */
@@ -38,9 +50,15 @@ function isVirtualEnv(dir: string): boolean {
 }
 
 /** Finds the files to analyse, sorted by displayed path. */
-export function collectInputs(paths: readonly string[], cwd: string = process.cwd()): CollectResult {
+export function collectInputs(paths: readonly string[], cwd: string = process.cwd(), options: CollectOptions = {}): CollectResult {
   const files: InputFile[] = [];
   const errors: string[] = [];
+  const warnings: string[] = [];
+  const excluded = options.excluded ?? (() => false);
+  const defaultSkips = options.defaultSkips ?? true;
+  /** .py files the walk of the current argument found (excluded ones too) and entries it saw. */
+  let found = 0;
+  let entriesSeen = 0;
   const seenFiles = new Set<string>();
   const seenDirs = new Set<string>();
 
@@ -78,11 +96,13 @@ export function collectInputs(paths: readonly string[], cwd: string = process.cw
           continue; // a dangling link is not an input
         }
       }
+      entriesSeen++;
       if (isDir) {
-        if (SKIPPED_DIRS.has(entry.name) || isVirtualEnv(full)) continue;
+        if ((defaultSkips && SKIPPED_DIRS.has(entry.name)) || isVirtualEnv(full) || excluded(full)) continue;
         walk(full);
       } else if (isFile && entry.name.endsWith('.py')) {
-        addFile(full);
+        found++;
+        if (!excluded(full)) addFile(full);
       }
     }
   };
@@ -97,10 +117,16 @@ export function collectInputs(paths: readonly string[], cwd: string = process.cw
       errors.push(`${p}: ${code === 'ENOENT' ? 'no such file or directory' : code ?? (e as Error).message}`);
       continue;
     }
-    if (st.isDirectory()) walk(absolute);
-    else addFile(absolute); // an explicit file is analysed whatever its extension
+    if (st.isDirectory()) {
+      found = 0;
+      entriesSeen = 0;
+      walk(absolute);
+      // Said, not silent: a CI path that points at the wrong folder would otherwise pass with "0 files analysed".
+      if (entriesSeen === 0) warnings.push(`${p}: empty folder, nothing to check`);
+      else if (found === 0) errors.push(`${p}: no .py file in this folder`);
+    } else if (!(options.forceExclude && excluded(absolute))) addFile(absolute); // an explicit file is analysed whatever its extension
   }
   // One order whatever the order of the arguments: reports and SARIF diffs stay stable between CI runs.
   files.sort((a, b) => (a.display < b.display ? -1 : a.display > b.display ? 1 : 0));
-  return { files, errors };
+  return { files, errors, warnings };
 }

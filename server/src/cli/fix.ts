@@ -18,6 +18,7 @@ import { locateFallbackModule } from '../fallback-location';
 import { unifiedDiff } from './unified-diff';
 import { buildIR, factsOf, runFileRules, type AnalysedFile } from './analyze';
 import { trains } from '../engine';
+import { encodeSource } from './encoding';
 import type { KeptTrees } from './kept-trees';
 
 const MAX_ROUNDS = 4;
@@ -208,7 +209,7 @@ function patchOf(display: string, before: string | undefined, after: string): st
 }
 
 /** Writes next to the target, then renames over it: a reader never sees half a file. */
-export function writeAtomically(target: string, text: string): void {
+export function writeAtomically(target: string, text: string | Buffer): void {
   const real = fs.realpathSync(target); // replace the file a symlink points to, not the link
   const mode = fs.statSync(real).mode & 0o7777;
   const tmp = path.join(path.dirname(real), `.${path.basename(real)}.precision-lens-${process.pid}.tmp`);
@@ -219,6 +220,16 @@ export function writeAtomically(target: string, text: string): void {
     try { fs.unlinkSync(tmp); } catch { /* already gone */ }
     throw e;
   }
+}
+
+/**
+ * Writes a file's new text in its own encoding with its BOM (cli/encoding.ts); throws (with the reason) when the text
+ * cannot be written back exactly, and then the file is left as it was.
+ */
+export function writeSource(file: AnalysedFile, text: string): void {
+  const { bytes, error } = encodeSource(file.bom ? `\ufeff${text}` : text, file.encoding);
+  if (!bytes) throw new Error(error);
+  writeAtomically(file.input.absolute, bytes);
 }
 
 export async function fixFiles(parser: PythonParser, files: AnalysedFile[], settings: PrecisionLensSettings, opts: FixMode): Promise<FixOutcome> {
@@ -242,6 +253,10 @@ export async function fixFiles(parser: PythonParser, files: AnalysedFile[], sett
 /** The fix rounds of one file, then its write (or its diff). */
 async function fixFile(parser: PythonParser, file: AnalysedFile, files: AnalysedFile[], settings: PrecisionLensSettings, opts: FixMode, created: Set<string>, outcome: FixOutcome): Promise<void> {
   if (!file.ir || file.findings.length === 0) return;
+  if (file.encoding?.unwritable && opts.write) {
+    file.incomplete = [file.incomplete, `fixes not applied: ${file.encoding.unwritable}`].filter(Boolean).join('; ');
+    return;
+  }
   const original = file.text;
   const appliedIds = new Set<string>();
   const budgetMs = opts.budgetMs ?? FIX_TIME_BUDGET_MS;
@@ -293,10 +308,19 @@ async function fixFile(parser: PythonParser, file: AnalysedFile, files: Analysed
     lastRoundMs = performance.now() - roundStart;
   }
   if (file.text === original) return;
+  const encoded = encodeSource(file.text, file.encoding);
+  if (opts.write && !encoded.bytes) {
+    // A character the file's encoding cannot hold: the file stays as it was, and says why.
+    file.incomplete = [file.incomplete, `fixes not applied: ${encoded.error}`].filter(Boolean).join('; ');
+    file.text = original;
+    await buildIR(parser, file, true, settings, files.map((f) => f.input));
+    runFileRules(file, settings, factsOf(files));
+    return;
+  }
   outcome.changedFiles++;
   if (opts.write) {
     try {
-      writeAtomically(file.input.absolute, file.bom ? `\ufeff${file.text}` : file.text);
+      writeSource(file, file.text);
     } catch (e) {
       outcome.errors.push(`${file.input.display}: could not write: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
     }

@@ -132,6 +132,8 @@ export function refusedTitle(ir: ModelIR, finding: Finding): string {
     case 'PL604': return 'Use E4M3 for inference';
     case 'PL605': return 'Use a format the target GPU runs';
     case 'PL606': return 'Save with mto.save (keeps the quantizer state)';
+    case 'PL001': return 'Remove unused suppression';
+    case 'PL002': return 'Correct the syntax error';
   }
 }
 
@@ -217,6 +219,12 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
     case 'PL605':
     case 'PL606':
       return ptqFindingOutcome(ctx, finding);
+    case 'PL001':
+      return finding.suppressionEdit
+        ? outcome([{ id: `PL001:remove-noqa:${finding.span.startLine}`, title: 'Remove unused suppression', kind: 'quickfix', codes: ['PL001'], safe: true, isPreferred: true, edits: [finding.suppressionEdit] }])
+        : outcome();
+    case 'PL002':
+      return refuse('No automatic fix: correct the syntax error by hand.');
     default:
       return outcome();
   }

@@ -37,7 +37,9 @@ export const fallbackRules: RuleModule = {
     }
     if (!ir.importsTe || !fp8Used(ir)) return findings;
     const enabledRegions = ir.autocastRegions.filter((r) => !r.disabled);
-    const unconditional = enabledRegions.filter((r) => !regionIsConditional(r.args));
+    // The FP8 fallback's own context (fp8_autocast_context) checks FP8 support itself and falls back to BF16: always
+    // "enabled" as written, it is conditional where it runs. Counting it left a warning on the code our own fix wrote.
+    const unconditional = enabledRegions.filter((r) => r.api !== 'fallback' && !regionIsConditional(r.args));
     const teImport = ir.imports.find((i) => i.target.startsWith('transformer_engine') && !i.guarded);
 
     if (ir.teImportUnguarded && teImport) {

@@ -25,6 +25,8 @@ export interface WorkspaceFacts {
   anyCompile?: boolean;
   /** TE version of the selected interpreter, if known ("2.10.0"). */
   teVersion?: string;
+  /** The file being checked (factsForFile sets it): per-file-ignores read it. */
+  path?: string;
 }
 
 export interface RuleContext {
@@ -76,6 +78,8 @@ export interface Finding {
   callIndex?: number;
   /** For a finding about a whole-model FP8 conversion (ir.fp8Conversions). */
   conversionIndex?: number;
+  /** For PL001 (unused-noqa): the edit that removes the unused codes (or the whole comment). */
+  suppressionEdit?: { startOffset: number; endOffset: number; newText: string };
   /** For a PL6xx finding: index into ir.ptq.quantizeCalls. */
   ptqIndex?: number;
 }
