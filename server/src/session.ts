@@ -223,7 +223,7 @@ export class AnalysisSession {
   /** What the session holds: documents, their trees (as the parser counts them) and their memoised statements. */
   holdings(): { documents: number; trees: number; cachedStatements: number } {
     let cachedStatements = 0;
-    for (const doc of this.docs.values()) for (const copies of doc.cache.entries.values()) cachedStatements += copies.length;
+    for (const doc of this.docs.values()) cachedStatements += doc.cache.size;
     return { documents: this.docs.size, trees: this.parser.liveTrees, cachedStatements };
   }
 

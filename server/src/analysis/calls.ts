@@ -442,11 +442,25 @@ function filterMentionsHead(src: string, name: string, fnByName: Map<string, Fun
 /** `a.weight = b.weight` statements and `_tie_or_clone_weights(a, b)` calls. */
 export function collectTies(src: string, assigns: AssignRec[], calls: CallRec[], callees: (string | undefined)[]): WeightTie[] {
   const ties: WeightTie[] = [];
+  // Cheap text test before touching the tree: two `.weight` from the statement's start to the end of its line. The
+  // line's `.weight` offsets are found once per line (assignments come in document order), not once per assignment:
+  // searching the rest of the line for each was quadratic on many assignments on one line.
+  let from = -1;
+  let eol = -1;
+  let weights: number[] = [];
+  let next = 0;
   for (const a of assigns) {
-    // Cheap text test on the statement's first line before touching the tree.
-    const eol = src.indexOf('\n', a.start);
-    const line = src.slice(a.start, eol < 0 ? src.length : eol);
-    if (line.indexOf('.weight') < 0 || line.indexOf('.weight') === line.lastIndexOf('.weight')) continue;
+    if (a.start < from || a.start > eol) {
+      from = a.start;
+      eol = src.indexOf('\n', a.start);
+      if (eol < 0) eol = src.length;
+      weights = [];
+      next = 0;
+      const line = src.slice(from, eol);
+      for (let w = line.indexOf('.weight'); w >= 0; w = line.indexOf('.weight', w + 7)) weights.push(from + w);
+    }
+    while (next < weights.length && weights[next] < a.start) next++;
+    if (weights.length - next < 2) continue;
     const left = leftOf(a);
     let right = rightOf(a);
     if (!left || !right || left.type !== 'attribute') continue;

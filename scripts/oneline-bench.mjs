@@ -1,0 +1,65 @@
+#!/usr/bin/env node
+// Open and one-character-edit times of the BUILT language server (out/server.js over stdio) on documents with many
+// statements on one line (issue 25): `import torch` then `x=1;` repeated to 20/40/80/160 KB, and the same size of an
+// unclosed `a if b else (` line. Each size gets a fresh server; the figure is from sending didOpen (didChange) to the
+// publish of that version, and the server's CPU time over the same span.
+//
+//   npm run build && node scripts/oneline-bench.mjs [--sizes 20,40,80,160] [--server out/server.js]
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { cpuOf, startServer } from './lib/server-process.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const argOf = (name, def) => { const i = process.argv.indexOf(name); return i >= 0 ? process.argv[i + 1] : def; };
+const SIZES = argOf('--sizes', '20,40,80,160').split(',').map(Number);
+const SERVER = argOf('--server', join(root, 'out', 'server.js'));
+
+const SHAPES = {
+  'x=1; on one line': (kb) => 'import torch\n' + 'x=1;'.repeat(Math.round((kb * 1000) / 4)) + '\n',
+  'unclosed a if b else (': (kb) => 'import torch\n' + 'a if b else ('.repeat(Math.round((kb * 1000) / 13)) + '\n',
+  'layers on one line in a method': (kb) => 'import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        '
+    + Array.from({ length: Math.round((kb * 1000) / 32) }, (_, i) => `self.l${i}=nn.Linear(${16 * (1 + (i % 8))},16);`).join('') + '\n',
+};
+
+async function measure(text) {
+  const { child, conn } = startServer(SERVER);
+  const waiters = [];
+  conn.onNotification('textDocument/publishDiagnostics', (p) => {
+    for (const w of [...waiters]) if ((p.version ?? 0) >= w.version) { waiters.splice(waiters.indexOf(w), 1); w.resolve(); }
+  });
+  conn.onRequest('workspace/configuration', (p) => p.items.map(() => ({})));
+  conn.onNotification(() => {});
+  conn.listen();
+  await conn.sendRequest('initialize', { processId: process.pid, rootUri: null, workspaceFolders: null, capabilities: { workspace: { configuration: true } } });
+  await conn.sendNotification('initialized', {});
+  const uri = 'file:///bench/oneline.py';
+  const timed = async (version, send) => {
+    const cpu0 = cpuOf(child.pid);
+    const t0 = performance.now();
+    const done = new Promise((resolve) => waiters.push({ version, resolve }));
+    await send();
+    await done;
+    const cpu1 = cpuOf(child.pid);
+    return { ms: performance.now() - t0, cpu: cpu1.user + cpu1.system - cpu0.user - cpu0.system };
+  };
+  const open = await timed(1, () => conn.sendNotification('textDocument/didOpen', { textDocument: { uri, languageId: 'python', version: 1, text } }));
+  // one character in the middle of the long line
+  const mid = Math.floor(text.length / 2);
+  const line = text.slice(0, mid).split('\n').length - 1;
+  const character = mid - text.lastIndexOf('\n', mid - 1) - 1;
+  const edit = await timed(2, () => conn.sendNotification('textDocument/didChange', {
+    textDocument: { uri, version: 2 }, contentChanges: [{ range: { start: { line, character }, end: { line, character } }, text: ' ' }],
+  }));
+  await Promise.race([conn.sendRequest('shutdown'), new Promise((r) => setTimeout(r, 2000))]);
+  child.kill();
+  return { open, edit };
+}
+
+const f = (x) => `${(x.ms / 1000).toFixed(2)} s (cpu ${x.cpu.toFixed(2)} s)`;
+for (const [name, make] of Object.entries(SHAPES)) {
+  for (const kb of SIZES) {
+    const text = make(kb);
+    const r = await measure(text);
+    console.log(`${name.padEnd(24)} ${String(kb).padStart(4)} KB  open ${f(r.open)}  edit ${f(r.edit)}`);
+  }
+}
