@@ -109,6 +109,22 @@ describe('analysis: gaps from the real-code evaluation', () => {
     }
   });
 
+  it('per-sample conditioning Linears (noise-level / timestep embedders, adaLN scale and modulation, global condition) stay in BF16 with that reason; the token path converts', () => {
+    const ir = analyze(fixture('per_sample_conditioning.py'));
+    const get = (name: string) => ir.layers.find((l) => l.name === name)!;
+    for (const name of ['self.lin_a', 'self.lin_b', 'self.to_scale', 'self.modulation', 'self.time_in_proj', 'self.global_cond_proj']) {
+      const L = get(name);
+      assert.equal(L.convertible, false, `${name}: ${L.reasons.join(' ')}`);
+      assert.equal(L.facets!.role.check, 'per-sample-conditioning', name);
+      assert.match(L.facets!.role.reason, /batch-many rows/);
+    }
+    // An init write right after construction (nn.init.zeros_) does not make to_scale a weight reader: only its role keeps it.
+    assert.equal(get('self.to_scale').facets!.structure.state, 'ok', get('self.to_scale').reasons.join(' '));
+    for (const name of ['self.qkv', 'self.proj', 'self.fc_up', 'self.fc_down']) {
+      assert.equal(get(name).convertible, true, `${name}: ${get(name).reasons.join(' ')}`);
+    }
+  });
+
   it('the down / up pair of a bottleneck adapter is kept, by its adapter-named width or its class; an MLP pair converts', () => {
     const ir = analyze(fixture('bottleneck_adapter.py'));
     const get = (name: string) => ir.layers.find((l) => l.name === name)!;

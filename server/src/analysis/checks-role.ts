@@ -98,5 +98,14 @@ const bottleneckAdapter: Check = {
   },
 };
 
+const perSampleConditioning: Check = {
+  name: 'per-sample-conditioning', facet: 'role',
+  run({ L }) {
+    const why = L.roleReasons[0];
+    if (!why?.startsWith('per-sample conditioning: ')) return undefined;
+    return { state: 'fails', reasons: [`Per-sample conditioning (${why.slice('per-sample conditioning: '.length)}): it runs on batch-many rows, where FP8 gains nothing, and its output steers every token of the sample (timestep, class, adaLN shift/scale/gate), so keep it in BF16.`] };
+  },
+};
+
 /** In order: the first that fails decides the role facet. */
-export const ROLE_CHECKS: readonly Check[] = [lmHead, embedding, tiedWeight, loraAdapter, outputProjection, bottleneckAdapter, smallOutput];
+export const ROLE_CHECKS: readonly Check[] = [lmHead, embedding, tiedWeight, loraAdapter, outputProjection, bottleneckAdapter, perSampleConditioning, smallOutput];

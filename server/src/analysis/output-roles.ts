@@ -158,3 +158,30 @@ export function adapterBottlenecks(recs: LayerRec[]): Map<LayerRec, string> {
   }
   return out;
 }
+
+/**
+ * Names of per-sample conditioning: timestep / noise-level and class / augmentation embedders, global (pooled)
+ * conditioning, mapping networks, adaLN modulation. Matched on a whole path segment, attribute or class name word.
+ */
+const COND_SEGMENT = /^(t|time|timestep|timesteps|temb|sigma|noise_level|aug|augment|global_cond|global|pooled|mapping|adaln|ada_ln|modulation|scale_shift)(_|$)|(^|_)(time_?embed\w*|timestep_?embed\w*|t_embedder|temb\w*|time_in\w*|time_proj\w*|time_mlp|global_cond\w*|global_embed\w*|pooled_proj\w*|adaln\w*|modulation|scale_shift\w*)$/i;
+const COND_CLASS = /^(Timestep|Time|Temb|Noise|Sigma|Label|Class|Mapping)\w*(Embed|Embedder|Embedding|Projection|Proj|Mlp|MLP|Network|Block|FeedForward\w*)$|^(Global|Pooled)Cond\w*$|^Ada\w*(Norm|LN)\w*$|Modulation$/;
+
+/**
+ * Linears that run on per-sample rows (one row per batch item, not per token): timestep and class embedders,
+ * global-condition projections, mapping networks and adaLN modulation. FP8 gains nothing on batch-many rows and these
+ * steer every token of the sample, so they stay in BF16. Found by the names of the layer's path, its class, and the
+ * classes of the layers that hold it.
+ */
+export function conditioningLinears(recs: LayerRec[]): Map<LayerRec, string> {
+  const out = new Map<LayerRec, string>();
+  for (const r of recs) {
+    if (!isLinear(r)) continue;
+    const L = r.layer;
+    const segs = (L.path ?? '').split(/[.[\]*]+/).filter(Boolean);
+    const seg = [...segs, L.attr ?? ''].find((s) => s && COND_SEGMENT.test(s));
+    const owner = L.ownerClass ?? '';
+    if (seg) out.set(r, `per-sample conditioning: ${L.path ?? L.attr} is a conditioning projection (${seg}) run once per sample, not per token`);
+    else if (owner && COND_CLASS.test(owner)) out.set(r, `per-sample conditioning: inside ${owner}, which maps the per-sample condition (run once per sample, not per token)`);
+  }
+  return out;
+}

@@ -8,7 +8,7 @@ import { paramsOf, type ClassModel } from './classes';
 import type { LayerRec } from './layers';
 import { CLASSIFIER_NAME, EXPERTS_NAME, VOCAB_EXPR, VOCAB_NAME } from './known';
 import { leftOf, type AssignRec, type CallRec, type FuncRec } from './walk';
-import { adapterBottlenecks, pixelOutputs } from './output-roles';
+import { adapterBottlenecks, conditioningLinears, pixelOutputs } from './output-roles';
 import { classSelections, type ClassSelections } from './router-selection';
 
 export interface RoleContext {
@@ -68,6 +68,8 @@ interface RoleIndex {
   /** Output projections to patch pixels and bottleneck-adapter Linears, with the reason (output-roles.ts). */
   pixelOut: Map<LayerRec, string>;
   adapters: Map<LayerRec, string>;
+  /** Linears on per-sample conditioning rows (timestep / class embedders, adaLN modulation), with the reason. */
+  conditioning: Map<LayerRec, string>;
 }
 
 /** Sets role, roleReasons and tied on every layer. */
@@ -83,6 +85,7 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     selections: new Map(),
     pixelOut: pixelOutputs(ctx.src, ctx.classes, recs, (cls) => ctx.ctorSites(cls).length > 0),
     adapters: adapterBottlenecks(recs),
+    conditioning: conditioningLinears(recs),
   };
   ix.tiedTo = embeddingTies(ix);
   ix.lastInForward = logitsProjections(ix);
@@ -356,7 +359,7 @@ function classifyAll(ix: RoleIndex): void {
     const tie = ix.tiedTo.get(r);
     const keyOwner = ix.keyTied.get(`${owner}.${attr}`)
       ?? ((ctx.tiedKeys.get(owner) ?? []).some((k) => k.replace(/\.weight$/, '').split('.').pop() === attr) ? owner : undefined);
-    const fwdUse = `${ix.lastInForward.get(r) ?? ''}\u0002${ix.pixelOut.get(r) ?? ''}\u0002${ix.adapters.get(r) ?? ''}`;
+    const fwdUse = `${ix.lastInForward.get(r) ?? ''}\u0002${ix.pixelOut.get(r) ?? ''}\u0002${ix.adapters.get(r) ?? ''}\u0002${ix.conditioning.get(r) ?? ''}`;
     const key = r.snap ? `${embSig}\u0001${tie ?? ''}\u0001${keyOwner ?? ''}\u0001${fwdUse}\u0001${owner ? holderSig(owner) : ''}` : undefined;
     const hit = r.snap?.roleMemo;
     if (hit && hit.key === key) {
@@ -494,6 +497,8 @@ function roleFromOutput(ix: RoleIndex, r: LayerRec, at: LayerPlace, ev: HeadEvid
   if (pixels) return { role: 'other', reasons: [`${OUTPUT_PROJECTION}: ${pixels}`] };
   const adapter = ix.adapters.get(r);
   if (adapter) return { role: 'other', reasons: [adapter] };
+  const cond = ix.conditioning.get(r);
+  if (cond) return { role: 'other', reasons: [cond] };
   // A discrete choice made from the output (top-k, Gumbel-softmax): a router, whatever its name.
   const choice = owner && attr ? selectionUse(ix, owner, attr) : undefined;
   if (choice) return { role: 'router', reasons: [`its output picks discretely (${choice}): a router`] };
