@@ -35,10 +35,17 @@ export class AnalysisScheduler {
   private running = false;
   private stopped = false;
 
+  /**
+   * `overdueMs`: how long one document's run may hold the queue; past it the queue goes on (the run itself is left to
+   * finish) and `overdue` is told. A run waits on nothing but the client's answers, which have deadlines of their own:
+   * this one is the last guard against a wait that never ends stopping all analysis.
+   */
   constructor(
     private readonly run: (uri: string) => Promise<void>,
     private readonly debounceMs: number,
     private readonly clock: SchedulerClock = nodeClock,
+    private readonly overdueMs = 10000,
+    private readonly overdue: (uri: string) => void = () => {},
   ) {}
 
   /** The document changed: analyse it once the debounce has passed without another change. */
@@ -105,10 +112,16 @@ export class AnalysisScheduler {
     const uri = this.stopped ? undefined : this.pick(this.clock.now());
     if (uri !== undefined) {
       this.pending.delete(uri);
+      let timer: unknown;
       try {
-        await this.run(uri);
+        await Promise.race([
+          this.run(uri),
+          new Promise<void>((resolve) => { timer = this.clock.setTimeout(() => { this.overdue(uri); resolve(); }, this.overdueMs); }),
+        ]);
       } catch {
         // run() reports its own failures; the queue goes on.
+      } finally {
+        this.clock.clearTimeout(timer);
       }
     }
     this.running = false;

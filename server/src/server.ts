@@ -76,12 +76,46 @@ function status(params: Omit<StatusParams, 'documents'>): void {
 /** pyproject.toml files whose problems were already logged (once per file and content). */
 const reportedConfigs = new Set<string>();
 
+/**
+ * How long the server waits for the client to answer a request (workspace/configuration): past it the server goes on
+ * with defaults and says so, since one unanswered request once held the analysis queue for good.
+ */
+const CLIENT_DEADLINE_MS = 3000;
+
+/**
+ * `request` or, past `ms`, `fallback` (logged with `what`); a late answer is passed to `late` (when it still matters).
+ * A rejected request also gives the fallback.
+ */
+function withDeadline<T>(request: Promise<T>, ms: number, fallback: T, what: string, late?: (value: T) => void): Promise<T> {
+  return new Promise<T>((resolve) => {
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      log(`${what}: no answer from the client in ${ms} ms, going on with the defaults`);
+      resolve(fallback);
+    }, ms);
+    request.then((value) => {
+      clearTimeout(timer);
+      if (timedOut) late?.(value); else resolve(value);
+    }, (e) => {
+      clearTimeout(timer);
+      if (!timedOut) { log(`${what} failed (${e instanceof Error ? e.message : String(e)}), going on with the defaults`); resolve(fallback); }
+    });
+  });
+}
+
 /** The editor's settings for the document, with the project's [tool.precision-lens] table laid over them. */
 function settingsFor(uri: string): Promise<PrecisionLensSettings> {
   let cached = settingsCache.get(uri);
   if (!cached) {
     const editor: Promise<unknown> = canAskConfiguration
-      ? connection.workspace.getConfiguration({ scopeUri: uri, section: SETTINGS_SECTION }).then((v) => v, () => ({}))
+      ? withDeadline<unknown>(connection.workspace.getConfiguration({ scopeUri: uri, section: SETTINGS_SECTION }), CLIENT_DEADLINE_MS, {},
+        `workspace/configuration for ${uri}`, () => {
+          // The answer came after all: ask again (it is quick now) and bring the document up to date with it.
+          if (settingsCache.get(uri) !== cached) return;
+          settingsCache.delete(uri);
+          if (session?.get(uri)) scheduler.background(uri);
+        })
       : Promise.resolve({});
     cached = editor.then((raw) => {
       const project = uri.startsWith('file:') ? findProjectConfig(dirname(uriPath(uri))) : undefined;
@@ -155,6 +189,9 @@ function reanalyzeIfFactsChanged(): void {
 const scheduler = new AnalysisScheduler(
   (uri) => publish(uri).catch((e) => log(`analysis of ${uri} failed: ${e instanceof Error ? e.stack : String(e)}`)),
   DEBOUNCE_MS,
+  undefined,
+  CLIENT_DEADLINE_MS * 3,
+  (uri) => log(`analysis of ${uri} is still waiting after ${CLIENT_DEADLINE_MS * 3} ms: the other documents go on`),
 );
 
 /** Brings every open document up to date (each re-runs only what its changed inputs need). */

@@ -43,3 +43,39 @@ describe('hostile input: many statements on one line (out/server.js)', function 
     assert.ok(await hover, 'hover on the other document answered');
   });
 });
+
+describe('waits on the client have deadlines (out/server.js)', function () {
+  this.timeout(60000);
+  let client: TestClient;
+  beforeEach(async () => { client = new TestClient(); await client.initialize(); });
+  afterEach(() => client.stop());
+
+  it('one unanswered workspace/configuration request does not stop analysis: defaults after the deadline, logged', async () => {
+    // Before: the analysis queue waited for the reply for good; no document was analysed again.
+    let dropped = 0;
+    client.connection.onRequest('workspace/configuration', (p: { items: unknown[] }) => {
+      if (dropped++ === 0) return new Promise(() => {}); // never answered
+      return p.items.map(() => ({}));
+    });
+    await client.open('file:///ws/first.py', MODEL);
+    await client.open('file:///ws/second.py', MODEL.replace('Block', 'Other'));
+    await client.diagnostics('file:///ws/second.py', (p) => p.diagnostics.some((d) => d.code === 'PL101'), 15000);
+    await client.diagnostics('file:///ws/first.py', (p) => p.diagnostics.some((d) => d.code === 'PL101'), 15000);
+    await client.notification((n) => n.method === 'window/logMessage'
+      && /workspace\/configuration for file:\/\/\/ws\/first\.py: no answer from the client in \d+ ms, going on with the defaults/.test((n.params as { message: string }).message));
+    assert.ok(dropped >= 2);
+  });
+
+  it('a configuration answer that comes after the deadline is applied when it comes', async () => {
+    let asked = 0;
+    const settings = { rules: { PL101: 'off' } };
+    client.connection.onRequest('workspace/configuration', (p: { items: unknown[] }) => {
+      const answer = p.items.map(() => settings);
+      return asked++ === 0 ? new Promise((resolve) => setTimeout(() => resolve(answer), 4500)) : answer;
+    });
+    await client.open('file:///ws/late.py', MODEL);
+    // the defaults first (PL101 on), then the late settings (PL101 off)
+    await client.diagnostics('file:///ws/late.py', (p) => p.diagnostics.some((d) => d.code === 'PL101'), 15000);
+    await client.diagnostics('file:///ws/late.py', (p) => !p.diagnostics.some((d) => d.code === 'PL101'), 15000);
+  });
+});
