@@ -125,6 +125,28 @@ describe('analysis: gaps from the real-code evaluation', () => {
     }
   });
 
+  it('layer classes from a package the catalogue does not know are reported with a verdict, never silently: embedding kept, Linear / norm not converted with the reason, the vocabulary-sized one is the lm-head', () => {
+    const ir = analyze(fixture('unknown_library_layers.py'));
+    const get = (name: string) => ir.layers.find((l) => l.name === name)!;
+    const tok = get('self.tok');
+    assert.equal(tok.kind, 'embedding');
+    assert.equal(tok.role, 'embedding');
+    assert.equal(tok.convertible, false);
+    for (const name of ['self.up', 'self.out']) {
+      const L = get(name);
+      assert.ok(L, `${name} is reported`);
+      assert.equal(L.convertible, false, name);
+    }
+    assert.match(get('self.up').reasons.join(' '), /Unknown class from acme_parallel\.layers: ShardedColumnLinear is not converted, because/);
+    // The imported norm is reported and left to a check, naming the module whose forward settles it.
+    const norm = get('self.norm');
+    assert.equal(norm.kind, 'rmsnorm');
+    assert.notEqual(norm.convertible, true);
+    assert.match(norm.reasons.join(' '), /imported from acme_parallel\.norms: its forward is not in this file/);
+    assert.equal(get('self.out').role, 'lm_head');
+    assert.equal(get('self.down').convertible, true, get('self.down').reasons.join(' '));
+  });
+
   it('the down / up pair of a bottleneck adapter is kept, by its adapter-named width or its class; an MLP pair converts', () => {
     const ir = analyze(fixture('bottleneck_adapter.py'));
     const get = (name: string) => ir.layers.find((l) => l.name === name)!;

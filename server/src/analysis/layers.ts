@@ -221,7 +221,30 @@ function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; c
   if (WEIGHTLESS.test(last) && /^[A-Z]/.test(last) && /Embedding|Encoding|Emb$/.test(last)) {
     return { resolved, ctor: { kind: 'other', isTe: false, params: [], display: last } };
   }
-  return undefined;
+  return unknownLibraryCtor(ctx, text, resolved, last);
+}
+
+/**
+ * A layer class imported from a package the catalogue does not know (a framework's `ColumnShardedLinear`,
+ * `StandardEmbedding`, `OLMORMSNorm`): read by its name, reported with what the facts allow instead of nothing. An
+ * embedding is kept; a Linear or norm is not converted, because its forward and parameters live in that package.
+ */
+const UNKNOWN_LAYER = /^([A-Z]\w*)?(Linear|Projection|Embedding|EmbeddingBag|Embedding[123]D|EmbeddingBag\w*|RMSNorm|LayerNorm|RmsNorm)$/;
+function unknownLibraryCtor(ctx: LayerContext, text: string, resolved: string, last: string): { resolved: string; ctor: CtorInfo } | undefined {
+  // Relative imports are the project's own modules (the workspace has them); an "embedding" of timesteps, patches,
+  // positions or conditions is a module of its own (an MLP, a conv), not a lookup table.
+  if (!UNKNOWN_LAYER.test(last) || resolved === text || /^(\.|torch\.|transformer_engine\.|te\.)/.test(resolved)) return undefined;
+  if (/Embedding/.test(last) && /Time|Patch|Pos|Guidance|Fourier|Cond|Text|Image|Pixel|Frame|Audio|Caption|Label|Class|Rotary|Sinusoid/.test(last)) return undefined;
+  if (!ctx.imports.map.has(text.split('.')[0]) || ctx.classes.has(last)) return undefined;
+  const module = resolved.slice(0, resolved.length - last.length - 1);
+  if (/Embedding/.test(last)) {
+    return { resolved, ctor: { kind: 'embedding', isTe: false, params: ['num_embeddings', 'embedding_dim'], display: last,
+      noTe: `${last} is an embedding class from ${module}, which the catalogue does not know: kept in BF16 (Transformer Engine has no FP8 embedding).` } };
+  }
+  const norm = /Norm$/.test(last);
+  const kind = norm ? (/RMS|Rms/.test(last) ? 'rmsnorm' : 'layernorm') : 'linear';
+  return { resolved, ctor: { kind, isTe: false, params: norm ? ['normalized_shape', 'eps'] : ['in_features', 'out_features', 'bias'], display: last,
+    noTe: `Unknown class from ${module}: ${last} is not converted, because the catalogue does not know it and its forward and parameters are defined in that package (its own init, sharding or state-dict keys may differ from te.*). Convert it by hand where it is defined, or keep it.` } };
 }
 
 /** A statement's memo of layer records, and how far the statement moved since the records were made. */
