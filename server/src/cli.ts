@@ -159,6 +159,11 @@ async function run(options: CliOptions, io: Io): Promise<number> {
       if (f.incomplete) io.stderr(`precision-lens: note: ${f.input.display}: ${f.incomplete}\n`);
       if (f.error) { io.stderr(`precision-lens: ${f.input.display}: ${f.error}\n`); ioError = true; }
     }
+    // Nothing analysed is not a pass: a CI job whose every input was skipped (too large, binary...) checked nothing.
+    if (files.length && files.every((f) => f.skipped || f.error) && !files.some((f) => f.error)) {
+      io.stderr(`precision-lens: no file was analysed: ${files.length === 1 ? 'the input was' : `all ${files.length} inputs were`} skipped (see the note${files.length === 1 ? '' : 's'} above)\n`);
+      ioError = true;
+    }
     if (fixOutcome) {
       for (const e of fixOutcome.errors) { io.stderr(`precision-lens: ${e}\n`); ioError = true; }
       if (options.diff) {

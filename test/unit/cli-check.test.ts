@@ -299,9 +299,10 @@ describe('precision-lens check (built CLI)', function () {
       assert.deepEqual(out.notAnalysed.map((n) => n.file), ['binary/weights.py']);
     });
 
-    it('skips a file above --max-file-size with a note, not an error', () => {
+    it('skips a file above --max-file-size with a note; a run that analysed nothing exits 2 (issue 25)', () => {
       const run = runCli(['check', 'info/mlp.py', '--max-file-size', '100'], dir);
-      assert.equal(run.status, 0);
+      assert.equal(run.status, 2);
+      assert.match(run.stderr, /no file was analysed: the input was skipped/);
       assert.match(run.stderr, /info\/mlp\.py: file is .* not analysed/);
       assert.match(run.stdout, /No problems found \(0 files analysed, 1 not analysed\)/);
     });

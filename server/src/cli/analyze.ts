@@ -2,7 +2,6 @@
  * The CLI's two-pass analysis: parse every input once (one parser, trees deleted at once), build the facts only the
  * whole set can tell (PL302 needs to know whether anything trains in FP8), then run the rules on each file's IR.
  */
-import * as fs from 'node:fs';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { analyzeTree, emptyIR } from '../analysis';
 import { dimsForFile } from '../workspace-dims';
@@ -12,7 +11,7 @@ import { factsForFile, findingsOf, inScope, mayHaveFindings, sizeText, skipReaso
 import { isWasmTrap, ParserTrap, type PythonParser } from '../parser';
 import { pythonSource } from '../lines';
 import type { Finding, WorkspaceFacts } from '../rules/types';
-import type { InputFile } from './files';
+import { readAtMost, type InputFile } from './files';
 import { decodeSource, type SourceEncoding } from './encoding';
 import type { TreeReuse } from './kept-trees';
 
@@ -54,13 +53,18 @@ export function isAnalysed(file: AnalysedFile): boolean {
 export function readInput(input: InputFile, settings: PrecisionLensSettings): AnalysedFile {
   const result: AnalysedFile = { input, text: '', findings: [] };
   try {
-    const size = fs.statSync(input.absolute).size;
-    if (size > settings.maxFileSize) {
-      result.skipped = `file is ${sizeText(size)}, above the maximum file size (${sizeText(settings.maxFileSize)}): not analysed`;
+    // Never more than the limit is read, whatever the file system says the size is.
+    const read = readAtMost(input.absolute, settings.maxFileSize);
+    if ('refused' in read) {
+      result.error = read.refused;
+      return result;
+    }
+    if ('over' in read) {
+      result.skipped = `file is ${read.exact ? sizeText(read.over) : `over ${sizeText(settings.maxFileSize)}`}, above the maximum file size (${sizeText(settings.maxFileSize)}): not analysed`;
       return result;
     }
     // Decoded as Python would (PEP 263 cookie, else UTF-8), so --fix writes every other byte back as it was.
-    const decoded = decodeSource(fs.readFileSync(input.absolute));
+    const decoded = decodeSource(read.bytes);
     let text = decoded.text;
     result.encoding = decoded.encoding;
     if (text.charCodeAt(0) === 0xfeff) {

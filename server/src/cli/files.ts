@@ -124,9 +124,53 @@ export function collectInputs(paths: readonly string[], cwd: string = process.cw
       // Said, not silent: a CI path that points at the wrong folder would otherwise pass with "0 files analysed".
       if (entriesSeen === 0) warnings.push(`${p}: empty folder, nothing to check`);
       else if (found === 0) errors.push(`${p}: no .py file in this folder`);
+    } else if (!st.isFile()) {
+      // A FIFO would block the run for good, /dev/zero would fill the memory: only regular files are read.
+      errors.push(`${p}: not a regular file (${fileKind(st)}): not read`);
     } else if (!(options.forceExclude && excluded(absolute))) addFile(absolute); // an explicit file is analysed whatever its extension
   }
   // One order whatever the order of the arguments: reports and SARIF diffs stay stable between CI runs.
   files.sort((a, b) => (a.display < b.display ? -1 : a.display > b.display ? 1 : 0));
   return { files, errors, warnings };
+}
+
+/** What a file system entry is, for a message. */
+export function fileKind(st: fs.Stats): string {
+  if (st.isFIFO()) return 'a FIFO';
+  if (st.isCharacterDevice()) return 'a character device';
+  if (st.isBlockDevice()) return 'a block device';
+  if (st.isSocket()) return 'a socket';
+  if (st.isDirectory()) return 'a directory';
+  return st.isFile() ? 'a regular file' : 'an unknown kind of file';
+}
+
+/**
+ * A regular file's bytes, never more than `limit` of them: the size stat gives is not trusted (a file that grows, a
+ * /proc file reporting 0), and anything but a regular file is refused, checked on the opened descriptor (opened
+ * without blocking: opening a FIFO would wait for a writer).
+ */
+export function readAtMost(absolute: string, limit: number): { bytes: Buffer } | { over: number; exact: boolean } | { refused: string } {
+  const fd = fs.openSync(absolute, fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0));
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) return { refused: `not a regular file (${fileKind(st)}): not read` };
+    if (st.size > limit) return { over: st.size, exact: true };
+    const buffer = Buffer.allocUnsafe(Math.min(limit + 1, Math.max(st.size + 1, 65536)));
+    let total = 0;
+    let chunk = buffer;
+    for (;;) {
+      if (total === chunk.length) {
+        if (chunk.length > limit) return { over: total, exact: false };
+        const bigger = Buffer.allocUnsafe(Math.min(limit + 1, chunk.length * 2));
+        chunk.copy(bigger, 0, 0, total);
+        chunk = bigger;
+      }
+      const n = fs.readSync(fd, chunk, total, chunk.length - total, null);
+      if (n === 0) break;
+      total += n;
+    }
+    return total > limit ? { over: total, exact: false } : { bytes: chunk.subarray(0, total) };
+  } finally {
+    fs.closeSync(fd);
+  }
 }
