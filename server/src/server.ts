@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import {
-  CodeActionKind, createConnection, DidChangeWatchedFilesNotification, MarkupKind, ProposedFeatures, TextDocumentSyncKind,
+  CodeActionKind, createConnection, ErrorCodes, ResponseError, type CancellationToken, DidChangeWatchedFilesNotification, MarkupKind, ProposedFeatures, TextDocumentSyncKind,
   type CodeAction, type CodeActionParams, type Diagnostic, type Hover, type HoverParams, type InitializeResult,
 } from 'vscode-languageserver/node';
 import { TextDocument } from 'vscode-languageserver-textdocument';
@@ -25,7 +25,7 @@ import { PythonParser } from './parser';
 import { collectAllGarbage, mb, processMemory } from './memory';
 import type { WorkspaceFacts } from './rules/types';
 import { AnalysisSession, changedSincePublished } from './session';
-import { changeOffsets, isEnvironment, offsetAt } from './sync';
+import { changeOffsets, invalidChanges, invalidDocumentParams, isEnvironment, offsetAt } from './sync';
 import { FrameGuard, FrameJoiner } from './framing';
 import type { ScanResult } from './workspace-scan';
 import { WorkspaceScan } from './workspace-watch';
@@ -233,7 +233,38 @@ function renewParser(reason: string): void {
   });
 }
 
+/** Set by the shutdown request: from then on requests are refused (InvalidRequest) and notifications ignored, as LSP says. */
+let shutDown = false;
+
+/** Refuses a request after shutdown (InvalidRequest) or with malformed parameters (InvalidParams, saying what is wrong). */
+function checkRequest(method: string, invalid: string | undefined): void {
+  if (shutDown) throw new ResponseError(ErrorCodes.InvalidRequest, `${method}: the server has been shut down; only exit is accepted`);
+  if (invalid) throw new ResponseError(ErrorCodes.InvalidParams, `${method}: ${invalid}`);
+}
+
+/**
+ * A request handler's arguments as (params, token): vscode-jsonrpc calls a handler registered by name with the token
+ * alone when the request has no params. The params are checked before use (checkRequest), hence the cast.
+ */
+function requestArgs<P>(args: unknown[]): [P, CancellationToken] {
+  return (args.length < 2 ? [undefined, args[0]] : args) as [P, CancellationToken];
+}
+
+/** Whether to act on a notification: not after shutdown, not with malformed parameters (logged: a notification has no answer). */
+function acceptNotification(method: string, invalid: string | undefined): boolean {
+  if (shutDown) { log(`ignored ${method} after shutdown`); return false; }
+  if (invalid) { log(`ignored a ${method} notification with invalid parameters: ${invalid}`); return false; }
+  return true;
+}
+
 connection.onInitialize(async (params): Promise<InitializeResult> => {
+  // Once only (LSP): a second initialize used to start a new session and drop every open document, their
+  // diagnostics left on screen. It is refused and the session kept.
+  if (session || shutDown) {
+    throw new ResponseError(ErrorCodes.InvalidRequest, shutDown
+      ? 'initialize: the server has been shut down; only exit is accepted'
+      : 'initialize: the server is already initialized (initialize is sent once); the open documents are kept');
+  }
   parser = await PythonParser.create();
   session = new AnalysisSession(parser);
   canAskConfiguration = !!params.capabilities.workspace?.configuration;
@@ -282,7 +313,9 @@ connection.onDidChangeConfiguration(() => {
 });
 
 // A pyproject.toml changed (the client watches them): its [tool.precision-lens] table may say something else now.
-connection.onDidChangeWatchedFiles(({ changes }) => {
+connection.onDidChangeWatchedFiles((params) => {
+  const changes = Array.isArray(params?.changes) ? params.changes.filter((c) => typeof c?.uri === 'string') : [];
+  if (!acceptNotification('workspace/didChangeWatchedFiles', Array.isArray(params?.changes) ? undefined : 'changes must be a list')) return;
   const python = changes.filter((c) => c.uri.startsWith('file:') && c.uri.endsWith('.py')).map((c) => uriPath(c.uri));
   if (python.length) workspaceScan?.changed(python).catch((e) => log(`workspace update failed: ${String(e)}`));
   if (!changes.some((c) => /(^|\/)pyproject\.toml$/.test(c.uri))) return;
@@ -303,22 +336,38 @@ connection.onNotification(EnvironmentNotification, (params: unknown) => {
   reanalyzeAll();
 });
 
-connection.onDidOpenTextDocument(({ textDocument }) => {
+connection.onDidOpenTextDocument((params) => {
+  if (!acceptNotification('textDocument/didOpen', invalidDocumentParams(params, { text: true, version: true }))) return;
+  const { textDocument } = params;
   session?.open(textDocument.uri, textDocument.text, textDocument.version);
   scheduler.background(textDocument.uri);
 });
 
-connection.onDidChangeTextDocument(({ textDocument, contentChanges }) => {
+connection.onDidChangeTextDocument((params) => {
+  if (!acceptNotification('textDocument/didChange', invalidDocumentParams(params, { version: true }))) return;
+  const { textDocument, contentChanges } = params;
   const state = session?.get(textDocument.uri);
   if (!state) return;
-  // Offsets are computed change by change: each range refers to the text after the previous change.
   const wasDesynced = state.desynced;
+  // All or none: a malformed change anywhere in the list applies none of them. The editor has applied them all, so
+  // the text is no longer the editor's: not analysed until it sends the whole text or reopens the document.
+  const malformed = invalidChanges(contentChanges);
+  if (malformed) {
+    const n = Array.isArray(contentChanges) ? contentChanges.length : 0;
+    session!.change(state.uri, [{ startOffset: 0, endOffset: 0, text: '', invalid: `the editor sent a change the server cannot apply exactly (${malformed}): none of the ${n} change${n === 1 ? '' : 's'} of version ${textDocument.version} applied; not analysed until the document is reopened` }], textDocument.version);
+    if (!wasDesynced) log(`${textDocument.uri}: ${state.desynced}`);
+    scheduler.edited(textDocument.uri);
+    return;
+  }
+  // Offsets are computed change by change: each range refers to the text after the previous change.
   for (const change of contentChanges) session!.change(state.uri, [changeOffsets(state, change)], textDocument.version);
   if (state.desynced && !wasDesynced) log(`${textDocument.uri}: ${state.desynced}`);
   scheduler.edited(textDocument.uri);
 });
 
-connection.onDidCloseTextDocument(({ textDocument }) => {
+connection.onDidCloseTextDocument((params) => {
+  if (!acceptNotification('textDocument/didClose', invalidDocumentParams(params))) return;
+  const { textDocument } = params;
   scheduler.cancel(textDocument.uri);
   session?.close(textDocument.uri);
   settingsCache.delete(textDocument.uri);
@@ -334,7 +383,7 @@ connection.onDidCloseTextDocument(({ textDocument }) => {
   if (session.size === 0) releaseMemorySoon();
 });
 
-connection.onRequest(MemoryRequest, (): MemoryReport => ({
+connection.onRequest(MemoryRequest, (): MemoryReport => (checkRequest(MemoryRequest, undefined), {
   ...(session?.holdings() ?? { documents: 0, trees: 0, cachedStatements: 0 }),
   parserRuntimes: parser?.runtimesLoaded ?? 0,
   wasmBytes: parser?.wasmBytes ?? 0,
@@ -353,7 +402,11 @@ function fallbackModuleFor(uri: string, text: string, settings: PrecisionLensSet
   return found && (found.exists || canCreateFiles) ? found : undefined;
 }
 
-connection.onCodeAction(async (params: CodeActionParams, token): Promise<CodeAction[]> => {
+// Registered by method name, not through connection.onCodeAction / onHover: those read params.workDoneToken before
+// the handler runs, so null params failed with a JavaScript error (-32603) before they could be checked.
+connection.onRequest('textDocument/codeAction', async (...args: unknown[]): Promise<CodeAction[]> => {
+  const [params, token] = requestArgs<CodeActionParams>(args);
+  checkRequest('textDocument/codeAction', invalidDocumentParams(params, { range: true, context: true }));
   const uri = params.textDocument.uri;
   const settings = await settingsFor(uri);
   if (token.isCancellationRequested || !session?.get(uri)) return [];
@@ -403,7 +456,9 @@ connection.onCodeAction(async (params: CodeActionParams, token): Promise<CodeAct
   return only ? actions.filter((a) => only.some((k) => a.kind === k || !!a.kind?.startsWith(`${k}.`))) : actions;
 });
 
-connection.onHover(async (params: HoverParams, token): Promise<Hover | null> => {
+connection.onRequest('textDocument/hover', async (...args: unknown[]): Promise<Hover | null> => {
+  const [params, token] = requestArgs<HoverParams>(args);
+  checkRequest('textDocument/hover', invalidDocumentParams(params, { position: true }));
   const uri = params.textDocument.uri;
   const settings = await settingsFor(uri);
   if (token.isCancellationRequested || !session?.get(uri)) return null;
@@ -419,6 +474,7 @@ connection.onHover(async (params: HoverParams, token): Promise<Hover | null> => 
 });
 
 connection.onShutdown(() => {
+  shutDown = true;
   scheduler.stop();
   clearTimeout(releaseTimer);
   session?.dispose();

@@ -51,3 +51,68 @@ export function isEnvironment(params: unknown): params is EnvironmentParams {
   const p = params as Record<string, unknown>;
   return (p.teVersion === undefined || typeof p.teVersion === 'string') && (p.pythonPath === undefined || typeof p.pythonPath === 'string');
 }
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isCount = (v: unknown): boolean => Number.isInteger(v) && (v as number) >= 0;
+
+/** Why `p` is not an LSP Position (non-negative integers), or undefined. */
+function invalidPosition(p: unknown, name: string): string | undefined {
+  if (!isObject(p) || !isCount(p.line) || !isCount(p.character)) return `${name} must be {line, character} with non-negative integers, got ${brief(p)}`;
+  return undefined;
+}
+
+/** Why `r` is not an LSP Range whose start is not after its end, or undefined. */
+function invalidRange(r: unknown, name: string): string | undefined {
+  if (!isObject(r)) return `${name} must be {start, end}, got ${brief(r)}`;
+  const bad = invalidPosition(r.start, `${name}.start`) ?? invalidPosition(r.end, `${name}.end`);
+  if (bad) return bad;
+  const s = r.start as Position;
+  const e = r.end as Position;
+  if (e.line < s.line || (e.line === s.line && e.character < s.character)) return `${name} is reversed: ${brief(r)}`;
+  return undefined;
+}
+
+/** A value shown in a message, cut short. */
+function brief(v: unknown): string {
+  const s = v === undefined ? 'nothing' : JSON.stringify(v) ?? String(v);
+  return s.length > 80 ? `${s.slice(0, 79)}…` : s;
+}
+
+/**
+ * Why the parameters of a request or notification about a document are malformed (the server answers InvalidParams
+ * with it, or logs it for a notification), or undefined. `textDocument.uri` always; the rest as `needs` says.
+ */
+export function invalidDocumentParams(params: unknown, needs: { position?: boolean; range?: boolean; context?: boolean; text?: boolean; version?: boolean } = {}): string | undefined {
+  if (!isObject(params)) return `the parameters must be an object, got ${brief(params)}`;
+  const doc = params.textDocument;
+  if (!isObject(doc) || typeof doc.uri !== 'string') return `textDocument must be {uri: string}, got ${brief(doc)}`;
+  if (needs.text && typeof doc.text !== 'string') return 'textDocument.text must be a string';
+  if (needs.version && !Number.isInteger(doc.version)) return `textDocument.version must be an integer, got ${brief(doc.version)}`;
+  if (needs.position) { const bad = invalidPosition(params.position, 'position'); if (bad) return bad; }
+  if (needs.range) { const bad = invalidRange(params.range, 'range'); if (bad) return bad; }
+  if (needs.context) {
+    const c = params.context;
+    if (!isObject(c) || !Array.isArray(c.diagnostics)) return `context must be {diagnostics: [...]}, got ${brief(c)}`;
+    if (c.only !== undefined && (!Array.isArray(c.only) || !c.only.every((k) => typeof k === 'string'))) return `context.only must be a list of strings, got ${brief(c.only)}`;
+    const d = c.diagnostics.find((x) => !isObject(x) || invalidRange(x.range, 'range'));
+    if (d !== undefined) return `every diagnostic in context.diagnostics needs a range, got ${brief(d)}`;
+  }
+  return undefined;
+}
+
+/**
+ * Why a didChange's contentChanges cannot all be applied, or undefined: checked before any is applied, so a
+ * notification is applied whole or not at all (the first changes applied and then a throw left text and version apart).
+ */
+export function invalidChanges(changes: unknown): string | undefined {
+  if (!Array.isArray(changes)) return `contentChanges must be a list, got ${brief(changes)}`;
+  for (let i = 0; i < changes.length; i++) {
+    const c: unknown = changes[i];
+    if (!isObject(c) || typeof c.text !== 'string') return `change ${i + 1} of ${changes.length} has no text: ${brief(c)}`;
+    if ('range' in c && c.range !== undefined) {
+      const bad = invalidRange(c.range, `change ${i + 1} of ${changes.length}: range`);
+      if (bad) return bad;
+    }
+  }
+  return undefined;
+}

@@ -4,7 +4,7 @@
  * after shutdown.
  */
 import * as assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT, TestClient } from './lsp-client';
@@ -77,5 +77,123 @@ describe('waits on the client have deadlines (out/server.js)', function () {
     // the defaults first (PL101 on), then the late settings (PL101 off)
     await client.diagnostics('file:///ws/late.py', (p) => p.diagnostics.some((d) => d.code === 'PL101'), 15000);
     await client.diagnostics('file:///ws/late.py', (p) => !p.diagnostics.some((d) => d.code === 'PL101'), 15000);
+  });
+});
+
+/** A fresh server given initialize, initialized, then `frames` as raw JSON-RPC frames; resolves to the replies by id. */
+function rawReplies(frames: Array<{ id: number; [key: string]: unknown }>): Promise<Map<number, unknown>> {
+  const child = spawn(process.execPath, [join(ROOT, 'out', 'server.js'), '--stdio'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const send = (message: object): void => {
+    const body = JSON.stringify(message);
+    child.stdin.write(`Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  };
+  const replies = new Map<number, unknown>();
+  return new Promise((resolve, reject) => {
+    let out = Buffer.alloc(0);
+    const timer = setTimeout(() => { child.kill(); reject(new Error(`replies so far: ${JSON.stringify([...replies])}`)); }, 20000);
+    child.stdout.on('data', (d: Buffer) => {
+      out = Buffer.concat([out, d]);
+      for (;;) {
+        const head = out.indexOf('\r\n\r\n');
+        const m = head >= 0 ? /Content-Length: (\d+)/.exec(out.subarray(0, head).toString()) : null;
+        if (!m || out.length < head + 4 + Number(m[1])) break;
+        const message = JSON.parse(out.subarray(head + 4, head + 4 + Number(m[1])).toString());
+        out = out.subarray(head + 4 + Number(m[1]));
+        if (message.id === 1 && 'result' in message) { send({ jsonrpc: '2.0', method: 'initialized', params: {} }); frames.forEach(send); }
+        else if (typeof message.id === 'number' && !message.method) replies.set(message.id, message);
+      }
+      if (frames.every((f) => replies.has(f.id))) { clearTimeout(timer); child.kill(); resolve(replies); }
+    });
+    send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { processId: null, rootUri: null, capabilities: {} } });
+  });
+}
+
+describe('malformed and out-of-order traffic (out/server.js)', function () {
+  this.timeout(60000);
+  let client: TestClient;
+  beforeEach(async () => { client = new TestClient(); await client.initialize(); });
+  afterEach(() => client.stop());
+
+  /** The error a request is answered with (fails when it is answered with a result). */
+  async function errorOf(method: string, params: unknown): Promise<{ code: number; message: string }> {
+    try {
+      const result = await client.connection.sendRequest(method, params);
+      assert.fail(`${method} answered ${JSON.stringify(result)}`);
+    } catch (e) {
+      if (e instanceof assert.AssertionError) throw e;
+      return e as { code: number; message: string };
+    }
+  }
+
+  it('a second initialize is refused (InvalidRequest) and the open documents are kept', async () => {
+    const uri = 'file:///ws/kept.py';
+    await client.open(uri, MODEL);
+    await client.diagnostics(uri, (p) => p.diagnostics.some((d) => d.code === 'PL101'));
+    const err = await errorOf('initialize', { processId: process.pid, rootUri: null, capabilities: {} });
+    assert.equal(err.code, -32600);
+    assert.match(err.message, /already initialized/);
+    // Before: a new session, the document gone: hover answered null and edits were dropped.
+    const hover = await client.connection.sendRequest('textDocument/hover', { textDocument: { uri }, position: { line: 7, character: 20 } });
+    assert.ok(hover, 'the document is still open');
+    await client.change(uri, 2, [{ range: { start: { line: 7, character: 28 }, end: { line: 7, character: 31 } }, text: '4096' }]);
+    await client.diagnostics(uri, (p) => p.version === 2 && p.diagnostics.some((d) => d.code === 'PL101'));
+  });
+
+  it('null or missing params (raw frames) answer InvalidParams (-32602) saying what is wrong', async () => {
+    const replies = await rawReplies([
+      { jsonrpc: '2.0', id: 11, method: 'textDocument/hover', params: null },
+      { jsonrpc: '2.0', id: 12, method: 'textDocument/hover' },
+      { jsonrpc: '2.0', id: 13, method: 'textDocument/codeAction', params: null },
+    ]);
+    for (const id of [11, 12, 13]) {
+      const reply = replies.get(id) as { error?: { code: number; message: string } };
+      assert.equal(reply?.error?.code, -32602, JSON.stringify(reply));
+      assert.match(reply.error!.message, /parameters must be an object, got (null|nothing)/);
+    }
+  });
+
+  it('malformed params answer InvalidParams (-32602) saying what is wrong, not a JavaScript error', async () => {
+    await client.open('file:///ws/m.py', MODEL);
+    const cases: [string, unknown, RegExp][] = [
+      ['textDocument/hover', { textDocument: { uri: 'file:///ws/m.py' } }, /position must be \{line, character\}/],
+      ['textDocument/hover', { textDocument: null, position: { line: 0, character: 0 } }, /textDocument must be \{uri: string\}/],
+      ['textDocument/codeAction', { textDocument: { uri: 'file:///ws/m.py' }, range: null, context: { diagnostics: [] } }, /range must be \{start, end\}/],
+      ['textDocument/codeAction', { textDocument: { uri: 'file:///ws/m.py' }, range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } } }, /context must be/],
+    ];
+    for (const [method, params, message] of cases) {
+      const err = await errorOf(method, params);
+      assert.equal(err.code, -32602, `${method} ${JSON.stringify(params)}: ${err.message}`);
+      assert.match(err.message, message);
+      assert.doesNotMatch(err.message, /Cannot read properties/);
+    }
+    // malformed notifications are logged and ignored; the server goes on
+    await client.connection.sendNotification('textDocument/didOpen', null);
+    await client.connection.sendNotification('textDocument/didClose', { textDocument: null });
+    await client.notification((n) => n.method === 'window/logMessage' && /ignored a textDocument\/didOpen notification with invalid parameters/.test((n.params as { message: string }).message));
+    await client.diagnostics('file:///ws/m.py', (p) => p.diagnostics.some((d) => d.code === 'PL101'));
+  });
+
+  it('a didChange with one malformed change applies none of them, says so, and resynchronises on the whole text', async () => {
+    const uri = 'file:///ws/allornone.py';
+    await client.open(uri, MODEL);
+    await client.diagnostics(uri, (p) => p.version === 1 && p.diagnostics.length > 0);
+    await client.change(uri, 2, [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, text: '# a\n' }, { range: null, text: 'x' }]);
+    // Before: the first change applied, then a throw: no publish and the version not updated.
+    const desynced = await client.diagnostics(uri, (p) => p.version === 2);
+    assert.deepEqual(desynced.diagnostics, []);
+    await client.notification((n) => n.method === 'window/logMessage' && /none of the 2 changes of version 2 applied/.test((n.params as { message: string }).message));
+    await client.notification((n) => n.method === 'precisionLens/status' && /none of the 2 changes/.test(JSON.stringify(n.params)));
+    await client.change(uri, 3, [{ text: MODEL }]);
+    await client.diagnostics(uri, (p) => p.version === 3 && p.diagnostics.some((d) => d.code === 'PL101'));
+  });
+
+  it('requests after shutdown are refused (InvalidRequest)', async () => {
+    await client.open('file:///ws/s.py', MODEL);
+    await client.connection.sendRequest('shutdown');
+    const err = await errorOf('textDocument/hover', { textDocument: { uri: 'file:///ws/s.py' }, position: { line: 7, character: 20 } });
+    assert.equal(err.code, -32600);
+    assert.match(err.message, /shut down/);
+    const again = await errorOf('initialize', { processId: process.pid, rootUri: null, capabilities: {} });
+    assert.equal(again.code, -32600);
   });
 });
