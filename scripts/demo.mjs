@@ -3,7 +3,7 @@
 // The extension is installed by linking this repository into a fresh extensions folder, so what runs is the
 // extension as built in out/ (npm run demo builds first), not an Extension Development Host.
 //
-//   PORT=8080 (default; a free port is used when it is taken)   HOST=127.0.0.1 (default)
+//   --port N or PORT=N (default 8080; a free port is used when it is taken)   --host H or HOST=H (default 127.0.0.1)
 //   --in-place   open examples/gpt itself instead of a temp copy (edits then land in the repository)
 //   --verbose    print code-server's log
 // Stop with Ctrl+C: code-server, the extension host and the language server are ended and the temp folder removed.
@@ -13,15 +13,29 @@ import { build, onShutdown, repoRoot, startWithExtension } from './lib/code-serv
 
 const args = process.argv.slice(2);
 const verbose = args.includes('--verbose');
+const option = (name) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : undefined; };
+const portText = option('--port') ?? process.env.PORT ?? '8080';
+const port = Number(portText);
+if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  console.error(`precision-lens demo: the port must be a number from 0 to 65535, got "${portText}" (--port N or PORT=N)`);
+  process.exit(2);
+}
 if (!existsSync(join(repoRoot, 'out', 'client.js'))) build();
 
-const demo = await startWithExtension({
-  workspaceSrc: join(repoRoot, 'examples', 'gpt'),
-  port: Number(process.env.PORT ?? 8080),
-  host: process.env.HOST ?? '127.0.0.1',
-  inPlace: args.includes('--in-place'),
-  onLog: verbose ? (l) => console.log(`[code-server] ${l}`) : undefined,
-});
+let demo;
+try {
+  demo = await startWithExtension({
+    workspaceSrc: join(repoRoot, 'examples', 'gpt'),
+    port,
+    host: option('--host') ?? process.env.HOST ?? '127.0.0.1',
+    inPlace: args.includes('--in-place'),
+    onLog: verbose ? (l) => console.log(`[code-server] ${l}`) : undefined,
+  });
+} catch (e) {
+  console.error(`precision-lens demo: could not start code-server: ${e instanceof Error ? e.message : e}`);
+  console.error('Run `bash scripts/install-code-server.sh` if code-server is missing; --verbose prints its log.');
+  process.exit(1);
+}
 onShutdown(() => {
   demo.stop();
   console.log('\nPrecision Lens demo stopped.');

@@ -113,6 +113,8 @@ export async function startCodeServer(opts = {}) {
   ];
   const env = {
     ...process.env,
+    // code-server reads $PORT itself and lets it override --bind-addr: the port is the one chosen here.
+    PORT: undefined,
     XDG_CONFIG_HOME: join(tmp, 'xdg-config'),
     XDG_DATA_HOME: join(tmp, 'xdg-data'),
     EXTENSIONS_GALLERY: '{}',
@@ -120,6 +122,7 @@ export async function startCodeServer(opts = {}) {
     NODE_OPTIONS: '',
     ...(opts.env ?? {}),
   };
+  delete env.PORT;
   const child = spawn(process.execPath, args, { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   const recent = [];
   let stopped = false;
