@@ -44,7 +44,13 @@ export function skipReason(text: string, settings: PrecisionLensSettings): strin
  */
 export const MAX_INDENT_LEVELS = 100;
 
-/** Whether the indentation of `text`'s lines (blank and comment lines aside) nests more than `limit` levels. */
+/**
+ * Whether the indentation of `text`'s lines (blank and comment lines aside) nests more than `limit` levels, counted as
+ * tree-sitter-python's scanner nests it: a backslash-newline inside the leading whitespace is skipped and the width
+ * goes on adding up (`\\` alone on a line, then ` if x:`, is one indent deeper), and the line after a line ending
+ * in a backslash continues a logical line, so its smaller width closes no block (it never pops). Counting physical
+ * lines alone let either shape reset the count while the parser kept nesting, up to its stack overflow.
+ */
 export function indentDeeperThan(text: string, limit: number): boolean {
   const stack: number[] = [0];
   let start = 0;
@@ -52,6 +58,8 @@ export function indentDeeperThan(text: string, limit: number): boolean {
   // scanned to the end of a file without CRs each time (quadratic: 0.45 s of a 1.7 MB file's check)
   let nl = -2;
   let cr = -2;
+  /** The previous physical line ended in a backslash: this one continues it. */
+  let continued = false;
   while (start < text.length) {
     let i = start;
     let width = 0;
@@ -60,11 +68,13 @@ export function indentDeeperThan(text: string, limit: number): boolean {
       if (c === 32) width++;
       else if (c === 9) width = (width >> 3 << 3) + 8;
       else if (c === 12) width = 0;
+      else if (c === 92 && text.charCodeAt(i + 1) === 10) i++;
+      else if (c === 92 && text.charCodeAt(i + 1) === 13 && text.charCodeAt(i + 2) === 10) i += 2;
       else break;
     }
     const c = text.charCodeAt(i);
     if (i < text.length && c !== 10 && c !== 13 && c !== 35) {
-      while (width < stack[stack.length - 1]) stack.pop();
+      if (!continued) while (width < stack[stack.length - 1]) stack.pop();
       if (width > stack[stack.length - 1]) {
         stack.push(width);
         if (stack.length - 1 > limit) return true;
@@ -74,7 +84,8 @@ export function indentDeeperThan(text: string, limit: number): boolean {
     if (cr !== -1 && cr < i) cr = text.indexOf('\r', i);
     const end = nl === -1 ? cr : cr === -1 ? nl : Math.min(nl, cr);
     if (end === -1) break;
-    start = end + 1;
+    continued = end > i && text.charCodeAt(end - 1) === 92;
+    start = text.charCodeAt(end) === 13 && text.charCodeAt(end + 1) === 10 ? end + 2 : end + 1;
   }
   return false;
 }

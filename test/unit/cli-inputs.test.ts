@@ -57,3 +57,26 @@ describe('CLI: what it reads (issue 25)', function () {
     assert.match(mixed.stderr, /weights\.py: binary file: not analysed/);
   });
 });
+
+describe('indent guard: counts what the parser nests across backslash continuations (issue 25)', function () {
+  this.timeout(60_000);
+  let dir: string;
+  before(() => { ensureBuilt(); dir = mkdtempSync(join(tmpdir(), 'pl-indent-')); });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** `\` alone on a line before each deeper block: the scanner adds the widths up; counting physical lines reset to 0. */
+  const prefixShape = (n: number): string => `import torch\nx = 1\n${Array.from({ length: n }, (_, k) => `${k ? `\\\n${' '.repeat(k)}` : ''}if x:\n`).join('')}\\\n${' '.repeat(n)}pass\n`;
+  /** A continued line at column 0 inside each block: it closes nothing for the parser; counted, it popped every level. */
+  const continuedShape = (n: number): string => `import torch\nx = 1\n${Array.from({ length: n }, (_, k) => `${' '.repeat(k)}if x:\n${' '.repeat(k + 1)}y = \\\n0\n`).join('')}${' '.repeat(n)}pass\n`;
+
+  for (const [name, make] of [['a backslash line before each block', prefixShape], ['a continued line at column 0 in each block', continuedShape]] as const) {
+    it(`${name}: 101 levels refused by the CLI as too deep, 100 analysed`, () => {
+      writeFileSync(join(dir, 'deep.py'), make(101));
+      writeFileSync(join(dir, 'ok.py'), make(100));
+      const deep = check(['deep.py', '--format', 'json'], dir);
+      assert.match(deep.stderr, /deep\.py: indented more than 100 levels deep, which Python refuses: not analysed/);
+      const ok = check(['ok.py', '--format', 'json'], dir);
+      assert.deepEqual(JSON.parse(ok.stdout).notAnalysed, [], ok.stderr);
+    });
+  }
+});
