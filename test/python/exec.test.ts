@@ -7,11 +7,11 @@
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { settingsWith } from '../unit/fixes-support';
 import { convertExample, EXAMPLE_INPUT } from './convert-example';
+import { tempDir } from '../temp-dirs';
 
 const PYTHON = process.env.PL_PYTHON || '/usr/bin/python3';
 const LLAMA_INPUT = join(__dirname, '..', 'fixtures', 'fixes', 'exec_llama.py');
@@ -31,7 +31,7 @@ function runPython(args: string[], cwd: string): { status: number | null; stdout
 }
 
 function scratch(name: string, text: string): { dir: string; file: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'pl-exec-'));
+  const dir = tempDir('pl-exec-');
   const file = join(dir, name);
   writeFileSync(file, text);
   return { dir, file };
@@ -53,7 +53,7 @@ describe(`fixes: converted models train without Transformer Engine (${PYTHON}, t
       assert.match(text, /self\.lm_head = nn\.Linear\(n_embd, vocab_size, bias=False\)/);
       assert.match(text, /self\.wte = nn\.Embedding\(/);
       assert.match(text, /\n {8}with fp8_autocast_context\(\):\n {12}logits, loss = model\(idx, targets\)\n {8}loss\.backward\(\)/);
-      const dir = mkdtempSync(join(tmpdir(), 'pl-exec-'));
+      const dir = tempDir('pl-exec-');
       const file = join(dir, 'converted.py');
       writeFileSync(file, text);
       const run = runPython([file], dir);
@@ -73,7 +73,7 @@ describe(`fixes: converted models train without Transformer Engine (${PYTHON}, t
     it(`${recipe}: the wrapper asks TE whether this GPU runs the recipe (${JSON.stringify(env)})`, async function () {
       if (!TORCH) this.skip();
       const { text } = await convertExample(readFileSync(EXAMPLE_INPUT, 'utf8'), settingsWith({ recipe }));
-      const dir = mkdtempSync(join(tmpdir(), 'pl-exec-'));
+      const dir = tempDir('pl-exec-');
       writeFileSync(join(dir, 'converted.py'), text);
       // A GPU that has FP8 (the fake TE says so) as seen from the generated code: is TE's recipe check consulted?
       const probe = [
@@ -155,7 +155,7 @@ describe('fixes: layer classes with behaviour of their own survive "convert all"
     assert.match(text, /self\.norm = fp8_rmsnorm\(dim, zero_centered_gamma=offset, eps=1e-6\)/);
     // Every element of the Sequential converts, the LayerNorm and both Linears beside it.
     assert.match(text, /nn\.Sequential\(fp8_layernorm\(dim\), fp8_linear\(dim, hidden\), nn\.GELU\(\), fp8_linear\(hidden, dim\)\)/);
-    const dir = mkdtempSync(join(tmpdir(), 'pl-exec-sem-'));
+    const dir = tempDir('pl-exec-sem-');
     const file = join(dir, 'converted.py');
     writeFileSync(file, text);
     const run = runPython([file], dir);

@@ -4,13 +4,13 @@
  * fixtures in the styles of real model code (test/fixtures/facets).
  */
 import * as assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_SETTINGS, resolveSettings } from '../../common/settings';
 import { configFileDims, declaredDims, dimsForFile, dimsOfConfigText } from '../../server/src/workspace-dims';
 import { overlaySettings, projectConfigFromToml } from '../../server/src/config';
 import { analyze, initParser, layer, py } from './analysis-helpers';
+import { tempDir } from '../temp-dirs';
 
 const facet = (name: string): string => readFileSync(join(__dirname, '..', 'fixtures', 'facets', name), 'utf8');
 
@@ -170,7 +170,7 @@ describe('analysis: dimensions from the workspace, with provenance', () => {
     assert.equal(dimsOfConfigText('model.yaml', 'model:\n  hidden_size: 2048  # width\n  lr: 3\n').hidden_size?.[0].value, 2048);
     assert.equal(dimsOfConfigText('model.yaml', 'lr: 3\n').lr, undefined);
     assert.deepEqual(dimsOfConfigText('config.json', '{not json'), {});
-    const dir = mkdtempSync(join(tmpdir(), 'pl-dims-'));
+    const dir = tempDir('pl-dims-');
     writeFileSync(join(dir, 'config.json'), JSON.stringify({ hidden_size: 2048, intermediate_size: 5632, num_attention_heads: 16, num_key_value_heads: 4 }));
     writeFileSync(join(dir, 'model.py'), facet('llama_config.py'));
     assert.equal(configFileDims(dir).hidden_size?.[0].source.kind, 'config-file');

@@ -6,8 +6,7 @@
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_SETTINGS } from '../../common/settings';
 import { analyzeTree } from '../../server/src/analysis';
@@ -15,6 +14,7 @@ import type { ModelIR } from '../../server/src/analysis/ir';
 import { applyEdits, fixesForFinding, sourceFixes, WRAPPER_MARKER, type Fix } from '../../server/src/fixes';
 import { createPythonParser, type Parser } from '../../server/src/parser';
 import { runRules } from '../../server/src/rules';
+import { tempDir } from '../temp-dirs';
 
 const PYTHON = '/usr/bin/python3';
 const hasTorch = spawnSync(PYTHON, ['-c', 'import torch'], { timeout: 60_000 }).status === 0;
@@ -109,7 +109,7 @@ describe('fixes: shape-guarded conversions route through the factory', function 
       assert.ok((before - after) / before >= 0.9, `converted ${before - after} of ${before}: ${titles.join('; ')}`);
       assert.ok(out.includes(WRAPPER_MARKER), titles.join('; '));
       if (!hasTorch) this.skip();
-      const dir = mkdtempSync(join(tmpdir(), 'pl-guarded-'));
+      const dir = tempDir('pl-guarded-');
       writeFileSync(join(dir, 'original.py'), text);
       writeFileSync(join(dir, 'converted.py'), out);
       const converted = run('converted.py', dir);

@@ -12,12 +12,12 @@
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_SETTINGS } from '../../common/settings';
 import { applyEdits, fixOutcome } from '../../server/src/fixes';
 import { analyse, FIXTURES, PYTHON } from './fixes-support';
+import { tempDir } from '../temp-dirs';
 
 const ROOT = join(__dirname, '..', '..');
 const VENV_PYTHON = process.env.PL_PTQ_PYTHON ?? join(ROOT, '.venv-ptq', 'bin', 'python');
@@ -38,7 +38,7 @@ function run(python: string, file: string, hidden: string[] = []): { status: num
 
 let scratch: string | undefined;
 function write(name: string, text: string): string {
-  scratch ??= mkdtempSync(join(tmpdir(), 'pl-ptq-'));
+  scratch ??= tempDir('pl-ptq-');
   const file = join(scratch, name);
   writeFileSync(file, text);
   return file;

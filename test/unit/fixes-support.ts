@@ -3,8 +3,7 @@
  * "valid Python".
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_SETTINGS, type PrecisionLensSettings } from '../../common/settings';
 import { analyzeTree } from '../../server/src/analysis';
@@ -12,6 +11,7 @@ import type { ModelIR } from '../../server/src/analysis/ir';
 import { createPythonParser, type Parser, type SyntaxNode } from '../../server/src/parser';
 import { runRules } from '../../server/src/rules';
 import type { Finding } from '../../server/src/rules/types';
+import { tempDir } from '../temp-dirs';
 
 export const FIXTURES = join(__dirname, '..', 'fixtures', 'fixes');
 export const PYTHON = '/usr/bin/python3';
@@ -55,7 +55,7 @@ let scratch: string | undefined;
 /** py_compile's error message, or undefined when the text compiles (or no Python is available). */
 export function pyCompileError(text: string, name = 'fixed.py'): string | undefined {
   if (!pythonOk) return undefined;
-  scratch ??= mkdtempSync(join(tmpdir(), 'pl-fixes-'));
+  scratch ??= tempDir('pl-fixes-');
   const file = join(scratch, name);
   writeFileSync(file, text);
   const r = spawnSync(PYTHON, ['-m', 'py_compile', file], { encoding: 'utf8' });
@@ -66,7 +66,7 @@ export function pyCompileError(text: string, name = 'fixed.py'): string | undefi
 export function pyCompileMany(texts: string[]): Map<number, string> {
   const bad = new Map<number, string>();
   if (!pythonOk || !texts.length) return bad;
-  scratch ??= mkdtempSync(join(tmpdir(), 'pl-fixes-'));
+  scratch ??= tempDir('pl-fixes-');
   const file = join(scratch, 'batch.json');
   writeFileSync(file, JSON.stringify(texts));
   const script = 'import json,sys\nfor i,t in enumerate(json.load(open(sys.argv[1]))):\n  try: compile(t, "fixed.py", "exec")\n  except SyntaxError as e: print(json.dumps([i, str(e)]))\n';
