@@ -22,6 +22,8 @@ import { WorkspaceFactsView } from './workspace-facts';
 import { hoverMarkdown } from './hover';
 import { explainRefusalAction, findingToDiagnostic, fixToCodeAction, refusedToCodeAction, REWRITE_KIND, SOURCE_KIND, spanToRange, type DiagnosticData } from './lsp-convert';
 import { PythonParser } from './parser';
+import { fixAll, FIX_ALL_KIND, wantsFixAll } from './fix-all';
+import { pythonSource } from './lines';
 import { collectAllGarbage, mb, processMemory } from './memory';
 import type { WorkspaceFacts } from './rules/types';
 import { AnalysisSession, changedSincePublished } from './session';
@@ -279,7 +281,7 @@ connection.onInitialize(async (params): Promise<InitializeResult> => {
   return {
     capabilities: {
       textDocumentSync: { openClose: true, change: TextDocumentSyncKind.Incremental },
-      codeActionProvider: { codeActionKinds: [CodeActionKind.QuickFix, REWRITE_KIND, SOURCE_KIND], resolveProvider: false },
+      codeActionProvider: { codeActionKinds: [CodeActionKind.QuickFix, REWRITE_KIND, SOURCE_KIND, FIX_ALL_KIND], resolveProvider: false },
       hoverProvider: true,
     },
     serverInfo: { name: SOURCE, version: '0.1.0' },
@@ -440,7 +442,8 @@ connection.onRequest('textDocument/codeAction', async (...args: unknown[]): Prom
   }
   // The same file- and class-wide actions under two kinds: refactor (lightbulb) and source ("Source Action...").
   const asRewrite = wants(REWRITE_KIND);
-  const asSource = !!only && only.some((k) => k.startsWith(CodeActionKind.Source));
+  // source.fixAll (what editor.codeActionsOnSave asks for) is not the Source Action menu: no file-wide rewrites for it.
+  const asSource = !!only && only.some((k) => k.startsWith(CodeActionKind.Source) && !k.startsWith(CodeActionKind.SourceFixAll));
   if (asRewrite || asSource) {
     const start = document.offsetAt(params.range.start);
     const end = document.offsetAt(params.range.end);
@@ -452,9 +455,28 @@ connection.onRequest('textDocument/codeAction', async (...args: unknown[]): Prom
       if (disabledActions) for (const r of result.refused ?? []) actions.push(refusedToCodeAction(r, [], kindAsSource));
     }
   }
+  // source.fixAll.precisionLens: the safe fixes only (fix-all.ts), never asked for without `only`.
+  if (wantsFixAll(only)) {
+    const all = fixAll(state.text, analysis.ir, analysis.findings, settings, env, parsesCleanly);
+    if (all.refused) log(`fix all on ${uri}: ${all.refused}`);
+    if (all.fix) actions.push({ ...fixToCodeAction(all.fix, document, []), kind: FIX_ALL_KIND });
+  }
   if (token.isCancellationRequested) return [];
   return only ? actions.filter((a) => only.some((k) => a.kind === k || !!a.kind?.startsWith(`${k}.`))) : actions;
 });
+
+/** Whether `text` parses without a syntax error (undefined when the parser could not tell: a trap). */
+function parsesCleanly(text: string): boolean | undefined {
+  if (!parser) return undefined;
+  try {
+    const tree = parser.parse(pythonSource(text));
+    const ok = tree ? !tree.rootNode.hasError : undefined;
+    parser.release(tree);
+    return ok;
+  } catch {
+    return undefined;
+  }
+}
 
 connection.onRequest('textDocument/hover', async (...args: unknown[]): Promise<Hover | null> => {
   const [params, token] = requestArgs<HoverParams>(args);
