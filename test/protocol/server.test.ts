@@ -224,6 +224,26 @@ describe('language server over JSON-RPC (out/server.js)', function () {
       await c.stop();
     });
 
+    it('on the training script of a converted model (the model only on disk): a warning whose quick fix wraps the step', async () => {
+      const CTX_TRAIN = 'import torch\nfrom contextlib import nullcontext\nfrom model import Net\n\nctx = nullcontext()\nmodel = Net()\nopt = torch.optim.AdamW(model.parameters())\nfor _ in range(2):\n    with ctx:\n        loss = model(torch.randn(16, 1024)).sum()\n    loss.backward()\n    opt.step()\n';
+      writeFileSync(join(dir, 'train.py'), CTX_TRAIN);
+      const c = new TestClient();
+      await c.initialize(dir);
+      const uri = `file://${join(dir, 'train.py')}`;
+      await c.open(uri, CTX_TRAIN);
+      const published = await c.diagnostics(uri, (p) => p.diagnostics.some((d) => d.code === 'PL302'));
+      const d = published.diagnostics.find((x) => x.code === 'PL302')!;
+      assert.equal(d.severity, 2, 'warning');
+      assert.match(d.message, /FP8 is off/);
+      const actions = await c.connection.sendRequest('textDocument/codeAction', {
+        textDocument: { uri }, range: d.range, context: { diagnostics: [d], only: ['quickfix'] },
+      }) as { title: string; edit?: { changes?: Record<string, { newText: string }[]>; documentChanges?: unknown[] } }[];
+      const wrap = actions.find((a) => /^Wrap the training step in FP8 autocast inside `with ctx`/.test(a.title));
+      assert.ok(wrap, JSON.stringify(actions.map((a) => a.title)));
+      assert.match(JSON.stringify(wrap.edit), /, fp8_autocast_context\(inside_autocast=True\)/);
+      await c.stop();
+    });
+
     it('stays quiet in a workspace that does not train (a model library)', async () => {
       const c = new TestClient();
       await c.initialize(dir);
