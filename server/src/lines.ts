@@ -36,11 +36,17 @@ export function lineStartsAfter(starts: readonly number[], startOffset: number, 
 }
 
 /**
- * The text the parser and the analysis read: a lone \r (old Mac line ending, which Python accepts) becomes \n, so
- * tree-sitter sees the same lines as Python. Same length, so every offset is the same in both texts.
+ * The text the parser and the analysis read, in the CLI and the server alike: a lone \r (old Mac line ending, which
+ * Python accepts) becomes \n, so tree-sitter sees the same lines as Python; and the byte-order marks a text starts
+ * with, however many, become form feeds (blank at a line's start for Python and tree-sitter). The CLI removes one BOM
+ * when it decodes a file (cli/analyze.ts) and an editor one or two (or none), so a double-BOM file reached the parser
+ * with one U+FEFF from the CLI and two from some editors, and two made tree-sitter lose the first statement (0 findings
+ * instead of 7). Same length, so every offset is the same in both texts.
  */
 export function pythonSource(text: string): string {
-  return text.indexOf('\r') === -1 ? text : text.replace(/\r(?!\n)/g, '\n');
+  let source = text.indexOf('\r') === -1 ? text : text.replace(/\r(?!\n)/g, '\n');
+  if (source.charCodeAt(0) === 0xfeff) source = source.replace(/^\ufeff+/, (boms) => '\f'.repeat(boms.length));
+  return source;
 }
 
 /** The 0-based line containing `offset` (binary search over a line table). */

@@ -27,7 +27,7 @@ import { pythonSource } from './lines';
 import { collectAllGarbage, mb, processMemory } from './memory';
 import type { WorkspaceFacts } from './rules/types';
 import { AnalysisSession, changedSincePublished } from './session';
-import { changeOffsets, invalidChanges, invalidDocumentParams, isEnvironment, offsetAt } from './sync';
+import { changeOffsets, invalidChanges, invalidDocumentParams, invalidInitializeParams, isEnvironment, offsetAt } from './sync';
 import { FrameGuard, FrameJoiner } from './framing';
 import type { ScanResult } from './workspace-scan';
 import { WorkspaceScan } from './workspace-watch';
@@ -40,12 +40,32 @@ const DEBOUNCE_MS = 120;
  */
 const WASM_SHED_BYTES = 64 * 1048576;
 
+/** The method a malformed initialize request is renamed to (checkedMessages), answered InvalidParams by our handler. */
+const INVALID_INITIALIZE = 'precisionLens/invalidInitialize';
+
+/**
+ * Every message passes here before vscode-languageserver sees it: an initialize request with malformed parameters
+ * (null, not an object, no capabilities object) is renamed so that our handler answers it with InvalidParams saying
+ * what is wrong; the library's own initialize handler reads `params.processId` and `params.capabilities` before any
+ * of our code runs (a null answered -32603 "Cannot read properties of null").
+ */
+const checkedMessages = {
+  handleMessage(message: unknown, next: (message: never) => void): void {
+    const m = message as { id?: unknown; method?: unknown; params?: unknown };
+    if (m.method === 'initialize' && m.id !== undefined) {
+      const invalid = invalidInitializeParams(m.params);
+      if (invalid) { next({ ...m, method: INVALID_INITIALIZE, params: { invalid } } as never); return; }
+    }
+    next(message as never);
+  },
+};
+
 /** Over stdio, frames pass a guard first and go out in one write each (framing.ts); over IPC (VS Code) there is no framing. */
 function connect(): ReturnType<typeof createConnection> {
-  if (!process.argv.includes('--stdio')) return createConnection(ProposedFeatures.all);
+  if (!process.argv.includes('--stdio')) return createConnection(ProposedFeatures.all, { messageStrategy: checkedMessages });
   const guard = new FrameGuard((what) => process.stderr.write(`precision-lens: dropped ${what} from the client\n`));
   process.stdin.pipe(guard);
-  return createConnection(ProposedFeatures.all, guard, new FrameJoiner(process.stdout));
+  return createConnection(ProposedFeatures.all, guard, new FrameJoiner(process.stdout), { messageStrategy: checkedMessages });
 }
 
 const connection = connect();
@@ -258,6 +278,11 @@ function acceptNotification(method: string, invalid: string | undefined): boolea
   if (invalid) { log(`ignored a ${method} notification with invalid parameters: ${invalid}`); return false; }
   return true;
 }
+
+connection.onRequest(INVALID_INITIALIZE, (params: { invalid: string }) => {
+  checkRequest('initialize', undefined);
+  throw new ResponseError(ErrorCodes.InvalidParams, `initialize: ${params.invalid}`);
+});
 
 connection.onInitialize(async (params): Promise<InitializeResult> => {
   // Once only (LSP): a second initialize used to start a new session and drop every open document, their

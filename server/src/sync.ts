@@ -101,6 +101,25 @@ export function invalidDocumentParams(params: unknown, needs: { position?: boole
 }
 
 /**
+ * Why an initialize request's parameters are malformed, or undefined: the object with a `capabilities` object that
+ * the server and vscode-languageserver read before anything else (the library's own handler read `params.processId`
+ * of a null and answered -32603 "Cannot read properties of null").
+ */
+export function invalidInitializeParams(params: unknown): string | undefined {
+  if (!isObject(params)) return `the parameters must be an object, got ${brief(params)}`;
+  if (!isObject(params.capabilities)) return `capabilities must be an object, got ${brief(params.capabilities)}`;
+  for (const key of ['workspace', 'textDocument'] as const) {
+    const v = params.capabilities[key];
+    if (v !== undefined && v !== null && !isObject(v)) return `capabilities.${key} must be an object, got ${brief(v)}`;
+  }
+  const folders = params.workspaceFolders;
+  if (folders !== undefined && folders !== null && (!Array.isArray(folders) || !folders.every((f) => isObject(f) && typeof f.uri === 'string'))) {
+    return `workspaceFolders must be a list of {uri, name} or null, got ${brief(folders)}`;
+  }
+  return undefined;
+}
+
+/**
  * Why a didChange's contentChanges cannot all be applied, or undefined: checked before any is applied, so a
  * notification is applied whole or not at all (the first changes applied and then a throw left text and version apart).
  */

@@ -4,8 +4,9 @@
  * after shutdown.
  */
 import * as assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT, TestClient } from './lsp-client';
 
@@ -41,6 +42,37 @@ describe('hostile input: many statements on one line (out/server.js)', function 
     const hover = client.connection.sendRequest('textDocument/hover', { textDocument: { uri: 'file:///ws/model.py' }, position: { line: 7, character: 20 } });
     await client.diagnostics(big, (p) => p.version === 2, 20000);
     assert.ok(await hover, 'hover on the other document answered');
+  });
+});
+
+describe('byte-order marks: the editor and the CLI agree (out/server.js, out/cli.js)', function () {
+  this.timeout(60000);
+  let client: TestClient;
+  let dir: string;
+  beforeEach(async () => { client = new TestClient(); await client.initialize(); dir = mkdtempSync(join(tmpdir(), 'pl-bom-')); });
+  afterEach(async () => { await client.stop(); rmSync(dir, { recursive: true, force: true }); });
+
+  it('a file starting with one, two or three BOMs has the same findings in the server (whatever the editor strips) and in check', async () => {
+    // Before: a double-BOM file gave 7 findings in `check` (it removes one BOM) and 0 in the editor when the text came
+    // with both: two U+FEFF made tree-sitter lose the module docstring and the imports. Now the leading BOMs are blank
+    // to the parser in both (lines.ts pythonSource).
+    const fixture = readFileSync(join(ROOT, 'test', 'fixtures', 'analysis', 'gpt_small.py'), 'utf8');
+    const lines = (ds: Array<{ code: string; range: { start: { line: number } } }>): string[] => ds.map((d) => `${d.range.start.line + 1}:${d.code}`).sort();
+    const seen: string[][] = [];
+    for (const boms of [0, 1, 2, 3]) {
+      const uri = `file:///ws/bom${boms}.py`;
+      await client.open(uri, '\ufeff'.repeat(boms) + fixture);
+      seen.push(lines((await client.diagnostics(uri, (p) => p.version === 1)).diagnostics));
+    }
+    assert.ok(seen[0].length >= 5, `findings without a BOM: ${seen[0]}`);
+    for (const s of seen) assert.deepEqual(s, seen[0]);
+    for (const boms of [1, 2, 3]) {
+      const file = join(dir, `bom${boms}.py`);
+      writeFileSync(file, Buffer.concat([Buffer.from('\ufeff'.repeat(boms)), Buffer.from(fixture)]));
+      const run = spawnSync(process.execPath, [join(ROOT, 'out', 'cli.js'), 'check', file, '--format', 'json'], { encoding: 'utf8', timeout: 30000 });
+      const json = JSON.parse(run.stdout) as { diagnostics: Array<{ line: number; code: string }> };
+      assert.deepEqual(json.diagnostics.map((d) => `${d.line}:${d.code}`).sort(), seen[0], `check with ${boms} BOMs`);
+    }
   });
 });
 
@@ -80,8 +112,11 @@ describe('waits on the client have deadlines (out/server.js)', function () {
   });
 });
 
-/** A fresh server given initialize, initialized, then `frames` as raw JSON-RPC frames; resolves to the replies by id. */
-function rawReplies(frames: Array<{ id: number; [key: string]: unknown }>): Promise<Map<number, unknown>> {
+/**
+ * A fresh server given initialize, initialized, then `frames` as raw JSON-RPC frames; resolves to the replies by id.
+ * With `initialize` false the frames are sent at once, with no initialize of ours before them.
+ */
+function rawReplies(frames: Array<{ id: number; [key: string]: unknown }>, initialize = true): Promise<Map<number, unknown>> {
   const child = spawn(process.execPath, [join(ROOT, 'out', 'server.js'), '--stdio'], { stdio: ['pipe', 'pipe', 'pipe'] });
   const send = (message: object): void => {
     const body = JSON.stringify(message);
@@ -99,12 +134,13 @@ function rawReplies(frames: Array<{ id: number; [key: string]: unknown }>): Prom
         if (!m || out.length < head + 4 + Number(m[1])) break;
         const message = JSON.parse(out.subarray(head + 4, head + 4 + Number(m[1])).toString());
         out = out.subarray(head + 4 + Number(m[1]));
-        if (message.id === 1 && 'result' in message) { send({ jsonrpc: '2.0', method: 'initialized', params: {} }); frames.forEach(send); }
+        if (initialize && message.id === 1 && 'result' in message) { send({ jsonrpc: '2.0', method: 'initialized', params: {} }); frames.forEach(send); }
         else if (typeof message.id === 'number' && !message.method) replies.set(message.id, message);
       }
       if (frames.every((f) => replies.has(f.id))) { clearTimeout(timer); child.kill(); resolve(replies); }
     });
-    send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { processId: null, rootUri: null, capabilities: {} } });
+    if (initialize) send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { processId: null, rootUri: null, capabilities: {} } });
+    else frames.forEach(send);
   });
 }
 
@@ -150,6 +186,31 @@ describe('malformed and out-of-order traffic (out/server.js)', function () {
       assert.equal(reply?.error?.code, -32602, JSON.stringify(reply));
       assert.match(reply.error!.message, /parameters must be an object, got (null|nothing)/);
     }
+  });
+
+  it('initialize with null, missing or malformed params answers InvalidParams (-32602), and a valid one after it works', async () => {
+    // Before: null params threw inside vscode-languageserver (it read params.processId before our handler): -32603
+    // "Cannot read properties of null (reading 'processId')".
+    const replies = await rawReplies([
+      { jsonrpc: '2.0', id: 21, method: 'initialize', params: null },
+      { jsonrpc: '2.0', id: 22, method: 'initialize' },
+      { jsonrpc: '2.0', id: 23, method: 'initialize', params: { processId: null, rootUri: null } },
+      { jsonrpc: '2.0', id: 24, method: 'initialize', params: { processId: null, capabilities: { workspace: 3 } } },
+      { jsonrpc: '2.0', id: 25, method: 'initialize', params: { processId: null, rootUri: null, capabilities: {} } },
+    ], false);
+    const expected: Record<number, RegExp> = {
+      21: /^initialize: the parameters must be an object, got null$/,
+      22: /^initialize: the parameters must be an object, got nothing$/,
+      23: /^initialize: capabilities must be an object, got nothing$/,
+      24: /^initialize: capabilities\.workspace must be an object, got 3$/,
+    };
+    for (const [id, message] of Object.entries(expected)) {
+      const reply = replies.get(Number(id)) as { error?: { code: number; message: string } };
+      assert.equal(reply?.error?.code, -32602, JSON.stringify(reply));
+      assert.match(reply.error!.message, message);
+    }
+    const ok = replies.get(25) as { result?: { capabilities?: unknown } };
+    assert.ok(ok?.result?.capabilities, JSON.stringify(ok));
   });
 
   it('malformed params answer InvalidParams (-32602) saying what is wrong, not a JavaScript error', async () => {
