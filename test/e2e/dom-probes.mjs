@@ -17,7 +17,9 @@ export function benchmarkView() {
   const details = document.querySelector('section.details');
   const results = document.querySelector('section.results');
 
-  // Fit: nothing wider than the view, no cell whose content overflows it, no word broken across two lines.
+  // Fit: nothing wider than the view, no cell whose content overflows it, no word broken across two lines (a code
+  // token may break only at its <wbr>s, after a dot or an underscore: each piece is its own text node), no option of a
+  // list wider than the list.
   const width = document.documentElement.clientWidth;
   const problems = [];
   const where = (el) => `${el.tagName.toLowerCase()}${el.className && typeof el.className === 'string' ? '.' + el.className.split(' ')[0] : ''} "${text(el).slice(0, 40)}"`;
@@ -26,14 +28,14 @@ export function benchmarkView() {
     if (wrap.scrollWidth > wrap.clientWidth + 1) problems.push(`a table is wider than the view (${wrap.scrollWidth} > ${wrap.clientWidth} px): ${where(wrap.querySelector('tr'))}`);
   }
   const visible = (el) => el.getClientRects().length > 0;
-  for (const el of document.querySelectorAll('#app th, #app td, #app caption, #app h2, #app h3, #app label, #app legend, #app button, #app dt, #app .reason, #app .run-reason')) {
+  for (const el of document.querySelectorAll('#app th, #app td, #app caption, #app h2, #app h3, #app label, #app legend, #app button, #app dt, #app dd, #app p, #app li, #app .reason, #app .run-reason')) {
     if (!visible(el)) continue;
-    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible') problems.push(`cut: ${where(el)}`);
+    if (!['DD', 'P', 'LI'].includes(el.tagName) && el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible') problems.push(`cut: ${where(el)}`);
     const r = el.getBoundingClientRect();
     if (r.right > width + 1 && !el.closest('.table-wrap')) problems.push(`beyond the right edge (${Math.round(r.right)} > ${width}): ${where(el)}`);
     const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      if (node.parentElement.closest('code')) continue; // paths may break anywhere
+      if (node.parentElement.closest('code, pre')) continue; // paths may break anywhere, a traceback keeps its lines
       const re = /\S{2,}/g;
       for (let m = re.exec(node.data); m; m = re.exec(node.data)) {
         const range = document.createRange();
@@ -42,6 +44,18 @@ export function benchmarkView() {
         const lines = new Set([...range.getClientRects()].filter((q) => q.width > 0).map((q) => Math.round(q.top)));
         if (lines.size > 1) problems.push(`"${m[0]}" broken across lines in ${where(el)}`);
       }
+    }
+  }
+  const measure = document.createElement('canvas').getContext('2d');
+  for (const select of document.querySelectorAll('#app select')) {
+    if (!visible(select)) continue;
+    const style = getComputedStyle(select);
+    measure.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+    // what the closed list shows of an option: its width less the padding and the arrow (about 20 px)
+    const room = select.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 20;
+    for (const option of select.options) {
+      const wide = measure.measureText(option.text).width;
+      if (wide > room) problems.push(`cut: option "${option.text.slice(0, 60)}" of select#${select.id} (${Math.round(wide)} > ${Math.round(room)} px)`);
     }
   }
   for (const t of document.querySelectorAll('section:not([hidden]) svg.chart text')) {

@@ -62,6 +62,10 @@ describe('benchmark view: what can run, the interpreter picker, selection and fi
       assert.equal(b.reason, 'no CUDA device', `${b.id}: ${b.reason}`);
     }
     assert.ok(view.chooseInterpreter, 'a Choose interpreter… button');
+    // At the default sidebar width: no word broken inside a code token (this torch's "has no torch.float8_e4m3fn,
+    // torch.float8_e5m2, torch._scaled_mm" broke as "torch.float8_e4m 3fn"), and every workload fits the closed list.
+    const torchFp8 = state.environment.info?.torchFp8Reason ?? '';
+    assert.deepEqual(view.problems, [], `${view.width} px wide, torch FP8: ${torchFp8}`);
   });
 
   it('a failed run is logged once: the benchmark log has its reason one time, no echo in other formats', async () => {

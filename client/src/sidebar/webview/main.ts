@@ -98,23 +98,47 @@ function h<K extends keyof HTMLElementTagNameMap>(tag: K, props: Props = {}, ...
 }
 
 /**
- * Text whose hyphenated words (llama-7b-slice, 2026-12-01, torch-fp8) never break at a hyphen: a narrow sidebar
- * wraps between words only (paths excepted: they may break anywhere rather than overflow). Every string the view
- * renders goes through here (h() children).
+ * Text whose hyphenated words (llama-7b-slice, 2026-12-01, torch-fp8) never break at a hyphen, and whose code tokens
+ * (torch.float8_e4m3fn, torch._scaled_mm, precisionLens.pythonPath) break only after a dot or an underscore (a <wbr>
+ * there): a narrow sidebar wraps between words and at those token boundaries only, never inside a name ("float8_e4m
+ * 3fn"). Paths excepted: they may break anywhere rather than overflow. Every string the view renders goes through here
+ * (h() children).
  */
 function words(text: string): Node {
-  if (!/\S-\S/.test(text)) return document.createTextNode(text);
+  if (!/\S-\S/.test(text) && !CODE_TOKEN.test(text)) return document.createTextNode(text);
   const fragment = document.createDocumentFragment();
-  for (const part of text.split(/(\S*\S-\S\S*)/)) {
+  for (const part of text.split(/(\S+)/)) {
     if (part === '') continue;
     if (/\S-\S/.test(part) && !/[\\/]/.test(part)) {
       const span = document.createElement('span');
       span.className = 'nowrap';
       span.textContent = part;
       fragment.append(span);
+    } else if (CODE_TOKEN.test(part) && !/[\\/]/.test(part)) {
+      tokenPieces(part).forEach((piece, i) => fragment.append(...(i ? [document.createElement('wbr')] : []), document.createTextNode(piece)));
     } else fragment.append(document.createTextNode(part));
   }
   return fragment;
+}
+
+/** A dotted or underscored name (not a decimal number: 1.245x, 0.80 stay whole). */
+const CODE_TOKEN = /[A-Za-z_][._]\w|\w[._][A-Za-z_]/;
+
+/** `torch.float8_e4m3fn,` -> [`torch.`, `float8_`, `e4m3fn,`]: split after each dot or underscore between name characters. */
+function tokenPieces(token: string): string[] {
+  const pieces: string[] = [];
+  let from = 0;
+  for (let i = 1; i < token.length - 1; i++) {
+    const c = token[i];
+    if (c !== '.' && c !== '_') continue;
+    const before = token[i - 1];
+    const after = token[i + 1];
+    if (!/\w/.test(before) || !/\w/.test(after) || (c === '.' && /\d/.test(before) && /\d/.test(after))) continue;
+    pieces.push(token.slice(from, i + 1));
+    from = i + 1;
+  }
+  pieces.push(token.slice(from));
+  return pieces;
 }
 
 /** Replaces an element's children, skipping the empty ones. */
@@ -152,7 +176,10 @@ const form = buildForm();
 sections.form.append(form.root);
 
 function buildForm() {
-  const workloadSelect = h('select', { id: 'workload', on: { change: () => onWorkloadPicked() } });
+  // The options show the preset's name only (a description cut at the sidebar's edge said nothing); the chosen one's
+  // description is the line below.
+  const workloadSelect = h('select', { id: 'workload', 'aria-describedby': 'workload-help', on: { change: () => onWorkloadPicked() } });
+  const workloadHelp = h('p', { id: 'workload-help', class: 'help' });
   const customInput = h('input', {
     id: 'custom-workload', type: 'text', placeholder: 'package.module:build_model', spellcheck: 'false',
     'aria-describedby': 'custom-help', on: { input: () => onFormInput() },
@@ -192,7 +219,7 @@ function buildForm() {
     h('h2', {}, 'Benchmark'),
     h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Benchmark mode' }, tabs.train, tabs.inference),
     modeHelp,
-    h('div', { class: 'row' }, h('label', { for: 'workload' }, 'Workload'), workloadSelect),
+    h('div', { class: 'row' }, h('label', { for: 'workload' }, 'Workload'), workloadSelect, workloadHelp),
     customRow,
     h('fieldset', {}, h('legend', {}, 'Backends'), backendList),
     trainGrid,
@@ -206,7 +233,7 @@ function buildForm() {
     abReason,
   );
   return {
-    root, workloadSelect, customInput, customRow, backendList, backendBoxes: [] as BackendBox[], steps: steps.input, warmup: warmup.input,
+    root, workloadSelect, workloadHelp, customInput, customRow, backendList, backendBoxes: [] as BackendBox[], steps: steps.input, warmup: warmup.input,
     batch: batch.input, seq: seq.input, compile, validation, runButton, runReason, cancelButton, workloadKey: '', backendKey: '',
     promptLen: promptLen.input, newTokens: newTokens.input, repeats: repeats.input, compileRow, tabs, modeHelp, trainGrid, inferenceGrid,
     seqRow: seq.row, measureButton, abReason, abHelp,
@@ -337,11 +364,19 @@ function validate(options: RunOptions): string | undefined {
   return undefined;
 }
 
+/** The chosen preset's description under the list (hidden for "My model", which has its own help). */
+function showWorkloadHelp(workloads: readonly WorkloadInfo[]): void {
+  const description = workloads.find((w) => w.name === form.workloadSelect.value)?.description;
+  fill(form.workloadHelp, description ?? null);
+  form.workloadHelp.hidden = !description;
+}
+
 /** A preset brings its own batch size and sequence length. */
 function onWorkloadPicked(): void {
   const preset = host?.workloads.find((w) => w.name === form.workloadSelect.value);
   if (preset?.batch !== undefined) form.batch.value = String(preset.batch);
   if (preset?.seq !== undefined) form.seq.value = String(preset.seq);
+  showWorkloadHelp(host?.workloads ?? []);
   onFormInput();
   if (form.workloadSelect.value === CUSTOM_WORKLOAD) form.customInput.focus();
 }
@@ -429,7 +464,7 @@ function syncForm(state: BenchmarkViewState): void {
   const draft = persisted.draft ?? state.lastOptions;
   if (key !== form.workloadKey) {
     form.workloadKey = key;
-    const options = workloads.map((w) => h('option', { value: w.name, title: w.description }, w.description ? `${w.name} — ${w.description}` : w.name));
+    const options = workloads.map((w) => h('option', { value: w.name, title: w.description }, w.name));
     options.push(h('option', { value: CUSTOM_WORKLOAD }, 'My model (module:function)…'));
     form.workloadSelect.replaceChildren(...options);
     const preset = workloads.some((w) => w.name === draft.workload);
@@ -438,6 +473,7 @@ function syncForm(state: BenchmarkViewState): void {
     if (custom && !form.customInput.value) form.customInput.value = MODULE_FUNCTION.test(draft.workload) ? draft.workload : '';
     form.customRow.hidden = !custom;
   }
+  showWorkloadHelp(workloads);
   if (!formFilled) {
     persisted.mode ??= runMode(draft);
     showMode(currentMode());
