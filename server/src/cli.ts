@@ -134,7 +134,10 @@ async function run(options: CliOptions, io: Io): Promise<number> {
   for (const e of errors) io.stderr(`precision-lens: ${e}\n`);
   if (errors.length && inputs.length === 0) return 2;
 
-  const threads = options.fix || !canUseWorkers() ? 1 : threadCount(options.jobs, inputs);
+  // --fix and --add-noqa rewrite the files: they need each file's text and encoding, which only an in-process analysis
+  // keeps (a worker sends back findings only: --add-noqa on its files added nothing, and which files went to a worker
+  // varied from run to run).
+  const threads = options.fix || options.addNoqa || !canUseWorkers() ? 1 : threadCount(options.jobs, inputs);
   const parser = await PythonParser.create();
   try {
     let files = threads > 1
