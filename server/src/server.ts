@@ -33,7 +33,12 @@ import type { ScanResult } from './workspace-scan';
 import { WorkspaceScan } from './workspace-watch';
 import { AnalysisScheduler } from './scheduler';
 
-const DEBOUNCE_MS = 120;
+/** 120 ms; PRECISION_LENS_DEBOUNCE_MS overrides it (the fuzzer's server leg uses 0: it times the analysis, not the wait). */
+const DEBOUNCE_MS = debounceMs(process.env.PRECISION_LENS_DEBOUNCE_MS);
+function debounceMs(env: string | undefined): number {
+  const n = env === undefined || env === '' ? NaN : Number(env);
+  return Number.isFinite(n) && n >= 0 && n <= 10_000 ? n : 120;
+}
 /**
  * A WASM memory past this (twice the runtime's initial 32 MB: only a document of about 1 MB or more grows it) is given
  * back when a document closes, though others stay open: they are parsed afresh by a new runtime at their next edit.

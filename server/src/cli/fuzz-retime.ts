@@ -12,7 +12,10 @@ import { getPriority, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /** One fresh CLI process: wall time, peak RSS, exit code, and what went wrong with its output (if anything). */
-export interface ProcessFigure { ms: number; rssMb: number; status: number | null; problem?: string }
+export interface ProcessFigure { ms: number; rssMb: number; status: number | null; problem?: string; skipped?: string }
+
+/** What the CLI prints when no input was analysed, every one skipped with its reason (exit 2 since issue 25.3). */
+const ALL_SKIPPED = /no file was analysed: the input was skipped/;
 
 /** `repeats`: how many runs of each command; the figures are the fastest run (noise on a shared machine only adds). */
 export interface Retimed { check: ProcessFigure; fix: ProcessFigure; nice: number; repeats: number }
@@ -33,8 +36,10 @@ function runCli(cli: string, args: readonly string[], work: string, timeoutMs: n
   const rssMb = existsSync(rssFile) ? Number(readFileSync(rssFile, 'utf8')) / 1024 : 0;
   const figure: ProcessFigure = { ms, rssMb, status: r.status };
   if (r.error || r.status === null) figure.problem = `killed after ${ms.toFixed(0)} ms (${r.error?.message ?? r.signal})`;
-  else if (r.status === 2) figure.problem = `exit 2: ${r.stderr.trim().split('\n').slice(-3).join(' | ')}`;
-  else if (args.includes('json')) {
+  else if (r.status === 2 && !ALL_SKIPPED.test(r.stderr)) figure.problem = `exit 2: ${r.stderr.trim().split('\n').slice(-3).join(' | ')}`;
+  // An input the CLI skips (over-indented...) exits 2 with its reason since every input was skipped: the expected answer.
+  else if (r.status === 2) figure.skipped = /note: [^\n]*?: ([^\n]*not analysed)/.exec(r.stderr)?.[1] ?? 'skipped';
+  if (!figure.problem && args.includes('json')) {
     try {
       JSON.parse(r.stdout);
     } catch {
@@ -108,7 +113,8 @@ export function retimeProblems(r: Retimed, timeLimitMs: number, rssLimitMb: numb
 }
 
 export function describeRetimed(r: Retimed): string {
-  return `check ${r.check.ms.toFixed(0)} ms / ${r.check.rssMb.toFixed(0)} MB, --fix --unsafe-fixes ${r.fix.ms.toFixed(0)} ms / ${r.fix.rssMb.toFixed(0)} MB (fresh processes at nice ${r.nice}${r.repeats > 1 ? `, best of ${r.repeats}` : ''})`;
+  const skipped = r.check.skipped ? ` (skipped: ${r.check.skipped})` : '';
+  return `check ${r.check.ms.toFixed(0)} ms / ${r.check.rssMb.toFixed(0)} MB${skipped}, --fix --unsafe-fixes ${r.fix.ms.toFixed(0)} ms / ${r.fix.rssMb.toFixed(0)} MB (fresh processes at nice ${r.nice}${r.repeats > 1 ? `, best of ${r.repeats}` : ''})`;
 }
 
 /** `__fuzz --retime PATH...`: the saved inputs (.py files, or folders of them) re-timed, one line each. */

@@ -15,7 +15,7 @@
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { resolveSettings, type PrecisionLensSettings } from '../../../common/settings';
 import { PythonParser } from '../parser';
 import { analyseAll } from './analyze';
@@ -26,6 +26,7 @@ import { describeRetimed, retime, retimeProblems, runRetime, type Retimed } from
 import { checkJson } from './format-json';
 import { mutate, prng, SCALES, useScale } from './mutate';
 import { runTotals } from './fuzz-ledger';
+import { describeLsp, LspDriver, planEdits, type LspFigure, type PlannedEdit } from './fuzz-lsp';
 
 interface FuzzOptions {
   dirs: string[];
@@ -48,10 +49,18 @@ interface FuzzOptions {
   progressSeconds: number;
   /** `--total LEDGER...`: total the ledgers instead of fuzzing. */
   totalOnly: boolean;
+  /** `--lsp` (every mutant) / `--lsp-every N`: also open the mutant in the built language server and edit it (fuzz-lsp.ts); 0: off. */
+  lspEvery: number;
+  /** One-character edits per document in the server (`--lsp-edits`). */
+  lspEdits: number;
+  /** The per-step bound in the server (`--lsp-time-limit-ms`, didOpen or didChange to its publish); --time-limit-ms by default. */
+  lspTimeLimitMs?: number;
+  /** The server bundle (`--lsp-server`); server.js beside this CLI bundle by default. */
+  lspServer?: string;
 }
 
 function parseFuzzArgs(args: readonly string[]): FuzzOptions {
-  const o: FuzzOptions = { dirs: [], seed: 1, count: 1000, timeLimitMs: 2000, rssLimitMb: 1024, fixEvery: 3, small: false, retimeOnly: false, repeat: 1, progressSeconds: 60, totalOnly: false };
+  const o: FuzzOptions = { dirs: [], seed: 1, count: 1000, timeLimitMs: 2000, rssLimitMb: 1024, fixEvery: 3, small: false, retimeOnly: false, repeat: 1, progressSeconds: 60, totalOnly: false, lspEvery: 0, lspEdits: 3 };
   const num = (i: number, name: string): number => {
     const v = Number(args[i]);
     if (!Number.isFinite(v) || v < 0) throw new UsageError(`${name} needs a number`);
@@ -72,6 +81,11 @@ function parseFuzzArgs(args: readonly string[]): FuzzOptions {
     else if (a === '--progress-seconds') o.progressSeconds = num(++i, a);
     else if (a === '--total') o.totalOnly = true;
     else if (a === '--small') o.small = true;
+    else if (a === '--lsp') o.lspEvery = 1;
+    else if (a === '--lsp-every') o.lspEvery = num(++i, a);
+    else if (a === '--lsp-edits') o.lspEdits = num(++i, a);
+    else if (a === '--lsp-time-limit-ms') o.lspTimeLimitMs = num(++i, a);
+    else if (a === '--lsp-server') o.lspServer = args[++i];
     else if (a.startsWith('--')) throw new UsageError(`unknown __fuzz option ${a}`);
     else o.dirs.push(a);
   }
@@ -162,7 +176,15 @@ interface Tally {
   run: string; started: number; seedFiles: number;
   /** Where progress lines go (stdout), beside the ledger. */
   write: (s: string) => void;
+  /** The server leg: documents opened and edited, the slowest ones (worst step first), those over the bound in a fresh server too. */
+  lspDocs: number; lspSlowest: LspSlow[]; lspOverBound: LspSlow[];
 }
+
+/** A document of the server leg with its figures (the worst step: its open or one edit, to the publish). */
+interface LspSlow { index: number; seed: string; applied: string[]; chars: number; worstMs: number; figure: LspFigure; fresh?: LspFigure; saved?: string }
+
+/** How many of the slowest server documents a run reports. */
+const LSP_SLOWEST = 10;
 
 /** The mutants, each through checkOne; over-bound inputs are re-timed after the loop, so the loop's timing is undisturbed. */
 async function fuzzLoop(o: FuzzOptions, seeds: readonly { path: string; text: string }[], work: string, tally: Tally): Promise<void> {
@@ -173,6 +195,10 @@ async function fuzzLoop(o: FuzzOptions, seeds: readonly { path: string; text: st
   // mutants were most of the heap); compiled and appended as a progress record every --progress-seconds
   const pending: Pending = { pairs: [], inputs: new Map() };
   const slow: { index: number; seed: string; applied: string[]; ms: number; text: string }[] = [];
+  const lspServer = o.lspServer ?? join(dirname(process.argv[1]), 'server.js');
+  let lsp = o.lspEvery > 0 ? await LspDriver.start(lspServer) : undefined;
+  // server documents over the bound: run again in a fresh server after the loop
+  const lspSlow: { input: LspInput; edits: PlannedEdit[]; figure: LspFigure }[] = [];
   let lastProgress = performance.now();
   try {
     for (let i = 0; i < o.count; i++) {
@@ -197,6 +223,7 @@ async function fuzzLoop(o: FuzzOptions, seeds: readonly { path: string; text: st
         pending.inputs.set(path, { index: i, seed: seed.path, applied });
       }
       if (result.problem) tally.failures.push({ index: i, seed: seed.path, applied, problem: result.problem, saved: save(o, i, text, { seedFile: seed.path, applied, problem: result.problem }) });
+      if (lsp && i % o.lspEvery === 0) lsp = await lspOne(o, lsp, lspServer, { index: i, seed: seed.path, applied, text }, tally, lspSlow);
       if (performance.now() - lastProgress >= o.progressSeconds * 1000) {
         flushCompile(o, pending, tally);
         appendRecord(o, tally, 'fuzzing');
@@ -205,6 +232,7 @@ async function fuzzLoop(o: FuzzOptions, seeds: readonly { path: string; text: st
     }
   } finally {
     parser.dispose();
+    await lsp?.stop();
   }
   flushCompile(o, pending, tally);
   appendRecord(o, tally, 're-timing');
@@ -212,6 +240,75 @@ async function fuzzLoop(o: FuzzOptions, seeds: readonly { path: string; text: st
     retimeSlow(o, s, work, tally);
     appendRecord(o, tally, 're-timing');
   }
+  for (const s of lspSlow) {
+    await lspAgain(o, lspServer, s, tally);
+    appendRecord(o, tally, 're-timing');
+  }
+}
+
+/** A mutant for the server leg. */
+interface LspInput { index: number; seed: string; applied: string[]; text: string }
+
+/** The server's per-step bound, and how long a step may take before the server is taken for stuck. */
+function lspBounds(o: FuzzOptions): { bound: number; giveUp: number } {
+  const bound = o.lspTimeLimitMs ?? o.timeLimitMs;
+  return { bound, giveUp: Math.max(30_000, bound * 10) };
+}
+
+/**
+ * One mutant through the server: opened, edited (seeded by the run's seed and the input's index, apart from the
+ * mutants' own stream, so the CLI leg's inputs are the same with or without --lsp), closed. A server that exited or
+ * stopped answering is a failure and is replaced; the driver to go on with is returned.
+ */
+async function lspOne(o: FuzzOptions, lsp: LspDriver, serverJs: string, input: LspInput, tally: Tally, slow: { input: LspInput; edits: PlannedEdit[]; figure: LspFigure }[]): Promise<LspDriver> {
+  const edits = planEdits(input.text, prng((o.seed * 1_000_003 + input.index) >>> 0), o.lspEdits);
+  const { bound, giveUp } = lspBounds(o);
+  const outcome = await lsp.document(input.text, edits, bound, giveUp);
+  tally.lspDocs++;
+  if (outcome.figure) {
+    const entry: LspSlow = { index: input.index, seed: input.seed, applied: input.applied, chars: input.text.length, worstMs: Math.max(outcome.figure.openMs, ...outcome.figure.editMs), figure: outcome.figure };
+    tally.lspSlowest.push(entry);
+    tally.lspSlowest.sort((a, b) => b.worstMs - a.worstMs);
+    tally.lspSlowest.length = Math.min(tally.lspSlowest.length, LSP_SLOWEST);
+    if (outcome.overMs !== undefined) slow.push({ input, edits, figure: outcome.figure });
+  }
+  if (outcome.problem || !lsp.alive) {
+    const problem = `language server: ${outcome.problem ?? 'the server exited'}`;
+    tally.failures.push({ index: input.index, seed: input.seed, applied: [...input.applied, 'lsp'], problem, saved: saveLsp(o, input, edits, { problem }) });
+    await lsp.stop();
+    return LspDriver.start(serverJs);
+  }
+  return lsp;
+}
+
+/** A server document over the bound, run again in a fresh server: a failure only when it is over there too. */
+async function lspAgain(o: FuzzOptions, serverJs: string, s: { input: LspInput; edits: PlannedEdit[]; figure: LspFigure }, tally: Tally): Promise<void> {
+  const { bound, giveUp } = lspBounds(o);
+  const fresh = await LspDriver.start(serverJs);
+  let outcome;
+  try {
+    outcome = await fresh.document(s.input.text, s.edits, bound, giveUp);
+  } finally {
+    await fresh.stop();
+  }
+  const worst = Math.max(s.figure.openMs, ...s.figure.editMs);
+  const saved = saveLsp(o, s.input, s.edits, { figure: s.figure, fresh: outcome.figure, problem: outcome.problem });
+  const entry: LspSlow = { index: s.input.index, seed: s.input.seed, applied: s.input.applied, chars: s.input.text.length, worstMs: worst, figure: s.figure, fresh: outcome.figure, saved };
+  tally.lspOverBound.push(entry);
+  if (outcome.problem || outcome.overMs !== undefined) {
+    const problem = `language server: ${outcome.problem ?? `a step took ${outcome.overMs!.toFixed(0)} ms in a fresh server (limit ${bound} ms)`} (${worst.toFixed(0)} ms in the run's server)`;
+    tally.failures.push({ index: s.input.index, seed: s.input.seed, applied: [...s.input.applied, 'lsp'], problem, saved });
+  }
+}
+
+/** Saves a server-leg input as lsp-s<seed>-<index>.py with its mutations, edits and figures beside it. */
+function saveLsp(o: FuzzOptions, input: LspInput, edits: readonly PlannedEdit[], meta: Record<string, unknown>): string | undefined {
+  if (!o.out) return undefined;
+  mkdirSync(o.out, { recursive: true });
+  const p = join(o.out, `lsp-s${o.seed}-${input.index}.py`);
+  writeFileSync(p, input.text);
+  writeFileSync(`${p.slice(0, -3)}.json`, `${JSON.stringify({ runSeed: o.seed, index: input.index, seedFile: input.seed, applied: input.applied, edits, ...meta }, null, 2)}\n`);
+  return p;
 }
 
 /** Fixed inputs waiting for python3 compile(). */
@@ -285,6 +382,10 @@ function summaryOf(o: FuzzOptions, tally: Tally): Record<string, unknown> {
     overBound: tally.overBound.length,
     slowestRetimedCheckMs: Math.round(slowest((r) => r.check.ms)), slowestRetimedFixMs: Math.round(slowest((r) => r.fix.ms)),
     failures: tally.failures.length,
+    ...(o.lspEvery > 0 ? {
+      lspDocs: tally.lspDocs, lspSlowestStepMs: Math.round(tally.lspSlowest[0]?.worstMs ?? 0),
+      lspSlowestCpuMs: Math.round(Math.max(0, ...tally.lspSlowest.map((s) => s.figure.cpuMs))), lspOverBound: tally.lspOverBound.length,
+    } : {}),
   };
 }
 
@@ -300,6 +401,7 @@ export async function runFuzz(args: readonly string[], write: (s: string) => voi
   const tally: Tally = {
     inputs: 0, fixRuns: 0, compiled: 0, slowestMs: 0, slowestIndex: -1, overBound: [], failures: [],
     run: `s${o.seed}-${new Date().toISOString()}-${process.pid}`, started, seedFiles: seeds.length, write,
+    lspDocs: 0, lspSlowest: [], lspOverBound: [],
   };
   try {
     await fuzzLoop(o, seeds, work, tally);
@@ -311,6 +413,11 @@ export async function runFuzz(args: readonly string[], write: (s: string) => voi
   write(`fuzz: seed ${o.seed}, ${tally.inputs}${tally.inputs < o.count ? ` of ${o.count} (--max-seconds)` : ''} inputs from ${seeds.length} files in ${seconds.toFixed(1)} s, ${tally.fixRuns} through --fix, ${tally.compiled} fixed and compiled, slowest ${tally.slowestMs.toFixed(0)} ms (#${tally.slowestIndex}), ${tally.overBound.length} over ${o.timeLimitMs} ms in-process, peak RSS ${summary.peakRssMb} MB, ${tally.failures.length} failure${tally.failures.length === 1 ? '' : 's'}\n`);
   if (tally.compileSkipped) write('note: python3 not available: --fix outputs were not compiled\n');
   for (const b of tally.overBound) write(`OVER #${b.index} (${b.applied.join(' + ')} of ${b.seed}): ${b.ms.toFixed(0)} ms in-process; ${describeRetimed(b.retimed)}${b.saved ? `; saved as ${b.saved}` : ''}\n`);
+  if (o.lspEvery > 0) {
+    write(`language server: ${tally.lspDocs} documents opened and edited ${o.lspEdits} times each, ${tally.lspOverBound.length} with a step over ${lspBounds(o).bound} ms; the slowest:\n`);
+    for (const s of tally.lspSlowest) write(`  LSP #${s.index} (${s.applied.join(' + ')} of ${s.seed}, ${s.chars} chars): ${describeLsp(s.figure)}\n`);
+    for (const s of tally.lspOverBound) write(`LSP-OVER #${s.index} (${s.applied.join(' + ')} of ${s.seed}): ${describeLsp(s.figure)}; fresh server: ${s.fresh ? describeLsp(s.fresh) : 'no figure'}${s.saved ? `; saved as ${s.saved}` : ''}\n`);
+  }
   for (const f of tally.failures) write(`FAIL #${f.index} (${f.applied.join(' + ')} of ${f.seed})${f.saved ? ` saved as ${f.saved}` : ''}: ${f.problem}\n`);
   write(`fuzz-summary ${JSON.stringify(summary)}\n`);
   return tally.failures.length ? 1 : 0;
