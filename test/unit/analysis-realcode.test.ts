@@ -147,6 +147,27 @@ describe('analysis: gaps from the real-code evaluation', () => {
     assert.equal(get('self.down').convertible, true, get('self.down').reasons.join(' '));
   });
 
+  it('the model class\'s output half of an input / output projection pair is kept when forward returns it (a reshape after it counts for nothing); a vocabulary-sized one stays the lm-head; a shared expert is no router; a learned position table is an embedding', () => {
+    const ir = analyze(fixture('continuous_io_and_shared_expert.py'));
+    const get = (name: string) => ir.layers.find((l) => l.name === name)!;
+    const out = get('self.read_out');
+    assert.equal(out.convertible, false, out.reasons.join(' '));
+    assert.equal(out.facets!.role.check, 'output-projection');
+    assert.match(out.facets!.role.reason, /continuous output \(dim_out; read_in projects the input in to the width dim\) and SignalModel\.forward returns it/);
+    for (const name of ['self.read_in', 'self.fc_a', 'self.fc_b', 'self.mix', 'self.w1', 'self.w2', 'self.w3']) {
+      assert.equal(get(name).convertible, true, `${name}: ${get(name).reasons.join(' ')}`);
+    }
+    // ESPnet-style decoder: odim -> d ... d -> odim; the head's evidence wins over the pair.
+    assert.equal(get('self.output_layer').role, 'lm_head');
+    // hidden_dim * num_shared_experts is a width, not one output per expert.
+    assert.equal(get('self.w1').role, 'mlp');
+    assert.equal(get('self.router').role, 'router');
+    const pos = get('self.pos');
+    assert.equal(pos.role, 'embedding');
+    assert.equal(pos.convertible, false);
+    assert.notEqual(get('self.wave').role, 'embedding');
+  });
+
   it('the down / up pair of a bottleneck adapter is kept, by its adapter-named width or its class; an MLP pair converts', () => {
     const ir = analyze(fixture('bottleneck_adapter.py'));
     const get = (name: string) => ir.layers.find((l) => l.name === name)!;

@@ -234,7 +234,9 @@ function unknownLibraryCtor(ctx: LayerContext, text: string, resolved: string, l
   // Relative imports are the project's own modules (the workspace has them); an "embedding" of timesteps, patches,
   // positions or conditions is a module of its own (an MLP, a conv), not a lookup table.
   if (!UNKNOWN_LAYER.test(last) || resolved === text || /^(\.|torch\.|transformer_engine\.|te\.)/.test(resolved)) return undefined;
-  if (/Embedding/.test(last) && /Time|Patch|Pos|Guidance|Fourier|Cond|Text|Image|Pixel|Frame|Audio|Caption|Label|Class|Rotary|Sinusoid/.test(last)) return undefined;
+  // A position embedding named absolute or learned (x-transformers' AbsolutePositionalEmbedding) is a table all the same.
+  const learnedPos = /Absolute|Learned|Learnable/.test(last) && !/Sinusoid|Rotary|Fourier/.test(last);
+  if (/Embedding/.test(last) && !learnedPos && /Time|Patch|Pos|Guidance|Fourier|Cond|Text|Image|Pixel|Frame|Audio|Caption|Label|Class|Rotary|Sinusoid/.test(last)) return undefined;
   if (!ctx.imports.map.has(text.split('.')[0]) || ctx.classes.has(last)) return undefined;
   const module = resolved.slice(0, resolved.length - last.length - 1);
   if (/Embedding/.test(last)) {

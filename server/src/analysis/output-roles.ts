@@ -44,6 +44,17 @@ function isLinear(r: LayerRec): boolean {
  */
 export function pixelOutputs(src: string, classes: Map<string, ClassModel>, recs: LayerRec[], builtElsewhere: (cls: string) => boolean): Map<LayerRec, string> {
   const out = new Map<LayerRec, string>();
+  // Indexes built once (a class may hold thousands of layers): records by owner class, Linears by owner and out size.
+  const byOwner = new Map<string, LayerRec[]>();
+  const byOwnerOut = new Map<string, LayerRec[]>();
+  for (const x of recs) {
+    const o = x.layer.ownerClass;
+    if (!o) continue;
+    (byOwner.get(o) ?? byOwner.set(o, []).get(o)!).push(x);
+    if (!isLinear(x) || !x.layer.attr) continue;
+    const k = `${o}\u0001${squash(x.layer.outFeatures?.text)}`;
+    (byOwnerOut.get(k) ?? byOwnerOut.set(k, []).get(k)!).push(x);
+  }
   for (const r of recs) {
     const L = r.layer;
     if (!isLinear(r) || !L.attr || !L.ownerClass) continue;
@@ -52,19 +63,59 @@ export function pixelOutputs(src: string, classes: Map<string, ClassModel>, recs
     // Without a patch factor (patch size 1: LTX, Stable Audio), an output size named for channels counts only in the
     // model's own class (no other class of the file builds it) and only when forward is seen returning the result.
     const channels = pixels ? undefined : texts.find((t) => CHANNELS.test(t) && !/\bhidden|inner|mid/i.test(t));
-    if (!pixels && !(channels && !builtElsewhere(L.ownerClass))) continue;
+    // The output half of the model's own input / output projection pair (project_in: a -> d, project_out: d -> b).
+    const io = pixels || channels ? undefined : ioPairInput(r, byOwnerOut.get(`${L.ownerClass}\u0001${squash(L.inFeatures?.text)}`) ?? []);
+    if (!pixels && !((channels || io) && !builtElsewhere(L.ownerClass))) continue;
     const cm = classes.get(L.ownerClass);
     const fwd = cm?.forward;
-    const own = recs.filter((x) => x.layer.ownerClass === L.ownerClass && x !== r && x.layer.attr).map((x) => x.layer.attr as string);
+    // A class of the file that builds no layer and no parameter (k-diffusion's Unpatching: a rearrange) only reshapes.
+    const reshapeOnly = (x: LayerRec): boolean => {
+      const local = x.ctor.local;
+      if (!local) return false;
+      const name = local.rec.name;
+      return !byOwner.has(name) && !/\bParameter\s*\(|register_buffer|register_parameter/.test(src.slice(local.rec.start, local.rec.end));
+    };
+    const own = (byOwner.get(L.ownerClass) ?? []).filter((x) => x !== r && x.layer.attr && !reshapeOnly(x)).map((x) => x.layer.attr as string);
     const flow = fwd ? flowsToReturn(src, fwd, L.attr, own) : 'unknown';
     if (flow === false || (!pixels && flow !== true)) continue;
     const shown = (L.outFeatures?.text ?? pixels ?? channels ?? '').replace(/\s+/g, ' ').trim();
-    const what = pixels ? `patch pixels (${shown})` : `the model's output channels (${shown})`;
+    const what = pixels ? `patch pixels (${shown})` : channels ? `the model's output channels (${shown})`
+      : `${CONTINUOUS_OUTPUT} (${shown}; ${io} projects the input in to the width ${squash(L.inFeatures?.text)})`;
     out.set(r, flow === 'unknown'
       ? `its output is ${what}`
       : `its output is ${what} and ${L.ownerClass}.forward returns it with no layer after it`);
   }
   return out;
+}
+
+/** How a projection found only by its input / output pair is described (an lm-head's evidence outweighs it). */
+export const CONTINUOUS_OUTPUT = "the model's continuous output";
+
+/** Names of a hidden (inner) width: a feed-forward's or an attention's, not the model's. */
+const INNER_WIDTH = /hidden|inner|mid|ff|intermediate|mlp|head|bottleneck|rank/i;
+/** A model-sized class name, not a block's (an MLP's fc1 / fc2 or an attention's in / out are a pair of the same shape). */
+const BLOCK_CLASS = /MLP|Mlp|FeedForward|FFN|Ffn|GLU|Expert|Attention|Attn|MHA|MultiHead|Adapter|Bottleneck|LoRA|Lora|Block|Layer$/;
+/** An output size that names classes or a vocabulary: a head, decided by the role rules. */
+const HEAD_SIZE = /class|label|vocab|token|target|action/i;
+
+/**
+ * The input projection of the pair `r` closes (looked for among `sameOwnerOutD`, the Linears of r's class whose output
+ * size reads as r's input size): another Linear of r's class that maps some size into r's input width
+ * (the model's width: `dim`, `d_model`, not a hidden one), in a class that is not a block (MLP, attention, adapter),
+ * while r maps that width out to another size that is not a class count, a vocabulary or the pair's input size. Its
+ * attribute, else undefined.
+ */
+function ioPairInput(r: LayerRec, sameOwnerOutD: LayerRec[]): string | undefined {
+  const L = r.layer;
+  const d = squash(L.inFeatures?.text);
+  const b = squash(L.outFeatures?.text);
+  // The width is one name (`dim`, `self.d_model`), not an expression (`4 * dim`: an MLP's widened width).
+  if (!d || !b || d === b || !/^[A-Za-z_][\w.]*$/.test(d) || INNER_WIDTH.test(d) || HEAD_SIZE.test(b) || BLOCK_CLASS.test(L.ownerClass ?? '')) return undefined;
+  const input = sameOwnerOutD.find((x) => x !== r && x.layer.attr !== L.attr
+    && squash(x.layer.outFeatures?.text) === d && !!squash(x.layer.inFeatures?.text) && squash(x.layer.inFeatures?.text) !== d
+    // b -> d -> b is a bottleneck or a token model's in / out (ESPnet's odim), not an input space and an output space.
+    && squash(x.layer.inFeatures?.text) !== b);
+  return input?.layer.attr;
 }
 
 /** Identifier names of an assignment target (`x`, `a, b`). */

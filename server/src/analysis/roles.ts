@@ -8,7 +8,7 @@ import { paramsOf, type ClassModel } from './classes';
 import type { LayerRec } from './layers';
 import { CLASSIFIER_NAME, EXPERTS_NAME, VOCAB_EXPR, VOCAB_NAME } from './known';
 import { leftOf, type AssignRec, type CallRec, type FuncRec } from './walk';
-import { adapterBottlenecks, conditioningLinears, pixelOutputs } from './output-roles';
+import { adapterBottlenecks, conditioningLinears, CONTINUOUS_OUTPUT, pixelOutputs } from './output-roles';
 import { classSelections, type ClassSelections } from './router-selection';
 
 export interface RoleContext {
@@ -481,6 +481,18 @@ function headEvidence(ix: RoleIndex, r: LayerRec, at: LayerPlace): HeadEvidence 
   return { score, reasons, vocab, strong, classifierLike, outVia };
 }
 
+/**
+ * An output size that is the expert count itself (`num_experts`), not a width scaled by a count of experts
+ * (`hidden_dim * num_shared_experts`: a shared expert's feed-forward, which one expert's MLP is) nor a count of shared
+ * experts (those run on every token; they are not chosen among).
+ */
+function isExpertCount(t: string): boolean {
+  const s = t.replace(/\s+/g, '');
+  if (!EXPERTS_NAME.test(s)) return false;
+  if (/shared_?experts?\)?$/i.test(s)) return false;
+  return !/[*+]|\/\//.test(s.replace(/^\((.*)\)$/, '$1'));
+}
+
 function inAttnOrMlp(owner: string): boolean {
   return ATTN_CLASS.test(owner) || MLP_CLASS.test(owner);
 }
@@ -494,7 +506,8 @@ function roleFromOutput(ix: RoleIndex, r: LayerRec, at: LayerPlace, ev: HeadEvid
   // A low-rank adapter (LoRA's lora_A / lora_B): neither a classifier nor a block projection.
   if (LORA_NAME.test(attr) || segs.some((x) => LORA_NAME.test(x))) return { role: 'other', reasons: ['low-rank adapter (LoRA)'] };
   const pixels = ix.pixelOut.get(r);
-  if (pixels) return { role: 'other', reasons: [`${OUTPUT_PROJECTION}: ${pixels}`] };
+  // An input / output pair alone gives way to an lm-head's evidence (ESPnet's decoder: odim -> d ... d -> odim).
+  if (pixels && !(ev.score >= 2 && pixels.includes(CONTINUOUS_OUTPUT))) return { role: 'other', reasons: [`${OUTPUT_PROJECTION}: ${pixels}`] };
   const adapter = ix.adapters.get(r);
   if (adapter) return { role: 'other', reasons: [adapter] };
   const cond = ix.conditioning.get(r);
@@ -506,8 +519,9 @@ function roleFromOutput(ix: RoleIndex, r: LayerRec, at: LayerPlace, ev: HeadEvid
   const outVal = L.outFeatures?.value;
   const outText = ev.outVia[0];
   const widthOut = (outVal !== undefined && outVal > 512) || ev.outVia.some((t) => WIDTH_NAME.test(t));
-  if (ev.outVia.some((t) => EXPERTS_NAME.test(t)) || (ROUTER_NAME.test(attr) && MOE_CLASS.test(owner) && !widthOut)) {
-    return { role: 'router', reasons: [ev.outVia.some((t) => EXPERTS_NAME.test(t)) ? `one output per expert (${outText})` : `named ${attr} in ${owner}: the MoE router`] };
+  const perExpert = ev.outVia.some(isExpertCount);
+  if (perExpert || (ROUTER_NAME.test(attr) && MOE_CLASS.test(owner) && !widthOut)) {
+    return { role: 'router', reasons: [perExpert ? `one output per expert (${outText})` : `named ${attr} in ${owner}: the MoE router`] };
   }
   if (ev.score >= 2 && !ev.classifierLike && !inAttnOrMlp(owner) && !/Router|Gate(?!d)|Routing/.test(owner)) return { role: 'lm_head', reasons: ev.reasons };
   if (ev.classifierLike) {
