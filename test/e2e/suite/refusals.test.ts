@@ -32,7 +32,8 @@ describe('refusals and the hover card', function () {
     assert.ok(why, `a "Why no fix" action on self.proj; got: ${titles || '(none)'}`);
     assert.match(why.title, /^Why no fix: its shape breaks the FP8 rule$/);
     assert.strictEqual(why.command?.command, 'editor.action.showHover');
-    assert.ok(!actions.some((a) => !a.disabled && a.edit), `no enabled edit is offered: ${titles}`);
+    // no fix: the only enabled edit is the suppression every finding offers (issue 24), not a change of the code
+    assert.ok(!actions.some((a) => !a.disabled && a.edit && a.title !== 'Ignore PL110 on this line'), `no enabled edit is offered: ${titles}`);
     const disabled = actions.find((a) => a.disabled);
     if (disabled) {
       assert.strictEqual(disabled.title, 'Convert self.proj to te.Linear');
