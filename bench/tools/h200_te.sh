@@ -14,6 +14,11 @@
 #   bench/tools/h200_te.sh fixtures CARRY   # CARRY/gen2/*.py (Llama / ViT fixtures converted by the fixes) on real TE,
 #                                           # and the PL305 facts with torch.compile(fullgraph=True)
 #   TAG=levers BACKENDS=... bench/tools/h200_te.sh bench PRESET...   # the training levers (te-fused-delayed, te-dpa...)
+# 2026-12-04 (issue 22, the FP8 gain table; docs/gain.md):
+#   bench/tools/h200_te.sh gemm             # bench/tools/gemm_table.py: FP8/BF16 ratio of a Linear's training step per
+#                                           # backend over the (M, K, N) grid + the block's non-GEMM time; $OUT/gemm/
+#                                           # GEMM_BUDGET_S [240] (the grid's target), GEMM_S [480] (hard timeout),
+#                                           # GEMM_ARGS (more flags, e.g. --quick)
 # Every benchmark process runs under `timeout $STEP_S` (default 300 s) so that one hang cannot eat a device call.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -104,5 +109,17 @@ case "${1:-}" in
     grep -E "^(bf16|te-|torchao|torch-fp8|error)" "$OUT/$w-fp8-lm-head-log.txt"
     (cd "$OUT" && tar czf "lmhead-$(date +%H%M%S).tgz" --remove-files *.json *-log.txt 2>/dev/null); ls -l "$OUT"
     ;;
-  *) sed -n 2,17p "$0"; exit 2 ;;
+  gemm)
+    python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))" 2>&1 | tail -1
+    python3 -c "import transformer_engine.pytorch as te, transformer_engine as t; print('TE', t.__version__, te.is_fp8_available(return_reason=True))" 2>&1 | tail -1
+    python3 -c "import torchao; print('torchao', torchao.__version__)" 2>&1 | tail -1
+    mkdir -p "$OUT/gemm"
+    timeout "${GEMM_S:-480}" python3 $T/gemm_table.py --out "$OUT/gemm" --budget-s "${GEMM_BUDGET_S:-240}" ${GEMM_ARGS:-} \
+      > "$OUT/gemm/gemm-table-stdout.txt" 2>&1
+    rc=$?; [ $rc = 124 ] && echo "TIMEOUT after ${GEMM_S:-480}s (the JSON holds every finished (K, N) column, incomplete: true)"
+    echo "rc $rc"
+    grep -E "UNAVAILABLE|calibration|cost model|failed|^\[ *[0-9.]+s\] (==|   )|wrote" "$OUT/gemm/gemm-table-log.txt" | cut -c1-220
+    ls -l "$OUT/gemm"
+    ;;
+  *) sed -n 2,22p "$0"; exit 2 ;;
 esac

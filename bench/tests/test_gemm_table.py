@@ -1,0 +1,93 @@
+"""bench/tools/gemm_table.py on the CPU (--device cpu --quick): the JSON table's schema (server/src/analysis/gain.ts
+reads it; docs/gain.md). On the CPU it is not a benchmark: only the schema and the labels are checked."""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOL = os.path.join(os.path.dirname(HERE), "tools", "gemm_table.py")
+BACKENDS = ("bf16", "te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "torch-fp8")
+
+
+def _shape(a):
+    out = []
+    while isinstance(a, list):
+        out.append(len(a))
+        a = a[0] if a else None
+    return out
+
+
+def test_cpu_quick_writes_the_table_schema(tmp_path):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    p = subprocess.run([sys.executable, TOOL, "--device", "cpu", "--quick", "--out", str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=240)
+    assert p.returncode == 0, p.stderr
+    assert "NOT A BENCHMARK" in p.stderr
+    doc = json.loads((tmp_path / "gemm-table.json").read_text())
+    log = (tmp_path / "gemm-table-log.txt").read_text()
+    assert "not a benchmark" in log.lower()
+
+    assert doc["schema"] == "precision-lens/gemm-table" and doc["schema_version"] == 1
+    assert doc["not_a_benchmark"] is True and doc["device"] == "cpu" and doc["incomplete"] is False
+    assert "not a benchmark" in doc["note"]
+    for key in ("python", "torch", "transformer_engine", "torchao"):
+        assert key in doc["versions"]
+    assert doc["versions"]["torch"]
+    assert set(doc["gpu"]) >= {"name", "capability"}
+    assert doc["date"].endswith("Z")
+    grid = doc["grid"]
+    dims = [len(grid["m"]), len(grid["k"]), len(grid["n"])]
+    assert all(d >= 2 for d in dims)
+    for axis in ("m", "k", "n"):
+        assert grid[axis] == sorted(grid[axis]) and all(isinstance(v, int) and v > 0 for v in grid[axis])
+
+    assert set(doc["backends"]) == set(BACKENDS)
+    for name, b in doc["backends"].items():
+        assert isinstance(b["available"], bool)
+        if not b["available"]:
+            assert b["reason"], name  # every missing library is a sentence, and the others still ran
+            assert "ratio" not in b
+            continue
+        for table in ("fwd_ms", "bwd_ms", "total_ms", "ratio", "ratio_fwd", "ratio_bwd", "repeats"):
+            assert _shape(b[table]) == dims, (name, table)
+        flat = [v for plane in b["total_ms"] for row in plane for v in row]
+        assert all(v is None or v > 0 for v in flat)
+        assert isinstance(b["errors"], list)
+    assert doc["backends"]["bf16"]["available"] and doc["backends"]["torch-fp8"]["available"]
+    assert all(r == 1.0 for plane in doc["backends"]["bf16"]["ratio"] for row in plane for r in row)
+    # TE needs a GPU: unavailable with the reason, never a crash.
+    assert "GPU" in doc["backends"]["te-delayed"]["reason"] or "not importable" in doc["backends"]["te-delayed"]["reason"]
+
+    block = doc["block"]
+    assert block["m"] == grid["m"] and len(block["widths"]) >= 2 and block["vocab"] > 0
+    for table in ("norm_ms", "attention_ms", "gelu_ms", "swiglu_ms", "residual_ms", "lm_head_ms", "non_gemm_ms"):
+        assert _shape(block[table]) == [len(block["m"]), len(block["widths"])], table
+        assert all(v is not None and v > 0 for row in block[table] for v in row), (table, block["errors"])
+    assert len(block["loss_ms"]) == len(block["m"]) and all(v > 0 for v in block["loss_ms"])
+    assert block["adamw"]["ns_per_param"] > 0
+
+
+def test_unknown_backend_is_a_clear_message(tmp_path):
+    p = subprocess.run([sys.executable, TOOL, "--device", "cpu", "--quick", "--backends", "bf16,nope",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "unknown backend(s): nope" in p.stderr
+
+
+def test_te_and_torchao_paths_run_with_the_fake_packages(tmp_path):
+    """The te-* and torchao-* code paths (build, TE autocast inside bf16 autocast, conversion) on the CPU through the
+    fake packages of bench/tests: every backend measured, none failed."""
+    fakes = os.pathsep.join([os.path.join(HERE, "fake_te"), os.path.join(HERE, "fake_torchao")])
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PL_GEMM_TABLE_TEST_FAKES="1",
+               PYTHONPATH=fakes + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
+    p = subprocess.run([sys.executable, TOOL, "--device", "cpu", "--quick", "--no-block", "--out", str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=240)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "gemm-table.json").read_text())
+    for name in BACKENDS:
+        b = doc["backends"][name]
+        assert b["available"], (name, b["reason"])
+        assert b["errors"] == [], (name, b["errors"])
+        assert all(v is not None for plane in b["ratio"] for row in plane for v in row), name
+    assert doc["versions"]["te_api"] == "autocast"
+    assert doc["block"] is None

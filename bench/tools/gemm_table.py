@@ -1,0 +1,690 @@
+#!/usr/bin/env python3
+"""The measured table behind the FP8 gain prediction (issue 22; server/src/analysis/gain.ts reads it, docs/gain.md).
+
+For a grid of (tokens M, in_features K, out_features N) it times one Linear's training step (forward, then backward:
+dgrad + wgrad) per backend, INCLUDING the casts each backend adds, against BF16 nn.Linear in the same process:
+
+  bf16                 nn.Linear(K, N, bias=False), FP32 master weight, under torch.autocast(bfloat16)  (the baseline)
+  te-delayed           te.Linear, forward under torch.autocast(bf16) + te.autocast(DelayedScaling(HYBRID, 16, "max"))
+  te-current           te.Linear, the same with Float8CurrentScaling(HYBRID)
+  torchao-tensorwise   torchao convert_to_float8_training, Float8LinearConfig.from_recipe_name("tensorwise"), eager
+  torchao-rowwise      the same, "rowwise"
+  torch-fp8            bench/plbench/fp8_torch.py's per-tensor torch._scaled_mm Linear (no TE, no torchao), eager
+
+Every backend runs the same thing: x [M, K] bf16 (requires grad), y = layer(x) in the forward region, y.backward(dy)
+outside it, the gradients set to None before each iteration. Per iteration three CUDA events (before the forward,
+after it, after the backward), no synchronisation inside the loop (so a launch-bound small layer is timed as it runs
+in an eager model: CPU gaps count); median over the repeats after warm-up. The cells of one (M, K, N) run back to back
+for every backend, so their ratio compares like with like. ratio = BF16 time / backend time (> 1: FP8 is faster).
+
+Also, per (M, width H): the non-GEMM time of a transformer block (two LayerNorms, causal SDPA attention with head dim
+128 (64 where H % 128), GELU on 4H, SwiGLU's silu(a) * b on 4H, two residual adds; forward + backward, bf16 autocast),
+the BF16 lm-head GEMM (H -> vocab) and the cross-entropy over the vocabulary, and AdamW's time per parameter: what a
+model-level estimate adds to the GEMMs (docs/gain.md).
+
+    python3 bench/tools/gemm_table.py --out DIR [--quick] [--device cuda|cpu] [--budget-s 240] [--backends LIST]
+
+Writes DIR/gemm-table.json and DIR/gemm-table-log.txt. --device cpu runs a tiny grid on the CPU for the tests: the JSON
+says "not_a_benchmark": true and its ratios mean nothing. A missing library (TE, torchao) marks its backends
+unavailable with the reason; the others still run. A failing cell is null with the error in the backend's errors[].
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+if BENCH not in sys.path:
+    sys.path.insert(0, BENCH)
+
+SCHEMA = "precision-lens/gemm-table"
+SCHEMA_VERSION = 1
+ALL_BACKENDS = ("bf16", "te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "torch-fp8")
+GRID_FULL = {"m": [128, 512, 2048, 8192, 32768], "k": [768, 1024, 2048, 4096, 8192, 14336],
+             "n": [768, 1024, 2048, 4096, 8192, 14336]}
+GRID_QUICK_CUDA = {"m": [512, 8192], "k": [1024, 4096], "n": [1024, 4096]}
+GRID_CPU = {"m": [16, 32], "k": [16, 32], "n": [16, 32]}
+WIDTHS_FULL = [768, 1024, 2048, 4096, 8192]
+WIDTHS_QUICK_CUDA = [1024, 4096]
+WIDTHS_CPU = [16, 32]
+
+
+class Log(object):
+    def __init__(self, path):
+        self.f = open(path, "w") if path else None
+        self.t0 = time.time()
+
+    def __call__(self, *parts):
+        line = "[%7.1fs] %s" % (time.time() - self.t0, " ".join(str(p) for p in parts))
+        print(line, file=sys.stderr, flush=True)
+        if self.f:
+            self.f.write(line + "\n")
+            self.f.flush()
+
+
+def parse_list(text):
+    return [int(v) for v in text.split(",") if v.strip()]
+
+
+# ---------------------------------------------------------------------------------------------------------- backends
+
+# Tests only: let the fake TE / torchao packages of bench/tests run on the CPU, to exercise those code paths.
+FAKES_ON_CPU = os.environ.get("PL_GEMM_TABLE_TEST_FAKES") == "1"
+
+
+def load_te(torch, device):
+    """(te, recipe module, api, version, reason): reason is None when te.Linear can run in FP8 here."""
+    if device != "cuda" and not FAKES_ON_CPU:
+        return None, None, None, None, "Transformer Engine needs a CUDA GPU (this run is --device %s)" % device
+    try:
+        import transformer_engine
+        import transformer_engine.pytorch as te
+        from transformer_engine.common import recipe as recipe_mod
+    except Exception as exc:
+        return None, None, None, None, "Transformer Engine not importable: %s: %s" % (type(exc).__name__, exc)
+    version = getattr(transformer_engine, "__version__", None)
+    try:
+        from plbench.envprobe import te_api
+        api = te_api(te, version)  # TE >= 2.9: te.autocast(recipe=...); older: te.fp8_autocast(fp8_recipe=...)
+    except Exception:
+        api = "autocast" if hasattr(te, "autocast") else "fp8_autocast"
+    try:
+        if hasattr(te, "is_fp8_available"):
+            ok = te.is_fp8_available(return_reason=True)
+        else:
+            from transformer_engine.pytorch.fp8 import check_fp8_support
+            ok = check_fp8_support()
+        ok, why = (ok if isinstance(ok, tuple) else (bool(ok), ""))
+        if not ok:
+            return te, recipe_mod, api, version, "FP8 not available on this GPU: %s" % why
+    except Exception as exc:
+        return te, recipe_mod, api, version, "TE's FP8 check failed: %s: %s" % (type(exc).__name__, exc)
+    return te, recipe_mod, api, version, None
+
+
+def load_torchao(device):
+    try:
+        from plbench import fp8_torchao
+        info = fp8_torchao.load_torchao()
+    except Exception as exc:
+        return None, None, "torchao loader failed: %s: %s" % (type(exc).__name__, exc)
+    reason = fp8_torchao.unavailable_reason(info)
+    if reason is None and device != "cuda" and not FAKES_ON_CPU:
+        reason = "torchao float8 training needs a CUDA GPU with FP8 (this run is --device %s)" % device
+    return info, info.get("version"), reason
+
+
+class Backends(object):
+    """Builds one Linear per backend and gives its forward region."""
+
+    def __init__(self, torch, device, wanted, log):
+        import contextlib
+        self.torch, self.device, self.log = torch, device, log
+        self.nullcontext = contextlib.nullcontext
+        self.info = {}
+        te, recipe_mod, api, te_version, te_reason = load_te(torch, device)
+        self.te, self.te_api, self.te_version = te, api, te_version
+        self.recipes = {}
+        for name, kind in (("te-delayed", "delayed"), ("te-current", "current")):
+            reason, text = te_reason, None
+            if reason is None:
+                try:
+                    from plbench.te_convert import make_recipe
+                    self.recipes[name], text = make_recipe(recipe_mod, kind)
+                except Exception as exc:
+                    reason = "recipe failed: %s: %s" % (type(exc).__name__, exc)
+            self.info[name] = {"available": reason is None, "reason": reason, "recipe": text,
+                               "library": "transformer_engine %s" % te_version if te_version else None}
+        ao, ao_version, ao_reason = load_torchao(device)
+        self.ao, self.ao_version = ao, ao_version
+        for name in ("torchao-tensorwise", "torchao-rowwise"):
+            self.info[name] = {"available": ao_reason is None, "reason": ao_reason,
+                               "recipe": "Float8LinearConfig.from_recipe_name(%r)" % name.split("-")[1],
+                               "library": "torchao %s" % ao_version if ao_version else None}
+        fp8_reason = None
+        try:
+            from plbench import fp8_torch
+            self.fp8_torch = fp8_torch
+            if device == "cuda" and not fp8_torch.has_native_fp8():
+                fp8_reason = "torch._scaled_mm with float8 needs torch >= 2.1 and a GPU with SM >= 8.9"
+        except Exception as exc:
+            self.fp8_torch = None
+            fp8_reason = "plbench.fp8_torch failed to import: %s: %s" % (type(exc).__name__, exc)
+        self.info["torch-fp8"] = {"available": fp8_reason is None, "reason": fp8_reason,
+                                  "recipe": "per-tensor dynamic scaling, E4M3 forward, E5M2 gradients" + (
+                                      " (emulated in fp32 on the CPU)" if device != "cuda" else ""),
+                                  "library": None}
+        self.info["bf16"] = {"available": True, "reason": None, "recipe": None, "library": None}
+        for name in ALL_BACKENDS:
+            if name not in wanted:
+                self.info[name].update(available=False, reason="not asked for (--backends)")
+        for name in ALL_BACKENDS:
+            i = self.info[name]
+            log("backend %-19s %s" % (name, "ok" if i["available"] else "UNAVAILABLE: %s" % i["reason"]))
+
+    def build(self, name, k, n):
+        torch = self.torch
+        if name in ("te-delayed", "te-current"):
+            return self.te.Linear(k, n, bias=False, params_dtype=torch.float32, device=self.device)
+        lin = torch.nn.Linear(k, n, bias=False).to(self.device)
+        if name.startswith("torchao-"):
+            config = self.ao["config_cls"].from_recipe_name(name.split("-")[1])
+            wrapper = torch.nn.Sequential(lin)
+            wrapper = self.ao["convert"](wrapper, config=config) or wrapper
+            return wrapper
+        if name == "torch-fp8":
+            return self.fp8_torch.Fp8Linear(lin, out_dtype=torch.bfloat16, emulate=self.device != "cuda")
+        return lin
+
+    def region(self, name):
+        """The forward region: bf16 autocast, and TE's FP8 autocast inside it for te-*."""
+        torch = self.torch
+        outer = torch.autocast(self.device, dtype=torch.bfloat16)
+        if name in self.recipes:
+            te, recipe = self.te, self.recipes[name]
+            inner = te.autocast(enabled=True, recipe=recipe) if self.te_api == "autocast" else \
+                te.fp8_autocast(enabled=True, fp8_recipe=recipe)
+            return _Both(outer, inner)
+        return outer
+
+
+class _Both(object):
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __enter__(self):
+        self.a.__enter__()
+        try:
+            self.b.__enter__()
+        except BaseException:
+            self.a.__exit__(*sys.exc_info())
+            raise
+
+    def __exit__(self, *exc):
+        try:
+            self.b.__exit__(*exc)
+        finally:
+            self.a.__exit__(*exc)
+        return False
+
+
+# ------------------------------------------------------------------------------------------------------------ timing
+
+class Timer(object):
+    """Per-iteration phase times in ms: CUDA events on the GPU (no sync inside the loop), perf_counter on the CPU."""
+
+    def __init__(self, torch, device):
+        self.torch, self.cuda = torch, device == "cuda"
+
+    def run(self, phases, iters):
+        """phases: list of callables run in order each iteration. Returns per-phase lists of ms."""
+        torch = self.torch
+        if self.cuda:
+            marks = [[torch.cuda.Event(enable_timing=True) for _ in range(len(phases) + 1)] for _ in range(iters)]
+            for it in range(iters):
+                ev = marks[it]
+                ev[0].record()
+                for i, ph in enumerate(phases):
+                    ph()
+                    ev[i + 1].record()
+            torch.cuda.synchronize()
+            return [[marks[it][i].elapsed_time(marks[it][i + 1]) for it in range(iters)] for i in range(len(phases))]
+        out = [[] for _ in phases]
+        for _ in range(iters):
+            for i, ph in enumerate(phases):
+                t = time.perf_counter()
+                ph()
+                out[i].append((time.perf_counter() - t) * 1e3)
+        return out
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+
+def linear_step(torch, mod, region, x, dy):
+    state = {}
+    params = [p for p in mod.parameters()]
+
+    def fwd():
+        for p in params:
+            p.grad = None
+        x.grad = None
+        with region():
+            state["y"] = mod(x)
+
+    def bwd():
+        state.pop("y").backward(dy)
+    return [fwd, bwd]
+
+
+def measure_repeats(timer, phases, warmup, repeats):
+    timer.run(phases, warmup)
+    times = timer.run(phases, repeats)
+    return [statistics.median(t) for t in times]
+
+
+def repeats_for(est_ms, per_cell_ms, lo, hi):
+    if est_ms <= 0:
+        return hi
+    return int(max(lo, min(hi, per_cell_ms // est_ms)))
+
+
+# -------------------------------------------------------------------------------------------------------- the tables
+
+def nested(shape, fill=None):
+    if len(shape) == 1:
+        return [fill] * shape[0]
+    return [nested(shape[1:], fill) for _ in range(shape[0])]
+
+
+def add_ratios(out, names, shape):
+    """ratio / ratio_fwd / ratio_bwd = BF16 time / backend time of the same cell (None where either is missing)."""
+    base = out.get("bf16")
+    for name in names:
+        cell = out[name]
+        for key, src in (("ratio", "total_ms"), ("ratio_fwd", "fwd_ms"), ("ratio_bwd", "bwd_ms")):
+            r = nested(shape)
+            for a in range(shape[0]):
+                for b_ in range(shape[1]):
+                    for c in range(shape[2]):
+                        t = cell[src][a][b_][c]
+                        t0 = base[src][a][b_][c] if base else None
+                        r[a][b_][c] = round(t0 / t, 4) if (t and t0) else None
+            cell[key] = r
+
+
+def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoint=None):
+    m_list, k_list, n_list = grid["m"], grid["k"], grid["n"]
+    shape = (len(m_list), len(k_list), len(n_list))
+    out = {}
+    for name in names:
+        out[name] = {"fwd_ms": nested(shape), "bwd_ms": nested(shape), "total_ms": nested(shape),
+                     "repeats": nested(shape), "errors": []}
+    dev = be.device
+    # Calibration: the BF16 step at the grid's corners; a cost model (ms per GFLOP plus a floor) scales the repeats.
+    est = {}
+    cal = []
+    for (m, k, n) in sorted({(m_list[0], k_list[0], n_list[0]), (m_list[-1], k_list[-1], n_list[-1]),
+                             (m_list[len(m_list) // 2], k_list[len(k_list) // 2], n_list[len(n_list) // 2])}):
+        try:
+            x = torch.randn(m, k, device=dev, dtype=torch.bfloat16, requires_grad=True)
+            dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
+            mod = be.build("bf16", k, n)
+            f, b = measure_repeats(timer, linear_step(torch, mod, lambda: be.region("bf16"), x, dy), 1, 3)
+            cal.append((6.0 * m * k * n / 1e9, f + b))
+            log("calibration bf16 M=%d K=%d N=%d: %.3f ms" % (m, k, n, f + b))
+            del x, dy, mod
+        except Exception as exc:
+            log("calibration M=%d K=%d N=%d failed: %s: %s" % (m, k, n, type(exc).__name__, exc))
+    floor = min([t for _, t in cal] or [0.1])
+    slope = max([(t - floor) / g for g, t in cal if g > 0] or [1.0 / 700.0])
+    slope = max(slope, 1e-9)
+    for m in m_list:
+        for k in k_list:
+            for n in n_list:
+                est[(m, k, n)] = floor + slope * 6.0 * m * k * n / 1e9
+    n_avail = len(names)
+    # Every backend costs about the BF16 time or less (FP8 GEMMs, plus casts); budget ~ sum(est) * backends * iters.
+    total_est = sum(est.values()) * n_avail
+    left = max(1.0, budget_end - time.time())
+    iters = max(args.min_repeats + args.warmup, min(args.max_repeats + args.warmup, int(left * 1e3 * 0.6 / max(total_est, 1e-6))))
+    per_cell_ms = max(total_est / len(est) / n_avail, 1e-3) * iters
+    log("cost model: %.3f ms + %.4f ms/GFLOP; grid estimate %.1f s per iteration of every backend; ~%d iterations a cell"
+        % (floor, slope, total_est / 1e3, iters))
+    for k_i, k in enumerate(k_list):
+        for n_i, n in enumerate(n_list):
+            mods = {}
+            for name in names:
+                try:
+                    mods[name] = be.build(name, k, n)
+                except Exception as exc:
+                    out[name]["errors"].append({"m": None, "k": k, "n": n, "error": "build: %s: %s" % (type(exc).__name__, exc)})
+                    log("%s build K=%d N=%d failed: %s: %s" % (name, k, n, type(exc).__name__, exc))
+            for m_i, m in enumerate(m_list):
+                hurry = time.time() > budget_end
+                reps = args.min_repeats if hurry else repeats_for(est[(m, k, n)], per_cell_ms, args.min_repeats, args.max_repeats)
+                try:
+                    x = torch.randn(m, k, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                    dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
+                except Exception as exc:
+                    for name in names:
+                        out[name]["errors"].append({"m": m, "k": k, "n": n, "error": "inputs: %s" % exc})
+                    continue
+                line = []
+                for name in names:
+                    if name not in mods:
+                        continue
+                    try:
+                        f, b = measure_repeats(timer, linear_step(torch, mods[name], (lambda nm=name: be.region(nm)), x, dy),
+                                               args.warmup, reps)
+                        cell = out[name]
+                        cell["fwd_ms"][m_i][k_i][n_i] = round(f, 5)
+                        cell["bwd_ms"][m_i][k_i][n_i] = round(b, 5)
+                        cell["total_ms"][m_i][k_i][n_i] = round(f + b, 5)
+                        cell["repeats"][m_i][k_i][n_i] = reps
+                        line.append("%s %.3f" % (name, f + b))
+                    except Exception as exc:
+                        msg = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
+                        out[name]["errors"].append({"m": m, "k": k, "n": n, "error": msg})
+                        line.append("%s FAILED" % name)
+                        log("%s M=%d K=%d N=%d failed: %s" % (name, m, k, n, msg))
+                        if dev == "cuda" and "out of memory" in msg.lower():
+                            torch.cuda.empty_cache()
+                base = out.get("bf16", {}).get("total_ms")
+                ratios = []
+                if base and base[m_i][k_i][n_i]:
+                    for name in names:
+                        t = out[name]["total_ms"][m_i][k_i][n_i]
+                        if name != "bf16" and t:
+                            ratios.append("%s %.2fx" % (name, base[m_i][k_i][n_i] / t))
+                log("M=%-6d K=%-6d N=%-6d x%-3d ms: %s | %s" % (m, k, n, reps, ", ".join(line), ", ".join(ratios)))
+                del x, dy
+            del mods
+            if dev == "cuda":
+                torch.cuda.empty_cache()
+            if checkpoint:  # a timeout still leaves every finished (K, N) column in the JSON
+                add_ratios(out, names, shape)
+                checkpoint(out)
+    add_ratios(out, names, shape)
+    return out
+
+
+def attention(torch, F, q, k, v):
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    s = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+    return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
+
+
+def block_table(torch, be, timer, m_list, widths, args, log):
+    """Non-GEMM time of a block per (M, H), the lm-head GEMM and the loss per (M, H) / M, AdamW ns per parameter."""
+    F = torch.nn.functional
+    dev = be.device
+    shape = (len(m_list), len(widths))
+    comps = {c: nested(shape) for c in ("norm_ms", "attention_ms", "gelu_ms", "swiglu_ms", "residual_ms", "lm_head_ms")}
+    loss_ms = [None] * len(m_list)
+    errors = []
+    region = lambda: torch.autocast(dev, dtype=torch.bfloat16)  # noqa: E731
+
+    def timed(phases):
+        f, b = measure_repeats(timer, phases, args.warmup, args.block_repeats)
+        return round(f + b, 5)
+
+    def fb(fn, *inputs):
+        """Forward fn(*inputs) under bf16 autocast, backward with a gradient of the output's shape; the inputs' and
+        (for a module) the parameters' gradients set to None first, so no accumulation is timed."""
+        st = {}
+        resets = list(inputs) + (list(fn.parameters()) if hasattr(fn, "parameters") else [])
+
+        def fwd():
+            for t in resets:
+                t.grad = None
+            with region():
+                st["y"] = fn(*inputs)
+
+        def bwd():
+            y = st.pop("y")
+            y.backward(torch.ones_like(y))
+        return [fwd, bwd]
+
+    for mi, m in enumerate(m_list):
+        seq = min(m, args.seq)
+        batch = max(1, m // seq)
+        for wi, h in enumerate(widths):
+            hd = 128 if h % 128 == 0 and h >= 1024 else 64
+            heads = max(1, h // hd) if h >= hd else 1
+            hd = h // heads
+            x = torch.randn(m, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
+
+            def norm_phases():
+                norm = torch.nn.LayerNorm(h).to(dev)
+                try:
+                    ph = fb(norm, x)
+                    timer.run(ph, 1)
+                except RuntimeError:  # CPU autocast of an old torch: no mixed bf16 input / fp32 weight layer_norm
+                    ph = fb(norm.to(torch.bfloat16), x)
+                return ph
+
+            def att_phases():
+                qkv = torch.randn(batch, seq, 3, heads, hd, device=dev, dtype=torch.bfloat16, requires_grad=True)
+
+                def att(t):
+                    q, k, v = t.unbind(2)
+                    o = attention(torch, F, q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+                    return o.transpose(1, 2).reshape(batch * seq, heads * hd)
+                return fb(att, qkv)
+
+            def gelu_phases():
+                return fb(F.gelu, torch.randn(m, 4 * h, device=dev, dtype=torch.bfloat16, requires_grad=True))
+
+            def swiglu_phases():
+                gu = torch.randn(m, 8 * h, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                return fb(lambda t: F.silu(t[:, :4 * h]) * t[:, 4 * h:], gu)
+
+            def residual_phases():
+                return fb(lambda a, b: a + b, x, torch.randn(m, h, device=dev, dtype=torch.bfloat16, requires_grad=True))
+
+            def head_phases():
+                return fb(torch.nn.Linear(h, args.vocab, bias=False).to(dev), x)
+
+            parts = []
+            for comp, make in (("norm_ms", norm_phases), ("attention_ms", att_phases), ("gelu_ms", gelu_phases),
+                               ("swiglu_ms", swiglu_phases), ("residual_ms", residual_phases),
+                               ("lm_head_ms", head_phases)):
+                try:
+                    comps[comp][mi][wi] = timed(make())
+                    parts.append("%s %.3f" % (comp[:-3], comps[comp][mi][wi]))
+                except Exception as exc:
+                    msg = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
+                    errors.append({"m": m, "h": h, "component": comp[:-3], "error": msg})
+                    parts.append("%s FAILED (%s)" % (comp[:-3], msg))
+                    if dev == "cuda" and "out of memory" in msg.lower():
+                        torch.cuda.empty_cache()
+            del x
+            log("block M=%d H=%d (batch %d x seq %d, %d heads of %d) ms: %s" % (m, h, batch, seq, heads, hd, ", ".join(parts)))
+            if dev == "cuda":
+                torch.cuda.empty_cache()
+        try:
+            logits = torch.randn(m, args.vocab, device=dev, dtype=torch.bfloat16, requires_grad=True)
+            tgt = torch.randint(0, args.vocab, (m,), device=dev)
+            loss_ms[mi] = timed(fb(lambda z: F.cross_entropy(z, tgt), logits))
+            log("loss M=%d vocab %d: %.3f ms" % (m, args.vocab, loss_ms[mi]))
+            del logits
+        except Exception as exc:
+            errors.append({"m": m, "h": None, "error": "loss: %s: %s" % (type(exc).__name__, exc)})
+    non_gemm = nested(shape)
+    for mi in range(shape[0]):
+        for wi in range(shape[1]):
+            parts = [comps["norm_ms"][mi][wi], comps["attention_ms"][mi][wi], comps["gelu_ms"][mi][wi],
+                     comps["residual_ms"][mi][wi]]
+            if all(p is not None for p in parts):
+                non_gemm[mi][wi] = round(2 * parts[0] + parts[1] + parts[2] + 2 * parts[3], 5)
+    # AdamW over a flat set of FP32 parameters (fused where this torch has it): time per parameter.
+    adamw = None
+    try:
+        nparam = args.adamw_params
+        ps = [torch.nn.Parameter(torch.randn(nparam // 4, device=dev)) for _ in range(4)]
+        for p in ps:
+            p.grad = torch.randn_like(p)
+        kw = {"fused": True} if dev == "cuda" else {}
+        try:
+            opt = torch.optim.AdamW(ps, lr=1e-4, **kw)
+        except (TypeError, RuntimeError):
+            kw = {}
+            opt = torch.optim.AdamW(ps, lr=1e-4)
+        (t,) = measure_repeats(timer, [opt.step], args.warmup, args.block_repeats)
+        adamw = {"ns_per_param": round(t * 1e6 / nparam, 6), "params": nparam, "step_ms": round(t, 5),
+                 "fused": bool(kw)}
+        log("AdamW %d params: %.3f ms (%.4f ns/param, fused %s)" % (nparam, t, t * 1e6 / nparam, bool(kw)))
+        del ps, opt
+    except Exception as exc:
+        errors.append({"m": None, "h": None, "error": "adamw: %s: %s" % (type(exc).__name__, exc)})
+    return {
+        "m": list(m_list), "widths": list(widths), "seq": args.seq, "vocab": args.vocab,
+        "what": "forward + backward under bf16 autocast, median ms; non_gemm_ms = 2 x norm + attention + gelu + "
+                "2 x residual (a GPT block; a Llama block: swap gelu for swiglu, LayerNorm for RMSNorm ~ same); "
+                "attention: causal SDPA at batch = M / seq x seq (seq = min(M, --seq)), head dim 128 (64 below 1024 "
+                "or where H % 128); lm_head_ms: BF16 H -> vocab GEMM; loss_ms: cross-entropy over M x vocab bf16 logits",
+        **comps, "non_gemm_ms": non_gemm, "loss_ms": loss_ms, "adamw": adamw, "errors": errors,
+    }
+
+
+# -------------------------------------------------------------------------------------------------------------- main
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="bench/results/h200/gemm", help="folder for gemm-table.json and gemm-table-log.txt")
+    ap.add_argument("--quick", action="store_true", help="a small grid (a smoke test, not the table)")
+    ap.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    ap.add_argument("--backends", default="all", help="comma list of %s, or all" % ",".join(ALL_BACKENDS))
+    ap.add_argument("--m", help="tokens list, e.g. 512,2048"); ap.add_argument("--k"); ap.add_argument("--n")
+    ap.add_argument("--widths", help="block widths for the non-GEMM table")
+    ap.add_argument("--budget-s", type=float, default=240.0, help="target seconds for the Linear grid (repeats scale)")
+    ap.add_argument("--warmup", type=int, default=None)
+    ap.add_argument("--min-repeats", type=int, default=None)
+    ap.add_argument("--max-repeats", type=int, default=None)
+    ap.add_argument("--block-repeats", type=int, default=None)
+    ap.add_argument("--seq", type=int, default=2048, help="sequence length of the attention in the block table")
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--adamw-params", type=int, default=None)
+    ap.add_argument("--no-block", action="store_true", help="skip the non-GEMM table")
+    args = ap.parse_args(argv)
+
+    os.makedirs(args.out, exist_ok=True)
+    log = Log(os.path.join(args.out, "gemm-table-log.txt"))
+    out_path = os.path.join(args.out, "gemm-table.json")
+    try:
+        import torch
+    except Exception as exc:
+        log("torch is not importable: %s: %s (nothing measured)" % (type(exc).__name__, exc))
+        return 3
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        log("--device cuda but torch.cuda.is_available() is False")
+        return 3
+    cpu = device == "cpu"
+    grid = dict(GRID_CPU if cpu else (GRID_QUICK_CUDA if args.quick else GRID_FULL))
+    widths = list(WIDTHS_CPU if cpu else (WIDTHS_QUICK_CUDA if args.quick else WIDTHS_FULL))
+    for key in ("m", "k", "n"):
+        if getattr(args, key):
+            grid[key] = parse_list(getattr(args, key))
+    if args.widths:
+        widths = parse_list(args.widths)
+    if cpu:
+        args.vocab = min(args.vocab, 512)
+        args.seq = min(args.seq, 16)
+    defaults = (1, 2, 3, 3, 4096) if cpu else ((2, 3, 10, 5, 1 << 24) if args.quick else (3, 5, 30, 10, 1 << 28))
+    for attr, val in zip(("warmup", "min_repeats", "max_repeats", "block_repeats", "adamw_params"), defaults):
+        if getattr(args, attr) is None:
+            setattr(args, attr, val)
+    wanted = ALL_BACKENDS if args.backends == "all" else tuple(b.strip() for b in args.backends.split(",") if b.strip())
+    unknown = [b for b in wanted if b not in ALL_BACKENDS]
+    if unknown:
+        log("unknown backend(s): %s (known: %s)" % (", ".join(unknown), ", ".join(ALL_BACKENDS)))
+        return 2
+    if "bf16" not in wanted:
+        wanted = ("bf16",) + tuple(wanted)
+
+    gpu = {"name": None, "capability": None, "memory_total_bytes": None}
+    if not cpu:
+        p = torch.cuda.get_device_properties(0)
+        gpu = {"name": p.name, "capability": "%d.%d" % (p.major, p.minor), "memory_total_bytes": p.total_memory}
+    if cpu:
+        log("--device cpu: NOT A BENCHMARK (a tiny grid for the tests; the ratios mean nothing)")
+    log("torch %s, device %s %s, grid M=%s K=%s N=%s, widths %s" % (torch.__version__, device, gpu["name"] or platform.processor(),
+                                                                  grid["m"], grid["k"], grid["n"], widths))
+    be = Backends(torch, device, wanted, log)
+    names = [n for n in ALL_BACKENDS if be.info[n]["available"]]
+    timer = Timer(torch, device)
+    torch.manual_seed(1234)
+    t0 = time.time()
+    doc = {
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
+        "not_a_benchmark": cpu, "quick": bool(args.quick),
+        "note": "CPU run for the tests: not a benchmark, the ratios mean nothing" if cpu else (
+            "quick grid: a smoke test, not the table" if args.quick else None),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": [os.path.basename(sys.argv[0])] + list(sys.argv[1:] if argv is None else argv),
+        "device": device, "gpu": gpu,
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "cuda": getattr(torch.version, "cuda", None), "transformer_engine": be.te_version,
+                     "te_api": be.te_api, "torchao": be.ao_version},
+        "method": {"layer": "Linear(K, N, bias=False), FP32 master weight, x [M, K] bf16 requiring grad; forward under "
+                            "torch.autocast(bfloat16) (+ TE autocast for te-*), backward(dy) outside; grads set to None",
+                   "timing": "CUDA events per iteration, no sync inside the loop" if not cpu else "time.perf_counter",
+                   "statistic": "median", "warmup": args.warmup, "min_repeats": args.min_repeats,
+                   "max_repeats": args.max_repeats, "ratio": "bf16 total_ms / backend total_ms (> 1: faster than BF16)",
+                   "flops_per_cell": "6 M K N (forward, dgrad, wgrad)"},
+        "grid": {"m": list(grid["m"]), "k": list(grid["k"]), "n": list(grid["n"]),
+                 "index": "backends[name].<table>[i_m][i_k][i_n]"},
+        "backends": {},
+        "block": None,
+        "incomplete": True,
+    }
+
+    def write():
+        with open(out_path + ".tmp", "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(out_path + ".tmp", out_path)
+
+    for name in ALL_BACKENDS:
+        doc["backends"][name] = dict(be.info[name])
+    write()
+    def checkpoint(tables):
+        for name in names:
+            doc["backends"][name].update(tables[name])
+        write()
+
+    tables = linear_table(torch, be, timer, grid, names, args, log, t0 + args.budget_s, checkpoint)
+    for name in names:
+        doc["backends"][name].update(tables[name])
+        if tables[name]["errors"]:
+            log("%s: %d failed cell(s)" % (name, len(tables[name]["errors"])))
+    doc["linear_seconds"] = round(time.time() - t0, 1)
+    write()
+    if not args.no_block:
+        t1 = time.time()
+        try:
+            doc["block"] = block_table(torch, be, timer, grid["m"], widths, args, log)
+        except Exception as exc:
+            log("block table failed: %s: %s" % (type(exc).__name__, exc))
+            traceback.print_exc()
+        doc["block_seconds"] = round(time.time() - t1, 1)
+    doc["incomplete"] = False
+    doc["elapsed_s"] = round(time.time() - t0, 1)
+    write()
+    summary(doc, log)
+    log("wrote %s" % out_path)
+    return 0
+
+
+def summary(doc, log):
+    g = doc["grid"]
+    for name, b in doc["backends"].items():
+        if name == "bf16" or not b.get("available") or "ratio" not in b:
+            continue
+        log("== %s (%s): ratio BF16/FP8 time, rows M, columns K=N where K == N" % (name, b.get("recipe")))
+        diag = [k for k in g["k"] if k in g["n"]]
+        log("   M \\ K=N " + " ".join("%7d" % k for k in diag))
+        for mi, m in enumerate(g["m"]):
+            cells = []
+            for k in diag:
+                r = b["ratio"][mi][g["k"].index(k)][g["n"].index(k)]
+                cells.append("%7s" % ("-" if r is None else "%.2f" % r))
+            log("   %7d " % m + " ".join(cells))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
