@@ -96,10 +96,11 @@ describe('precision-lens check (built CLI)', function () {
   });
 
   describe('PL302 is decided over all inputs (two passes)', () => {
-    it('is quiet on the model file checked alone: nothing there trains, the model is trained elsewhere', () => {
+    it('on the model file checked alone (nothing there trains, the model is trained elsewhere) says nothing of FP8 being off, and still flags its TE lm-head', () => {
       const out = parseJson<CheckJson>(runCli(['check', 'project/model.py', '--format', 'json'], dir));
       assert.ok(!out.diagnostics.some((d) => d.code === 'PL302'), JSON.stringify(out.diagnostics.map((d) => d.code)));
-      assert.ok(!out.diagnostics.some((d) => d.code === 'PL201'), 'no FP8 anywhere: the TE head is not in FP8');
+      // Issue 23: the training step that enables FP8 lies outside the files analysed, so the TE head runs in FP8 there.
+      assert.ok(out.diagnostics.some((d) => d.code === 'PL201'), JSON.stringify(out.diagnostics.map((d) => d.code)));
     });
 
     it('flags TE layers when the inputs train the model but never enter FP8 autocast', () => {

@@ -232,3 +232,38 @@ describe('rules: one FP8 or quantization stack across the analysed files', () =>
     assert.ok(findings.some((f) => f.code === 'PL201'));
   });
 });
+
+describe('rules: PL201 on a Transformer Engine lm-head (issue 23)', () => {
+  let parser: Parser;
+  before(async () => { parser = await createPythonParser(); });
+  const HEAD = `import torch
+from torch import nn
+from transformer_engine.pytorch.module.linear import Linear as LinearTE
+
+class LM(nn.Module):
+    def __init__(self, vocab_size: int = 32000, dim: int = 1024):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, dim)
+        self.proj = LinearTE(dim, dim)
+        self.output = LinearTE(dim, vocab_size, bias=False)
+
+    def forward(self, ids):
+        return self.output(self.proj(self.embed(ids)))
+`;
+  const codes = (facts: { anyAutocastRegion?: boolean; anyTraining?: boolean }): string[] => {
+    const { tree, findings } = analyzeText(parser, HEAD, resolveSettings({}), facts);
+    tree?.delete();
+    return findings.filter((f) => f.code === 'PL201').map((f) => f.message);
+  };
+
+  it('a head imported by module path (transformer_engine.pytorch.module.linear.Linear) is flagged in a model file checked alone', () => {
+    const msgs = codes({ anyAutocastRegion: false, anyTraining: false });
+    assert.equal(msgs.length, 1, msgs.join(' | '));
+    assert.match(msgs[0], /self\.output: the lm-head is a LinearTE, so FP8 autocast runs it in FP8/);
+    assert.equal(codes({ anyAutocastRegion: true }).length, 1);
+  });
+
+  it('is quiet where the analysed files train the model and none enters FP8 autocast (FP8 is off: PL302 says so)', () => {
+    assert.deepEqual(codes({ anyAutocastRegion: false, anyTraining: true }), []);
+  });
+});

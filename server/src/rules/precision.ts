@@ -13,9 +13,13 @@ import type { Finding, RuleContext, RuleModule } from './types';
 const HEAD_WHY = 'The lm-head is the most precision-sensitive layer: in PLaMo-100B an FP8 lm-head raised the z-loss and hurt downstream scores, and Megatron-LM keeps its output layer out of FP8.';
 const NO_FP8_EMBEDDING = 'Transformer Engine has no FP8 embedding: a 3- or 2-bit mantissa blurs the distinctions between token vectors.';
 
-/** Whether FP8 autocast can reach this file's TE modules: a region here, or (in the workspace) anywhere. */
-function fp8IsOn(ir: ModelIR, anyAutocastElsewhere: boolean | undefined): boolean {
-  return ir.autocastRegions.some((r) => !r.disabled) || anyAutocastElsewhere !== false;
+/**
+ * Whether FP8 autocast can reach this file's TE modules: a region here, or (in the workspace) anywhere, or the analysed
+ * files do not train the model (a model file or library checked alone is trained, and autocast, elsewhere: its TE
+ * lm-head runs in FP8 wherever that training step enables it, as PL302 reasons).
+ */
+function fp8IsOn(ir: ModelIR, anyAutocastElsewhere: boolean | undefined, anyTraining: boolean | undefined): boolean {
+  return ir.autocastRegions.some((r) => !r.disabled) || anyAutocastElsewhere !== false || anyTraining !== true;
 }
 
 /** The head's call runs inside a disabled region (`autocast(enabled=False)`): it is protected. */
@@ -35,7 +39,7 @@ export const precisionRules: RuleModule = {
     const findings: Finding[] = [];
     const heads = ir.layers.map((l, i) => [l, i] as const).filter(([l]) => l.role === 'lm_head');
     const embeddings = ir.layers.map((l, i) => [l, i] as const).filter(([l]) => l.role === 'embedding');
-    const on = fp8IsOn(ir, workspace.anyAutocastRegion);
+    const on = fp8IsOn(ir, workspace.anyAutocastRegion, workspace.anyTraining);
     const spans = new SpanMaker(text);
 
     for (const [head, layerIndex] of heads) {
