@@ -65,9 +65,12 @@ export function attrUses(src: string, cls: { rec: { node: object; start: number;
     const after = text.slice(at + hit[0].length, at + hit[0].length + 40);
     if (/^\s*=(?!=)/.test(after)) {
       // `self.dec.weight = nn.Parameter(self.enc.weight.t())`: shared or reparametrised after construction.
-      const lineEnd = text.indexOf('\n', at);
       u.replaced ??= hit[3];
-      u.replacedText ??= text.slice(at, lineEnd < 0 ? text.length : lineEnd).trim().replace(/\s+/g, ' ').slice(0, 80);
+      // the line's end looked for once per attribute, not per assignment (thousands on one line read it again each)
+      if (u.replacedText === undefined) {
+        const lineEnd = text.indexOf('\n', at);
+        u.replacedText = text.slice(at, lineEnd < 0 ? text.length : lineEnd).trim().replace(/\s+/g, ' ').slice(0, 80);
+      }
       continue;
     }
     if (PARAM_META.test(after) || INIT_CALL.test(text.slice(Math.max(0, at - 60), at))) continue;
