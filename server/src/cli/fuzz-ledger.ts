@@ -15,10 +15,12 @@ export interface FuzzTotals {
   inputs: number; fixRuns: number; compiled: number; overBound: number; failures: number; seconds: number;
   peakRssMb: number; retimedPeakRssMb: number; slowestRetimedCheckMs: number; slowestRetimedFixMs: number;
   seeds: number[];
+  /** The language-server leg (`__fuzz --lsp`): documents opened and edited, those over the bound, the slowest step and server CPU. */
+  lspDocs: number; lspOverBound: number; lspSlowestStepMs: number; lspSlowestCpuMs: number;
 }
 
-const SUMMED = ['inputs', 'fixRuns', 'compiled', 'overBound', 'failures', 'seconds'] as const;
-const PEAKS = ['peakRssMb', 'retimedPeakRssMb', 'slowestRetimedCheckMs', 'slowestRetimedFixMs'] as const;
+const SUMMED = ['inputs', 'fixRuns', 'compiled', 'overBound', 'failures', 'seconds', 'lspDocs', 'lspOverBound'] as const;
+const PEAKS = ['peakRssMb', 'retimedPeakRssMb', 'slowestRetimedCheckMs', 'slowestRetimedFixMs', 'lspSlowestStepMs', 'lspSlowestCpuMs'] as const;
 
 /** The last record of each run, in the order the runs started. */
 export function lastRecords(lines: readonly string[]): LedgerRecord[] {
@@ -41,6 +43,7 @@ export function ledgerTotals(lines: readonly string[]): FuzzTotals {
     inputs: 0, fixRuns: 0, compiled: 0, overBound: 0, failures: 0, seconds: 0,
     peakRssMb: 0, retimedPeakRssMb: 0, slowestRetimedCheckMs: 0, slowestRetimedFixMs: 0,
     seeds: [...new Set(last.map((r) => n(r, 'seed')))].sort((a, b) => a - b),
+    lspDocs: 0, lspOverBound: 0, lspSlowestStepMs: 0, lspSlowestCpuMs: 0,
   };
   for (const r of last) {
     for (const k of SUMMED) t[k] += n(r, k);
