@@ -168,6 +168,28 @@ describe('analysis: gaps from the real-code evaluation', () => {
     assert.notEqual(get('self.wave').role, 'embedding');
   });
 
+  it('indirect construction is reported, never silent: a None-default class parameter a caller fills, a parenthesised alias, a class picked by if / else, an imported norm factory', () => {
+    const ir = analyze(fixture('indirect_construction.py'));
+    const get = (name: string) => ir.layers.filter((l) => l.name === name);
+    const pre = get('self.pre').find((l) => l.kind === 'layernorm');
+    assert.ok(pre, 'norm_layer(width) is reported');
+    assert.equal(pre!.convertible, true, pre!.reasons.join(' '));
+    assert.match(pre!.reasons.join(' '), /the parameter norm_layer \(None by default; Mixer\(\.\.\.\) is passed nn\.LayerNorm\), chosen at run time/);
+    assert.equal(pre!.classParam?.defaultClass, 'nn.LayerNorm');
+    const expand = get('self.expand')[0];
+    assert.ok(expand, 'lin = (nn.Linear) is an alias');
+    assert.equal(expand.kind, 'linear');
+    assert.equal(expand.convertible, true, expand.reasons.join(' '));
+    const post = get('self.post')[0];
+    assert.ok(post);
+    assert.match(post.reasons.join(' '), /post_cls = nn\.RMSNorm or nn\.LayerNorm \(if \/ else\), chosen at run time among classes that convert differently/);
+    const side = get('self.side')[0];
+    assert.ok(side, 'create_norm(...) is reported');
+    assert.equal(side.convertible, false);
+    assert.match(side.reasons.join(' '), /create_norm\(\) from acme_layers\.factory builds a norm whose class is chosen in that module/);
+    assert.equal(get('self.shrink')[0].convertible, true);
+  });
+
   it('the down / up pair of a bottleneck adapter is kept, by its adapter-named width or its class; an MLP pair converts', () => {
     const ir = analyze(fixture('bottleneck_adapter.py'));
     const get = (name: string) => ir.layers.find((l) => l.name === name)!;

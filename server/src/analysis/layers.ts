@@ -5,7 +5,7 @@
  */
 import { stmtOf, type Stmt, type SyntaxNode } from './node';
 import type { Layer, LayerArg, LayerKind, Span } from './ir';
-import { ctorParams, FLOAT32_CAST_BACK, paramsOf, WEIGHT_CAST, type ClassModel } from './classes';
+import { ctorParams, FLOAT32_CAST_BACK, paramsOf, WEIGHT_CAST, type ClassModel, type ParamInfo } from './classes';
 import { argFor, type EvalScope, type Evaluator } from './dims';
 import { resolveName, type ImportTable } from './imports';
 import { lookupClassAttribute, type ForwardRead, type RoleHint } from './catalogue';
@@ -221,7 +221,20 @@ function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; c
   if (WEIGHTLESS.test(last) && /^[A-Z]/.test(last) && /Embedding|Encoding|Emb$/.test(last)) {
     return { resolved, ctor: { kind: 'other', isTe: false, params: [], display: last } };
   }
-  return unknownLibraryCtor(ctx, text, resolved, last);
+  return importedNormFactory(ctx, text, resolved, last) ?? unknownLibraryCtor(ctx, text, resolved, last);
+}
+
+/**
+ * A norm factory imported from another module (`from .layers import create_norm` ... `create_norm(kind, dim)`): it
+ * builds a norm whose class is decided in that module, so it is reported, not converted, naming where it is decided.
+ */
+function importedNormFactory(ctx: LayerContext, text: string, resolved: string, last: string): { resolved: string; ctor: CtorInfo } | undefined {
+  if (!/^(create|make|build|get|init|new)_?\w*norm(_layer)?$/i.test(last) || !/^[a-z]/.test(last) || resolved === text) return undefined;
+  if (!ctx.imports.map.has(text.split('.')[0]) || ctx.walk.functions.some((f) => f.name === last) || /^(torch|math|numpy|np)\./.test(resolved)) return undefined;
+  const module = resolved.slice(0, resolved.length - last.length - 1) || resolved;
+  const kind: LayerKind = /rms/i.test(last) ? 'rmsnorm' : 'layernorm';
+  return { resolved, ctor: { kind, isTe: false, params: ['normalized_shape', 'eps'], display: last, factory: last,
+    noTe: `${last}() from ${module} builds a norm whose class is chosen in that module: not converted here. Convert the norm classes ${last} returns where they are defined (or build te.LayerNorm / te.RMSNorm there).` } };
 }
 
 /**
@@ -493,8 +506,10 @@ function keepUnusedTemplates(c: Collector, used: Set<FuncRec>): void {
 function paramDefaultCtor(ctx: LayerContext, call: CallRec, text: string): { resolved: string; ctor: CtorInfo; via: string; param?: { name: string; defaultClass: string } } | undefined {
   const fn = call.scope.fn;
   if (!fn || !/^[A-Za-z_]\w*$/.test(text)) return undefined;
-  const p = paramsOf(ctx.src, fn).find((x) => x.name === text);
+  const params = paramsOf(ctx.src, fn);
+  const p = params.find((x) => x.name === text);
   if (!p?.def) return undefined;
+  if (p.def.type === 'none') return passedClassCtor(ctx, fn, params, text);
   const found = classExprCtor(ctx, p.def);
   if (!found || found.ctor.kind === 'other') return undefined;
   const defaultClass = found.chosen ? found.pickClass : found.candidates ? undefined : defaultClassName(ctx, p.def);
@@ -502,6 +517,42 @@ function paramDefaultCtor(ctx: LayerContext, call: CallRec, text: string): { res
     resolved: found.resolved, ctor: found.ctor, via: `the parameter ${text} (${ctx.src.slice(p.def.startIndex, p.def.endIndex).replace(/\s+/g, ' ')} by default)`,
     ...(defaultClass ? { param: { name: text, defaultClass } } : {}),
   };
+}
+
+/**
+ * `norm_layer(dim)` where `norm_layer=None` by default: the classes the file's callers pass for it (`Block(dim,
+ * norm_layer=nn.LayerNorm)`, by keyword or position; for `__init__`, the class's construction sites). One class, or a
+ * run-time choice among those passed; undefined when no caller in the file passes a known layer class.
+ */
+function passedClassCtor(ctx: LayerContext, fn: FuncRec, params: ParamInfo[], name: string): { resolved: string; ctor: CtorInfo; via: string; param?: { name: string; defaultClass: string } } | undefined {
+  const callee = fn.name === '__init__' ? fn.cls?.name : !fn.cls ? fn.name : undefined;
+  if (!callee) return undefined;
+  const plain = params.filter((x) => x.kind === 'plain');
+  const pos = plain.findIndex((x) => x.name === name) - (fn.cls ? 1 : 0);
+  const found: { node: SyntaxNode; c: ClassExpr }[] = [];
+  for (let i = 0; i < ctx.walk.calls.length && found.length < 8; i++) {
+    if (ctx.callees[i] !== callee) continue;
+    const args = ctx.walk.calls[i].node.childForFieldName('arguments');
+    if (!args) continue;
+    let value: SyntaxNode | null = null;
+    let k = 0;
+    for (const a of args.namedChildren) {
+      if (!a) continue;
+      if (a.type === 'keyword_argument') {
+        if (ctx.src.slice(a.childForFieldName('name')?.startIndex ?? 0, a.childForFieldName('name')?.endIndex ?? 0) === name) value = a.childForFieldName('value');
+      } else if (a.type === 'list_splat' || a.type === 'dictionary_splat') break;
+      else if (k++ === pos) value = a;
+    }
+    const c = value && value.type !== 'none' ? classExprCtor(ctx, value) : undefined;
+    if (c && value) found.push({ node: value, c });
+  }
+  const pick = chooseAmong(ctx, found);
+  if (!pick || (pick.ctor.kind === 'other' && !pick.ctor.isTe)) return undefined;
+  const passed = [...new Set(found.map((f) => ctx.src.slice(f.node.startIndex, f.node.endIndex).replace(/\s+/g, ' ')))].join(' or ');
+  const shown = `the parameter ${name} (None by default; ${callee}(...) is passed ${passed})`;
+  // Other callers (another file) may pass another class: the conversion checks at run time which one was passed.
+  const pickClass = pick.pickClass ?? (found.length ? defaultClassName(ctx, found.find((f) => f.c === pick || f.c.ctor === pick.ctor)?.node ?? null) : undefined);
+  return { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(shown, pick), ...(pickClass ? { param: { name, defaultClass: pickClass } } : {}) };
 }
 
 /** The one class a parameter's default names (`nn.LayerNorm`, the class of `partial(nn.LayerNorm, eps=1e-6)`), as a
@@ -636,12 +687,14 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
       simple.lastIndex = a.start;
       const m = simple.exec(src);
       if (!m) continue;
-      const r = m[2].trim();
+      // `cls = (nn.Linear)`, `cls = (A if c else B)`: the parentheses change nothing.
+      const r = m[2].trim().replace(/^\(\s*([^()]*)\s*\)$/, '$1');
       const candidate = (/^[A-Za-z_][\w.]*$/.test(r) && /[A-Z]/.test(r)) || /^(functools\.)?partial\s*\(/.test(r)
         || (makers.size > 0 && makers.has(/^([A-Za-z_]\w*)\s*\(/.exec(r)?.[1] ?? '')) || (/\bif\b/.test(r) && /[A-Z]/.test(r)) || r === '' || r.endsWith('(');
       if (!candidate) continue;
       const left = leftOf(a);
-      const right = rightOf(a);
+      let right = rightOf(a);
+      while (right?.type === 'parenthesized_expression' && right.namedChildren.length === 1) right = right.namedChild(0);
       if (left?.type !== 'identifier' || !right) continue;
       if (!['identifier', 'attribute', 'call', 'conditional_expression'].includes(right.type)) continue;
       if (right.type === 'call') {
@@ -662,6 +715,24 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
   for (const e of list) if (fn && e.fn === fn && e.start < call.start) hit = e;
   if (!hit) for (const e of list) if (!e.fn) hit = e;
   if (!hit) return undefined;
+  // Bound on the branches of an if / else (`if rms: cls = nn.RMSNorm` / `else: cls = nn.LayerNorm`): a run-time choice
+  // among every class bound there, not the last one written.
+  const scopeFn = (hit as { fn?: FuncRec }).fn;
+  const inBranch = (n: SyntaxNode): boolean => {
+    for (let q: SyntaxNode | null = n.parent; q && q.type !== 'function_definition' && q.type !== 'module'; q = q.parent) {
+      if (q.type === 'if_statement' || q.type === 'else_clause' || q.type === 'elif_clause') return true;
+    }
+    return false;
+  };
+  const branches = list.filter((e) => e.fn === scopeFn && (!scopeFn || e.start < call.start) && e.right.type !== 'call');
+  if (branches.length > 1 && branches.some((e) => inBranch(e.right))) {
+    const found = branches.map((e) => ({ node: e.right, c: classExprCtor(ctx, e.right) })).filter((f): f is { node: SyntaxNode; c: ClassExpr } => !!f.c);
+    const pick = found.length === branches.length ? chooseAmong(ctx, found) : undefined;
+    if (pick && !(pick.ctor.kind === 'other' && !pick.ctor.isTe)) {
+      const shown = `${text} = ${branches.map((e) => src.slice(e.right.startIndex, e.right.endIndex).replace(/\s+/g, ' ')).join(' or ')} (if / else)`;
+      return pick.chosen ? { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(shown, pick), ...runTimeCheck(text, pick) } : { resolved: pick.resolved, ctor: pick.ctor, candidates: pick.candidates };
+    }
+  }
   const right = hit.right;
   const rhs = src.slice(right.startIndex, right.endIndex).replace(/\s+/g, ' ');
   if (right.type === 'conditional_expression') {
