@@ -190,6 +190,17 @@ describe('analysis: gaps from the real-code evaluation', () => {
     assert.equal(get('self.shrink')[0].convertible, true);
   });
 
+  it('a class made by a helper that returns a tensor-parallel Linear or nn.Linear is reported once, uncertain, with every candidate, named by its own class (one verdict for inspect and check)', () => {
+    const ir = analyze(fixture('parallel_linear_maker.py'));
+    const gate = ir.layers.find((l) => l.name === 'self.gate');
+    assert.ok(gate, 'Lin(dim, hidden) is reported');
+    assert.equal(gate!.convertible, 'uncertain', gate!.reasons.join(' '));
+    const text = gate!.reasons.join(' ');
+    assert.match(text, /pick_linear\(\), which returns ColumnParallelLinear or nn\.Linear, chosen at run time among classes that convert differently/);
+    assert.doesNotMatch(text, /nn\.ColumnParallelLinear/);
+    assert.equal(ir.layers.find((l) => l.name === 'self.out')!.convertible, true);
+  });
+
   it('the down / up pair of a bottleneck adapter is kept, by its adapter-named width or its class; an MLP pair converts', () => {
     const ir = analyze(fixture('bottleneck_adapter.py'));
     const get = (name: string) => ir.layers.find((l) => l.name === name)!;

@@ -59,7 +59,10 @@ const parallelLayout: Check = {
   name: 'parallel-layout', facet: 'structure',
   run({ rec, L }) {
     if (L.kind !== 'parallel-linear' || !L.teArgs?.parallel_mode) return undefined;
-    return ok(`${rec.ctor.display} maps to te.Linear(parallel_mode=${L.teArgs.parallel_mode}) with the same tensor-parallel group.`);
+    // Named by the class it resolves to (`ColumnParallelLinear` from its framework), never as a torch.nn class.
+    const last = (L.resolved ?? '').split('.').pop();
+    const shown = /^nn\./.test(rec.ctor.display) && last && !/^torch\.nn\./.test(L.resolved ?? '') ? last : rec.ctor.display;
+    return ok(`${shown} maps to te.Linear(parallel_mode=${L.teArgs.parallel_mode}) with the same tensor-parallel group.`);
   },
 };
 

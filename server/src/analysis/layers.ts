@@ -745,18 +745,23 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
     const ft = f ? src.slice(f.startIndex, f.endIndex) : '';
     const maker = ctx.classMakers?.get(ft);
     if (maker) {
-      let known: { resolved: string; ctor: CtorInfo } | undefined;
+      const found: { node: SyntaxNode; c: ClassExpr }[] = [];
       const shown: string[] = [];
+      let open = false;
       for (const r of maker.returns) {
         const v = r.namedChild(0);
         if (!v) return undefined;
         shown.push(src.slice(v.startIndex, v.endIndex).replace(/\s+/g, ' '));
         const c = classExprCtor(ctx, v);
-        if (!c) continue;
-        if (c.ctor.kind === 'other' || (known && known.ctor.kind !== c.ctor.kind)) return undefined;
-        known ??= c;
+        if (c) found.push({ node: v, c }); else open = true;
       }
-      return known ? { ...known, via: `${ft}(), which returns ${shown.join(' or ')}` } : undefined;
+      // One kind of layer whatever the branch: that one. Classes that convert differently (a tensor-parallel Linear
+      // or nn.Linear, by the arguments): a run-time choice, reported once with every candidate, never silence.
+      const pick = chooseAmong(ctx, found);
+      if (!pick || (pick.ctor.kind === 'other' && !pick.ctor.isTe)) return undefined;
+      const made = `${ft}(), which returns ${shown.join(' or ')}`;
+      if (!pick.chosen && !open) return { resolved: pick.resolved, ctor: pick.ctor, via: made };
+      return { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(made, { ...pick, chosen: true }) };
     }
   }
   const c = classExprCtor(ctx, right);
