@@ -303,6 +303,40 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     assert.equal(out.fixes.length, 0);
     assert.match(out.refusals[0], /process group \(group\)/);
   });
+  it('refuses when the file subclasses a TE class at import time (issue 23): a guarded import would leave te = None there', async () => {
+    const text = [
+      'import torch',
+      'from torch import nn',
+      'import transformer_engine as te',
+      '',
+      '',
+      'class Block(te.pytorch.TransformerLayer):',
+      '    pass',
+      '',
+      '',
+      'class Net(nn.Module):',
+      '    def __init__(self):',
+      '        super().__init__()',
+      '        self.block = Block(1024, 4096, 16)',
+      '        self.fc = te.pytorch.Linear(1024, 1024)',
+      '',
+      '    def forward(self, x):',
+      '        with te.pytorch.autocast(enabled=True):',
+      '            return self.fc(self.block(x))',
+      '',
+    ].join('\n');
+    const { ir, findings } = await analyse(text);
+    const pl401 = findings.find((f) => f.code === 'PL401');
+    assert.ok(pl401, findings.map((f) => f.code).join());
+    const out = fixOutcome(text, ir, pl401!, DEFAULT_SETTINGS);
+    assert.equal(out.fixes.length, 0);
+    assert.match(out.refusals[0], /line 6 uses Transformer Engine when the file is imported \(class Block\(te\.pytorch\.TransformerLayer\)\)/);
+    // Without the subclass the same file is guarded and routed.
+    const plain = text.replace('class Block(te.pytorch.TransformerLayer):', 'class Block(nn.Module):');
+    const again = await analyse(plain);
+    const fixed = fixOutcome(plain, again.ir, again.findings.find((f) => f.code === 'PL401')!, DEFAULT_SETTINGS);
+    assert.equal(fixed.fixes.length, 1, fixed.refusals.join(' '));
+  });
   it('refuses when TE layers get TE-only forward arguments', async () => {
     const text = [...base, 'with te.autocast(enabled=True):', '    y = layer(x, is_first_microbatch=True)', ''].join('\n');
     const { ir, findings } = await analyse(text);

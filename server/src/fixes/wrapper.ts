@@ -47,6 +47,10 @@ export function wrapperSource(ctx: FixContext, movedImports: string[], movedName
  * TE-only forward arguments that the torch.nn fallback layers would reject.
  */
 export function wrapperRefusal(ctx: FixContext): string | undefined {
+  const importTime = teAtImportTime(ctx);
+  if (importTime) {
+    return `No automatic fix: line ${importTime.line} uses Transformer Engine when the file is imported (${importTime.what}); guarding the import (te = None without TE) would still fail there, with AttributeError instead of ImportError. Put what it builds behind \`if te is not None:\` with a torch.nn stand-in, or keep TE required in this file.`;
+  }
   const grouped = ctx.ir.autocastRegions.find((r) => !r.disabled && (r.args.fp8_group !== undefined || r.args.amax_reduction_group !== undefined));
   if (grouped) {
     return `No automatic fix: the FP8 autocast at line ${grouped.span.startLine + 1} reduces amax over a process group (${grouped.args.fp8_group ?? grouped.args.amax_reduction_group}), which the fallback wrapper's context does not take. Guard it by hand: enabled=te.is_fp8_available() and a BF16 path.`;
@@ -61,6 +65,39 @@ export function wrapperRefusal(ctx: FixContext): string | undefined {
   const teOnlyKw = teOnlyKeyword(ctx.text);
   if (teOnlyKw) {
     return `No automatic fix: the file passes ${teOnlyKw[1]}= to TE layers, which the torch.nn fallback layers do not accept. Guard FP8 by hand (enabled=te.is_fp8_available()) and keep the TE layers.`;
+  }
+  return undefined;
+}
+
+/**
+ * A use of a bare TE import's name that runs when the file is imported, which a guarded import cannot cover: a
+ * top-level class deriving from a TE class (`class Block(te.pytorch.TransformerLayer)`), a top-level decorator, a
+ * top-level statement calling or reading into TE (recipes and te.Linear / LayerNorm / RMSNorm excepted: the fix
+ * evaluates the former only with TE and routes the latter through the factories).
+ */
+function teAtImportTime(ctx: FixContext): { line: number; what: string } | undefined {
+  const names = [...new Set(ctx.ir.imports.filter((b) => !b.guarded && b.target.startsWith('transformer_engine')).map((b) => b.local))]
+    .filter((n) => /^[A-Za-z_]\w*$/.test(n));
+  if (!names.length) return undefined;
+  const name = new RegExp(`\\b(${names.join('|')})\\b(?!\\s*(is|==|!=|=[^=]))`);
+  const use = new RegExp(`\\b(${names.join('|')})\\s*[.(]`);
+  // Recipes are evaluated only with TE, te.Linear / LayerNorm / RMSNorm go through the factories: the fix covers those.
+  const covered = new Set(ctx.ir.recipes.map((r) => r.span.startLine));
+  for (const l of ctx.ir.layers) if (l.isTe && TE_FACTORY_BY_CLASS[baseName(l.resolved)]) covered.add(l.span.startLine);
+  // Top-level statements only (the source model knows strings: a docstring mentioning te.fp8_autocast is no use).
+  for (const st of ctx.model.statements) {
+    const ln = statementText(ctx.model, st);
+    const line = st.firstLine + 1;
+    const cls = /^class\s+(\w+)\s*\(([^)]*)\)/.exec(ln);
+    if (cls) {
+      if (name.test(cls[2])) return { line, what: `class ${cls[1]}(${cls[2].replace(/\s+/g, ' ').trim()})` };
+      continue;
+    }
+    if (/^@/.test(ln)) { if (name.test(ln.split('\n')[0])) return { line, what: ln.split('\n')[0].trim() }; continue; }
+    if (st.isHeader || /^['"]|^[rbuf]+['"]|^(def|import|from|async|assert|return)\b/i.test(ln)) continue;
+    if (covered.has(st.firstLine)) continue;
+    const flat = ln.replace(/\s+/g, ' ').trim();
+    if (use.test(flat)) return { line, what: flat.length > 70 ? `${flat.slice(0, 67)}...` : flat };
   }
   return undefined;
 }
