@@ -166,6 +166,11 @@ describe('analysis: gaps from the real-code evaluation', () => {
     assert.equal(pos.role, 'embedding');
     assert.equal(pos.convertible, false);
     assert.notEqual(get('self.wave').role, 'embedding');
+    // Built in `default(head, lambda: nn.Linear(...))`: placed where the helper's result goes, and kept the same way.
+    const lazy = get('self.to_latent');
+    assert.ok(lazy, 'the lambda-built projection is placed at self.to_latent');
+    assert.equal(lazy.facets!.role.check, 'output-projection', lazy.reasons.join(' '));
+    assert.equal(get('self.from_latent').convertible, true);
   });
 
   it('indirect construction is reported, never silent: a None-default class parameter a caller fills, a parenthesised alias, a class picked by if / else, an imported norm factory', () => {

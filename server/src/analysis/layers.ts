@@ -1037,6 +1037,15 @@ function placeStep(w: PlaceWalk, p: SyntaxNode, n: SyntaxNode): PlaceStep {
     case 'return_statement':
       pl.returned = true;
       return { done: pl };
+    case 'lambda': {
+      // `self.proj = default(proj, lambda: nn.Linear(d, d_out))` (x-transformers): a default-value helper returns
+      // the lambda's result when no value is given, so the layer lands where the helper's result goes.
+      const args = p.parent;
+      const outer = args?.type === 'argument_list' ? args.parent : null;
+      const f = outer?.type === 'call' ? outer.childForFieldName('function') : null;
+      if (outer && f && /^(default|maybe|or_else|if_none|value_or|default_to)$/.test(text(f).split('.').pop() ?? '')) return { next: outer };
+      return { done: pl };
+    }
     default:
       return { done: pl };
   }
