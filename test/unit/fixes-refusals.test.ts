@@ -115,6 +115,11 @@ describe('fixes: refusals and safety', () => {
         if (held && extended) assert.match(applyEdits(text, fix.edits), extended, code);
       }
     }
+    // `cls = (nn.Linear)` is the class in parentheses, not a tuple of classes: left as it is (issue 23).
+    const paren = 'import torch\nimport torch.nn as nn\nimport transformer_engine.pytorch as te\ncls = (nn.Linear)\nm = nn.Sequential(nn.Linear(2048, 4096))\n';
+    const pa = await analyse(paren);
+    const pfix = fixOutcome(paren, pa.ir, pa.findings.find((x) => x.code === 'PL101')!, DEFAULT_SETTINGS).fixes[0];
+    assert.match(applyEdits(paren, pfix.edits), /^cls = \(nn\.Linear\)$/m);
     // A case pattern cannot list the te.* class: the conversion is refused with the reason.
     const match = `${base}def kind(m):\n    match m:\n        case nn.Linear():\n            return 1\n`;
     const mm = await analyse(match);

@@ -129,6 +129,8 @@ function extendClassTestsUncached(text: string, model: SourceModel, refs: readon
         // An element of a tuple or list literal: add the te.* class after it, once.
         if (!/^\s*[,)\]]/.test(rest)) continue;
         const literalEnd = text.indexOf(text[open] === '(' ? ')' : ']', end);
+        // `cls = (nn.Linear)` is the class in parentheses, not a tuple: extending it would bind a tuple to cls.
+        if (text[open] === '(' && literalEnd > 0 && !text.slice(open + 1, literalEnd).includes(',')) continue;
         if (literalEnd > 0 && new RegExp(`\\b${escape(ref.teName)}\\b`).test(text.slice(open, literalEnd))) continue;
         edits.push(insert(end, `, ${ref.teName}`));
         names.add(ref.teName);
