@@ -522,15 +522,7 @@ def run(session, args, env, device, te_installed):
         if a.name == "torchao-original":
             peer["ran"] = True
 
-    roof = None
-    if device == "cuda" and args.roofline and rc.gemm_shapes:
-        session.state["phase"] = "roofline"
-        runner.free_memory(device)
-        try:
-            roof = runner.roofline(rc, env["torch_fp8"]["available"])
-        except Exception as exc:
-            traceback.print_exc()
-            roof = {"error": "%s: %s" % (type(exc).__name__, exc)}
+    roof = cli.measure_roofline(rc, args, device, session, env)
     summary = cli.make_summary(results, session.errors, roof, args, time.time() - t0, baseline="original")
     summary["mode"] = "ab"
     summary["ab"] = ab_summary(results, orig, conv, fallback_name, shared.get("fallback"), peer, device)

@@ -285,15 +285,7 @@ def _main(session, argv):
         results[b] = res
         emitter.emit("result", **res)
 
-    roof = None
-    if device == "cuda" and args.roofline and rc.gemm_shapes:
-        session.state["phase"] = "roofline"
-        runner.free_memory(device)
-        try:
-            roof = runner.roofline(rc, env["torch_fp8"]["available"])
-        except Exception as exc:
-            traceback.print_exc()
-            roof = {"error": "%s: %s" % (type(exc).__name__, exc)}
+    roof = measure_roofline(rc, args, device, session, env)
     summary = make_summary(results, session.errors, roof, args, time.time() - t0)
     emitter.emit("summary", **summary)
     print_table(results, summary)
@@ -398,6 +390,19 @@ def backend_report(env):
             reason = ((blocked[0].extra.get("reasons") or {}).get(b) or blocked[0].message) if blocked else None
         report.append({"id": b, "label": label, "description": description, "available": ok, "reason": reason})
     return report
+
+
+def measure_roofline(rc, args, device, session, env):
+    """The BF16 vs FP8 GEMM rates of the run's largest shapes (CUDA, --roofline), or {"error"} when they fail."""
+    if not (device == "cuda" and args.roofline and rc.gemm_shapes):
+        return None
+    session.state["phase"] = "roofline"
+    runner.free_memory(device)
+    try:
+        return runner.roofline(rc, env["torch_fp8"]["available"])
+    except Exception as exc:
+        traceback.print_exc()
+        return {"error": "%s: %s" % (type(exc).__name__, exc)}
 
 
 def make_summary(results, errors, roof, args, elapsed, baseline="bf16"):

@@ -138,6 +138,25 @@ function parseRuleOverrides(value: string, into: CliOptions['rules']): void {
   }
 }
 
+/**
+ * The option at rest[i]: its name, a value given inline (`--flag=value`), and a reader of its value (inline, else the
+ * next argument, which `advance` then consumes; a missing value or another option there is a UsageError).
+ */
+function flagAt(rest: readonly string[], i: number, advance: () => void): { flag: string; inline?: string; value: () => string } {
+  const arg = rest[i];
+  const eq = arg.indexOf('=');
+  const flag = eq > 0 && arg.startsWith('--') ? arg.slice(0, eq) : arg;
+  const inline = eq > 0 && arg.startsWith('--') ? arg.slice(eq + 1) : undefined;
+  const value = (): string => {
+    if (inline !== undefined) return inline;
+    const next = rest[i + 1];
+    if (next === undefined || (next.startsWith('--') && next.length > 2)) throw new UsageError(`${flag} needs a value`);
+    advance();
+    return next;
+  };
+  return { flag, inline, value };
+}
+
 /** Parses argv (without `node` and the script). Throws UsageError on anything it does not understand. */
 export function parseArgs(argv: readonly string[]): ParsedCommand {
   if (argv.length === 0) throw new UsageError('missing command (check or inspect)');
@@ -163,16 +182,7 @@ export function parseArgs(argv: readonly string[]): ParsedCommand {
     }
     if (arg === '--') { onlyPaths = true; continue; }
     if (arg === '--help' || arg === '-h') return { kind: 'help' };
-    const eq = arg.indexOf('=');
-    const flag = eq > 0 && arg.startsWith('--') ? arg.slice(0, eq) : arg;
-    const inline = eq > 0 && arg.startsWith('--') ? arg.slice(eq + 1) : undefined;
-    const value = (): string => {
-      if (inline !== undefined) return inline;
-      const next = rest[i + 1];
-      if (next === undefined || (next.startsWith('--') && next.length > 2)) throw new UsageError(`${flag} needs a value`);
-      i++;
-      return next;
-    };
+    const { flag, inline, value } = flagAt(rest, i, () => i++);
     switch (flag) {
       // --output-format is ruff's name for it; --format stays.
       case '--format': case '-f': case '--output-format': options.format = oneOf(flag, value(), FORMATS); break;
@@ -231,16 +241,7 @@ export function parseMeasureArgs(rest: readonly string[]): MeasureOptions {
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i];
     if (!arg.startsWith('-') || arg === '-') { dirs.push(arg); continue; }
-    const eq = arg.indexOf('=');
-    const flag = eq > 0 && arg.startsWith('--') ? arg.slice(0, eq) : arg;
-    const inline = eq > 0 && arg.startsWith('--') ? arg.slice(eq + 1) : undefined;
-    const value = (): string => {
-      if (inline !== undefined) return inline;
-      const next = rest[i + 1];
-      if (next === undefined || (next.startsWith('--') && next.length > 2)) throw new UsageError(`${flag} needs a value`);
-      i++;
-      return next;
-    };
+    const { flag, inline, value } = flagAt(rest, i, () => i++);
     const noValue = () => { if (inline !== undefined) throw new UsageError(`${flag} takes no value`); };
     switch (flag) {
       case '--workload': case '-w': workload = value(); break;
