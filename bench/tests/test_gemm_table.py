@@ -28,7 +28,7 @@ def test_cpu_quick_writes_the_table_schema(tmp_path):
     log = (tmp_path / "gemm-table-log.txt").read_text()
     assert "not a benchmark" in log.lower()
 
-    assert doc["schema"] == "precision-lens/gemm-table" and doc["schema_version"] == 1
+    assert doc["schema"] == "precision-lens/gemm-table" and doc["schema_version"] == 2
     assert doc["not_a_benchmark"] is True and doc["device"] == "cpu" and doc["incomplete"] is False
     assert "not a benchmark" in doc["note"]
     for key in ("python", "torch", "transformer_engine", "torchao"):
@@ -49,7 +49,7 @@ def test_cpu_quick_writes_the_table_schema(tmp_path):
             assert b["reason"], name  # every missing library is a sentence, and the others still ran
             assert "ratio" not in b
             continue
-        for table in ("fwd_ms", "bwd_ms", "total_ms", "ratio", "ratio_fwd", "ratio_bwd", "repeats"):
+        for table in ("fwd_ms", "bwd_ms", "total_ms", "host_ms", "ratio", "ratio_fwd", "ratio_bwd", "repeats", "group"):
             assert _shape(b[table]) == dims, (name, table)
         flat = [v for plane in b["total_ms"] for row in plane for v in row]
         assert all(v is None or v > 0 for v in flat)
@@ -65,7 +65,12 @@ def test_cpu_quick_writes_the_table_schema(tmp_path):
         assert _shape(block[table]) == [len(block["m"]), len(block["widths"])], table
         assert all(v is not None and v > 0 for row in block[table] for v in row), (table, block["errors"])
     assert len(block["loss_ms"]) == len(block["m"]) and all(v > 0 for v in block["loss_ms"])
-    assert block["adamw"]["ns_per_param"] > 0
+    assert block["adamw"]["ns_per_param"] > 0 and block["adamw"]["host_ms"] > 0
+    # The host's own time per component (what a launch-bound model pays), beside the device time.
+    assert _shape(block["host_ms"]["non_gemm_ms"]) == [len(block["m"]), len(block["widths"])]
+    assert all(v is not None and v > 0 for row in block["host_ms"]["non_gemm_ms"] for v in row)
+    flat_g = [v for plane in doc["backends"]["bf16"]["group"] for row in plane for v in row]
+    assert all(isinstance(v, int) and v >= 1 for v in flat_g)
 
 
 def test_unknown_backend_is_a_clear_message(tmp_path):

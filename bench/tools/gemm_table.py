@@ -45,7 +45,7 @@ if BENCH not in sys.path:
     sys.path.insert(0, BENCH)
 
 SCHEMA = "precision-lens/gemm-table"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 ALL_BACKENDS = ("bf16", "te-delayed", "te-current", "torchao-tensorwise", "torchao-rowwise", "torch-fp8")
 GRID_FULL = {"m": [128, 512, 2048, 8192, 32768], "k": [768, 1024, 2048, 4096, 8192, 14336],
              "n": [768, 1024, 2048, 4096, 8192, 14336]}
@@ -218,30 +218,83 @@ class _Both(object):
 # ------------------------------------------------------------------------------------------------------------ timing
 
 class Timer(object):
-    """Per-iteration phase times in ms: CUDA events on the GPU (no sync inside the loop), perf_counter on the CPU."""
+    """Per-iteration phase times in ms.
+
+    On the GPU the device time is measured with the CPU running ahead: a spin kernel (torch.cuda._sleep) is queued first,
+    long enough for the host to enqueue every measured iteration behind it, so the CUDA events between phases time the
+    kernels back to back, without the host's launch gaps. That is what a layer costs inside a model whose host work
+    overlaps the GPU (any model that is not launch-bound). The host's own time per iteration (Python, autograd, the
+    library's bookkeeping: what a launch-bound model pays) is measured apart, as the wall time of enqueueing. A model
+    estimate takes the larger of the two sums (docs/gain.md). ran_ahead says whether the GPU was still busy with the
+    spin when the host finished enqueueing (if not, host gaps may have leaked into the device times: the run is
+    retried once with a longer spin). On the CPU both are time.perf_counter.
+    """
 
     def __init__(self, torch, device):
         self.torch, self.cuda = torch, device == "cuda"
+        self.cycles_per_ms = None
+        self.last_host_ms = None
+        self.last_ran_ahead = None
+        self.not_ahead = 0
 
-    def run(self, phases, iters):
-        """phases: list of callables run in order each iteration. Returns per-phase lists of ms."""
+    def _calibrate(self):
+        torch = self.torch
+        if self.cycles_per_ms is None:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            torch.cuda._sleep(1000000)  # warm the kernel
+            a.record()
+            torch.cuda._sleep(20000000)
+            b.record()
+            torch.cuda.synchronize()
+            self.cycles_per_ms = 20000000 / max(a.elapsed_time(b), 1e-3)
+        return self.cycles_per_ms
+
+    def _enqueue(self, phases, iters, spin_ms):
+        torch = self.torch
+        marks = [[torch.cuda.Event(enable_timing=True) for _ in range(len(phases) + 1)] for _ in range(iters)]
+        after_spin = torch.cuda.Event()
+        torch.cuda.synchronize()
+        if spin_ms > 0:
+            torch.cuda._sleep(int(spin_ms * self._calibrate()))
+        after_spin.record()
+        t = time.perf_counter()
+        for it in range(iters):
+            ev = marks[it]
+            ev[0].record()
+            for i, ph in enumerate(phases):
+                ph()
+                ev[i + 1].record()
+        host_ms = (time.perf_counter() - t) * 1e3
+        ahead = not after_spin.query()  # the spin still running: the GPU never waited for the host
+        torch.cuda.synchronize()
+        gpu = [[marks[it][i].elapsed_time(marks[it][i + 1]) for it in range(iters)] for i in range(len(phases))]
+        return gpu, host_ms, ahead
+
+    def run(self, phases, iters, host_estimate_ms=None):
+        """phases: callables run in order each iteration. Returns per-phase lists of device ms; self.last_host_ms is
+        the host's ms per iteration."""
         torch = self.torch
         if self.cuda:
-            marks = [[torch.cuda.Event(enable_timing=True) for _ in range(len(phases) + 1)] for _ in range(iters)]
-            for it in range(iters):
-                ev = marks[it]
-                ev[0].record()
-                for i, ph in enumerate(phases):
-                    ph()
-                    ev[i + 1].record()
-            torch.cuda.synchronize()
-            return [[marks[it][i].elapsed_time(marks[it][i + 1]) for it in range(iters)] for i in range(len(phases))]
+            if host_estimate_ms is None:  # no estimate: a short unspun pass gives one
+                _, h, _ = self._enqueue(phases, 1, 0)
+                host_estimate_ms = h
+            spin = min(8000.0, 2.0 + 1.5 * host_estimate_ms * iters)
+            gpu, host, ahead = self._enqueue(phases, iters, spin)
+            if not ahead:
+                gpu, host, ahead = self._enqueue(phases, iters, min(16000.0, 4.0 * spin))
+            if not ahead:
+                self.not_ahead += 1
+            self.last_host_ms, self.last_ran_ahead = host / max(iters, 1), ahead
+            return gpu
         out = [[] for _ in phases]
+        t0 = time.perf_counter()
         for _ in range(iters):
             for i, ph in enumerate(phases):
                 t = time.perf_counter()
                 ph()
                 out[i].append((time.perf_counter() - t) * 1e3)
+        self.last_host_ms, self.last_ran_ahead = (time.perf_counter() - t0) * 1e3 / max(iters, 1), True
         return out
 
     def sync(self):
@@ -249,26 +302,33 @@ class Timer(object):
             self.torch.cuda.synchronize()
 
 
-def linear_step(torch, mod, region, x, dy):
+def linear_step(torch, mods, region, x, dy):
+    """One iteration over a group of identical-shape layers: each applied to x inside ONE forward region (as the
+    layers of a model share the step's autocast), then one backward through all of them."""
     state = {}
-    params = [p for p in mod.parameters()]
+    if not isinstance(mods, (list, tuple)):
+        mods = [mods]
+    params = [p for mod in mods for p in mod.parameters()]
 
     def fwd():
         for p in params:
             p.grad = None
         x.grad = None
         with region():
-            state["y"] = mod(x)
+            state["y"] = [mod(x) for mod in mods]
 
     def bwd():
-        state.pop("y").backward(dy)
+        torch.autograd.backward(state.pop("y"), [dy] * len(mods))
     return [fwd, bwd]
 
 
-def measure_repeats(timer, phases, warmup, repeats):
+def measure_repeats(timer, phases, warmup, repeats, group=1):
+    """Median device ms per phase and host ms per iteration, each divided by the group size (ms per layer)."""
     timer.run(phases, warmup)
-    times = timer.run(phases, repeats)
-    return [statistics.median(t) for t in times]
+    host_est = timer.last_host_ms
+    times = timer.run(phases, repeats, host_estimate_ms=host_est)
+    meds = [statistics.median(t) / group for t in times]
+    return meds, timer.last_host_ms / group
 
 
 def repeats_for(est_ms, per_cell_ms, lo, hi):
@@ -307,7 +367,7 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
     out = {}
     for name in names:
         out[name] = {"fwd_ms": nested(shape), "bwd_ms": nested(shape), "total_ms": nested(shape),
-                     "repeats": nested(shape), "errors": []}
+                     "host_ms": nested(shape), "repeats": nested(shape), "group": nested(shape), "errors": []}
     dev = be.device
     # Calibration: the BF16 step at the grid's corners; a cost model (ms per GFLOP plus a floor) scales the repeats.
     est = {}
@@ -318,7 +378,7 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
             x = torch.randn(m, k, device=dev, dtype=torch.bfloat16, requires_grad=True)
             dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
             mod = be.build("bf16", k, n)
-            f, b = measure_repeats(timer, linear_step(torch, mod, lambda: be.region("bf16"), x, dy), 1, 3)
+            (f, b), _ = measure_repeats(timer, linear_step(torch, mod, lambda: be.region("bf16"), x, dy), 1, 3)
             cal.append((6.0 * m * k * n / 1e9, f + b))
             log("calibration bf16 M=%d K=%d N=%d: %.3f ms" % (m, k, n, f + b))
             del x, dy, mod
@@ -342,15 +402,19 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
     for k_i, k in enumerate(k_list):
         for n_i, n in enumerate(n_list):
             mods = {}
+            # A group of identical layers per forward region (ms per layer = group time / group): the per-region cost
+            # of an autocast is shared as in a model. Big cells need no sharing (and memory): fewer layers there.
+            g_kn = max(1, min(args.group, int(args.group_target_ms // max(est[(m_list[0], k, n)], 1e-6))))
             for name in names:
                 try:
-                    mods[name] = be.build(name, k, n)
+                    mods[name] = [be.build(name, k, n) for _ in range(g_kn)]
                 except Exception as exc:
                     out[name]["errors"].append({"m": None, "k": k, "n": n, "error": "build: %s: %s" % (type(exc).__name__, exc)})
                     log("%s build K=%d N=%d failed: %s: %s" % (name, k, n, type(exc).__name__, exc))
             for m_i, m in enumerate(m_list):
                 hurry = time.time() > budget_end
-                reps = args.min_repeats if hurry else repeats_for(est[(m, k, n)], per_cell_ms, args.min_repeats, args.max_repeats)
+                g = max(1, min(g_kn, int(args.group_target_ms // max(est[(m, k, n)], 1e-6))))
+                reps = args.min_repeats if hurry else repeats_for(est[(m, k, n)] * g, per_cell_ms, args.min_repeats, args.max_repeats)
                 try:
                     x = torch.randn(m, k, device=dev, dtype=torch.bfloat16, requires_grad=True)
                     dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
@@ -363,14 +427,17 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
                     if name not in mods:
                         continue
                     try:
-                        f, b = measure_repeats(timer, linear_step(torch, mods[name], (lambda nm=name: be.region(nm)), x, dy),
-                                               args.warmup, reps)
+                        (f, b), host = measure_repeats(
+                            timer, linear_step(torch, mods[name][:g], (lambda nm=name: be.region(nm)), x, dy),
+                            args.warmup, reps, group=g)
                         cell = out[name]
                         cell["fwd_ms"][m_i][k_i][n_i] = round(f, 5)
                         cell["bwd_ms"][m_i][k_i][n_i] = round(b, 5)
                         cell["total_ms"][m_i][k_i][n_i] = round(f + b, 5)
+                        cell["host_ms"][m_i][k_i][n_i] = round(host, 5)
                         cell["repeats"][m_i][k_i][n_i] = reps
-                        line.append("%s %.3f" % (name, f + b))
+                        cell["group"][m_i][k_i][n_i] = g
+                        line.append("%s %.3f/%.3f" % (name, f + b, host))
                     except Exception as exc:
                         msg = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
                         out[name]["errors"].append({"m": m, "k": k, "n": n, "error": msg})
@@ -385,7 +452,7 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
                         t = out[name]["total_ms"][m_i][k_i][n_i]
                         if name != "bf16" and t:
                             ratios.append("%s %.2fx" % (name, base[m_i][k_i][n_i] / t))
-                log("M=%-6d K=%-6d N=%-6d x%-3d ms: %s | %s" % (m, k, n, reps, ", ".join(line), ", ".join(ratios)))
+                log("M=%-6d K=%-6d N=%-6d x%-3d g%d ms gpu/host: %s | %s" % (m, k, n, reps, g, ", ".join(line), ", ".join(ratios)))
                 del x, dy
             del mods
             if dev == "cuda":
@@ -416,8 +483,13 @@ def block_table(torch, be, timer, m_list, widths, args, log):
     errors = []
     region = lambda: torch.autocast(dev, dtype=torch.bfloat16)  # noqa: E731
 
+    host = {c: nested(shape) for c in comps}
+    loss_host = [None] * len(m_list)
+    last = {}
+
     def timed(phases):
-        f, b = measure_repeats(timer, phases, args.warmup, args.block_repeats)
+        (f, b), h = measure_repeats(timer, phases, args.warmup, args.block_repeats)
+        last["host"] = round(h, 5)
         return round(f + b, 5)
 
     def fb(fn, *inputs):
@@ -483,6 +555,7 @@ def block_table(torch, be, timer, m_list, widths, args, log):
                                ("lm_head_ms", head_phases)):
                 try:
                     comps[comp][mi][wi] = timed(make())
+                    host[comp][mi][wi] = last["host"]
                     parts.append("%s %.3f" % (comp[:-3], comps[comp][mi][wi]))
                 except Exception as exc:
                     msg = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
@@ -498,17 +571,20 @@ def block_table(torch, be, timer, m_list, widths, args, log):
             logits = torch.randn(m, args.vocab, device=dev, dtype=torch.bfloat16, requires_grad=True)
             tgt = torch.randint(0, args.vocab, (m,), device=dev)
             loss_ms[mi] = timed(fb(lambda z: F.cross_entropy(z, tgt), logits))
+            loss_host[mi] = last["host"]
             log("loss M=%d vocab %d: %.3f ms" % (m, args.vocab, loss_ms[mi]))
             del logits
         except Exception as exc:
             errors.append({"m": m, "h": None, "error": "loss: %s: %s" % (type(exc).__name__, exc)})
     non_gemm = nested(shape)
+    non_gemm_host = nested(shape)
     for mi in range(shape[0]):
         for wi in range(shape[1]):
-            parts = [comps["norm_ms"][mi][wi], comps["attention_ms"][mi][wi], comps["gelu_ms"][mi][wi],
-                     comps["residual_ms"][mi][wi]]
-            if all(p is not None for p in parts):
-                non_gemm[mi][wi] = round(2 * parts[0] + parts[1] + parts[2] + 2 * parts[3], 5)
+            for src, dst in ((comps, non_gemm), (host, non_gemm_host)):
+                parts = [src["norm_ms"][mi][wi], src["attention_ms"][mi][wi], src["gelu_ms"][mi][wi],
+                         src["residual_ms"][mi][wi]]
+                if all(p is not None for p in parts):
+                    dst[mi][wi] = round(2 * parts[0] + parts[1] + parts[2] + 2 * parts[3], 5)
     # AdamW over a flat set of FP32 parameters (fused where this torch has it): time per parameter.
     adamw = None
     try:
@@ -522,8 +598,9 @@ def block_table(torch, be, timer, m_list, widths, args, log):
         except (TypeError, RuntimeError):
             kw = {}
             opt = torch.optim.AdamW(ps, lr=1e-4)
-        (t,) = measure_repeats(timer, [opt.step], args.warmup, args.block_repeats)
+        (t,), h = measure_repeats(timer, [opt.step], args.warmup, args.block_repeats)
         adamw = {"ns_per_param": round(t * 1e6 / nparam, 6), "params": nparam, "step_ms": round(t, 5),
+                 "host_ms": round(h, 5),
                  "fused": bool(kw)}
         log("AdamW %d params: %.3f ms (%.4f ns/param, fused %s)" % (nparam, t, t * 1e6 / nparam, bool(kw)))
         del ps, opt
@@ -536,6 +613,7 @@ def block_table(torch, be, timer, m_list, widths, args, log):
                 "attention: causal SDPA at batch = M / seq x seq (seq = min(M, --seq)), head dim 128 (64 below 1024 "
                 "or where H % 128); lm_head_ms: BF16 H -> vocab GEMM; loss_ms: cross-entropy over M x vocab bf16 logits",
         **comps, "non_gemm_ms": non_gemm, "loss_ms": loss_ms, "adamw": adamw, "errors": errors,
+        "host_ms": {**{c: host[c] for c in comps}, "non_gemm_ms": non_gemm_host, "loss_ms": loss_host},
     }
 
 
@@ -558,6 +636,9 @@ def main(argv=None):
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--adamw-params", type=int, default=None)
     ap.add_argument("--no-block", action="store_true", help="skip the non-GEMM table")
+    ap.add_argument("--group", type=int, default=4, help="identical layers per forward region (host cost shared)")
+    ap.add_argument("--group-target-ms", type=float, default=20.0,
+                    help="fewer layers in a group where one BF16 layer already takes about this long")
     args = ap.parse_args(argv)
 
     os.makedirs(args.out, exist_ok=True)
@@ -623,7 +704,10 @@ def main(argv=None):
                      "te_api": be.te_api, "torchao": be.ao_version},
         "method": {"layer": "Linear(K, N, bias=False), FP32 master weight, x [M, K] bf16 requiring grad; forward under "
                             "torch.autocast(bfloat16) (+ TE autocast for te-*), backward(dy) outside; grads set to None",
-                   "timing": "CUDA events per iteration, no sync inside the loop" if not cpu else "time.perf_counter",
+                   "timing": ("device: CUDA events per phase with the host running ahead (a spin kernel queued first), "
+                              "so no launch gaps; host: wall time of enqueueing an iteration (host_ms)") if not cpu
+                             else "time.perf_counter",
+                   "group": "up to --group identical layers per forward region, times per layer (group in the cell)",
                    "statistic": "median", "warmup": args.warmup, "min_repeats": args.min_repeats,
                    "max_repeats": args.max_repeats, "ratio": "bf16 total_ms / backend total_ms (> 1: faster than BF16)",
                    "flops_per_cell": "6 M K N (forward, dgrad, wgrad)"},
@@ -662,6 +746,7 @@ def main(argv=None):
             log("block table failed: %s: %s" % (type(exc).__name__, exc))
             traceback.print_exc()
         doc["block_seconds"] = round(time.time() - t1, 1)
+    doc["not_ran_ahead"] = timer.not_ahead
     doc["incomplete"] = False
     doc["elapsed_s"] = round(time.time() - t0, 1)
     write()
