@@ -769,6 +769,13 @@ def summary(doc, log):
                 r = b["ratio"][mi][g["k"].index(k)][g["n"].index(k)]
                 cells.append("%7s" % ("-" if r is None else "%.2f" % r))
             log("   %7d " % m + " ".join(cells))
+        host = b.get("host_ms")
+        if host:
+            log("   host ms per layer (K=N, M=%d): %s (bf16 %s)" % (g["m"][-1], " ".join(
+                "%.3f" % v if v else "-" for v in (host[-1][g["k"].index(k)][g["n"].index(k)] for k in diag)), " ".join(
+                "%.3f" % v if v else "-" for v in (doc["backends"]["bf16"]["host_ms"][-1][g["k"].index(k)][g["n"].index(k)]
+                                                   for k in diag))))
+    log("device times with the host not running ahead (retried, still not): %s" % doc.get("not_ran_ahead"))
 
 
 if __name__ == "__main__":

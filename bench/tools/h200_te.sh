@@ -118,7 +118,7 @@ case "${1:-}" in
       > "$OUT/gemm/gemm-table-stdout.txt" 2>&1
     rc=$?; [ $rc = 124 ] && echo "TIMEOUT after ${GEMM_S:-480}s (the JSON holds every finished (K, N) column, incomplete: true)"
     echo "rc $rc"
-    grep -E "UNAVAILABLE|calibration|cost model|failed|^\[ *[0-9.]+s\] (==|   )|wrote" "$OUT/gemm/gemm-table-log.txt" | cut -c1-220
+    grep -E "UNAVAILABLE|calibration|cost model|failed|host ms|not running ahead|^\[ *[0-9.]+s\] (==|   )|wrote" "$OUT/gemm/gemm-table-log.txt" | cut -c1-220
     ls -l "$OUT/gemm"
     ;;
   *) sed -n 2,22p "$0"; exit 2 ;;
