@@ -281,8 +281,12 @@ class Timer(object):
                 host_estimate_ms = h
             spin = min(8000.0, 2.0 + 1.5 * host_estimate_ms * iters)
             gpu, host, ahead = self._enqueue(phases, iters, spin)
-            if not ahead:
+            # The spin ended before the host finished: harmless where the GPU had more work per iteration than the host
+            # (it never waited), else the host's gaps may be in the device times: once more with a longer spin.
+            gpu_bound = lambda g, h: sum(statistics.median(p) for p in g) >= h / max(iters, 1)  # noqa: E731
+            if not ahead and not gpu_bound(gpu, host):
                 gpu, host, ahead = self._enqueue(phases, iters, min(16000.0, 4.0 * spin))
+                ahead = ahead or gpu_bound(gpu, host)
             if not ahead:
                 self.not_ahead += 1
             self.last_host_ms, self.last_ran_ahead = host / max(iters, 1), ahead
@@ -473,12 +477,30 @@ def attention(torch, F, q, k, v):
     return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
 
 
+class _HandRMSNorm(object):
+    """Built on demand (torch is imported in main): x * rsqrt(mean(x^2) + eps) in fp32, cast back, times the weight."""
+
+    def __new__(cls, torch, dim, eps=1e-5):
+        class HandRMSNorm(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.eps = eps
+                self.weight = torch.nn.Parameter(torch.ones(dim))
+
+            def forward(self, x):
+                xf = x.float()
+                return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+        return HandRMSNorm()
+
+
 def block_table(torch, be, timer, m_list, widths, args, log):
     """Non-GEMM time of a block per (M, H), the lm-head GEMM and the loss per (M, H) / M, AdamW ns per parameter."""
     F = torch.nn.functional
     dev = be.device
     shape = (len(m_list), len(widths))
-    comps = {c: nested(shape) for c in ("norm_ms", "attention_ms", "gelu_ms", "swiglu_ms", "residual_ms", "lm_head_ms")}
+    comps = {c: nested(shape) for c in ("norm_ms", "attention_ms", "gelu_ms", "swiglu_ms", "residual_ms", "lm_head_ms",
+                                        "rmsnorm_eager_ms", "te_layernorm_ms", "te_rmsnorm_ms")}
+    te_ok = be.te is not None and any(be.info[n]["available"] for n in ("te-delayed", "te-current"))
     loss_ms = [None] * len(m_list)
     errors = []
     region = lambda: torch.autocast(dev, dtype=torch.bfloat16)  # noqa: E731
@@ -543,6 +565,17 @@ def block_table(torch, be, timer, m_list, widths, args, log):
                 gu = torch.randn(m, 8 * h, device=dev, dtype=torch.bfloat16, requires_grad=True)
                 return fb(lambda t: F.silu(t[:, :4 * h]) * t[:, 4 * h:], gu)
 
+            def rms_eager_phases():
+                # The RMSNorm models write out (Llama's reference code, llama2.c, nanoGPT forks): fp32 math, 6+ kernels.
+                return fb(_HandRMSNorm(torch, h).to(dev), x)
+
+            def te_norm_phases(cls):
+                def make():
+                    if not te_ok:
+                        return None
+                    return fb(getattr(be.te, cls)(h, eps=1e-5, params_dtype=torch.float32, device=dev), x)
+                return make
+
             def residual_phases():
                 return fb(lambda a, b: a + b, x, torch.randn(m, h, device=dev, dtype=torch.bfloat16, requires_grad=True))
 
@@ -552,9 +585,13 @@ def block_table(torch, be, timer, m_list, widths, args, log):
             parts = []
             for comp, make in (("norm_ms", norm_phases), ("attention_ms", att_phases), ("gelu_ms", gelu_phases),
                                ("swiglu_ms", swiglu_phases), ("residual_ms", residual_phases),
-                               ("lm_head_ms", head_phases)):
+                               ("lm_head_ms", head_phases), ("rmsnorm_eager_ms", rms_eager_phases),
+                               ("te_layernorm_ms", te_norm_phases("LayerNorm")), ("te_rmsnorm_ms", te_norm_phases("RMSNorm"))):
                 try:
-                    comps[comp][mi][wi] = timed(make())
+                    phases = make()
+                    if phases is None:  # TE's norms: only where TE runs
+                        continue
+                    comps[comp][mi][wi] = timed(phases)
                     host[comp][mi][wi] = last["host"]
                     parts.append("%s %.3f" % (comp[:-3], comps[comp][mi][wi]))
                 except Exception as exc:
@@ -610,6 +647,7 @@ def block_table(torch, be, timer, m_list, widths, args, log):
         "m": list(m_list), "widths": list(widths), "seq": args.seq, "vocab": args.vocab,
         "what": "forward + backward under bf16 autocast, median ms; non_gemm_ms = 2 x norm + attention + gelu + "
                 "2 x residual (a GPT block; a Llama block: swap gelu for swiglu, LayerNorm for RMSNorm ~ same); "
+                "rmsnorm_eager_ms: a written-out RMSNorm (fp32 math); te_layernorm_ms / te_rmsnorm_ms: TE's fused norms (where TE runs); "
                 "attention: causal SDPA at batch = M / seq x seq (seq = min(M, --seq)), head dim 128 (64 below 1024 "
                 "or where H % 128); lm_head_ms: BF16 H -> vocab GEMM; loss_ms: cross-entropy over M x vocab bf16 logits",
         **comps, "non_gemm_ms": non_gemm, "loss_ms": loss_ms, "adamw": adamw, "errors": errors,
@@ -636,6 +674,7 @@ def main(argv=None):
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--adamw-params", type=int, default=None)
     ap.add_argument("--no-block", action="store_true", help="skip the non-GEMM table")
+    ap.add_argument("--only-block", action="store_true", help="only the non-GEMM table (the Linear grid is not measured)")
     ap.add_argument("--group", type=int, default=4, help="identical layers per forward region (host cost shared)")
     ap.add_argument("--group-target-ms", type=float, default=20.0,
                     help="fewer layers in a group where one BF16 layer already takes about this long")
@@ -731,6 +770,11 @@ def main(argv=None):
             doc["backends"][name].update(tables[name])
         write()
 
+    if args.only_block:
+        names = ["bf16"]
+        grid = dict(grid, m=list(grid["m"]), k=[grid["k"][0]], n=[grid["n"][0]])
+        doc["grid"].update(k=grid["k"], n=grid["n"])
+        doc["note"] = (doc["note"] + "; " if doc["note"] else "") + "--only-block: the Linear grid is one bf16 column"
     tables = linear_table(torch, be, timer, grid, names, args, log, t0 + args.budget_s, checkpoint)
     for name in names:
         doc["backends"][name].update(tables[name])
