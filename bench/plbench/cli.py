@@ -396,6 +396,7 @@ def measure_roofline(rc, args, device, session, env):
     """The BF16 vs FP8 GEMM rates of the run's largest shapes (CUDA, --roofline), or {"error"} when they fail."""
     if not (device == "cuda" and args.roofline and rc.gemm_shapes):
         return None
+    from . import runner
     session.state["phase"] = "roofline"
     runner.free_memory(device)
     try:

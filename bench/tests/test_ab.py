@@ -317,3 +317,27 @@ def test_bad_workload_names_the_copy(pair):
     r = run_bench(["--mode", "ab", "--workload", "wl:nope", "--workspace", orig, "--converted", conv] + FAST)
     assert r.rc == 8
     assert r.errors("bad_workload")[0]["message"].startswith("original copy (")
+
+
+def test_the_roofline_step_runs_on_cuda_paths(monkeypatch):
+    """cli.measure_roofline (shared by the A/B and the training modes) only runs on CUDA: call it with the GPU path
+    forced and the runner's GPU work replaced, so a broken name in it fails here and not first on the H200 (it did:
+    a NameError after both arms of every A/B had been measured)."""
+    from types import SimpleNamespace
+    from plbench import cli, runner
+    calls = []
+    monkeypatch.setattr(runner, "free_memory", lambda device: calls.append(("free", device)))
+    monkeypatch.setattr(runner, "roofline", lambda rc, fp8: calls.append(("roofline", fp8)) or {"bf16_tflops": 1.0})
+    rc = SimpleNamespace(gemm_shapes=[(16, 32, 64)])
+    session = SimpleNamespace(state={})
+    args = SimpleNamespace(roofline=True)
+    out = cli.measure_roofline(rc, args, "cuda", session, {"torch_fp8": {"available": True}})
+    assert out == {"bf16_tflops": 1.0} and calls == [("free", "cuda"), ("roofline", True)]
+    assert session.state["phase"] == "roofline"
+    assert cli.measure_roofline(rc, args, "cpu", session, {}) is None
+
+    def boom(rc, fp8):
+        raise RuntimeError("CUDA out of memory")
+    monkeypatch.setattr(runner, "roofline", boom)
+    assert cli.measure_roofline(rc, args, "cuda", session, {"torch_fp8": {"available": False}}) == {
+        "error": "RuntimeError: CUDA out of memory"}

@@ -66,6 +66,8 @@ def test_cpu_quick_writes_the_table_schema(tmp_path):
         assert all(v is not None and v > 0 for row in block[table] for v in row), (table, block["errors"])
     assert len(block["loss_ms"]) == len(block["m"]) and all(v > 0 for v in block["loss_ms"])
     assert block["adamw"]["ns_per_param"] > 0 and block["adamw"]["host_ms"] > 0
+    fit = doc["host_model"]["bf16"]
+    assert fit["per_region_ms"] >= 0 and fit["per_layer_ms"] >= 0 and len(fit["points"]) >= 3
     # The host's own time per component (what a launch-bound model pays), beside the device time.
     assert _shape(block["host_ms"]["non_gemm_ms"]) == [len(block["m"]), len(block["widths"])]
     assert all(v is not None and v > 0 for row in block["host_ms"]["non_gemm_ms"] for v in row)

@@ -468,6 +468,47 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
     return out
 
 
+def host_fit(torch, be, timer, names, args, log):
+    """The host's cost split into a part per forward region (autocast enter/exit; for TE the scaling bookkeeping of the
+    step) and a part per layer: host ms per iteration with G = 1, 2, 4, 8, 16 identical layers in one region, a least
+    squares line host = per_region + G * per_layer, per backend, at M tokens and K = N = each of --host-fit-widths.
+    A model pays per_region once per step and per_layer for each layer (docs/gain.md)."""
+    dev = be.device
+    groups = [1, 2, 4, 8, 16] if dev == "cuda" else [1, 2, 4]
+    m = 2048 if dev == "cuda" else 16
+    widths = [1024, 2048] if dev == "cuda" else [16]
+    out = {}
+    for name in names:
+        pts = []
+        try:
+            for w in widths:
+                mods = [be.build(name, w, w) for _ in range(groups[-1])]
+                x = torch.randn(m, w, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                dy = torch.randn(m, w, device=dev, dtype=torch.bfloat16)
+                for g in groups:
+                    _, host = measure_repeats(timer, linear_step(torch, mods[:g], (lambda nm=name: be.region(nm)), x, dy),
+                                              args.warmup, args.block_repeats, group=1)
+                    pts.append((w, g, round(host, 5)))
+                del mods, x, dy
+            n = len(pts)
+            gx = [p[1] for p in pts]
+            hy = [p[2] for p in pts]
+            mx, my = sum(gx) / n, sum(hy) / n
+            sxx = sum((v - mx) ** 2 for v in gx)
+            slope = sum((gx[i] - mx) * (hy[i] - my) for i in range(n)) / sxx if sxx else 0.0
+            icpt = my - slope * mx
+            out[name] = {"per_region_ms": round(max(icpt, 0.0), 5), "per_layer_ms": round(max(slope, 0.0), 5),
+                         "points": [{"width": w, "group": g, "host_ms": h} for w, g, h in pts], "m": m}
+            log("host fit %-19s per region %.3f ms + per layer %.3f ms (M=%d, widths %s, groups %s)"
+                % (name, icpt, slope, m, widths, groups))
+        except Exception as exc:
+            out[name] = {"error": "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")}
+            log("host fit %s failed: %s" % (name, out[name]["error"]))
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+    return out
+
+
 def attention(torch, F, q, k, v):
     if hasattr(F, "scaled_dot_product_attention"):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -674,6 +715,7 @@ def main(argv=None):
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--adamw-params", type=int, default=None)
     ap.add_argument("--no-block", action="store_true", help="skip the non-GEMM table")
+    ap.add_argument("--no-host-fit", action="store_true", help="skip the host cost split (per region / per layer)")
     ap.add_argument("--only-block", action="store_true", help="only the non-GEMM table (the Linear grid is not measured)")
     ap.add_argument("--group", type=int, default=4, help="identical layers per forward region (host cost shared)")
     ap.add_argument("--group-target-ms", type=float, default=20.0,
@@ -770,6 +812,7 @@ def main(argv=None):
             doc["backends"][name].update(tables[name])
         write()
 
+    names_all = list(names)
     if args.only_block:
         names = ["bf16"]
         grid = dict(grid, m=list(grid["m"]), k=[grid["k"][0]], n=[grid["n"][0]])
@@ -782,6 +825,10 @@ def main(argv=None):
             log("%s: %d failed cell(s)" % (name, len(tables[name]["errors"])))
     doc["linear_seconds"] = round(time.time() - t0, 1)
     write()
+    if not args.no_host_fit:
+        doc["host_model"] = host_fit(torch, be, timer, [n for n in names_all if n in ("bf16", "te-delayed", "te-current")],
+                                     args, log)
+        write()
     if not args.no_block:
         t1 = time.time()
         try:
