@@ -39,6 +39,13 @@ export interface PrecisionLensSettings {
    */
   fallbackModule: string;
   /**
+   * Tokens per training step on one GPU (micro-batch x sequence): the rows of every token-wise GEMM, used by the
+   * predicted FP8 gain (docs/gain.md). 0: unknown, the prediction assumes DEFAULT_TOKENS_PER_STEP and says so.
+   */
+  tokensPerStep: number;
+  /** "Convert all" and `check --fix` also convert layers predicted to run slower in FP8 (default: they stay BF16). */
+  convertLosingLayers: boolean;
+  /**
    * What only pyproject.toml's `[tool.precision-lens]` says (no editor setting): file globs, read relative to `root`,
    * the folder of that pyproject.toml. `exclude` replaces the default skipped folders, `extend-exclude` adds to them;
    * `per-file-ignores` maps a glob to codes ("*" for all). Absent when the project sets none.
@@ -82,7 +89,12 @@ export const DEFAULT_SETTINGS: PrecisionLensSettings = {
   pythonPath: '',
   dims: {},
   fallbackModule: 'fp8_fallback',
+  tokensPerStep: 0,
+  convertLosingLayers: false,
 };
+
+/** The token count a prediction assumes when the user has not given one: 8 sequences of 2048. */
+export const DEFAULT_TOKENS_PER_STEP = 16384;
 
 /** A module name or a relative path to a .py file, without `..`: anything else falls back to the default. */
 function fallbackModuleValue(v: unknown): string {
@@ -129,6 +141,8 @@ export function resolveSettings(raw: unknown): PrecisionLensSettings {
     pythonPath: typeof r.pythonPath === 'string' ? r.pythonPath : '',
     dims: resolveDims(r.dims),
     fallbackModule: fallbackModuleValue(r.fallbackModule),
+    tokensPerStep: typeof r.tokensPerStep === 'number' && Number.isInteger(r.tokensPerStep) && r.tokensPerStep > 0 && r.tokensPerStep <= 1 << 24 ? r.tokensPerStep : 0,
+    convertLosingLayers: r.convertLosingLayers === true,
     ...(r.project ? { project: projectPaths(r.project) } : {}),
   };
 }

@@ -13,6 +13,8 @@
  *   PL201 = "error"
  *   [tool.precision-lens.dims]     # sizes the analysis cannot see: name = size, or a list of sizes (presets)
  *   hidden_size = 4096
+ *   tokens-per-step = 16384        # micro-batch x sequence: the predicted FP8 gain's rows (docs/gain.md)
+ *   convert-losing-layers = false  # convert-all / --fix leave layers predicted to lose in BF16
  *   exclude / extend-exclude = ["legacy/**"]        # globs relative to this file's folder (exclude replaces the defaults)
  *   [tool.precision-lens.per-file-ignores]          # glob = codes (or "ALL")
  *   "tests/**" = ["PL401"]
@@ -38,7 +40,7 @@ const CHOICES: Record<string, readonly string[]> = {
   recipe: ['DelayedScaling', 'Float8CurrentScaling', 'Float8BlockScaling', 'MXFP8BlockScaling'],
   'fp8-format': ['HYBRID', 'E4M3'],
 };
-const KEYS = new Set([...Object.keys(CHOICES), 'fallback-module', 'max-file-size', 'ignore', 'rules', 'severity', 'dims', 'exclude', 'extend-exclude', 'per-file-ignores']);
+const KEYS = new Set([...Object.keys(CHOICES), 'fallback-module', 'max-file-size', 'ignore', 'rules', 'severity', 'dims', 'exclude', 'extend-exclude', 'per-file-ignores', 'tokens-per-step', 'convert-losing-layers']);
 
 function ruleCodeOf(key: string): RuleCode | undefined {
   const upper = key.toUpperCase();
@@ -79,6 +81,10 @@ export function projectConfigFromToml(text: string, path: string): ProjectConfig
       else settings.targetGpu = value;
     } else if (key === 'fallback-module') {
       if (typeof value === 'string') settings.fallbackModule = value; else problems.push('fallback-module must be a module name or a relative path.');
+    } else if (key === 'tokens-per-step') {
+      if (typeof value === 'number' && Number.isInteger(value) && value > 0) settings.tokensPerStep = value; else problems.push('tokens-per-step must be a positive integer (micro-batch x sequence length).');
+    } else if (key === 'convert-losing-layers') {
+      if (typeof value === 'boolean') settings.convertLosingLayers = value; else problems.push('convert-losing-layers must be true or false.');
     } else if (key === 'max-file-size') {
       if (typeof value === 'number' && value > 0) settings.maxFileSize = value; else problems.push('max-file-size must be a positive number of bytes.');
     } else if (key === 'ignore') {

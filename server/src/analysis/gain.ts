@@ -15,7 +15,8 @@
  */
 
 export const GAIN_TABLE_SCHEMA = 'precision-lens/gemm-table';
-export const GAIN_TABLE_VERSION = 1;
+/** The versions this code reads: 1 (device times with the host's gaps), 2 (+ host_ms, run-ahead device times, norms). */
+export const GAIN_TABLE_VERSIONS = [1, 2];
 
 export type Grid3 = (number | null)[][][];
 export type Grid2 = (number | null)[][];
@@ -33,6 +34,8 @@ export interface GainBackend {
   bwdMs?: Grid3;
   /** BF16 time / this backend's time of the same cell: > 1 faster than BF16. */
   ratio?: Grid3;
+  /** [i_m][i_k][i_n] ms per layer the host spends issuing the step (version 2; absent: the host is not modelled). */
+  hostMs?: Grid3;
 }
 
 export interface BlockTable {
@@ -42,12 +45,24 @@ export interface BlockTable {
   vocab: number;
   /** [i_m][i_w] ms: 2 x norm + attention + GELU + 2 x residual, forward + backward. */
   nonGemmMs: Grid2;
+  /** [i_m][i_w] ms: one torch LayerNorm (two are inside nonGemmMs); null in a table without it. */
+  normMs: Grid2 | null;
   geluMs: Grid2;
   swigluMs: Grid2;
   lmHeadMs: Grid2;
   /** [i_m] ms: cross-entropy over M x vocab. */
   lossMs: (number | null)[];
   adamwNsPerParam: number | null;
+  /** Version 2: a written-out RMSNorm (fp32 math) and TE's fused norms, per (M, width); null where not measured. */
+  rmsnormEagerMs: Grid2 | null;
+  teLayerNormMs: Grid2 | null;
+  teRmsNormMs: Grid2 | null;
+  /** Version 2: the host's ms per block for the non-GEMM work, and per step for the loss and the optimizer. */
+  nonGemmHostMs: Grid2 | null;
+  /** Version 2: the host's ms for one norm of each kind (torch LayerNorm, written-out RMSNorm, TE's two). */
+  normHostMs: { layernorm: Grid2 | null; rmsnormEager: Grid2 | null; teLayerNorm: Grid2 | null; teRmsNorm: Grid2 | null };
+  lossHostMs: (number | null)[] | null;
+  adamwHostMs: number | null;
 }
 
 export interface GainTable {
@@ -60,6 +75,8 @@ export interface GainTable {
   grid: { m: number[]; k: number[]; n: number[] };
   backends: Record<string, GainBackend>;
   block: BlockTable | null;
+  /** Version 2: the host's cost per forward region (autocast enter/exit, one per step) and per layer, per backend. */
+  hostModel: Record<string, { perRegionMs: number; perLayerMs: number }>;
 }
 
 export class GainTableError extends Error {}
@@ -113,8 +130,8 @@ function str(v: unknown): string | null {
 export function parseGainTable(json: unknown): GainTable {
   if (!isObj(json)) throw new GainTableError('the gain table must be a JSON object');
   if (json.schema !== GAIN_TABLE_SCHEMA) throw new GainTableError(`not a gain table: schema is ${JSON.stringify(json.schema)}, expected "${GAIN_TABLE_SCHEMA}"`);
-  if (json.schema_version !== GAIN_TABLE_VERSION) {
-    throw new GainTableError(`gain table schema_version ${JSON.stringify(json.schema_version)} is not supported (this code reads ${GAIN_TABLE_VERSION})`);
+  if (!GAIN_TABLE_VERSIONS.includes(json.schema_version as number)) {
+    throw new GainTableError(`gain table schema_version ${JSON.stringify(json.schema_version)} is not supported (this code reads ${GAIN_TABLE_VERSIONS.join(', ')})`);
   }
   if (json.incomplete === true) throw new GainTableError('the gain table is incomplete (its run stopped before the end): measure it again');
   const g = isObj(json.grid) ? json.grid : {};
@@ -132,6 +149,7 @@ export function parseGainTable(json: unknown): GainTable {
       b.ratio = grid3(raw.ratio, dims, `backends.${name}.ratio`);
       if (raw.fwd_ms !== undefined) b.fwdMs = grid3(raw.fwd_ms, dims, `backends.${name}.fwd_ms`);
       if (raw.bwd_ms !== undefined) b.bwdMs = grid3(raw.bwd_ms, dims, `backends.${name}.bwd_ms`);
+      if (raw.host_ms !== undefined) b.hostMs = grid3(raw.host_ms, dims, `backends.${name}.host_ms`);
     }
     backends[name] = b;
   }
@@ -144,17 +162,39 @@ export function parseGainTable(json: unknown): GainTable {
     const d2: [number, number] = [m.length, widths.length];
     if (!Array.isArray(r.loss_ms) || r.loss_ms.length !== m.length) throw new GainTableError(`block.loss_ms must have ${m.length} cells (one per M)`);
     const adamw = isObj(r.adamw) && typeof r.adamw.ns_per_param === 'number' ? r.adamw.ns_per_param : null;
+    const host = isObj(r.host_ms) ? r.host_ms : {};
+    const opt2 = (v: unknown, what: string): Grid2 | null => (v === undefined ? null : grid2(v, d2, what));
+    const anyCell = (g: Grid2 | null): Grid2 | null => (g && g.some((row) => row.some((x) => x !== null)) ? g : null);
     block = {
       m, widths,
       seq: typeof r.seq === 'number' ? r.seq : 0,
       vocab: typeof r.vocab === 'number' && r.vocab > 0 ? r.vocab : 0,
       nonGemmMs: grid2(r.non_gemm_ms, d2, 'block.non_gemm_ms'),
+      normMs: r.norm_ms === undefined ? null : grid2(r.norm_ms, d2, 'block.norm_ms'),
       geluMs: grid2(r.gelu_ms, d2, 'block.gelu_ms'),
       swigluMs: grid2(r.swiglu_ms, d2, 'block.swiglu_ms'),
       lmHeadMs: grid2(r.lm_head_ms, d2, 'block.lm_head_ms'),
       lossMs: r.loss_ms.map((x, i) => cell(x, `block.loss_ms[${i}]`)),
       adamwNsPerParam: adamw,
+      rmsnormEagerMs: anyCell(opt2(r.rmsnorm_eager_ms, 'block.rmsnorm_eager_ms')),
+      teLayerNormMs: anyCell(opt2(r.te_layernorm_ms, 'block.te_layernorm_ms')),
+      teRmsNormMs: anyCell(opt2(r.te_rmsnorm_ms, 'block.te_rmsnorm_ms')),
+      nonGemmHostMs: anyCell(opt2(host.non_gemm_ms, 'block.host_ms.non_gemm_ms')),
+      normHostMs: {
+        layernorm: anyCell(opt2(host.norm_ms, 'block.host_ms.norm_ms')),
+        rmsnormEager: anyCell(opt2(host.rmsnorm_eager_ms, 'block.host_ms.rmsnorm_eager_ms')),
+        teLayerNorm: anyCell(opt2(host.te_layernorm_ms, 'block.host_ms.te_layernorm_ms')),
+        teRmsNorm: anyCell(opt2(host.te_rmsnorm_ms, 'block.host_ms.te_rmsnorm_ms')),
+      },
+      lossHostMs: Array.isArray(host.loss_ms) && host.loss_ms.length === m.length ? host.loss_ms.map((x, i) => cell(x, `block.host_ms.loss_ms[${i}]`)) : null,
+      adamwHostMs: isObj(r.adamw) && typeof r.adamw.host_ms === 'number' ? r.adamw.host_ms : null,
     };
+  }
+  const hostModel: GainTable['hostModel'] = {};
+  if (isObj(json.host_model)) {
+    for (const [name, v] of Object.entries(json.host_model)) {
+      if (isObj(v) && typeof v.per_region_ms === 'number' && typeof v.per_layer_ms === 'number') hostModel[name] = { perRegionMs: v.per_region_ms, perLayerMs: v.per_layer_ms };
+    }
   }
   const gpu = isObj(json.gpu) ? json.gpu : {};
   const versions: Record<string, string | null> = {};
@@ -165,7 +205,7 @@ export function parseGainTable(json: unknown): GainTable {
     date: str(json.date) ?? '',
     notABenchmark: json.not_a_benchmark === true,
     note: str(json.note),
-    grid, backends, block,
+    grid, backends, block, hostModel,
   };
 }
 
@@ -252,6 +292,9 @@ export interface LayerGain extends LinearShape {
   ratio: number;
   bf16Ms: number;
   fp8Ms: number;
+  /** The host's ms per layer per step issuing it (version-2 tables; undefined otherwise). */
+  hostBf16Ms?: number;
+  hostFp8Ms?: number;
   extrapolated: boolean;
   /** Sentences: where the table was clamped, cells that were missing. */
   notes: string[];
@@ -279,7 +322,13 @@ export function layerGain(table: GainTable, backend: string, shape: LinearShape)
   if (r.value === undefined || t.value === undefined) {
     throw new GainTableError(`no measured cell near M=${shape.m} K=${shape.k} N=${shape.n} for ${backend}`);
   }
-  return { ...shape, backend, ratio: r.value, bf16Ms: t.value, fp8Ms: t.value / r.value, extrapolated: r.extrapolated, notes };
+  const hb = table.backends.bf16.hostMs ? interpolateLog(axes, LINEAR_AXES, table.backends.bf16.hostMs, pt).value : undefined;
+  const hf = b.hostMs ? interpolateLog(axes, LINEAR_AXES, b.hostMs, pt).value : undefined;
+  return {
+    ...shape, backend, ratio: r.value, bf16Ms: t.value, fp8Ms: t.value / r.value,
+    ...(hb !== undefined && hf !== undefined ? { hostBf16Ms: hb, hostFp8Ms: hf } : {}),
+    extrapolated: r.extrapolated, notes,
+  };
 }
 
 export interface ModelLayer extends LinearShape {
@@ -297,6 +346,12 @@ export interface ModelSpec {
   tokens: number;
   /** Transformer blocks and their width: their non-GEMM time comes from the block table. Omit for none. */
   blocks?: { count: number; width: number; activation?: 'gelu' | 'swiglu' };
+  /**
+   * The model's norms (the blocks' two each and any final one), when known: how BF16 computes them (torch's fused
+   * LayerNorm / RMSNorm, or a written-out RMSNorm in fp32 math) and whether the conversion makes them TE's fused norm.
+   * Omitted: two torch LayerNorms per block, unchanged by the conversion.
+   */
+  norms?: { count: number; kind: 'layernorm' | 'rmsnorm'; writtenOut: boolean; convert: boolean };
   /** The BF16 lm-head and its loss from the block table (an lm-head listed in layers instead is not added twice). */
   lmHead?: { width: number; vocab: number };
   /** Parameters the optimizer updates each step (AdamW, same in both precisions). */
@@ -314,6 +369,14 @@ export interface StepPrediction {
   gemmFp8Ms: number;
   restMs: number;
   rest: { nonGemmMs: number; lmHeadMs: number; lossMs: number; optimizerMs: number };
+  /** The norms' time in each precision (a converted written-out RMSNorm becomes TE's fused one). */
+  normsBf16Ms: number;
+  normsFp8Ms: number;
+  /** The host's time issuing a step in each precision, where the table has it; a step takes the larger of host and GPU. */
+  hostBf16Ms?: number;
+  hostFp8Ms?: number;
+  /** The arm whose step the host, not the GPU, bounds. */
+  hostBound: { bf16: boolean; fp8: boolean };
   layers: (LayerGain & { name: string; convert: boolean; count: number })[];
   /** Layers converted, and those converted that are predicted to lose (ratio < 1). */
   converted: number;
@@ -352,22 +415,58 @@ export function predictStep(table: GainTable, backend: string, spec: ModelSpec):
     return { ...g, name: l.name, convert: l.convert, count };
   });
   const rest = { nonGemmMs: 0, lmHeadMs: 0, lossMs: 0, optimizerMs: 0 };
+  let normsBf16 = 0;
+  let normsFp8 = 0;
+  let hostRest: number | undefined;
+  // The norms' host cost beyond the torch LayerNorms the block's host time already holds, in each precision.
+  let normHostBf16 = 0;
+  let normHostFp8 = 0;
   const blk = table.block;
   const needsBlock = !!spec.blocks || !!spec.lmHead;
   if (needsBlock && !blk) throw new GainTableError('the gain table has no block table (non-GEMM time): measured without it');
   if (blk && spec.blocks && spec.blocks.count > 0) {
     const axes = [blk.m, blk.widths];
+    const names2 = ['tokens', 'width'];
     const pt = [spec.tokens, spec.blocks.width];
-    const ng = interpolateTime(axes, ['tokens', 'width'], blk.nonGemmMs, pt);
+    const at = (g: Grid2 | null): number | undefined => (g ? interpolateTime(axes, names2, g, pt).value : undefined);
+    const ng = interpolateTime(axes, names2, blk.nonGemmMs, pt);
     let per = ng.value;
     if (per !== undefined && spec.blocks.activation === 'swiglu') {
-      const ge = interpolateTime(axes, ['tokens', 'width'], blk.geluMs, pt).value;
-      const sw = interpolateTime(axes, ['tokens', 'width'], blk.swigluMs, pt).value;
+      const ge = at(blk.geluMs);
+      const sw = at(blk.swigluMs);
       if (ge !== undefined && sw !== undefined) per = per - ge + sw;
     }
     if (per === undefined) throw new GainTableError(`no non-GEMM time measured near ${spec.tokens} tokens at width ${spec.blocks.width}`);
+    if (spec.norms) {
+      // The block's two LayerNorms come out of the non-GEMM time; the model's own norms go in, in each precision.
+      const torchNorm = at(blk.normMs) ?? 0;
+      per -= 2 * torchNorm;
+      const bf16Norm = spec.norms.writtenOut ? at(blk.rmsnormEagerMs) : torchNorm;
+      const teNorm = at(spec.norms.kind === 'rmsnorm' ? blk.teRmsNormMs : blk.teLayerNormMs);
+      if (bf16Norm === undefined) notes.push('no written-out RMSNorm time in the table: torch\'s fused norm time is used');
+      normsBf16 = spec.norms.count * (bf16Norm ?? torchNorm);
+      normsFp8 = spec.norms.convert && teNorm !== undefined ? spec.norms.count * teNorm : normsBf16;
+      if (spec.norms.convert && teNorm === undefined) notes.push('no TE norm time in the table: converted norms are counted at their BF16 time');
+    }
     rest.nonGemmMs = spec.blocks.count * per;
     if (ng.extrapolated) { extrapolated = true; notes.push(`block non-GEMM time: outside the measured grid (${ng.clamped.join(', ')})`); }
+    if (blk.nonGemmHostMs) {
+      // The table times each of the block's 6 non-GEMM parts (2 norms, attention, activation, 2 residual adds) in a
+      // forward region of its own; a block runs them inside the step's one region: 6 region costs come off.
+      const h = interpolateLog(axes, names2, blk.nonGemmHostMs, pt).value;
+      const region = table.hostModel.bf16?.perRegionMs ?? 0;
+      if (h !== undefined) hostRest = spec.blocks.count * Math.max(h - 6 * region, 0.1 * h);
+      const nh = blk.normHostMs;
+      const hAt = (g: Grid2 | null): number | undefined => (g ? interpolateLog(axes, names2, g, pt).value : undefined);
+      const torchH = hAt(nh.layernorm);
+      if (spec.norms && torchH !== undefined) {
+        const bf16H = spec.norms.writtenOut ? hAt(nh.rmsnormEager) ?? torchH : torchH;
+        const teH = hAt(spec.norms.kind === 'rmsnorm' ? nh.teRmsNorm : nh.teLayerNorm);
+        const extra = spec.norms.count - 2 * spec.blocks.count;  // a final norm the blocks' time does not hold
+        normHostBf16 = spec.norms.count * bf16H - (spec.norms.count - extra) * torchH;
+        normHostFp8 = spec.norms.convert && teH !== undefined ? spec.norms.count * teH - (spec.norms.count - extra) * torchH : normHostBf16;
+      }
+    }
   }
   if (blk && spec.lmHead) {
     const axes = [blk.m, blk.widths];
@@ -378,18 +477,34 @@ export function predictStep(table: GainTable, backend: string, spec: ModelSpec):
     rest.lmHeadMs = h.value * vscale;
     rest.lossMs = loss.value * vscale;
     if (h.extrapolated || loss.extrapolated) { extrapolated = true; notes.push(`lm-head and loss: outside the measured grid (${[...h.clamped, ...loss.clamped].join(', ')})`); }
+    if (hostRest !== undefined && blk.lossHostMs) hostRest += interpolateLog([blk.m], ['tokens'], blk.lossHostMs, [spec.tokens]).value ?? 0;
   }
   if (spec.params && spec.params > 0) {
     if (blk?.adamwNsPerParam) rest.optimizerMs = spec.params * blk.adamwNsPerParam * 1e-6;
     else notes.push('no AdamW time in the table: the optimizer step is left out');
+    if (hostRest !== undefined && blk?.adamwHostMs) hostRest += blk.adamwHostMs;
   }
   const restMs = rest.nonGemmMs + rest.lmHeadMs + rest.lossMs + rest.optimizerMs;
-  const bf16StepMs = gemmBf16 + restMs;
-  const fp8StepMs = gemmFp8 + restMs;
+  const gpuBf16 = gemmBf16 + normsBf16 + restMs;
+  const gpuFp8 = gemmFp8 + normsFp8 + restMs;
+  // The host: every layer's issue cost (TE's layers cost more to issue than torch's) plus the rest's. Only where the
+  // table measured it for every layer; a step takes the larger of the two (the host runs ahead of the GPU).
+  let hostBf16: number | undefined;
+  let hostFp8: number | undefined;
+  if (hostRest !== undefined && layers.every((l) => l.hostBf16Ms !== undefined)) {
+    hostBf16 = hostRest + normHostBf16 + layers.reduce((a, l) => a + l.count * l.hostBf16Ms!, 0);
+    hostFp8 = hostRest + normHostFp8 + layers.reduce((a, l) => a + l.count * (l.convert ? l.hostFp8Ms! : l.hostBf16Ms!), 0);
+  }
+  const bf16StepMs = Math.max(gpuBf16, hostBf16 ?? 0);
+  const fp8StepMs = Math.max(gpuFp8, hostFp8 ?? 0);
+  const hostBound = { bf16: (hostBf16 ?? 0) > gpuBf16, fp8: (hostFp8 ?? 0) > gpuFp8 };
+  if (hostBound.fp8) notes.push(`launch-bound in FP8: issuing the step takes the host about ${hostFp8!.toFixed(0)} ms, the GPU's work ${gpuFp8.toFixed(0)} ms`);
   if (table.notABenchmark) notes.push(`the table is not a benchmark (${table.note ?? 'CPU or synthetic'}): the prediction means nothing`);
   return {
     backend, speedup: fp8StepMs > 0 ? bf16StepMs / fp8StepMs : 1, bf16StepMs, fp8StepMs,
-    gemmBf16Ms: gemmBf16, gemmFp8Ms: gemmFp8, restMs, rest, layers, converted, losing, extrapolated, notes,
+    gemmBf16Ms: gemmBf16, gemmFp8Ms: gemmFp8, restMs, rest, normsBf16Ms: normsBf16, normsFp8Ms: normsFp8,
+    ...(hostBf16 !== undefined ? { hostBf16Ms: hostBf16, hostFp8Ms: hostFp8 } : {}), hostBound,
+    layers, converted, losing, extrapolated, notes,
     table: { gpu: table.gpu.name, date: table.date, notABenchmark: table.notABenchmark },
   };
 }

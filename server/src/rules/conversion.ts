@@ -4,6 +4,8 @@
  * conversion diagnostic here.
  */
 import type { RuleCode } from '../../../common/codes';
+import type { PrecisionLensSettings } from '../../../common/settings';
+import { predictLayer } from '../analysis/gain-layer';
 import type { Layer } from '../analysis/ir';
 import { FP8_OUT_MULTIPLE } from '../analysis/checks-shape';
 import { configDefaultEvidence, forwardCallEvidence, SpanMaker, tieEvidence } from './evidence';
@@ -51,14 +53,17 @@ function sizeCondition(layer: Layer, room: number): string | undefined {
 
 const TE_INIT = 'te.Linear initialises its weight from normal(0, 0.023) where nn.Linear uses Kaiming uniform: copy trained weights, or keep your own init when training from scratch.';
 
-/** The one-sentence message: verdict and action. */
-function conversionMessage(layer: Layer): string {
+/** The one-sentence message: verdict and action (with the predicted gain where the sizes are known). */
+function conversionMessage(layer: Layer, settings: PrecisionLensSettings): string {
   const te = layer.teEquivalent ?? 'te.*';
   const head = `${layerLabel(layer)}: ${layer.constructor}${compactShape(layer)}`;
   if (layer.convertible === true) {
     const extra = layer.kind === 'parallel-linear' && layer.teArgs?.parallel_mode
       ? ` with parallel_mode="${layer.teArgs.parallel_mode.replace(/^["']|["']$/g, '')}"` : layer.zeroCenteredGamma ? ' with zero_centered_gamma=True' : '';
-    return layer.kind === 'layernorm' || layer.kind === 'rmsnorm' ? `${head} can become ${te}${extra}` : `${head} can run in FP8 as ${te}${extra}`;
+    if (layer.kind === 'layernorm' || layer.kind === 'rmsnorm') return `${head} can become ${te}${extra}`;
+    const p = predictLayer(layer, settings);
+    if (p?.loses) return `${head} can run as ${te}${extra}, but FP8 loses here (${p.at}); keep it in BF16`;
+    return `${head} can run in FP8 as ${te}${extra}${p ? ` (${p.short})` : ''}`;
   }
   if (layer.convertible === 'uncertain') {
     // Unknown sizes alone: say the condition; any other doubt: the action its reason ends with.
@@ -72,15 +77,20 @@ function conversionMessage(layer: Layer): string {
 }
 
 /** What converting buys and what the fix does, for the hover. */
-function conversionExplanation(layer: Layer): Explanation {
+function conversionExplanation(layer: Layer, settings: PrecisionLensSettings): Explanation {
   const norm = layer.kind === 'layernorm' || layer.kind === 'rmsnorm';
   if (layer.convertible === false) {
     return { facts: layer.reasons, consequence: `${layer.teEquivalent ?? 'The te.* layer'} would compute something else than this layer, so no conversion is offered.` };
   }
   if (layer.convertible === 'uncertain') return { facts: layer.reasons };
+  const p = norm ? undefined : predictLayer(layer, settings);
   return {
-    facts: layer.reasons,
-    consequence: norm
+    facts: p ? [...layer.reasons, ...p.details] : layer.reasons,
+    consequence: p
+      ? (p.loses
+        ? 'At this size FP8 costs more than it saves (the casts and TE\'s per-layer work outweigh the faster GEMM): "Convert all" and `check --fix` leave it in BF16 unless precisionLens.convertLosingLayers is set; its own quick fix still converts it.'
+        : 'Inside TE autocast on a GPU with FP8 (compute capability 8.9 or higher) its GEMMs run in FP8 at about the predicted speed; the step gains less, since attention, norms and the lm-head stay in BF16.')
+      : norm
       ? 'TE computes norms in high precision: converting a norm alone gains nothing, fusing it with the Linear it feeds does (PL104, PL105).'
       : 'Inside TE autocast on a GPU with FP8 (compute capability 8.9 or higher) its GEMMs run in FP8; large GEMMs gain most, small ones (about 1024 wide) gain nothing.',
     fix: norm
@@ -107,7 +117,7 @@ export function withRefusedConversion(finding: Finding, layer: Layer, refusal: s
 
 export const conversionRules: RuleModule = {
   codes: ['PL101', 'PL102', 'PL103', 'PL106', 'PL110'],
-  check({ ir, text, workspace }: RuleContext): Finding[] {
+  check({ ir, text, workspace, settings }: RuleContext): Finding[] {
     const findings: Finding[] = [];
     let spanMaker: SpanMaker | undefined;
     const spans = (): SpanMaker => (spanMaker ??= new SpanMaker(text));
@@ -143,8 +153,8 @@ export const conversionRules: RuleModule = {
       if (layer.convertible === false && layer.kind !== 'layernorm' && layer.kind !== 'rmsnorm') return;
       const related = [...tieEvidence(ir, layer), ...configDefaultEvidence(ir, text, [...layer.reasons, layer.inFeatures, layer.outFeatures, layer.normalizedShape], spans())];
       // Class tests (isinstance(m, nn.Linear) in weight init, optimizer groups) are extended by the conversion itself.
-      const explanation = conversionExplanation(layer);
-      findings.push({ code, span: layer.span, severity: 'information', layerIndex, message: conversionMessage(layer), explanation, ...(related.length ? { related } : {}) });
+      const explanation = conversionExplanation(layer, settings);
+      findings.push({ code, span: layer.span, severity: 'information', layerIndex, message: conversionMessage(layer, settings), explanation, ...(related.length ? { related } : {}) });
     });
     return findings;
   },

@@ -1,0 +1,213 @@
+/**
+ * The predicted FP8 gain of one layer, as the verdict's rules, fixes and hover read it (issue 22; docs/gain.md): the
+ * measured H200 table (data/gemm-table-h200.json, from bench/tools/gemm_table.py via bench/tools/gain_data.py) read at
+ * the layer's sizes and the step's token count. Pure; computed once per layer and token count (a WeakMap on the layer).
+ *
+ * Only a Linear whose in and out features the analysis knows is predicted; the rows are the tokens per step (the
+ * `tokensPerStep` setting, else DEFAULT_TOKENS_PER_STEP, and the prediction says it assumed it). Per-sample layers
+ * (timestep and class embedders, adaLN modulation) are kept in BF16 by the role check before any prediction.
+ */
+import { DEFAULT_TOKENS_PER_STEP, type PrecisionLensSettings } from '../../../common/settings';
+import { describeRatio, layerGain, parseGainTable, predictStep, type GainTable, type LayerGain, type StepPrediction } from './gain';
+import type { Layer, ModelIR } from './ir';
+import tableJson from './data/gemm-table-h200.json';
+
+let table: GainTable | null | undefined;
+
+/** The H200 table, parsed once (null if the shipped data failed to parse: no prediction then, never a crash). */
+export function h200Table(): GainTable | null {
+  if (table === undefined) {
+    try {
+      table = parseGainTable(tableJson);
+    } catch {
+      table = null;
+    }
+  }
+  return table;
+}
+
+/** The table's backend for the recipe generated code uses: TE's DelayedScaling, or TE's current scaling. */
+export function gainBackend(settings: PrecisionLensSettings): string {
+  return settings.te.recipe === 'Float8CurrentScaling' ? 'te-current' : 'te-delayed';
+}
+
+export interface TokensUsed {
+  tokens: number;
+  /** No token count was given: the default was assumed. */
+  assumed: boolean;
+}
+
+export function tokensOf(settings: PrecisionLensSettings): TokensUsed {
+  return settings.tokensPerStep > 0 ? { tokens: settings.tokensPerStep, assumed: false } : { tokens: DEFAULT_TOKENS_PER_STEP, assumed: true };
+}
+
+/** `16k` for 16384, `8192` for 8192, `1.5M`... */
+export function tokensText(n: number): string {
+  if (n >= 1 << 20 && n % (1 << 20) === 0) return `${n / (1 << 20)}M`;
+  if (n >= 10240 && n % 1024 === 0) return `${n / 1024}k`;
+  return String(n);
+}
+
+export interface LayerPrediction {
+  gain: LayerGain;
+  tokens: TokensUsed;
+  gpu: string;
+  /** Predicted to run slower in FP8 than in BF16 (ratio below 1). */
+  loses: boolean;
+  /** `about 1.4x at 16k tokens` / `FP8 loses here: about 0.81x at 16k tokens`. */
+  short: string;
+  /** `0.81x at 16k tokens`. */
+  at: string;
+  /** The hover's lines: the numbers behind the prediction. */
+  details: string[];
+}
+
+const memo = new WeakMap<Layer, Map<string, LayerPrediction | undefined>>();
+
+/** The predicted FP8/BF16 ratio of a Linear at the step's tokens, or undefined (not a Linear, sizes unknown, no table). */
+export function predictLayer(layer: Layer, settings: PrecisionLensSettings): LayerPrediction | undefined {
+  if (layer.kind !== 'linear' && layer.kind !== 'parallel-linear') return undefined;
+  const k = layer.inFeatures?.value;
+  const n = layer.outFeatures?.value;
+  if (!k || !n) return undefined;
+  const tokens = tokensOf(settings);
+  const backend = gainBackend(settings);
+  const key = `${backend}:${tokens.tokens}:${k}:${n}`;
+  let byKey = memo.get(layer);
+  if (byKey?.has(key)) return byKey.get(key);
+  const t = h200Table();
+  let out: LayerPrediction | undefined;
+  if (t) {
+    try {
+      const gain = layerGain(t, backend, { m: tokens.tokens, k, n });
+      const gpu = t.gpu.name ?? 'the measured GPU';
+      const at = `at ${tokensText(tokens.tokens)} tokens`;
+      const details = [
+        `Predicted FP8/BF16 speed of this Linear's training step (forward, dgrad and wgrad, casts included) on the ${gpu}: ${gain.ratio.toFixed(2)}x ${at} (${tokens.tokens} x ${k} x ${n}).`,
+        `Measured BF16 ${gain.bf16Ms.toFixed(3)} ms, predicted FP8 ${gain.fp8Ms.toFixed(3)} ms (${backend}, table of ${t.date.slice(0, 10)}, TE ${t.versions.transformer_engine ?? '?'}).`,
+        tokens.assumed
+          ? `Tokens per step assumed: ${DEFAULT_TOKENS_PER_STEP} (8 x 2048); set precisionLens.tokensPerStep (tokens-per-step in [tool.precision-lens]) to your micro-batch x sequence.`
+          : `Tokens per step: ${tokens.tokens} (precisionLens.tokensPerStep).`,
+        ...gain.notes.map((s) => `Note: ${s}.`),
+      ];
+      out = { gain, tokens, gpu, loses: gain.ratio < 1, short: `${describeRatio(gain.ratio)} ${at}`, at: `${gain.ratio.toFixed(2)}x ${at}`, details };
+    } catch {
+      out = undefined;
+    }
+  }
+  if (!byKey) memo.set(layer, (byKey = new Map()));
+  byKey.set(key, out);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------- the model step
+
+export interface ModelPrediction {
+  step: StepPrediction;
+  tokens: TokensUsed;
+  gpu: string;
+  /** The block as read from the file: its Linears, width, activation and norms. */
+  block: { linears: number; width: number; activation: 'gelu' | 'swiglu'; norms: string };
+  /** How many blocks: from the config field that says so, else assumed (DEFAULT_BLOCKS). */
+  blocks: { count: number; from?: string };
+  /** The lm-head counted (BF16 in both), when the file has one of known sizes. */
+  lmHead?: { width: number; vocab: number };
+  /** Predicted to run slower in FP8 than in BF16. */
+  loses: boolean;
+  /** `about 1.3x per step at 16k tokens` / `FP8 loses here: about 0.62x per step at 16k tokens (launch-bound)`. */
+  short: string;
+  details: string[];
+}
+
+const modelMemo = new WeakMap<ModelIR, Map<string, ModelPrediction | undefined>>();
+
+/** Config fields that give the number of blocks, as models name them. */
+const BLOCK_COUNT_FIELDS = ['n_layer', 'n_layers', 'num_layers', 'num_hidden_layers', 'depth', 'n_blocks', 'num_blocks'];
+/** Blocks assumed when no config field says: GPT-2 small's and BERT-base's 12. */
+export const DEFAULT_BLOCKS = 12;
+
+function blockCountOf(ir: ModelIR): { count: number; from?: string } {
+  for (const field of BLOCK_COUNT_FIELDS) {
+    for (const c of ir.classes) {
+      const v = c.fieldDefaults[field];
+      if (v !== undefined && /^\d+$/.test(v.trim()) && +v > 0 && +v <= 1000) return { count: +v, from: `${c.name}.${field}` };
+    }
+  }
+  return { count: DEFAULT_BLOCKS };
+}
+
+function mostCommon(values: number[]): number {
+  const count = new Map<number, number>();
+  for (const v of values) count.set(v, (count.get(v) ?? 0) + 1);
+  return [...count.entries()].sort((a, b) => b[1] - a[1] || b[0] - a[0])[0][0];
+}
+
+/**
+ * The predicted FP8 step speedup of the model a file builds: the file's convertible Linears of known sizes taken as one
+ * block (a model file defines each block layer once, the stack repeats it) at the block's width (the most common
+ * in_features), repeated as many times as the config's layer-count field says (else DEFAULT_BLOCKS, said), with each
+ * block's attention, norms, activation and residuals, the lm-head and its loss and AdamW in BF16, and the host's time
+ * to issue it all (the step takes the larger of host and GPU).
+ * undefined when the file has no convertible Linear of known sizes or the table cannot answer.
+ */
+export function predictModel(ir: ModelIR, settings: PrecisionLensSettings): ModelPrediction | undefined {
+  const tokens = tokensOf(settings);
+  const backend = gainBackend(settings);
+  const key = `${backend}:${tokens.tokens}`;
+  let byKey = modelMemo.get(ir);
+  if (byKey?.has(key)) return byKey.get(key);
+  let out: ModelPrediction | undefined;
+  const t = h200Table();
+  const linears = ir.layers.filter((l) => (l.kind === 'linear' || l.kind === 'parallel-linear') && !l.isTe && l.convertible === true
+    && l.inFeatures?.value && l.outFeatures?.value && l.role !== 'lm_head' && l.role !== 'embedding');
+  if (t && linears.length) {
+    try {
+      const width = mostCommon(linears.map((l) => l.inFeatures!.value!));
+      // SwiGLU: two expansions to the same hidden size from the width (gate and up), GELU otherwise.
+      const expansions = linears.filter((l) => l.inFeatures!.value === width && l.outFeatures!.value! > width * 2);
+      const hidden = expansions.map((l) => l.outFeatures!.value!);
+      const activation: 'gelu' | 'swiglu' = hidden.some((h, i) => hidden.indexOf(h) !== i) ? 'swiglu' : 'gelu';
+      const norms = ir.layers.filter((l) => l.kind === 'layernorm' || l.kind === 'rmsnorm');
+      const rms = norms.some((l) => l.kind === 'rmsnorm');
+      const writtenOut = norms.some((l) => l.kind === 'rmsnorm' && !!l.localClass);
+      // Only a written-out RMSNorm changes the step when it becomes TE's fused norm (torch's own norms are fused
+      // kernels already, and a LayerNorm's conversion is often refused for arguments decided at run time).
+      const convertNorms = writtenOut && norms.every((l) => l.convertible === true || l.isTe || l.viaFallback);
+      const layers = linears.map((l) => ({ name: l.name || l.constructor, m: tokens.tokens, k: l.inFeatures!.value!, n: l.outFeatures!.value!, convert: true }));
+      const blocks = blockCountOf(ir);
+      const head = ir.layers.find((l) => l.role === 'lm_head' && l.inFeatures?.value && l.outFeatures?.value);
+      const lmHead = head ? { width: head.inFeatures!.value!, vocab: head.outFeatures!.value! } : undefined;
+      const blockParams = linears.reduce((a, l) => a + l.inFeatures!.value! * l.outFeatures!.value!, 0);
+      const step = predictStep(t, backend, {
+        layers: layers.map((l) => ({ ...l, count: blocks.count })), tokens: tokens.tokens, blocks: { count: blocks.count, width, activation },
+        ...(lmHead ? { lmHead } : {}), params: blocks.count * blockParams + (lmHead ? 2 * lmHead.width * lmHead.vocab : 0),
+        ...(norms.length ? { norms: { count: 2 * blocks.count + 1, kind: rms ? 'rmsnorm' as const : 'layernorm' as const, writtenOut, convert: convertNorms } } : {}),
+      });
+      const gpu = t.gpu.name ?? 'the measured GPU';
+      const at = `per step at ${tokensText(tokens.tokens)} tokens`;
+      const perBlock = (v: number): string => `${(v / blocks.count).toFixed(1)} ms`;
+      const bound = step.hostBound.fp8 ? ' (launch-bound)' : '';
+      const normsText = norms.length ? `${rms ? (writtenOut ? 'written-out RMSNorm' : 'RMSNorm') : 'LayerNorm'}${convertNorms ? ' -> TE' : ''}` : 'LayerNorm (assumed)';
+      const ms = (v: number): string => `${v.toFixed(1)} ms`;
+      const details = [
+        `Predicted FP8 training step on the ${gpu} at ${tokens.tokens} tokens: ${step.speedup.toFixed(2)}x (BF16 ${ms(step.bf16StepMs)}, FP8 ${ms(step.fp8StepMs)}).`,
+        `Read from this file: ${blocks.count} block(s) (${blocks.from ?? `assumed: no ${BLOCK_COUNT_FIELDS.slice(0, 3).join(' / ')} field`}), each ${linears.length} Linear(s) at width ${width} (GEMMs ${perBlock(step.gemmBf16Ms)} -> ${perBlock(step.gemmFp8Ms)}), ${activation === 'swiglu' ? 'SwiGLU' : 'GELU'} MLP, ${normsText}; attention, activations and residuals ${perBlock(step.rest.nonGemmMs)} in both.`,
+        lmHead ? `The lm-head (${lmHead.width} -> ${lmHead.vocab}) and its loss stay in BF16: ${ms(step.rest.lmHeadMs + step.rest.lossMs)}; AdamW ${ms(step.rest.optimizerMs)}.` : 'No lm-head of known size in this file: none counted.',
+        ...(step.hostBf16Ms !== undefined ? [`Host time to issue it: BF16 ${ms(step.hostBf16Ms)}, FP8 ${ms(step.hostFp8Ms!)} (TE's layers cost more to launch); the step takes the larger of host and GPU.`] : []),
+        tokens.assumed
+          ? `Tokens per step assumed: ${DEFAULT_TOKENS_PER_STEP} (8 x 2048); set precisionLens.tokensPerStep to your micro-batch x sequence.`
+          : `Tokens per step: ${tokens.tokens} (precisionLens.tokensPerStep).`,
+        ...step.notes.map((s) => `Note: ${s}.`),
+      ];
+      out = {
+        step, tokens, gpu, block: { linears: linears.length, width, activation, norms: normsText }, blocks, ...(lmHead ? { lmHead } : {}), loses: step.speedup < 1,
+        short: `${describeRatio(step.speedup)} ${at}${bound}`, details,
+      };
+    } catch {
+      out = undefined;
+    }
+  }
+  if (!byKey) modelMemo.set(ir, (byKey = new Map()));
+  byKey.set(key, out);
+  return out;
+}
