@@ -174,11 +174,12 @@ describe('analysis: conversions that would change the numerics or gain nothing',
     assert.equal(get('self.norm_c')?.zeroCenteredGamma, true);
   });
 
-  it('nn.RMSNorm without eps (the dtype epsilon) is uncertain; with an explicit eps it converts', () => {
+  it('nn.RMSNorm without eps (float32\'s epsilon, not te\'s 1e-5) converts with that eps passed; with an explicit eps it converts', () => {
     const layers = ir().layers;
     const d = layers.find((l) => l.name === 'self.norm_d');
-    assert.equal(d?.convertible, 'uncertain');
-    assert.match(d?.reasons.join(' ') ?? '', /machine epsilon.*eps=1e-5/);
+    assert.equal(d?.convertible, true);
+    assert.equal(d?.teArgs?.eps, '1.1920928955078125e-07');
+    assert.match(d?.reasons.join(' ') ?? '', /defaults to eps=1e-5: the conversion passes eps=1\.1920928955078125e-07 explicitly/);
     assert.equal(layers.find((l) => l.name === 'self.norm_e')?.convertible, true);
   });
 

@@ -144,8 +144,9 @@ export const CATALOGUE: CatalogueEntry[] = [
   torchNn('LazyLinear', 'other', ['out_features', 'bias', 'device', 'dtype'], TORCH_LINEAR),
   torchNn('Bilinear', 'other', ['in1_features', 'in2_features', 'out_features', 'bias', 'device', 'dtype'], TORCH_LINEAR),
   torchNn('LayerNorm', 'layernorm', ['normalized_shape', 'eps', 'elementwise_affine', 'bias', 'device', 'dtype'], TORCH_NORM, { te: { cls: 'te.LayerNorm' } }),
-  // eps defaults to None (torch.finfo(x.dtype).eps), not te.RMSNorm's 1e-5.
-  torchNn('RMSNorm', 'rmsnorm', ['normalized_shape', 'eps', 'elementwise_affine', 'device', 'dtype'], TORCH_NORM, { te: { cls: 'te.RMSNorm' } }),
+  // eps defaults to None: ATen then takes the epsilon of the type it computes in, float32's (2**-23) for BF16 / FP16 /
+  // FP32 inputs (torch 2.13 measured on CPU; the docs say torch.finfo(x.dtype).eps), not te.RMSNorm's 1e-5.
+  torchNn('RMSNorm', 'rmsnorm', ['normalized_shape', 'eps', 'elementwise_affine', 'device', 'dtype'], TORCH_NORM, { te: { cls: 'te.RMSNorm', eps: '1.1920928955078125e-07' } }),
   torchNn('Embedding', 'embedding', ['num_embeddings', 'embedding_dim', 'padding_idx', 'max_norm', 'norm_type', 'scale_grad_by_freq', 'sparse', '_weight', '_freeze', 'device', 'dtype'], TORCH_SPARSE,
     { role: { role: 'embedding', note: 'a lookup table (embedding)' } }),
   torchNn('EmbeddingBag', 'embedding', ['num_embeddings', 'embedding_dim', 'max_norm', 'norm_type', 'scale_grad_by_freq', 'mode', 'sparse', '_weight', 'include_last_offset', 'padding_idx', 'device', 'dtype'],

@@ -6,6 +6,7 @@
 import type { Evaluator } from './dims';
 import type { Check, Fact } from './checks';
 import { attrUses, optionValue, unitOffset, weightUse } from './checks-uses';
+import { teMapping } from './catalogue';
 
 const isLinear = (k: string): boolean => k === 'linear' || k === 'parallel-linear';
 const isNorm = (k: string): boolean => k === 'layernorm' || k === 'rmsnorm';
@@ -204,8 +205,21 @@ const rmsNormArgs: Check = {
     // torch.nn.RMSNorm itself, or a local subclass of it that keeps its __init__ (the eps default stays None).
     const torchRms = !c.local ? /(^|\.)RMSNorm$/.test(L.resolved) : !c.local.init && c.local.info.resolvedBases.some((b) => /^torch\.nn\.(modules\.normalization\.)?RMSNorm$/.test(b));
     if (torchRms && (eps === undefined || /^None$/.test(eps))) {
-      // torch.nn.RMSNorm(eps=None) normalises with torch.finfo(x.dtype).eps; te.RMSNorm has a fixed eps (1e-5).
-      return guarded(...lead, `${L.constructor} without eps uses the input dtype's machine epsilon (torch.finfo(dtype).eps: 0.0078125 in BF16, 1.2e-7 in FP32), while te.RMSNorm defaults to eps=1e-5: converting it as is changes the numerics. Pass the eps your model trains with explicitly, then convert.`);
+      // torch documents eps=None as torch.finfo(x.dtype).eps, but ATen takes the epsilon of the type it computes in:
+      // float32 for BF16 / FP16 / FP32 inputs, 2**-23 = 1.1920928955078125e-07 (measured with torch 2.13 on the CPU:
+      // BF16 and FP16 outputs equal a float64 reference with that eps bit for bit, and differ by ~3 with
+      // finfo(bf16).eps; ATen's composite rms_norm reads numeric_limits<float>::epsilon(); the CUDA fused kernel was
+      // not measured here). te.RMSNorm defaults to 1e-5 and computes in float32, so passing float32's epsilon keeps
+      // the numerics; the catalogue's eps for torch.nn.RMSNorm is what the conversion passes.
+      const epsNode = rec.argNodes.get('eps');
+      const byPosition = epsNode !== undefined && epsNode.parent?.type !== 'keyword_argument';
+      const carried = !c.local && !L.classFrom && !L.viaFactory && !byPosition ? teMapping(L.resolved)?.eps : undefined;
+      if (carried) {
+        L.teArgs = { ...(L.teArgs ?? {}), eps: carried };
+        return ok(...lead, `${L.constructor} without eps normalises with the epsilon of float32, the type it computes in for BF16, FP16 and FP32 inputs (torch.finfo(torch.float32).eps = ${carried}; torch's documentation says torch.finfo(x.dtype).eps), while te.RMSNorm defaults to eps=1e-5: the conversion passes eps=${carried} explicitly, which is exact (te.RMSNorm computes in float32 too).`,
+          `${L.constructor} can become te.RMSNorm${L.normalizedShape ? `(${L.normalizedShape.text}, eps=${carried})` : `(eps=${carried})`}; where a Linear consumes its output it can later fuse with it (te.LayerNormLinear(normalization="RMSNorm")).`);
+      }
+      return guarded(...lead, `${L.constructor} without eps normalises with the epsilon of the type it computes in (float32's, 1.19e-7, for BF16, FP16 and FP32 inputs; torch's documentation says torch.finfo(dtype).eps), while te.RMSNorm defaults to eps=1e-5, and this construction does not let the conversion pass eps: converting it as is changes the numerics. Pass the eps your model trains with explicitly (eps=torch.finfo(torch.float32).eps keeps today's), then convert.`);
     }
     if (!offset && c.local?.info.zeroCenteredGamma) {
       L.zeroCenteredGamma = true;
@@ -243,13 +257,32 @@ const weightlessNorm: Check = {
   },
 };
 
+/**
+ * A norm whose weight parameter has another name (`self.scale = nn.Parameter(torch.ones(d))`: k-diffusion, torchtune):
+ * te.* computes the same, but its parameter is `weight` and the conversion cannot keep the state_dict key, so it stays
+ * guarded and the reason names the keys that change.
+ */
 const scaleName: Check = {
   name: 'norm-scale-name', facet: 'structure',
   run({ rec, L, sofar }) {
     const scale = rec.ctor.local?.info.scaleName ?? rec.ctor.importedForward?.scaleName;
     if (!isNorm(L.kind) || !scale || sofar !== 'ok') return undefined;
     const at = L.name ? `${L.name.replace(/^self\./, '')}.` : '';
-    return guarded(`${L.localClass ?? rec.ctor.display} calls its scale ${scale}, ${teNorm(L.kind)} calls it weight: the state_dict keys change (${at}${scale} -> ${at}weight), so map them when loading a checkpoint (training from scratch is unaffected).`);
+    return guarded(`${L.localClass ?? rec.ctor.display} names its weight parameter ${scale}, ${teNorm(L.kind)} names it weight, and the conversion cannot keep the name: the state_dict keys change (${at}${scale} -> ${at}weight), so map them when loading a checkpoint (training from scratch is unaffected), then convert.`);
+  },
+};
+
+/**
+ * A norm whose forward transforms its own weight before scaling by it (`torch.exp(self.scale)`, `self.g.clamp(...)`,
+ * `0.5 * self.scale`, `self.scale[:, None, None]` broadcasting a per-head gain over another axis; classes.ts finds
+ * the line): te.* multiplies the normalised input by its weight as stored, so it computes something else.
+ */
+const normWeightTransformed: Check = {
+  name: 'norm-weight-transformed', facet: 'structure',
+  run({ rec, L, sofar }) {
+    const info = rec.ctor.local?.info;
+    if (!isNorm(L.kind) || sofar === 'fails' || !info?.weightTransformed || info.channelAxis) return undefined;
+    return { ...fails(`${L.localClass}.forward transforms its weight before scaling by it (\`${info.weightTransformed}\`), while ${teNorm(L.kind)} multiplies by its weight as stored: not the same computation (nor the same parameter in a checkpoint). Keep it.`), overrides: 'can-become' };
   },
 };
 
@@ -411,6 +444,6 @@ const classChosenAtRunTime: Check = {
 /** In order; each sees the state of the checks before it. */
 export const STRUCTURE_CHECKS: readonly Check[] = [
   catalogueNoTe, linearWeightUse, tokenMixing, parallelLayout, transposedWeight, specialWeights, linearForwardExtra, localLinear, viaFactory,
-  layerNormArgs, rmsNormArgs, recognisedNorm, importedNorm, weightlessNorm, scaleName, gatedNorm, normForwardExtra, normReadDirectly, normParamReplaced,
+  layerNormArgs, rmsNormArgs, recognisedNorm, importedNorm, weightlessNorm, normWeightTransformed, scaleName, gatedNorm, normForwardExtra, normReadDirectly, normParamReplaced,
   noTeTwin, channelAxis, reparametrisingWrapper, teToTorchCopy, torchScript, classCandidatesAgree, classChosenAtRunTime,
 ];

@@ -414,7 +414,7 @@ function zeroCentred(fwd: string, m: ClassModel): void {
   }
 }
 
-const subclassCache = new WeakMap<SyntaxNode, Pick<ClassInfo, 'extraParams' | 'weightReplacedBy' | 'grouped' | 'extraInputs' | 'weightless' | 'scaleName' | 'zeroCenteredGamma' | 'zeroCenteredConditional' | 'layerKindReason' | 'forwardExtra'>>();
+const subclassCache = new WeakMap<SyntaxNode, Pick<ClassInfo, 'extraParams' | 'weightReplacedBy' | 'grouped' | 'extraInputs' | 'weightless' | 'scaleName' | 'weightTransformed' | 'zeroCenteredGamma' | 'zeroCenteredConditional' | 'layerKindReason' | 'forwardExtra'>>();
 
 /**
  * What a library subclass's own forward adds to its base's that te.* and torch.nn would drop, in words, or undefined
@@ -472,6 +472,8 @@ function layerSubclassFacts(src: string, m: ClassModel, kindFromBase: boolean): 
       if (params.length > 1) r.extraInputs = params.slice(1);
       const own = [...text.matchAll(/self\.(\w+)\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\s*\(/g)].map((x) => x[1]);
       if (own.length && !own.includes('weight')) r.scaleName = own.find((n) => n !== 'bias') ?? own[0];
+      const transformed = weightTransformedIn(fwd, r.scaleName ?? 'weight');
+      if (transformed) r.weightTransformed = transformed;
       // `class RMSNorm(nn.Module): def forward(self, x): return F.rms_norm(x, (x.size(-1),))` (modded-nanogpt).
       if (!kindFromBase && !m.info.resolvedBases.some((b) => b.startsWith('local:')) && !/Parameter\s*\(|register_parameter|self\.(weight|scale|gamma|g|w)\s*=|(LayerNorm|RMSNorm|RmsNorm)\s*\(\s*[^)]/.test(text.slice(text.indexOf(':') + 1))) r.weightless = true;
       if (kindFromBase && info.zeroCenteredGamma === undefined && info.zeroCenteredConditional === undefined) {
@@ -488,6 +490,27 @@ function layerSubclassFacts(src: string, m: ClassModel, kindFromBase: boolean): 
     subclassCache.set(m.rec.node, r);
   }
   Object.assign(m.info, r);
+}
+
+/**
+ * The forward line where a norm transforms its own weight before scaling by it, or undefined: inside a nonlinear
+ * function (`torch.exp(0.5 * self.scale)`), times or over a number, subtracted or divided by, indexed to another shape
+ * (`[:, None, None]`: a per-head gain broadcast over another axis), or changed in place. The (1 + weight) offset,
+ * casts (`.to(x.dtype)`, `.float()`) and metadata (`.shape`, `.dtype`) are not transforms.
+ */
+const TRANSFORM_BEFORE = /(\b(exp|exp2|softplus|sigmoid|tanh|abs|log|sqrt|clamp|clip|pow|square)\s*\([^()]*|(^|[^\w.])\d[\d.]*(e[-+]?\d+)?\s*[*/]\s*|[-/]\s*)$/;
+const TRANSFORM_AFTER = /^\s*(\[|\.\s*(exp|exp2|softplus|sigmoid|tanh|abs|log|sqrt|clamp|clip|pow|square|unsqueeze|expand|repeat)\s*\(|\*\*|[*/]\s*\d|\.\s*\w+_\s*\()/;
+function weightTransformedIn(fwd: string, param: string): string | undefined {
+  const code = fwd.replace(/#[^\n]*/g, '');
+  const use = new RegExp(String.raw`self\s*\.\s*${param}\b(?!\s*\.\s*(shape|dtype|device|ndim|size|numel|dim)\b)`, 'g');
+  for (const m of code.matchAll(use)) {
+    const before = code.slice(Math.max(0, m.index - 80), m.index);
+    const after = code.slice(m.index + m[0].length, m.index + m[0].length + 40);
+    if (!TRANSFORM_BEFORE.test(before) && !TRANSFORM_AFTER.test(after)) continue;
+    const end = code.indexOf('\n', m.index);
+    return code.slice(code.lastIndexOf('\n', m.index) + 1, end < 0 ? code.length : end).trim();
+  }
+  return undefined;
 }
 
 /** A keyword argument's value node in a call. */

@@ -239,6 +239,9 @@ export interface ClassInfo {
   weightless?: boolean;
   /** A norm class whose scale parameter has another name than `weight` (`gain`): checkpoint keys change with te.*. */
   scaleName?: string;
+  /** A norm class whose forward transforms its weight before scaling by it (`torch.exp(self.scale)[:, None, None]`,
+   *  `self.g.clamp(min=0)`): the forward line that does. te.* multiplies by its weight as stored. */
+  weightTransformed?: string;
   /** A local Linear / norm subclass whose forward does more than its library base, in words (`casts the weight to
    *  the input's dtype`): te.* and the fallback's torch.nn layer would not keep it. */
   forwardExtra?: string;

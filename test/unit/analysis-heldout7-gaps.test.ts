@@ -1,0 +1,66 @@
+/**
+ * Norm gaps held-out set 7 left (docs/realcode.md): nn.RMSNorm built without eps, a norm whose weight is named
+ * `scale`, and a norm whose forward transforms its weight (a per-head gain in log space). Fixture of its own:
+ * test/fixtures/analysis/norm_scale_and_default_eps.py.
+ */
+import { strict as assert } from 'node:assert';
+import { analyze, fixture, initParser, layer } from './analysis-helpers';
+
+describe('analysis: norm gaps from held-out set 7', () => {
+  before(initParser);
+  const ir = () => analyze(fixture('norm_scale_and_default_eps.py'));
+
+  it('nn.RMSNorm without eps (or eps=None) converts with float32\'s epsilon passed explicitly, and says why', () => {
+    const m = ir();
+    for (const name of ['self.torch_norm', 'self.torch_norm_none']) {
+      const n = layer(m, name);
+      assert.equal(n.kind, 'rmsnorm');
+      assert.equal(n.convertible, true, `${name}: ${n.reasons.join(' ')}`);
+      assert.equal(n.facets?.structure.check, 'rmsnorm-args');
+      // The eps difference is stated: torch's default against te.RMSNorm's 1e-5, and the eps the conversion passes.
+      assert.equal(n.teArgs?.eps, '1.1920928955078125e-07');
+      assert.match(n.reasons.join(' '), /te\.RMSNorm defaults to eps=1e-5: the conversion passes eps=1\.1920928955078125e-07 explicitly, which is exact/);
+    }
+    const given = layer(m, 'self.torch_norm_eps');
+    assert.equal(given.convertible, true);
+    assert.equal(given.teArgs?.eps, '1e-6');
+  });
+
+  it('nn.RMSNorm(d, None) (eps by position) stays uncertain: the conversion cannot pass eps there', () => {
+    const m = analyze([
+      'import torch.nn as nn',
+      'class M(nn.Module):',
+      '    def __init__(self, d=1024):',
+      '        super().__init__()',
+      '        self.n = nn.RMSNorm(d, None)',
+      '    def forward(self, x):',
+      '        return self.n(x)',
+      '',
+    ].join('\n'));
+    const n = layer(m, 'self.n');
+    assert.equal(n.convertible, 'uncertain');
+    assert.match(n.reasons.join(' '), /does not let the conversion pass eps.*eps=torch\.finfo\(torch\.float32\)\.eps keeps today's/);
+  });
+
+  it('an RMSNorm whose weight is named scale is reported, uncertain, and the reason names the keys the conversion changes', () => {
+    const n = layer(ir(), 'self.pre_norm');
+    assert.equal(n.kind, 'rmsnorm');
+    assert.equal(n.teEquivalent, 'te.RMSNorm');
+    assert.equal(n.convertible, 'uncertain');
+    assert.equal(n.facets?.structure.check, 'norm-scale-name');
+    assert.match(n.reasons.join(' '), /names its weight parameter scale, te\.RMSNorm names it weight, and the conversion cannot keep the name: the state_dict keys change \(pre_norm\.scale -> pre_norm\.weight\)/);
+  });
+
+  it('a norm whose forward transforms its weight (exp of a log-gain broadcast per head, a clamp) is kept, with the line', () => {
+    const m = ir();
+    const head = layer(m, 'self.head_norm');
+    assert.equal(head.kind, 'rmsnorm');
+    assert.equal(head.convertible, false);
+    assert.equal(head.facets?.structure.check, 'norm-weight-transformed');
+    assert.match(head.reasons.join(' '), /transforms its weight before scaling by it \(`gain = torch\.exp\(0\.5 \* self\.scale\)\[:, None, None\]`\)/);
+    assert.ok(!head.reasons.some((r) => / can become te\./.test(r)), head.reasons.join(' '));
+    const clamped = layer(m, 'self.clamped_norm');
+    assert.equal(clamped.convertible, false);
+    assert.equal(clamped.facets?.structure.check, 'norm-weight-transformed');
+  });
+});
