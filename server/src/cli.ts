@@ -42,6 +42,8 @@ export function settingsFromOptions(options: CliOptions, project: Record<string,
   if (Object.keys(options.rules).length) flags.rules = options.rules;
   if (options.teApi) flags.te = { apiVersion: options.teApi };
   if (options.targetGpu) flags.targetGpu = options.targetGpu;
+  if (options.tokensPerStep) flags.tokensPerStep = options.tokensPerStep;
+  if (options.convertLosingLayers) flags.convertLosingLayers = true;
   if (options.maxFileSize !== undefined) flags.maxFileSize = options.maxFileSize;
   return resolveSettings(overlaySettings(project, flags));
 }

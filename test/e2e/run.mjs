@@ -99,6 +99,10 @@ async function main() {
     tmp: join(tmp, 'cs'),
     // mocha's reporter runs in the extension host, whose stdout is no terminal: no colour codes in CI logs
     env: { NO_COLOR: '1', FORCE_COLOR: '0' },
+    // The workspace's models are 64-wide toys that run on the CPU; the H200 table predicts FP8 to lose on them, so
+    // "convert all" would leave them in BF16 (tested in test/unit/gain-wired.test.ts). The editor's conversion
+    // mechanics are what these tests drive: conversions on.
+    settings: { 'precisionLens.convertLosingLayers': true },
     onLog: verbose ? (l) => console.log(`[code-server] ${l}`) : undefined,
   });
   console.log(`e2e: code-server listening on 127.0.0.1:${server.port} (${elapsed()})`);

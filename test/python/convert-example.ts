@@ -29,7 +29,7 @@ function step(parser: Parser, text: string, settings: PrecisionLensSettings, pic
 }
 
 /** The three journey-2 actions applied in order; returns the converted source and the titles of the fixes applied. */
-export async function convertExample(source: string, settings: PrecisionLensSettings = DEFAULT_SETTINGS): Promise<{ text: string; applied: string[] }> {
+export async function convertExample(source: string, settings: PrecisionLensSettings = { ...DEFAULT_SETTINGS, convertLosingLayers: true }): Promise<{ text: string; applied: string[] }> {
   const parser = await createPythonParser();
   const applied: string[] = [];
   let text = source;

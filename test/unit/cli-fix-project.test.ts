@@ -29,7 +29,7 @@ describe('check --fix --unsafe-fixes on a model and its training script (built C
     const before = parseJson<CheckJson>(runCli(['check', '.', '--format', 'json'], dir));
     assert.deepEqual(before.diagnostics.filter((d) => d.code === 'PL302'), []);
 
-    const run = runCli(['check', '.', '--fix', '--unsafe-fixes', '--show-fixes'], dir);
+    const run = runCli(['check', '.', '--fix', '--unsafe-fixes', '--convert-losing-layers', '--show-fixes'], dir);
     assert.equal(run.status, 0, run.stdout + run.stderr);
     assert.match(run.stdout, /PL302 Wrap the training step in FP8 autocast inside `with ctx` \(backward\(\) stays outside; context from fp8_fallback\)/);
 
@@ -54,7 +54,7 @@ describe('check --fix --unsafe-fixes on a model and its training script (built C
     const after = parseJson<CheckJson>(runCli(['check', '.', '--format', 'json'], dir));
     assert.deepEqual(after.diagnostics.map((d) => d.code), []);
     const snapshot = ['model.py', 'train.py', 'fp8_fallback.py'].map((n) => readFileSync(join(dir, n), 'utf8'));
-    const again = runCli(['check', '.', '--fix', '--unsafe-fixes'], dir);
+    const again = runCli(['check', '.', '--fix', '--unsafe-fixes', '--convert-losing-layers'], dir);
     assert.equal(again.status, 0, again.stdout + again.stderr);
     assert.deepEqual(['model.py', 'train.py', 'fp8_fallback.py'].map((n) => readFileSync(join(dir, n), 'utf8')), snapshot);
   });

@@ -133,7 +133,7 @@ describe('check --fix: the work of the rounds', function () {
       const full = parseCounts.full;
       const incremental = parseCounts.incremental;
       let stdout = '';
-      const code = await main(['check', dir, '--fix', '--unsafe-fixes', '--isolated', '--format', 'json'], { stdout: (s) => { stdout += s; }, stderr: () => {}, cwd: dir });
+      const code = await main(['check', dir, '--fix', '--unsafe-fixes', '--convert-losing-layers', '--isolated', '--format', 'json'], { stdout: (s) => { stdout += s; }, stderr: () => {}, cwd: dir });
       assert.equal(code === 0 || code === 1, true, `exit ${code}`);
       assert.ok(JSON.parse(stdout).diagnostics, 'a report');
       assert.equal(parseCounts.full - full, 3, 'one parse from scratch per file');
@@ -153,7 +153,7 @@ describe('check --fix: the work of the rounds', function () {
       writeFileSync(join(dir, 'model.py'), `import torch\nimport torch.nn as nn\nimport transformer_engine.pytorch as te\n\n\nclass Block(nn.Module):\n    def __init__(self):\n        super().__init__()\n${layers}\n        self.norm = te.LayerNorm(64)\n\n    def forward(self, x):\n${forward}\n        return self.norm(x)\n`);
       const planned = fixPlanCounts.findings;
       const log: string[] = [];
-      const code = await main(['check', dir, '--fix', '--unsafe-fixes', '--isolated', '--show-fixes'], { stdout: (s) => { log.push(s); }, stderr: (s) => { log.push(s); }, cwd: dir });
+      const code = await main(['check', dir, '--fix', '--unsafe-fixes', '--convert-losing-layers', '--isolated', '--show-fixes'], { stdout: (s) => { log.push(s); }, stderr: (s) => { log.push(s); }, cwd: dir });
       assert.equal(code === 0 || code === 1, true, `exit ${code}: ${log.join('')}`);
       const text = log.join('');
       assert.match(text, /FP8 fallback/, 'the fallback round ran');

@@ -126,9 +126,9 @@ describe('precision-lens check --fix (built CLI)', function () {
   it('--fix changes nothing that changes behaviour: conversions wait for --unsafe-fixes, and the summary says how', () => {
     const project = join(dir, 'runnable');
     const before = readFileSync(join(project, 'model.py'), 'utf8');
-    const hint = runCli(['check', 'runnable', '--fail-on', 'none'], dir);
+    const hint = runCli(['check', 'runnable', '--convert-losing-layers', '--fail-on', 'none'], dir);
     assert.match(hint.stdout, /^\[\*\] No fix is behaviour-preserving; 3 fixable with --fix --unsafe-fixes/m);
-    const safe = runCli(['check', 'runnable', '--fix', '--fail-on', 'none'], dir);
+    const safe = runCli(['check', 'runnable', '--fix', '--convert-losing-layers', '--fail-on', 'none'], dir);
     assert.match(safe.stderr, /applied 0 fixes in 0 files/);
     assert.match(safe.stdout, /^\[\*\] 3 more fixable with --fix --unsafe-fixes/m);
     assert.equal(readFileSync(join(project, 'model.py'), 'utf8'), before);
@@ -140,7 +140,7 @@ describe('precision-lens check --fix (built CLI)', function () {
     const hasTorch = spawnSync(PYTHON, ['-c', 'import torch'], { timeout: 60_000 }).status === 0;
     const original = hasTorch ? run('original') : undefined;
     if (original) assert.equal(original.status, 0, original.stderr);
-    const fixed = runCli(['check', 'runnable', '--fix', '--unsafe-fixes', '--show-fixes', '--fail-on', 'none'], dir);
+    const fixed = runCli(['check', 'runnable', '--fix', '--unsafe-fixes', '--convert-losing-layers', '--show-fixes', '--fail-on', 'none'], dir);
     assert.equal(fixed.status, 0, fixed.stderr);
     // One run converts the model and, in the training script the conversion made a PL302 warning, wraps the step.
     assert.match(fixed.stdout, /^Fixed 4 problems:\n- runnable\/model\.py:\n/m);
@@ -162,7 +162,7 @@ describe('precision-lens check --fix (built CLI)', function () {
       const loss = (out: string) => Number(/^loss (\S+)$/m.exec(out)?.[1]);
       assert.ok(Math.abs(loss(after.stdout) / loss(original.stdout) - 1) < 0.02, `${after.stdout} vs ${original.stdout}`);
     }
-    const again = runCli(['check', 'runnable', '--fix', '--unsafe-fixes', '--fail-on', 'none'], dir);
+    const again = runCli(['check', 'runnable', '--fix', '--unsafe-fixes', '--convert-losing-layers', '--fail-on', 'none'], dir);
     assert.match(again.stderr, /applied 0 fixes in 0 files/);
     assert.equal(readFileSync(join(project, 'model.py'), 'utf8'), model);
   });

@@ -80,7 +80,7 @@ describe('precision-lens measure', function () {
   it('converts a copy with check --fix --unsafe-fixes, runs the A/B on it and prints the table; the project is untouched', () => {
     const project = join(FIXTURES, 'runnable');
     const before = readFileSync(join(project, 'model.py'), 'utf8');
-    const r = measure([project, '--workload', 'model:build', '--python', fakeAb, '--steps', '2', '--warmup', '1', '--no-compile', '--peer', 'torchao']);
+    const r = measure([project, '--workload', 'model:build', '--python', fakeAb, '--steps', '2', '--warmup', '1', '--no-compile', '--peer', 'torchao', '--convert-losing-layers']);
     assert.equal(r.status, 0, r.stderr);
     const seen = JSON.parse(readFileSync(record, 'utf8')) as { argv: string[]; cwd: string; fallback: boolean; model: string; original: string };
     // The benchmark ran on the converted copy: the fallback module was created, the model's layers converted.
@@ -115,7 +115,7 @@ describe('precision-lens measure', function () {
   });
 
   it('--keep keeps the converted copy and says where', () => {
-    const r = measure([join(FIXTURES, 'runnable'), '--workload', 'model:build', '--python', fakeAb, '--keep']);
+    const r = measure([join(FIXTURES, 'runnable'), '--workload', 'model:build', '--python', fakeAb, '--keep', '--convert-losing-layers']);
     assert.equal(r.status, 0, r.stderr);
     const kept = /converted copy is kept in (\S+)/.exec(r.stderr)?.[1];
     assert.ok(kept && existsSync(join(kept, 'fp8_fallback.py')), r.stderr);
@@ -123,7 +123,7 @@ describe('precision-lens measure', function () {
   });
 
   it('--format jsonl forwards the benchmark events on stdout, with the conversion first', () => {
-    const r = measure([join(FIXTURES, 'runnable'), '--workload', 'model:build', '--python', fakeAb, '--format', 'jsonl']);
+    const r = measure([join(FIXTURES, 'runnable'), '--workload', 'model:build', '--python', fakeAb, '--format', 'jsonl', '--convert-losing-layers']);
     assert.equal(r.status, 0, r.stderr);
     const events = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.deepEqual(events.slice(0, 2).map((e) => e.event), ['progress', 'conversion']);

@@ -7,7 +7,7 @@
 import * as assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_SETTINGS } from '../../common/settings';
+import { MECHANICS_SETTINGS } from './fixes-support';
 import { applyEdits, sourceFixes, type Fix } from '../../server/src/fixes';
 import { fallbackSource } from '../../server/src/fixes/fallback-source';
 import { analyse, pyCompileError } from './fixes-support';
@@ -32,7 +32,7 @@ describe('fixes: float32 norm subclasses convert and keep their class for the fa
 
   it('"convert all" builds te.* through fp8_layernorm_or / fp8_rmsnorm_or with the original call behind a lambda', async () => {
     const { ir } = await analyse(INPUT);
-    const fix = sourceFixes(INPUT, ir, DEFAULT_SETTINGS).find((f: Fix) => f.id === 'convert-all:file');
+    const fix = sourceFixes(INPUT, ir, MECHANICS_SETTINGS).find((f: Fix) => f.id === 'convert-all:file');
     assert.ok(fix, 'convert-all offered');
     const text = applyEdits(INPUT, fix.edits);
     assert.match(text, /self\.ln_1 = fp8_layernorm_or\(lambda: LayerNormFp32\(dim, eps=1e-6\), dim, eps=1e-6\)/);
@@ -52,7 +52,7 @@ describe('fixes: float32 norm subclasses convert and keep their class for the fa
 
   it('the fallback module defines both factories, for both TE APIs', () => {
     for (const api of ['modern', 'legacy'] as const) {
-      const src = fallbackSource({ api, settings: DEFAULT_SETTINGS, teName: 'te' } as Parameters<typeof fallbackSource>[0]);
+      const src = fallbackSource({ api, settings: MECHANICS_SETTINGS, teName: 'te' } as Parameters<typeof fallbackSource>[0]);
       assert.match(src, /^def fp8_layernorm_or\(fallback, normalized_shape, eps=1e-5, \*\*kwargs\):$/m);
       assert.match(src, /^def fp8_rmsnorm_or\(fallback, normalized_shape, eps=1e-5, \*\*kwargs\):$/m);
       assert.equal(pyCompileError(src), undefined);

@@ -6,7 +6,8 @@ import * as assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RuleCode } from '../../common/codes';
-import { DEFAULT_SETTINGS, type PrecisionLensSettings } from '../../common/settings';
+import { type PrecisionLensSettings } from '../../common/settings';
+import { MECHANICS_SETTINGS } from './fixes-support';
 import { applyEdits, fixOutcome, sourceFixOutcome, type Fix, type FixEnv } from '../../server/src/fixes';
 import type { Finding } from '../../server/src/rules/types';
 import { analyse, FIXTURES, pyCompileError, settingsWith } from './fixes-support';
@@ -83,8 +84,8 @@ const CASES: GoldenCase[] = [
   { input: 'ptq_torchao_e5m2.py', name: 'e4m3', code: 'PL604', fix: 'ptq-e4m3' },
   { input: 'ptq_modelopt.py', name: 'mto-save', code: 'PL606', fix: 'ptq-mto-save' },
   // PL605 (target Ampere): the quantize statement guarded by the GPU's compute capability, BF16 with one line elsewhere.
-  { input: 'ptq_modelopt.py', name: 'gpu-guard', code: 'PL605', fix: 'ptq-gpu-guard', settings: { ...DEFAULT_SETTINGS, targetGpu: 'ampere' } },
-  { input: 'ptq_torchao.py', name: 'gpu-guard', code: 'PL605', fix: 'ptq-gpu-guard', settings: { ...DEFAULT_SETTINGS, targetGpu: 'ampere' } },
+  { input: 'ptq_modelopt.py', name: 'gpu-guard', code: 'PL605', fix: 'ptq-gpu-guard', settings: { ...MECHANICS_SETTINGS, targetGpu: 'ampere' } },
+  { input: 'ptq_torchao.py', name: 'gpu-guard', code: 'PL605', fix: 'ptq-gpu-guard', settings: { ...MECHANICS_SETTINGS, targetGpu: 'ampere' } },
   // PL602 with a validation loader in scope: a forward_loop over 512 of its samples.
   { input: 'ptq_modelopt_nocalib.py', name: 'forward-loop', code: 'PL602', fix: 'ptq-forward-loop' },
 ];
@@ -99,7 +100,7 @@ function findingFor(text: string, findings: Finding[], irLayers: { name: string 
 }
 
 async function fixFor(text: string, c: GoldenCase): Promise<Fix> {
-  const settings = c.settings ?? DEFAULT_SETTINGS;
+  const settings = c.settings ?? MECHANICS_SETTINGS;
   const { ir, findings } = await analyse(text, settings);
   let fixes: Fix[];
   if (c.source) {

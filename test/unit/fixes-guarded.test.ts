@@ -8,7 +8,7 @@ import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_SETTINGS } from '../../common/settings';
+import { MECHANICS_SETTINGS } from './fixes-support';
 import { analyzeTree } from '../../server/src/analysis';
 import type { ModelIR } from '../../server/src/analysis/ir';
 import { applyEdits, fixesForFinding, sourceFixes, WRAPPER_MARKER, type Fix } from '../../server/src/fixes';
@@ -35,7 +35,7 @@ function bigLinears(ir: ModelIR) {
 function convertAll(text: string): { text: string; titles: string[] } {
   const titles: string[] = [];
   for (const id of ['convert-all:file', 'insert-wrapper']) {
-    const fix = sourceFixes(text, irOf(text), DEFAULT_SETTINGS).find((f: Fix) => f.id === id);
+    const fix = sourceFixes(text, irOf(text), MECHANICS_SETTINGS).find((f: Fix) => f.id === id);
     if (!fix) continue;
     titles.push(fix.title);
     text = applyEdits(text, fix.edits);
@@ -64,11 +64,11 @@ describe('fixes: shape-guarded conversions route through the factory', function 
   it('a single conversion of a guarded layer uses fp8_linear and brings the wrapper, never a bare TE import', () => {
     const text = facet('llama_config.py');
     const ir = irOf(text);
-    const findings = runRules({ ir, text, settings: DEFAULT_SETTINGS, workspace: {} });
+    const findings = runRules({ ir, text, settings: MECHANICS_SETTINGS, workspace: {} });
     const q = ir.layers.findIndex((l) => l.name === 'self.q_proj');
     const finding = findings.find((f) => f.code === 'PL101' && f.layerIndex === q);
     assert.ok(finding, 'PL101 on a guarded q_proj');
-    const fix = fixesForFinding(text, ir, finding, DEFAULT_SETTINGS)[0];
+    const fix = fixesForFinding(text, ir, finding, MECHANICS_SETTINGS)[0];
     assert.match(fix.title, /^Convert to te\.Linear \(with fallback: fp8_linear\)$/);
     assert.equal(fix.safe, false);
     const out = applyEdits(text, fix.edits);
@@ -78,15 +78,15 @@ describe('fixes: shape-guarded conversions route through the factory', function 
     // With the wrapper in place the same conversion is a plain factory call.
     const again = irOf(out);
     const k = again.layers.findIndex((l) => l.name === 'self.k_proj');
-    const f2 = runRules({ ir: again, text: out, settings: DEFAULT_SETTINGS, workspace: {} }).find((f) => f.code === 'PL101' && f.layerIndex === k)!;
-    const fix2 = fixesForFinding(out, again, f2, DEFAULT_SETTINGS)[0];
+    const f2 = runRules({ ir: again, text: out, settings: MECHANICS_SETTINGS, workspace: {} }).find((f) => f.code === 'PL101' && f.layerIndex === k)!;
+    const fix2 = fixesForFinding(out, again, f2, MECHANICS_SETTINGS)[0];
     assert.ok(!applyEdits(out, fix2.edits).slice(out.indexOf(WRAPPER_MARKER) + 10).includes(WRAPPER_MARKER), 'one wrapper');
   });
 
   it('convert-all and class-wide conversions route every layer through the factories when one is guarded', () => {
     const text = facet('llama_config.py');
     const ir = irOf(text);
-    const all = sourceFixes(text, ir, DEFAULT_SETTINGS, { className: 'LlamaAttention' });
+    const all = sourceFixes(text, ir, MECHANICS_SETTINGS, { className: 'LlamaAttention' });
     const cls = all.find((f) => f.id === 'convert-all:class:LlamaAttention')!;
     assert.match(cls.title, /^Convert 4 layers in class LlamaAttention to FP8 \(with fallback\)$/);
     const file = all.find((f) => f.id === 'convert-all:file')!;

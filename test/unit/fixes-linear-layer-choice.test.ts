@@ -7,7 +7,7 @@
 import * as assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_SETTINGS } from '../../common/settings';
+import { MECHANICS_SETTINGS } from './fixes-support';
 import { applyEdits, sourceFixes, type Fix } from '../../server/src/fixes';
 import { fallbackSource } from '../../server/src/fixes/fallback-source';
 import { analyse, pyCompileError } from './fixes-support';
@@ -35,7 +35,7 @@ describe('fixes: Linear layers whose class is chosen at run time convert through
 
   it('"convert all" passes the bound name and nn.Linear to fp8_linear_from, the arguments as written; the result compiles and converts nothing twice', async () => {
     const { ir } = await analyse(INPUT);
-    const fix = sourceFixes(INPUT, ir, DEFAULT_SETTINGS).find((f: Fix) => f.id === 'convert-all:file');
+    const fix = sourceFixes(INPUT, ir, MECHANICS_SETTINGS).find((f: Fix) => f.id === 'convert-all:file');
     assert.ok(fix, 'convert-all offered');
     const text = applyEdits(INPUT, fix.edits);
     assert.match(text, /self\.fc1 = fp8_linear_from\(linear_layer, nn\.Linear, in_features, hidden_features, bias=bias, \*\*dd\)/);
@@ -50,7 +50,7 @@ describe('fixes: Linear layers whose class is chosen at run time convert through
 
   it('the fallback module defines fp8_linear_from for both TE APIs', () => {
     for (const api of ['modern', 'legacy'] as const) {
-      const src = fallbackSource({ api, settings: DEFAULT_SETTINGS, teName: 'te' } as Parameters<typeof fallbackSource>[0]);
+      const src = fallbackSource({ api, settings: MECHANICS_SETTINGS, teName: 'te' } as Parameters<typeof fallbackSource>[0]);
       assert.match(src, /^def fp8_linear_from\(cls, default, \*args, \*\*kwargs\):$/m);
       assert.match(src, /^def _pl_linear_from\(cls, classes, args, kwargs\):$/m);
       assert.equal(pyCompileError(src), undefined);

@@ -6,7 +6,7 @@
 import * as assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_SETTINGS } from '../../common/settings';
+import { MECHANICS_SETTINGS } from './fixes-support';
 import { applyEdits, sourceFixes, type Fix } from '../../server/src/fixes';
 import { fallbackSource } from '../../server/src/fixes/fallback-source';
 import { analyse, pyCompileError } from './fixes-support';
@@ -30,7 +30,7 @@ describe('fixes: norms built from a norm_layer parameter convert through a run-t
 
   it('"convert all" passes the parameter and its default to fp8_layernorm_from, keeping the arguments as written', async () => {
     const { ir } = await analyse(INPUT);
-    const fix = sourceFixes(INPUT, ir, DEFAULT_SETTINGS).find((f: Fix) => f.id === 'convert-all:file');
+    const fix = sourceFixes(INPUT, ir, MECHANICS_SETTINGS).find((f: Fix) => f.id === 'convert-all:file');
     assert.ok(fix, 'convert-all offered');
     const text = applyEdits(INPUT, fix.edits);
     assert.match(text, /self\.pre = fp8_layernorm_from\(norm_layer, nn\.LayerNorm, dim, \*\*dd\)/);
@@ -47,7 +47,7 @@ describe('fixes: norms built from a norm_layer parameter convert through a run-t
 
   it('the fallback module defines fp8_is_class and both factories, for both TE APIs', () => {
     for (const api of ['modern', 'legacy'] as const) {
-      const src = fallbackSource({ api, settings: DEFAULT_SETTINGS, teName: 'te' } as Parameters<typeof fallbackSource>[0]);
+      const src = fallbackSource({ api, settings: MECHANICS_SETTINGS, teName: 'te' } as Parameters<typeof fallbackSource>[0]);
       assert.match(src, /^def fp8_is_class\(cls, \*classes\):$/m);
       assert.match(src, /^def fp8_layernorm_from\(cls, default, \*args, \*\*kwargs\):$/m);
       assert.match(src, /^def fp8_rmsnorm_from\(cls, default, \*args, \*\*kwargs\):$/m);

@@ -5,7 +5,7 @@
  * layer is what runs where FP8 does not.
  */
 import * as assert from 'node:assert/strict';
-import { DEFAULT_SETTINGS } from '../../common/settings';
+import { MECHANICS_SETTINGS } from './fixes-support';
 import { applyEdits, fixOutcome } from '../../server/src/fixes';
 import { analyse, pyCompileError } from './fixes-support';
 
@@ -41,7 +41,7 @@ async function convert(text: string, needle: string): Promise<{ text?: string; t
   const line = text.split('\n').findIndex((l) => l.includes(needle));
   const finding = findings.find((x) => x.code === 'PL106' && x.span.startLine === line);
   assert.ok(finding, `PL106 on ${needle}: ${findings.map((x) => `${x.code}@${x.span.startLine + 1}`).join(', ')}`);
-  const out = fixOutcome(text, ir, finding, DEFAULT_SETTINGS);
+  const out = fixOutcome(text, ir, finding, MECHANICS_SETTINGS);
   const fix = out.fixes[0];
   return fix ? { text: applyEdits(text, fix.edits), title: fix.title } : { refusal: out.refusals[0] };
 }

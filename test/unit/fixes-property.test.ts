@@ -7,7 +7,7 @@
 import * as assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_SETTINGS } from '../../common/settings';
+import { MECHANICS_SETTINGS } from './fixes-support';
 import { applyEdits, combineFixes, fixesForFinding, sourceFixes, type Fix } from '../../server/src/fixes';
 import { analyse, FIXTURES, pyCompileMany } from './fixes-support';
 
@@ -21,9 +21,9 @@ function pyFiles(dir: string): string[] {
 async function allFixes(text: string): Promise<{ fixes: Fix[]; errorNodes: number }> {
   const { ir, findings, errorNodes } = await analyse(text);
   const fixes: Fix[] = [];
-  for (const f of findings) fixes.push(...fixesForFinding(text, ir, f, DEFAULT_SETTINGS));
-  fixes.push(...sourceFixes(text, ir, DEFAULT_SETTINGS));
-  for (const c of ir.classes) fixes.push(...sourceFixes(text, ir, DEFAULT_SETTINGS, { className: c.name }).filter((f) => f.id.startsWith('convert-all:class:')));
+  for (const f of findings) fixes.push(...fixesForFinding(text, ir, f, MECHANICS_SETTINGS));
+  fixes.push(...sourceFixes(text, ir, MECHANICS_SETTINGS));
+  for (const c of ir.classes) fixes.push(...sourceFixes(text, ir, MECHANICS_SETTINGS, { className: c.name }).filter((f) => f.id.startsWith('convert-all:class:')));
   const seen = new Set<string>();
   return { fixes: fixes.filter((f) => !seen.has(f.id) && seen.add(f.id)), errorNodes };
 }

@@ -14,7 +14,7 @@ import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_SETTINGS } from '../../common/settings';
+import { MECHANICS_SETTINGS } from './fixes-support';
 import { applyEdits, fixOutcome } from '../../server/src/fixes';
 import { analyse, FIXTURES, PYTHON } from './fixes-support';
 import { tempDir } from '../temp-dirs';
@@ -112,7 +112,7 @@ describe('fixes: the FP8 post-training quantization block runs', function () {
 });
 
 /** The golden outputs of the PL6xx quick fixes, applied one after another to one file (each on a fresh analysis). */
-async function applyAll(input: string, codes: string[], settings = DEFAULT_SETTINGS): Promise<string> {
+async function applyAll(input: string, codes: string[], settings = MECHANICS_SETTINGS): Promise<string> {
   let text = readFileSync(join(FIXTURES, input), 'utf8');
   for (const code of codes) {
     const { ir, findings } = await analyse(text, settings);
@@ -148,7 +148,7 @@ describe('fixes: the PL6xx quick fixes run with ModelOpt 0.47 / torchao 0.18 on 
   });
 
   it('PL605 (target Ampere): the guarded quantize runs where the GPU has FP8 and leaves the model in BF16 elsewhere', async () => {
-    const ampere = { ...DEFAULT_SETTINGS, targetGpu: 'ampere' as const };
+    const ampere = { ...MECHANICS_SETTINGS, targetGpu: 'ampere' as const };
     const text = await applyAll('ptq_modelopt.py', ['PL601', 'PL603', 'PL604', 'PL606', 'PL605'], ampere);
     assert.deepEqual((await analyse(text, ampere)).findings.filter((f) => f.code.startsWith('PL6')).map((f) => f.message), []);
     const check = 'print("fc:", type(model.fc).__name__)\n';

@@ -5,7 +5,7 @@
  * validation loader in scope. Inline files through the real parser, analysis, rules and fixes.
  */
 import * as assert from 'node:assert/strict';
-import { DEFAULT_SETTINGS } from '../../common/settings';
+import { MECHANICS_SETTINGS } from './fixes-support';
 import { fixOutcome } from '../../server/src/fixes';
 import { analyse } from './fixes-support';
 
@@ -38,7 +38,7 @@ async function outcomeOf(text: string, code: string): Promise<{ titles: string[]
   const { ir, findings } = await analyse(text);
   const finding = findings.find((f) => f.code === code);
   assert.ok(finding, `no ${code}: ${findings.map((f) => f.code).join(', ')}`);
-  const out = fixOutcome(text, ir, finding, DEFAULT_SETTINGS);
+  const out = fixOutcome(text, ir, finding, MECHANICS_SETTINGS);
   return { titles: out.fixes.map((f) => f.title), refusals: out.refusals };
 }
 

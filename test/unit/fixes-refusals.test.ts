@@ -5,7 +5,8 @@
 import * as assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_SETTINGS, resolveSettings } from '../../common/settings';
+import { resolveSettings } from '../../common/settings';
+import { MECHANICS_SETTINGS } from './fixes-support';
 
 /** TE >= 2.9 declared (te-api modern): PL303's migration may then be batch-applied. */
 const MODERN = resolveSettings({ te: { apiVersion: 'modern' } });
@@ -21,15 +22,15 @@ describe('fixes: refusals and safety', () => {
   it('offers no conversion for a LayerNorm TE cannot represent, and says why', async () => {
     const { text, ir, findings } = await load('convert_norms.py');
     const byName = (n: string) => findings.find((f) => f.layerIndex !== undefined && ir.layers[f.layerIndex].name === n)!;
-    assert.match(explainRefusal(text, ir, byName('self.ln_nobias'), DEFAULT_SETTINGS) ?? '', /always has a weight and a bias/);
-    assert.match(explainRefusal(text, ir, byName('self.ln_noaffine'), DEFAULT_SETTINGS) ?? '', /elementwise_affine=False/);
-    assert.equal(explainRefusal(text, ir, byName('self.ln'), DEFAULT_SETTINGS), undefined);
+    assert.match(explainRefusal(text, ir, byName('self.ln_nobias'), MECHANICS_SETTINGS) ?? '', /always has a weight and a bias/);
+    assert.match(explainRefusal(text, ir, byName('self.ln_noaffine'), MECHANICS_SETTINGS) ?? '', /elementwise_affine=False/);
+    assert.equal(explainRefusal(text, ir, byName('self.ln'), MECHANICS_SETTINGS), undefined);
   });
 
   it('refuses to move backward() past a statement that follows it in the block', async () => {
     const { text, ir, findings } = await load('backward_inside.py');
     const bad = findings.filter((f) => f.code === 'PL301')[1];
-    const out = fixOutcome(text, ir, bad, DEFAULT_SETTINGS);
+    const out = fixOutcome(text, ir, bad, MECHANICS_SETTINGS);
     assert.equal(out.fixes.length, 0);
     assert.match(out.refusals[0], /`stats = out\.detach\(\)\.mean\(\)` \(line 23\) follows backward\(\)/);
   });
@@ -52,17 +53,17 @@ describe('fixes: refusals and safety', () => {
     assert.deepEqual(ir.autocastRegions[0].args, { '**': '**fp8_autocast_kwargs' });
     const pl303 = findings.filter((f) => f.code === 'PL303');
     assert.equal(pl303.length, 2);
-    const splatted = fixOutcome(text, ir, pl303[0], DEFAULT_SETTINGS);
+    const splatted = fixOutcome(text, ir, pl303[0], MECHANICS_SETTINGS);
     assert.equal(splatted.fixes.length, 0);
     assert.match(splatted.refusals[0], /passes \*\*fp8_autocast_kwargs, whose keys the new API names differently \(fp8_recipe -> recipe/);
     // Batch-safe only once TE >= 2.9 is known: the new names do not exist before.
-    assert.equal(fixOutcome(text, ir, pl303[1], DEFAULT_SETTINGS).fixes[0]?.safe, false);
+    assert.equal(fixOutcome(text, ir, pl303[1], MECHANICS_SETTINGS).fixes[0]?.safe, false);
     assert.equal(fixOutcome(text, ir, pl303[1], MODERN).fixes[0]?.safe, true);
   });
 
   it('convert all skips protected and failing layers and reports them', async () => {
     const { text, ir } = await load('gpt_convert_all.py');
-    const all = sourceFixes(text, ir, DEFAULT_SETTINGS).find((f) => f.id === 'convert-all:file')!;
+    const all = sourceFixes(text, ir, MECHANICS_SETTINGS).find((f) => f.id === 'convert-all:file')!;
     assert.equal(all.title, 'Convert 5 layers in this file to FP8 (with fallback; skipped 3: shape, embedding, lm-head)');
     // One runnable edit: the factories and the fallback that defines them, never a bare TE import.
     assert.doesNotMatch(applyEdits(text, all.edits), /^import transformer_engine/m);
@@ -71,7 +72,7 @@ describe('fixes: refusals and safety', () => {
     const withTe = text.replace('import torch\n', 'import torch\nimport transformer_engine.pytorch as te\n');
     const again = await analyse(withTe);
     // A conversion changes behaviour (FP8, te.Linear's init): only --unsafe-fixes applies it, even where TE is imported.
-    assert.equal(sourceFixes(withTe, again.ir, DEFAULT_SETTINGS).find((f) => f.id === 'convert-all:file')?.safe, false);
+    assert.equal(sourceFixes(withTe, again.ir, MECHANICS_SETTINGS).find((f) => f.id === 'convert-all:file')?.safe, false);
   });
 
   it('refuses te.* conversions in a file that converts its model with torchao; extends isinstance(nn.Linear) tests with the conversion', async () => {
@@ -91,7 +92,7 @@ describe('fixes: refusals and safety', () => {
     const pl101 = plain.findings.filter((f) => f.code === 'PL101');
     assert.equal(pl101.length, 2);
     assert.doesNotMatch(pl101[0].message, /tests the layer's class/, 'said once, by the conversion, not on every layer');
-    const one = fixOutcome(base, plain.ir, pl101[0], DEFAULT_SETTINGS).fixes[0];
+    const one = fixOutcome(base, plain.ir, pl101[0], MECHANICS_SETTINGS).fixes[0];
     assert.equal(one.title, 'Convert to te.Linear (extending 1 class test)');
     assert.match(applyEdits(base, one.edits), /isinstance\(m, \(nn\.Linear, te\.Linear\)\)/);
     assert.equal(one.safe, false);
@@ -110,7 +111,7 @@ describe('fixes: refusals and safety', () => {
       assert.equal(a.findings.filter((x) => x.code === 'PL101' || x.code === 'PL102').length, 2, code);
       for (const f of a.findings.filter((x) => x.code === 'PL101' || x.code === 'PL102')) {
         const held = kinds.includes(f.code === 'PL101' ? 'linear' : 'layernorm');
-        const fix = fixOutcome(text, a.ir, f, DEFAULT_SETTINGS).fixes[0];
+        const fix = fixOutcome(text, a.ir, f, MECHANICS_SETTINGS).fixes[0];
         assert.equal(fix?.safe, false, `${code} / ${f.code}`);
         if (held && extended) assert.match(applyEdits(text, fix.edits), extended, code);
       }
@@ -118,18 +119,18 @@ describe('fixes: refusals and safety', () => {
     // `cls = (nn.Linear)` is the class in parentheses, not a tuple of classes: left as it is (issue 23).
     const paren = 'import torch\nimport torch.nn as nn\nimport transformer_engine.pytorch as te\ncls = (nn.Linear)\nm = nn.Sequential(nn.Linear(2048, 4096))\n';
     const pa = await analyse(paren);
-    const pfix = fixOutcome(paren, pa.ir, pa.findings.find((x) => x.code === 'PL101')!, DEFAULT_SETTINGS).fixes[0];
+    const pfix = fixOutcome(paren, pa.ir, pa.findings.find((x) => x.code === 'PL101')!, MECHANICS_SETTINGS).fixes[0];
     assert.match(applyEdits(paren, pfix.edits), /^cls = \(nn\.Linear\)$/m);
     // A case pattern cannot list the te.* class: the conversion is refused with the reason.
     const match = `${base}def kind(m):\n    match m:\n        case nn.Linear():\n            return 1\n`;
     const mm = await analyse(match);
-    const refused = fixOutcome(match, mm.ir, mm.findings.find((f) => f.code === 'PL101')!, DEFAULT_SETTINGS);
+    const refused = fixOutcome(match, mm.ir, mm.findings.find((f) => f.code === 'PL101')!, MECHANICS_SETTINGS);
     assert.equal(refused.fixes.length, 0);
     assert.match(refused.refusals[0], /case pattern/);
     const torchao = `${base}from torchao.float8 import convert_to_float8_training\nconvert_to_float8_training(m)\n`;
     const conv = await analyse(torchao);
     assert.equal(conv.findings.filter((f) => f.code === 'PL101').length, 0);
-    const all = sourceFixes(torchao, conv.ir, DEFAULT_SETTINGS).find((f) => f.id === 'convert-all:file');
+    const all = sourceFixes(torchao, conv.ir, MECHANICS_SETTINGS).find((f) => f.id === 'convert-all:file');
     assert.equal(all, undefined);
   });
 
@@ -145,7 +146,7 @@ describe('fixes: refusals and safety', () => {
     const dep = await load('deprecated_api.py');
     const pl401 = dep.findings.find((f) => f.code === 'PL401');
     assert.ok(pl401);
-    assert.match(fixOutcome(dep.text, dep.ir, pl401, DEFAULT_SETTINGS).refusals[0] ?? '', /process group \(group\)/);
+    assert.match(fixOutcome(dep.text, dep.ir, pl401, MECHANICS_SETTINGS).refusals[0] ?? '', /process group \(group\)/);
     // strict=False also accepts really missing keys: offered in the editor, never batch-applied.
     assert.deepEqual([...new Set(await safety('checkpoint_load.py'))].sort(), ['PL401:false', 'PL501:false']);
     assert.ok((await safety('compile_recipe.py')).includes('PL305:false'));
@@ -157,7 +158,7 @@ describe('fixes: refusals and safety', () => {
     const { ir, findings } = await analyse(text);
     const f = findings.find((x) => x.code === 'PL502');
     assert.ok(f, 'PL502 fires on a model cast to FP16 before its optimizer');
-    assert.match(explainRefusal(text, ir, f, DEFAULT_SETTINGS) ?? '', /FP32/);
+    assert.match(explainRefusal(text, ir, f, MECHANICS_SETTINGS) ?? '', /FP32/);
   });
 });
 
@@ -180,9 +181,9 @@ describe('fixes: library norms by the signatures read from source', () => {
   it("renames timm's num_channels to normalized_shape and keeps its eps default (1e-6, not TE's 1e-5)", async () => {
     const { ir, findings } = await analyse(text);
     const converted = (name: string): string => {
-      const f = findings.find((x) => x.layerIndex !== undefined && ir.layers[x.layerIndex].name === name && fixOutcome(text, ir, x, DEFAULT_SETTINGS).fixes.length > 0);
+      const f = findings.find((x) => x.layerIndex !== undefined && ir.layers[x.layerIndex].name === name && fixOutcome(text, ir, x, MECHANICS_SETTINGS).fixes.length > 0);
       assert.ok(f, `no conversion offered for ${name}`);
-      return applyEdits(text, fixOutcome(text, ir, f, DEFAULT_SETTINGS).fixes[0].edits);
+      return applyEdits(text, fixOutcome(text, ir, f, MECHANICS_SETTINGS).fixes[0].edits);
     };
     const a = converted('self.by_name');
     // Through the FP8 fallback's factory, which takes te.*'s argument names.
@@ -223,10 +224,10 @@ describe('fixes: PL501 only on module checkpoints', () => {
     const { ir, findings } = await analyse(text);
     const pl501 = findings.filter((f) => f.code === 'PL501');
     assert.equal(pl501.length, 2, pl501.map((f) => f.span.startLine).join());
-    const splat = fixOutcome(text, ir, pl501[0], DEFAULT_SETTINGS);
+    const splat = fixOutcome(text, ir, pl501[0], MECHANICS_SETTINGS);
     assert.equal(splat.fixes.length, 0);
     assert.match(splat.refusals[0], /passes \*\*kw/);
-    assert.equal(fixOutcome(text, ir, pl501[1], DEFAULT_SETTINGS).fixes[0]?.safe, false);
+    assert.equal(fixOutcome(text, ir, pl501[1], MECHANICS_SETTINGS).fixes[0]?.safe, false);
   });
 
   it('PL303 stays quiet on the old-API path of version-checking code, and its fixes are not batch-applied there', async () => {
@@ -247,7 +248,7 @@ describe('fixes: PL501 only on module checkpoints', () => {
     const { ir, findings } = await analyse(text);
     const pl303 = findings.filter((f) => f.code === 'PL303');
     assert.deepEqual(pl303.map((f) => f.span.startLine + 1), [10]);
-    const fix = fixOutcome(text, ir, pl303[0], DEFAULT_SETTINGS).fixes[0];
+    const fix = fixOutcome(text, ir, pl303[0], MECHANICS_SETTINGS).fixes[0];
     assert.ok(fix, 'offered in the editor');
     assert.equal(fix.safe, false, 'the file supports TE < 2.9 on purpose');
     // Without the version check the same migration is batch-safe.
@@ -256,7 +257,7 @@ describe('fixes: PL501 only on module checkpoints', () => {
     const f2 = b.findings.filter((f) => f.code === 'PL303');
     assert.equal(f2.length, 2);
     assert.ok(f2.every((f) => fixOutcome(plain, b.ir, f, MODERN).fixes[0]?.safe === true));
-    assert.ok(f2.every((f) => fixOutcome(plain, b.ir, f, DEFAULT_SETTINGS).fixes[0]?.safe === false), 'TE version unknown: not batch-applied');
+    assert.ok(f2.every((f) => fixOutcome(plain, b.ir, f, MECHANICS_SETTINGS).fixes[0]?.safe === false), 'TE version unknown: not batch-applied');
   });
 });
 
@@ -284,7 +285,7 @@ describe('fixes: keeping a TE lm-head in BF16 without changing other layers', ()
     const { ir, findings } = await analyse(text);
     const pl201 = findings.find((f) => f.code === 'PL201');
     assert.ok(pl201, findings.map((f) => f.code).join());
-    const out = fixOutcome(text, ir, pl201!, DEFAULT_SETTINGS);
+    const out = fixOutcome(text, ir, pl201!, MECHANICS_SETTINGS);
     assert.equal(out.fixes.length, 0);
     assert.ok(out.refusals.some((r) => /fuses more than a Linear/.test(r)), out.refusals.join('\n'));
     assert.ok(out.refusals.some((r) => /also calls self\.proj\(\), which would leave FP8 too/.test(r)), out.refusals.join('\n'));
@@ -304,7 +305,7 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     const { ir, findings } = await analyse(text);
     const pl401 = findings.find((f) => f.code === 'PL401');
     assert.ok(pl401, findings.map((f) => f.code).join());
-    const out = fixOutcome(text, ir, pl401!, DEFAULT_SETTINGS);
+    const out = fixOutcome(text, ir, pl401!, MECHANICS_SETTINGS);
     assert.equal(out.fixes.length, 0);
     assert.match(out.refusals[0], /process group \(group\)/);
   });
@@ -333,19 +334,19 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     const { ir, findings } = await analyse(text);
     const pl401 = findings.find((f) => f.code === 'PL401');
     assert.ok(pl401, findings.map((f) => f.code).join());
-    const out = fixOutcome(text, ir, pl401!, DEFAULT_SETTINGS);
+    const out = fixOutcome(text, ir, pl401!, MECHANICS_SETTINGS);
     assert.equal(out.fixes.length, 0);
     assert.match(out.refusals[0], /line 6 uses Transformer Engine when the file is imported \(class Block\(te\.pytorch\.TransformerLayer\)\)/);
     // Without the subclass the same file is guarded and routed.
     const plain = text.replace('class Block(te.pytorch.TransformerLayer):', 'class Block(nn.Module):');
     const again = await analyse(plain);
-    const fixed = fixOutcome(plain, again.ir, again.findings.find((f) => f.code === 'PL401')!, DEFAULT_SETTINGS);
+    const fixed = fixOutcome(plain, again.ir, again.findings.find((f) => f.code === 'PL401')!, MECHANICS_SETTINGS);
     assert.equal(fixed.fixes.length, 1, fixed.refusals.join(' '));
   });
   it('refuses when TE layers get TE-only forward arguments', async () => {
     const text = [...base, 'with te.autocast(enabled=True):', '    y = layer(x, is_first_microbatch=True)', ''].join('\n');
     const { ir, findings } = await analyse(text);
-    const out = fixOutcome(text, ir, findings.find((f) => f.code === 'PL401')!, DEFAULT_SETTINGS);
+    const out = fixOutcome(text, ir, findings.find((f) => f.code === 'PL401')!, MECHANICS_SETTINGS);
     assert.equal(out.fixes.length, 0);
     assert.match(out.refusals[0], /is_first_microbatch=/);
   });
@@ -376,20 +377,20 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     assert.match(norm.reasons.join(' '), /also built as te\.LayerNorm \(line 11\).*fallback/);
     assert.ok(!findings.some((f) => f.layerIndex === ir.layers.indexOf(norm)), 'no diagnostic on the fallback');
     const fc1 = findings.find((f) => f.code === 'PL101')!;
-    const out = fixOutcome(text, ir, fc1, DEFAULT_SETTINGS);
+    const out = fixOutcome(text, ir, fc1, MECHANICS_SETTINGS);
     assert.equal(out.fixes.length, 1, 'offered in the editor');
     assert.equal(out.fixes[0].safe, false, 'not applied by --fix: te may be None');
     // With an unconditional import the same conversion is batch-safe.
     const plain = text.replace(/try:\n    import transformer_engine\.pytorch as te\nexcept ImportError:\n    te = None/, 'import transformer_engine.pytorch as te');
     const b = await analyse(plain);
-    assert.equal(fixOutcome(plain, b.ir, b.findings.find((f) => f.code === 'PL101')!, DEFAULT_SETTINGS).fixes[0].safe, false, 'a conversion is never behaviour-preserving');
+    assert.equal(fixOutcome(plain, b.ir, b.findings.find((f) => f.code === 'PL101')!, MECHANICS_SETTINGS).fixes[0].safe, false, 'a conversion is never behaviour-preserving');
   });
 
   it('convert-all is refused when a file importing this one uses another stack (editor: env.otherStack)', async () => {
     const text = 'import torch.nn as nn\nimport transformer_engine.pytorch as te\n\nclass MLP(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(1024, 4096)\n';
     const { ir } = await analyse(text);
-    assert.ok(sourceFixes(text, ir, DEFAULT_SETTINGS).some((f) => f.id === 'convert-all:file'));
-    const out = sourceFixOutcome(text, ir, DEFAULT_SETTINGS, { env: { otherStack: 'convert_to_float8_training' } });
+    assert.ok(sourceFixes(text, ir, MECHANICS_SETTINGS).some((f) => f.id === 'convert-all:file'));
+    const out = sourceFixOutcome(text, ir, MECHANICS_SETTINGS, { env: { otherStack: 'convert_to_float8_training' } });
     assert.equal(out.fixes.find((f) => f.id === 'convert-all:file'), undefined);
     assert.ok(out.refusals.some((r) => /convert_to_float8_training \(in a file that imports this one\)/.test(r)), out.refusals.join('\n'));
   });
@@ -414,7 +415,7 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     const { ir, findings } = await analyse(text);
     const fixed = (name: string) => {
       const f = findings.find((x) => x.layerIndex !== undefined && ir.layers[x.layerIndex].name === name)!;
-      const fix = fixOutcome(text, ir, f, DEFAULT_SETTINGS).fixes[0];
+      const fix = fixOutcome(text, ir, f, MECHANICS_SETTINGS).fixes[0];
       return applyEdits(text, fix.edits);
     };
     assert.match(fixed('self.a'), /self\.a = te\.Linear\(d, d, bias=False\)/);
@@ -441,7 +442,7 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
       '',
     ].join('\n');
     const first = await analyse(text);
-    const insert = sourceFixes(text, first.ir, DEFAULT_SETTINGS).find((f) => f.id === 'insert-wrapper')!;
+    const insert = sourceFixes(text, first.ir, MECHANICS_SETTINGS).find((f) => f.id === 'insert-wrapper')!;
     assert.ok(insert, 'insert-wrapper offered');
     const wrapped = applyEdits(text, insert.edits);
     const start = wrapped.indexOf('# precision-lens: fp8 fallback');
@@ -455,7 +456,7 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     // torch.nn.Linear without); the torch.nn one is the fallback of its te.* twin.
     assert.deepEqual([...new Set(after.ir.layers.map((l) => l.name))], ['self.a', 'self.b', 'self.c']);
     // Every fix still offered leaves the wrapper alone (no fp8_linear calling itself).
-    const fixes = [...sourceFixes(wrapped, after.ir, DEFAULT_SETTINGS), ...after.findings.flatMap((f) => fixOutcome(wrapped, after.ir, f, DEFAULT_SETTINGS).fixes)];
+    const fixes = [...sourceFixes(wrapped, after.ir, MECHANICS_SETTINGS), ...after.findings.flatMap((f) => fixOutcome(wrapped, after.ir, f, MECHANICS_SETTINGS).fixes)];
     for (const f of fixes) for (const e of f.edits) assert.ok(!inWrapper(e.startOffset), `${f.title} edits the wrapper at ${e.startOffset}`);
   });
 
@@ -480,8 +481,8 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     ].join('\n');
     const { ir } = await analyse(text);
     const sel = (from: string, to: string) => ({ startOffset: text.indexOf(from), endOffset: text.indexOf(to) + to.length });
-    const refusal = (from: string, to: string) => sourceFixOutcome(text, ir, DEFAULT_SETTINGS, { selection: sel(from, to) }).refusals.join(' ');
-    const wraps = (from: string, to: string) => sourceFixOutcome(text, ir, DEFAULT_SETTINGS, { selection: sel(from, to) }).fixes.some((f) => f.id === 'wrap-selection');
+    const refusal = (from: string, to: string) => sourceFixOutcome(text, ir, MECHANICS_SETTINGS, { selection: sel(from, to) }).refusals.join(' ');
+    const wraps = (from: string, to: string) => sourceFixOutcome(text, ir, MECHANICS_SETTINGS, { selection: sel(from, to) }).fixes.some((f) => f.id === 'wrap-selection');
     assert.match(refusal('import torch', 'import torch.nn as nn'), /holds an import/);
     assert.match(refusal('if ok:', 'y = model(x)'), /ends inside an if\/try statement/);
     assert.match(refusal('self.fc = nn.Linear(64, 64)', 'self.fc = nn.Linear(64, 64)'), /in __init__/);
@@ -501,12 +502,12 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
       '',
     ].join('\n');
     const { ir, findings } = await analyse(text);
-    const out = sourceFixOutcome(text, ir, DEFAULT_SETTINGS);
+    const out = sourceFixOutcome(text, ir, MECHANICS_SETTINGS);
     assert.equal(out.fixes.find((f) => f.id === 'insert-wrapper'), undefined);
     assert.ok(out.refusals.some((r) => /passes calibrating=True, which the fallback wrapper's context does not take/.test(r)), out.refusals.join('\n'));
     const pl401 = findings.find((f) => f.code === 'PL401');
     assert.ok(pl401, 'the unguarded TE import is flagged');
-    assert.equal(fixOutcome(text, ir, pl401, DEFAULT_SETTINGS).fixes.find((f) => /wrapper/.test(f.title)), undefined);
+    assert.equal(fixOutcome(text, ir, pl401, MECHANICS_SETTINGS).fixes.find((f) => /wrapper/.test(f.title)), undefined);
   });
 
   it('does not rebuild a TE head as nn.Linear when that would drop its init_method; running it outside FP8 is still offered', async () => {
@@ -535,7 +536,7 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
     ].join('\n');
     const { ir, findings } = await analyse(text);
     const pl201 = findings.find((f) => f.code === 'PL201')!;
-    const out = fixOutcome(text, ir, pl201, DEFAULT_SETTINGS);
+    const out = fixOutcome(text, ir, pl201, MECHANICS_SETTINGS);
     assert.equal(out.fixes.find((f) => f.id.startsWith('keep-bf16')), undefined);
     assert.ok(out.refusals.some((r) => /init_method=init_fn has no torch\.nn\.Linear equivalent/.test(r)), out.refusals.join('\n'));
     assert.ok(out.fixes.some((f) => f.id.startsWith('head-outside-fp8')), out.fixes.map((f) => f.id).join());
@@ -556,7 +557,7 @@ describe('fixes: what the FP8 fallback wrapper cannot carry over', () => {
       '',
     ].join('\n');
     const { ir } = await analyse(text);
-    const insert = sourceFixes(text, ir, DEFAULT_SETTINGS).find((f) => f.id === 'insert-wrapper')!;
+    const insert = sourceFixes(text, ir, MECHANICS_SETTINGS).find((f) => f.id === 'insert-wrapper')!;
     const out = applyEdits(text, insert.edits);
     assert.equal(out.match(/^import contextlib$/gm)?.length, 1, out);
     assert.equal(pyCompileError(out), undefined);

@@ -5,7 +5,7 @@
 import * as assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_SETTINGS } from '../../common/settings';
+import { MECHANICS_SETTINGS } from './fixes-support';
 import { analyzeTree } from '../../server/src/analysis';
 import { applyEdits, sourceFixes } from '../../server/src/fixes';
 import { dictLiteralKeys, splatKeys } from '../../server/src/fixes/splat';
@@ -41,7 +41,7 @@ describe('fixes: **kwargs dicts with known keys', () => {
       const tree = parser.parse(text)!;
       const ir = analyzeTree(tree, text);
       tree.delete();
-      const fix = sourceFixes(text, ir, DEFAULT_SETTINGS).find((f) => f.id === 'convert-all:file');
+      const fix = sourceFixes(text, ir, MECHANICS_SETTINGS).find((f) => f.id === 'convert-all:file');
       assert.ok(fix);
       const out = applyEdits(text, fix.edits);
       assert.match(out, /self\.qkv = fp8_linear\(dim, dim \* 3, bias=qkv_bias, device=dd\["device"\], params_dtype=dd\["dtype"\]\)/);

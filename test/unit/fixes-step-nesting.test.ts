@@ -6,7 +6,7 @@
  */
 import * as assert from 'node:assert/strict';
 import { applyEdits, sourceFixes, type FallbackModule } from '../../server/src/fixes';
-import { DEFAULT_SETTINGS } from '../../common/settings';
+import { MECHANICS_SETTINGS } from './fixes-support';
 import { analyse, pyCompileError } from './fixes-support';
 
 const MODULE: FallbackModule = { importFrom: 'fp8_fallback', path: '/ws/fp8_fallback.py', exists: true };
@@ -14,7 +14,7 @@ const MODULE: FallbackModule = { importFrom: 'fp8_fallback', path: '/ws/fp8_fall
 async function wrapped(body: string): Promise<string | undefined> {
   const text = `import torch\nfrom contextlib import nullcontext\n\n${body}`;
   const { ir } = await analyse(text);
-  const fix = sourceFixes(text, ir, DEFAULT_SETTINGS, { env: { fallbackModule: MODULE } }).find((f) => f.id === 'wrap-training-step');
+  const fix = sourceFixes(text, ir, MECHANICS_SETTINGS, { env: { fallbackModule: MODULE } }).find((f) => f.id === 'wrap-training-step');
   if (!fix) return undefined;
   const out = applyEdits(text, fix.edits);
   assert.equal(pyCompileError(out), undefined, out);

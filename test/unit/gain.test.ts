@@ -143,7 +143,7 @@ describe('gain: the FP8 gain table and the predicted speedup', () => {
       assert.throws(() => parseGainTable(d), (e: unknown) => e instanceof GainTableError && msg.test(e.message));
     };
     bad((d) => { d.schema = 'x'; }, /not a gain table/);
-    bad((d) => { d.schema_version = 2; }, /schema_version 2 is not supported/);
+    bad((d) => { d.schema_version = 3; }, /schema_version 3 is not supported/);
     bad((d) => { d.incomplete = true; }, /incomplete/);
     bad((d) => { d.grid.m = [8192, 512]; }, /grid.m must be strictly increasing/);
     bad((d) => { d.backends['te-delayed'].ratio[1].pop(); }, /te-delayed.ratio\[1\] must have 2 rows/);

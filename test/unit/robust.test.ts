@@ -348,7 +348,7 @@ describe('robustness: --fix by Python\'s line rules', function () {
       // The mixed file is the fuzzer's find (crOnly, then manyLayers adding \n lines): the import went after line 8.
       writeFileSync(join(dir, 'cr.py'), body('\r', '\r'));
       writeFileSync(join(dir, 'mixed.py'), body('\r', '\n'));
-      const run = runCli(['check', dir, '--fix', '--unsafe-fixes', '--fail-on', 'none'], dir);
+      const run = runCli(['check', dir, '--fix', '--unsafe-fixes', '--convert-losing-layers', '--fail-on', 'none'], dir);
       assert.equal(run.status, 0, run.stderr);
       for (const name of ['cr.py', 'mixed.py']) {
         const fixed = readFileSync(join(dir, name), 'utf8');
@@ -372,7 +372,7 @@ describe('robustness: --fix with Unicode identifiers', function () {
       // The fuzzer's find (oddUnicode): `biaℕs=False` was read as a third positional argument and became `bias=biaℕs=False`.
       writeFileSync(join(dir, 'u.py'), 'import torch.nn as nn\n\n\nclass M(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n'
         + '        self.a = nn.Linear(d, d, bia\u2115s=False)\n        self.b = nn.Linear(d, d, \u00e9l\u00e8ve=1)\n');
-      const run = runCli(['check', dir, '--fix', '--unsafe-fixes', '--fail-on', 'none'], dir);
+      const run = runCli(['check', dir, '--fix', '--unsafe-fixes', '--convert-losing-layers', '--fail-on', 'none'], dir);
       assert.equal(run.status, 0, run.stderr);
       const fixed = readFileSync(join(dir, 'u.py'), 'utf8');
       // read as keyword arguments te.Linear does not take: dropped (and named in the fix's title), never turned into bias=

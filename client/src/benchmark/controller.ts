@@ -324,7 +324,9 @@ export class BenchmarkController implements vscode.Disposable {
       const interpreter = this.state.interpreter ?? (await resolveInterpreter(folder, this.deps.log));
       const { id, jsonOut } = this.newRunFiles();
       const cli = this.deps.context.asAbsolutePath(path.join('out', 'cli.js'));
-      const args = buildMeasureArgs(cli, folder.fsPath, options, { python: interpreter.path, jsonOut });
+      // The conversion measured is the one the user's settings make (layers predicted to lose stay BF16 by default).
+      const convertLosingLayers = vscode.workspace.getConfiguration('precisionLens', folder).get<boolean>('convertLosingLayers') === true;
+      const args = buildMeasureArgs(cli, folder.fsPath, options, { python: interpreter.path, jsonOut, convertLosingLayers });
       this.update({ interpreter, abWorkload: workload });
       // The extension host's own runtime runs the bundled CLI (in desktop VS Code it is Electron: run it as Node).
       this.launch(id, options, { command: process.execPath, args, cwd: folder.fsPath, env: { ELECTRON_RUN_AS_NODE: '1' } }, interpreter.path, jsonOut);

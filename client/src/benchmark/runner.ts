@@ -195,7 +195,7 @@ export function buildRunArgs(script: string, options: RunOptions, extra: { jsonO
  * Arguments of the bundled CLI for an A/B run ("Measure conversion"): `precision-lens measure FOLDER --format jsonl`,
  * which copies and converts the project, runs bench/benchmark.py --mode ab on `python` and prints its events.
  */
-export function buildMeasureArgs(cli: string, folder: string, options: RunOptions, extra: { python: string; jsonOut?: string; peer?: 'torchao' | 'none' }): string[] {
+export function buildMeasureArgs(cli: string, folder: string, options: RunOptions, extra: { python: string; jsonOut?: string; peer?: 'torchao' | 'none'; convertLosingLayers?: boolean }): string[] {
   const args = [
     cli, 'measure', folder,
     '--workload', options.workload,
@@ -209,6 +209,7 @@ export function buildMeasureArgs(cli: string, folder: string, options: RunOption
   ];
   if (extra.peer) args.push('--peer', extra.peer);
   if (extra.jsonOut) args.push('--json-out', extra.jsonOut);
+  if (extra.convertLosingLayers) args.push('--convert-losing-layers');
   return args;
 }
 

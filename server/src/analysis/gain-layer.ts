@@ -72,7 +72,7 @@ export function predictLayer(layer: Layer, settings: PrecisionLensSettings): Lay
   if (!k || !n) return undefined;
   const tokens = tokensOf(settings);
   const backend = gainBackend(settings);
-  const key = `${backend}:${tokens.tokens}:${k}:${n}`;
+  const key = `${backend}:${tokens.tokens}:${tokens.assumed}:${k}:${n}`;
   let byKey = memo.get(layer);
   if (byKey?.has(key)) return byKey.get(key);
   const t = h200Table();
@@ -153,7 +153,7 @@ function mostCommon(values: number[]): number {
 export function predictModel(ir: ModelIR, settings: PrecisionLensSettings): ModelPrediction | undefined {
   const tokens = tokensOf(settings);
   const backend = gainBackend(settings);
-  const key = `${backend}:${tokens.tokens}`;
+  const key = `${backend}:${tokens.tokens}:${tokens.assumed}`;
   let byKey = modelMemo.get(ir);
   if (byKey?.has(key)) return byKey.get(key);
   let out: ModelPrediction | undefined;
@@ -197,7 +197,7 @@ export function predictModel(ir: ModelIR, settings: PrecisionLensSettings): Mode
         tokens.assumed
           ? `Tokens per step assumed: ${DEFAULT_TOKENS_PER_STEP} (8 x 2048); set precisionLens.tokensPerStep to your micro-batch x sequence.`
           : `Tokens per step: ${tokens.tokens} (precisionLens.tokensPerStep).`,
-        ...step.notes.map((s) => `Note: ${s}.`),
+        ...[...new Set(step.notes.map((s) => s.replace(/^[^:]*: (outside the measured grid)/, '$1')))].slice(0, 3).map((s) => `Note: ${s}.`),
       ];
       out = {
         step, tokens, gpu, block: { linears: linears.length, width, activation, norms: normsText }, blocks, ...(lmHead ? { lmHead } : {}), loses: step.speedup < 1,
@@ -210,4 +210,29 @@ export function predictModel(ir: ModelIR, settings: PrecisionLensSettings): Mode
   if (!byKey) modelMemo.set(ir, (byKey = new Map()));
   byKey.set(key, out);
   return out;
+}
+
+export interface LosingVerdict {
+  /** `0.88x at 16k tokens` (the layer) or `model 0.74x per step at 16k tokens` (the model it belongs to). */
+  at: string;
+  /** A sentence for the hover and the fix's title. */
+  why: string;
+}
+
+/**
+ * Whether converting this layer is predicted to slow training down: the model the file builds is predicted slower in
+ * FP8 (launch-bound, small GEMMs), or this Linear alone is. undefined: predicted to gain, or no prediction.
+ */
+export function predictedLoss(ir: ModelIR, layer: Layer, settings: PrecisionLensSettings): LosingVerdict | undefined {
+  const norm = layer.kind === 'layernorm' || layer.kind === 'rmsnorm';
+  if (!norm && layer.kind !== 'linear' && layer.kind !== 'parallel-linear') return undefined;
+  const model = predictModel(ir, settings);
+  // A norm gains nothing by itself: in a model predicted to lose, it stays with its Linears in BF16.
+  if (model?.loses && (norm || predictLayer(layer, settings))) {
+    const at = `model ${model.step.speedup.toFixed(2)}x at ${tokensText(model.tokens.tokens)} tokens`;
+    return { at, why: `The model this file builds is predicted to train slower in FP8 on the ${model.gpu} (${at}${model.step.hostBound.fp8 ? ', launch-bound: issuing TE\'s layers costs the host more than the GPU saves' : ''}).` };
+  }
+  const p = norm ? undefined : predictLayer(layer, settings);
+  if (p?.loses) return { at: p.at, why: `This Linear is predicted to run slower in FP8 on the ${p.gpu} (${p.at}): its GEMMs are too small for FP8's casts to pay.` };
+  return undefined;
 }

@@ -17,6 +17,10 @@ export interface CliOptions {
   teApi?: 'legacy' | 'modern';
   targetGpu?: TargetGpu;
   maxFileSize?: number;
+  /** Tokens per step for the predicted FP8 gain (micro-batch x sequence). */
+  tokensPerStep?: number;
+  /** Also convert layers predicted to run slower in FP8. */
+  convertLosingLayers?: boolean;
   fix: boolean;
   diff: boolean;
   /** Also apply (or count as fixable) the fixes that change behaviour: conversions, through the FP8 fallback. */
@@ -63,6 +67,8 @@ export interface MeasureOptions {
   jsonOut?: string;
   /** Keep the converted copy (its path is printed). */
   keep: boolean;
+  /** Convert also the layers predicted to run slower in FP8 (check's --convert-losing-layers). */
+  convertLosingLayers?: boolean;
   /** text: progress on stderr and a table at the end; jsonl: the benchmark's JSON lines on stdout (the sidebar). */
   format: 'text' | 'jsonl';
   /** Install SIGINT/SIGTERM handlers that stop the benchmark and remove the copy (off in tests run in-process). */
@@ -81,11 +87,12 @@ export const USAGE = `Usage:
                                [--rule PLnnn=off|error|warning|information|hint ...]
                                [--te-api legacy|modern] [--target-gpu any|ampere|ada|hopper|blackwell]
                                [--max-file-size BYTES] [--fix] [--unsafe-fixes] [--diff] [--show-fixes]
+                               [--tokens-per-step N] [--convert-losing-layers]
                                [--isolated] [--jobs N]
   precision-lens inspect PATH... [--format json] [--jobs N]
   precision-lens measure [DIR] --workload MODULE:FUNCTION [--python PATH] [--peer torchao|none] [--steps N]
                                [--warmup N] [--compile|--no-compile] [--batch N] [--seq N] [--device auto|cuda|cpu]
-                               [--json-out FILE] [--keep] [--format text|jsonl]
+                               [--json-out FILE] [--keep] [--format text|jsonl] [--convert-losing-layers]
   precision-lens --help | --version
 
 PATH is a file or a directory; directories are searched for *.py files (skipping .git, node_modules, __pycache__
@@ -95,6 +102,8 @@ Fixes work as in ruff: --fix applies in place only the fixes that change no beha
 --unsafe-fixes (with --fix or --diff) also applies the ones that do (te.* conversions, brought in through the FP8
 fallback so the file still runs without Transformer Engine; backward() moved out of autocast); --diff prints the
 fixes as a unified diff instead of writing them (exit 1 if non-empty); --show-fixes lists what was applied.
+Conversions predicted to run slower in FP8 (measured H200 table, docs/gain.md; --tokens-per-step sets the rows, 16384
+assumed) are left in BF16 unless --convert-losing-layers.
 PL303's migration to the TE >= 2.9 API is applied only when TE >= 2.9 is known: --te-api modern, te-api in
 pyproject.toml, or PRECISION_LENS_TE_VERSION / the transformer_engine installed in $VIRTUAL_ENV.
 Configuration: the [tool.precision-lens] table of the nearest pyproject.toml above the inputs (flags override it;
@@ -201,6 +210,14 @@ export function parseArgs(argv: readonly string[]): ParsedCommand {
         options.maxFileSize = n;
         break;
       }
+      case '--tokens-per-step': {
+        const v = value();
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1) throw new UsageError(`--tokens-per-step: expected a whole number of tokens (micro-batch x sequence), got '${v}'`);
+        options.tokensPerStep = n;
+        break;
+      }
+      case '--convert-losing-layers': if (inline !== undefined) throw new UsageError('--convert-losing-layers takes no value'); options.convertLosingLayers = true; break;
       case '--jobs': case '-j': {
         const v = value();
         const n = Number(v);
@@ -256,6 +273,7 @@ export function parseMeasureArgs(rest: readonly string[]): MeasureOptions {
       case '--device': options.device = oneOf(flag, value(), ['auto', 'cuda', 'cpu'] as const); break;
       case '--json-out': options.jsonOut = value(); break;
       case '--keep': noValue(); options.keep = true; break;
+      case '--convert-losing-layers': noValue(); options.convertLosingLayers = true; break;
       case '--format': case '-f': options.format = oneOf(flag, value(), ['text', 'jsonl'] as const); break;
       default: throw new UsageError(`measure: unknown option '${arg}'`);
     }

@@ -109,6 +109,7 @@ export type BatchClass = 'safe' | 'unsafe' | undefined;
  */
 export function batchClass(fix: Fix, ir: ModelIR): { cls: BatchClass; needsWrapper?: boolean } {
   if (!fix.edits.length) return { cls: undefined };
+  if (fix.predictedLoss) return { cls: undefined };
   if (fix.safe) return { cls: 'safe' };
   if (fix.codes.includes('PL303')) return { cls: undefined };
   if (!ir.teImportUnguarded && fix.edits.some(addsBareTeImport)) return { cls: 'unsafe', needsWrapper: true };

@@ -140,9 +140,11 @@ export interface ConversionReport {
  * Converts the copy in place exactly as `precision-lens check COPY --fix --unsafe-fixes` does: through `check` itself.
  * Paths in the report are relative to the copy (they read as the project's own).
  */
-export async function convertCopy(copy: string, check: CheckRunner): Promise<ConversionReport> {
+export async function convertCopy(copy: string, check: CheckRunner, gain: { tokensPerStep?: number; convertLosingLayers?: boolean } = {}): Promise<ConversionReport> {
   let err = '';
-  const exitCode = await check(['check', '.', '--fix', '--unsafe-fixes', '--show-fixes', '--format', 'json', '--fail-on', 'none'], {
+  // The measured step's tokens are the rows the gain prediction reads (which layers are predicted to pay).
+  const extra = [...(gain.tokensPerStep ? ['--tokens-per-step', String(gain.tokensPerStep)] : []), ...(gain.convertLosingLayers ? ['--convert-losing-layers'] : [])];
+  const exitCode = await check(['check', '.', '--fix', '--unsafe-fixes', ...extra, '--show-fixes', '--format', 'json', '--fail-on', 'none'], {
     stdout: () => undefined, // the findings left after the fixes: not this command's business
     stderr: (s) => { err += s; },
     cwd: copy,
@@ -279,7 +281,9 @@ export async function runMeasure(options: MeasureOptions, io: MeasureIo, check: 
   try {
     event({ event: 'progress', phase: 'convert', message: `copying ${project.pyFiles} .py files and converting the copy` });
     io.stderr(`precision-lens: copied ${project.pyFiles} .py file${project.pyFiles === 1 ? '' : 's'} of ${workspace} to ${project.copy}\n`);
-    const conversion = await convertCopy(project.copy, check);
+    const conversion = await convertCopy(project.copy, check, {
+      tokensPerStep: options.batch && options.seq ? options.batch * options.seq : undefined, convertLosingLayers: options.convertLosingLayers,
+    });
     for (const l of conversion.lines) io.stderr(`${l}\n`);
     if (conversion.exitCode === 2) return fail('conversion_failed', 'the conversion of the copy failed (see above)');
     io.stderr(`precision-lens: converted the copy: ${conversion.appliedFixes} fix${conversion.appliedFixes === 1 ? '' : 'es'} in ${conversion.changedFiles} file${conversion.changedFiles === 1 ? '' : 's'}\n`);

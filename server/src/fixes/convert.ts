@@ -5,6 +5,7 @@
  */
 import { paramAt, teMapping, teRenames } from '../analysis/catalogue';
 import type { Layer, ModelIR } from '../analysis/ir';
+import { predictedLoss } from '../analysis/gain-layer';
 import { classRefsOf, extendClassTests, type ClassRef } from './class-tests';
 import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
 import { convertsThroughFallback } from './fallback';
@@ -418,17 +419,23 @@ export function conversionFix(ctx: FixContext, layer: Layer, code: Fix['codes'][
   const done = completeConversion(ctx, [layer], [conv]);
   if (done.refusal) return { refusal: done.refusal };
   const cls = `te.${teClass(layer)}`;
-  const title = done.where ? `Convert to ${cls} (with fallback: ${conv.target}${testsNote(done.tests)})` : `Convert to ${conv.target}${done.tests ? ` (${testsNote(done.tests).slice(2)})` : ''}`;
+  const loss = ctx.settings.convertLosingLayers ? undefined : predictedLoss(ctx.ir, layer, ctx.settings);
+  const title = (done.where ? `Convert to ${cls} (with fallback: ${conv.target}${testsNote(done.tests)})` : `Convert to ${conv.target}${done.tests ? ` (${testsNote(done.tests).slice(2)})` : ''}`)
+    + (loss ? ` despite the prediction: FP8 loses here (${loss.at})` : '');
   const safe = conv.safe && !done.addsCode && !done.tests;
   return {
     fix: {
-      id: `convert:${layerKey(ctx, layer)}`, title, kind: 'quickfix', codes: [code], safe, isPreferred: true, edits: done.edits,
+      id: `convert:${layerKey(ctx, layer)}`, title, kind: 'quickfix', codes: [code], safe, isPreferred: !loss, edits: done.edits,
       ...(done.createFiles?.length ? { createFiles: done.createFiles } : {}),
+      ...(loss ? { predictedLoss: loss.why } : {}),
     },
   };
 }
 
 const CODE_BY_KIND: Partial<Record<Layer['kind'], Fix['codes'][number]>> = { linear: 'PL101', layernorm: 'PL102', rmsnorm: 'PL103', 'parallel-linear': 'PL106' };
+
+/** The skip label of a layer left in BF16 because FP8 is predicted to slow it down. */
+const PREDICTED_SLOWER = 'predicted slower in FP8';
 
 /** Layer kinds "convert all" considers at all (convs and others are not candidates, so not "skipped"). */
 const CANDIDATE_KINDS = new Set<Layer['kind']>(['linear', 'layernorm', 'rmsnorm', 'parallel-linear', 'embedding']);
@@ -446,8 +453,16 @@ export function convertAllFix(ctx: FixContext, layers: Layer[], scope: { id: str
   const convs: LayerConversion[] = [];
   const converted: Layer[] = [];
   const codes = new Set<Fix['codes'][number]>();
+  let losing: string | undefined;
   for (const layer of layers) {
     if (!CANDIDATE_KINDS.has(layer.kind)) continue;
+    const loss = ctx.settings.convertLosingLayers ? undefined : predictedLoss(ctx.ir, layer, ctx.settings);
+    if (loss && !convertLayer(ctx, layer).refusal) {
+      // Converting it would slow training down: left in BF16, counted and said (the setting overrides).
+      skipped.set(PREDICTED_SLOWER, (skipped.get(PREDICTED_SLOWER) ?? 0) + 1);
+      losing ??= loss.at.startsWith('model ') ? loss.at : undefined;
+      continue;
+    }
     const conv = convertLayer(ctx, layer);
     if (conv.refusal) {
       const label = conv.label ?? skipReason(layer)?.label ?? 'arguments';
@@ -460,7 +475,12 @@ export function convertAllFix(ctx: FixContext, layers: Layer[], scope: { id: str
   }
   const skippedCount = [...skipped.values()].reduce((a, b) => a + b, 0);
   const skipList = skippedCount ? `skipped ${skippedCount}: ${[...skipped.entries()].map(([l, n]) => (n > 1 ? `${n} ${l}` : l)).join(', ')}` : '';
-  if (!convs.length) return { refusal: `No layer ${scope.where} can be converted${skipList ? ` (${skipList})` : ''}.` };
+  if (!convs.length) {
+    if (skipped.has(PREDICTED_SLOWER)) {
+      return { refusal: `No layer ${scope.where} is predicted to gain from FP8${losing ? ` (${losing})` : ''}${skipList ? `; ${skipList}` : ''}: set precisionLens.convertLosingLayers to convert anyway.` };
+    }
+    return { refusal: `No layer ${scope.where} can be converted${skipList ? ` (${skipList})` : ''}.` };
+  }
   const done = completeConversion(ctx, converted, convs);
   if (done.refusal) return { refusal: done.refusal };
   const noun = convs.length === 1 ? 'layer' : 'layers';

@@ -19,6 +19,11 @@ export interface Fix {
   edits: TextEdit[];
   /** Files the fix creates (the project's FP8 fallback module): in the editor an LSP CreateFile, in the CLI a write. */
   createFiles?: CreatedFile[];
+  /**
+   * The conversion is predicted to slow training (analysis/gain-layer.ts predictedLoss): offered in the editor, with
+   * the prediction in its title, but never applied in batch (`check --fix`) unless precisionLens.convertLosingLayers.
+   */
+  predictedLoss?: string;
 }
 
 /** A file a fix creates, with its whole text. */

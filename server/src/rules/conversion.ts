@@ -5,8 +5,8 @@
  */
 import type { RuleCode } from '../../../common/codes';
 import type { PrecisionLensSettings } from '../../../common/settings';
-import { predictLayer } from '../analysis/gain-layer';
-import type { Layer } from '../analysis/ir';
+import { predictedLoss, predictLayer, predictModel } from '../analysis/gain-layer';
+import type { Layer, ModelIR } from '../analysis/ir';
 import { FP8_OUT_MULTIPLE } from '../analysis/checks-shape';
 import { configDefaultEvidence, forwardCallEvidence, SpanMaker, tieEvidence } from './evidence';
 import { actionOf } from './explain';
@@ -54,16 +54,17 @@ function sizeCondition(layer: Layer, room: number): string | undefined {
 const TE_INIT = 'te.Linear initialises its weight from normal(0, 0.023) where nn.Linear uses Kaiming uniform: copy trained weights, or keep your own init when training from scratch.';
 
 /** The one-sentence message: verdict and action (with the predicted gain where the sizes are known). */
-function conversionMessage(layer: Layer, settings: PrecisionLensSettings): string {
+function conversionMessage(ir: ModelIR, layer: Layer, settings: PrecisionLensSettings): string {
   const te = layer.teEquivalent ?? 'te.*';
   const head = `${layerLabel(layer)}: ${layer.constructor}${compactShape(layer)}`;
   if (layer.convertible === true) {
     const extra = layer.kind === 'parallel-linear' && layer.teArgs?.parallel_mode
       ? ` with parallel_mode="${layer.teArgs.parallel_mode.replace(/^["']|["']$/g, '')}"` : layer.zeroCenteredGamma ? ' with zero_centered_gamma=True' : '';
     if (layer.kind === 'layernorm' || layer.kind === 'rmsnorm') return `${head} can become ${te}${extra}`;
+    const loss = predictedLoss(ir, layer, settings);
+    if (loss) return `${head}: FP8 loses here (${loss.at}); keep it in BF16`;
     const p = predictLayer(layer, settings);
-    if (p?.loses) return `${head} can run as ${te}${extra}, but FP8 loses here (${p.at}); keep it in BF16`;
-    return `${head} can run in FP8 as ${te}${extra}${p ? ` (${p.short})` : ''}`;
+    return `${head} can run in FP8 as ${te}${extra}${p ? ` (${p.at})` : ''}`;
   }
   if (layer.convertible === 'uncertain') {
     // Unknown sizes alone: say the condition; any other doubt: the action its reason ends with.
@@ -77,17 +78,21 @@ function conversionMessage(layer: Layer, settings: PrecisionLensSettings): strin
 }
 
 /** What converting buys and what the fix does, for the hover. */
-function conversionExplanation(layer: Layer, settings: PrecisionLensSettings): Explanation {
+function conversionExplanation(ir: ModelIR, layer: Layer, settings: PrecisionLensSettings): Explanation {
   const norm = layer.kind === 'layernorm' || layer.kind === 'rmsnorm';
   if (layer.convertible === false) {
     return { facts: layer.reasons, consequence: `${layer.teEquivalent ?? 'The te.* layer'} would compute something else than this layer, so no conversion is offered.` };
   }
   if (layer.convertible === 'uncertain') return { facts: layer.reasons };
   const p = norm ? undefined : predictLayer(layer, settings);
+  const loss = norm ? undefined : predictedLoss(ir, layer, settings);
+  const model = p ? predictModel(ir, settings) : undefined;
   return {
-    facts: p ? [...layer.reasons, ...p.details] : layer.reasons,
+    facts: p ? [...new Set([...layer.reasons, ...p.details, ...(model ? model.details : [])])] : layer.reasons,
     consequence: p
-      ? (p.loses
+      ? (loss
+        ? `${loss.why} "Convert all" and \`check --fix\` leave it in BF16 unless precisionLens.convertLosingLayers is set; its own quick fix still converts it.`
+        : p.loses
         ? 'At this size FP8 costs more than it saves (the casts and TE\'s per-layer work outweigh the faster GEMM): "Convert all" and `check --fix` leave it in BF16 unless precisionLens.convertLosingLayers is set; its own quick fix still converts it.'
         : 'Inside TE autocast on a GPU with FP8 (compute capability 8.9 or higher) its GEMMs run in FP8 at about the predicted speed; the step gains less, since attention, norms and the lm-head stay in BF16.')
       : norm
@@ -153,8 +158,8 @@ export const conversionRules: RuleModule = {
       if (layer.convertible === false && layer.kind !== 'layernorm' && layer.kind !== 'rmsnorm') return;
       const related = [...tieEvidence(ir, layer), ...configDefaultEvidence(ir, text, [...layer.reasons, layer.inFeatures, layer.outFeatures, layer.normalizedShape], spans())];
       // Class tests (isinstance(m, nn.Linear) in weight init, optimizer groups) are extended by the conversion itself.
-      const explanation = conversionExplanation(layer, settings);
-      findings.push({ code, span: layer.span, severity: 'information', layerIndex, message: conversionMessage(layer, settings), explanation, ...(related.length ? { related } : {}) });
+      const explanation = conversionExplanation(ir, layer, settings);
+      findings.push({ code, span: layer.span, severity: 'information', layerIndex, message: conversionMessage(ir, layer, settings), explanation, ...(related.length ? { related } : {}) });
     });
     return findings;
   },
