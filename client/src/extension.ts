@@ -64,6 +64,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
   context.subscriptions.push(
     vscode.commands.registerCommand('precisionLens.showLog', () => log.show()),
+    // The model lens (server/src/lsp-codelens.ts SHOW_GAIN_COMMAND): the numbers behind the predicted step speedup.
+    vscode.commands.registerCommand('precisionLens.showGainEstimate', async (title?: unknown, details?: unknown) => {
+      const lines = Array.isArray(details) ? details.filter((d): d is string => typeof d === 'string') : [];
+      if (typeof title !== 'string') {
+        void vscode.window.showInformationMessage('Precision Lens: the predicted FP8 step speedup is the lens above the model class of a Python file.');
+        return;
+      }
+      await vscode.window.showInformationMessage(title, { modal: true, detail: lines.join('\n\n') });
+    }),
     vscode.commands.registerCommand('precisionLens.restartServer', async () => {
       await client?.restart();
       await sendEnvironment();

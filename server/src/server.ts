@@ -6,8 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import {
-  CodeActionKind, createConnection, ErrorCodes, ResponseError, type CancellationToken, DidChangeWatchedFilesNotification, MarkupKind, ProposedFeatures, TextDocumentSyncKind,
-  type CodeAction, type CodeActionParams, type Diagnostic, type Hover, type HoverParams, type InitializeResult,
+  CodeActionKind, CodeLensRefreshRequest, createConnection, ErrorCodes, ResponseError, type CancellationToken, DidChangeWatchedFilesNotification, MarkupKind, ProposedFeatures, TextDocumentSyncKind,
+  type CodeAction, type CodeActionParams, type CodeLens, type CodeLensParams, type Diagnostic, type Hover, type HoverParams, type InitializeResult,
 } from 'vscode-languageserver/node';
 import { TextDocument } from 'vscode-languageserver-textdocument';
 import { SOURCE } from '../../common/codes';
@@ -20,6 +20,7 @@ import { fixOutcome, sourceFixOutcome, type FallbackModule } from './fixes';
 import { factsForFile } from './engine';
 import { WorkspaceFactsView } from './workspace-facts';
 import { hoverMarkdown } from './hover';
+import { modelCodeLenses } from './lsp-codelens';
 import { explainRefusalAction, findingToDiagnostic, fixToCodeAction, refusedToCodeAction, REWRITE_KIND, SOURCE_KIND, spanToRange, type DiagnosticData } from './lsp-convert';
 import { PythonParser } from './parser';
 import { fixAll, FIX_ALL_KIND, wantsFixAll } from './fix-all';
@@ -91,6 +92,14 @@ let relatedInformation = false;
 let canCreateFiles = false;
 /** The client shows disabled code actions with their reason (LSP 3.16 codeAction.disabledSupport). */
 let disabledActions = false;
+/** The client asks again for the code lenses when told (LSP 3.16 workspace/codeLens/refresh). */
+let canRefreshCodeLenses = false;
+
+/** The model lens's estimate depends on the settings (tokensPerStep, the recipe) and the workspace's sizes: ask again. */
+function refreshCodeLenses(): void {
+  if (!canRefreshCodeLenses || shutDown) return;
+  connection.sendRequest(CodeLensRefreshRequest.type).catch((e) => log(`workspace/codeLens/refresh failed: ${String(e)}`));
+}
 
 function log(message: string): void {
   connection.console.log(message);
@@ -303,6 +312,7 @@ connection.onInitialize(async (params): Promise<InitializeResult> => {
   canWatchFiles = !!params.capabilities.workspace?.didChangeWatchedFiles?.dynamicRegistration;
   relatedInformation = !!params.capabilities.textDocument?.publishDiagnostics?.relatedInformation;
   disabledActions = !!params.capabilities.textDocument?.codeAction?.disabledSupport;
+  canRefreshCodeLenses = !!params.capabilities.workspace?.codeLens?.refreshSupport;
   const workspaceEdit = params.capabilities.workspace?.workspaceEdit;
   canCreateFiles = !!workspaceEdit?.documentChanges && !!workspaceEdit.resourceOperations?.includes('create');
   workspaceRoots = (params.workspaceFolders ?? [])
@@ -313,6 +323,7 @@ connection.onInitialize(async (params): Promise<InitializeResult> => {
       textDocumentSync: { openClose: true, change: TextDocumentSyncKind.Incremental },
       codeActionProvider: { codeActionKinds: [CodeActionKind.QuickFix, REWRITE_KIND, SOURCE_KIND, FIX_ALL_KIND], resolveProvider: false },
       hoverProvider: true,
+      codeLensProvider: { resolveProvider: false },
     },
     serverInfo: { name: SOURCE, version: '0.1.0' },
   };
@@ -326,6 +337,7 @@ function scanUpdated(result: ScanResult, paths?: readonly string[]): void {
     ? `workspace files changed: ${paths.length} Python file${paths.length === 1 ? '' : 's'} read again`
     : `workspace scan: ${result.files} Python files, ${result.autocastFiles.size} with FP8 autocast${result.truncated ? ' (truncated)' : ''}`);
   reanalyzeAll();
+  refreshCodeLenses();
 }
 
 connection.onInitialized(() => {
@@ -342,6 +354,7 @@ connection.onInitialized(() => {
 connection.onDidChangeConfiguration(() => {
   settingsCache.clear();
   reanalyzeAll();
+  refreshCodeLenses();
 });
 
 // A pyproject.toml changed (the client watches them): its [tool.precision-lens] table may say something else now.
@@ -355,6 +368,7 @@ connection.onDidChangeWatchedFiles((params) => {
   reportedConfigs.clear();
   settingsCache.clear();
   reanalyzeAll();
+  refreshCodeLenses();
 });
 
 connection.onNotification(EnvironmentNotification, (params: unknown) => {
@@ -523,6 +537,19 @@ connection.onRequest('textDocument/hover', async (...args: unknown[]): Promise<H
   if (at === undefined) return null;
   const card = hoverMarkdown(state.text, analysis.ir, analysis.findings, at, settings, env);
   return card ? { contents: { kind: MarkupKind.Markdown, value: card.markdown }, range: spanToRange(card.finding.span) } : null;
+});
+
+// The model's predicted FP8 step speedup on its class line (lsp-codelens.ts), from the document's current analysis.
+connection.onRequest('textDocument/codeLens', async (...args: unknown[]): Promise<CodeLens[]> => {
+  const [params, token] = requestArgs<CodeLensParams>(args);
+  checkRequest('textDocument/codeLens', invalidDocumentParams(params));
+  const uri = params.textDocument.uri;
+  const settings = await settingsFor(uri);
+  if (token.isCancellationRequested || !session?.get(uri)) return [];
+  const analysis = session.analyze(uri, settings, factsForFile(workspaceFacts(), uriPath(uri)));
+  const state = session.get(uri)!;
+  if (!analysis || analysis.skipped || isExcluded(settings, uriPath(uri))) return [];
+  return modelCodeLenses(state.text, analysis.ir, settings);
 });
 
 connection.onShutdown(() => {

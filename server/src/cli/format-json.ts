@@ -6,6 +6,8 @@ import { RULES } from '../../../common/codes';
 import type { Dim, Layer, ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { explanationText } from '../rules/explain';
+import { predictModel } from '../analysis/gain-layer';
+import type { PrecisionLensSettings } from '../../../common/settings';
 import { isAnalysed, type AnalysedFile } from './analyze';
 import { countBySeverity } from './format-text';
 import { oneBased } from './positions';
@@ -88,7 +90,31 @@ function layerJson(layer: Layer): object {
   };
 }
 
-export function inspectJson(files: readonly AnalysedFile[]): object {
+/**
+ * The model-level FP8 estimate of a file (issue 22): the predicted step speedup on the table's GPU, as the editor's
+ * CodeLens on the model class says it. undefined when the prediction cannot answer (no Linear of known sizes).
+ */
+function gainJson(ir: ModelIR, settings: PrecisionLensSettings): object | undefined {
+  const p = predictModel(ir, settings);
+  if (!p) return undefined;
+  return {
+    gpu: p.gpu,
+    speedup: p.step.speedup,
+    bf16_step_ms: p.step.bf16StepMs,
+    fp8_step_ms: p.step.fp8StepMs,
+    tokens: p.tokens.tokens,
+    tokens_assumed: p.tokens.assumed,
+    blocks: p.blocks.count,
+    blocks_from: p.blocks.from ?? null,
+    launch_bound: p.step.hostBound.fp8,
+    loses: p.loses,
+    summary: p.short,
+    details: p.details,
+  };
+}
+
+/** `settings` gives each file its predicted FP8 gain (`gain`), read at the settings' tokens per step and recipe. */
+export function inspectJson(files: readonly AnalysedFile[], settings?: PrecisionLensSettings): object {
   return {
     version: 1,
     files: files.map((f) => {
@@ -113,6 +139,8 @@ export function inspectJson(files: readonly AnalysedFile[]): object {
         entry.importsTe = ir.importsTe;
         entry.hasSyntaxErrors = ir.hasSyntaxErrors;
         if (ir.ptq.quantizeCalls.length || ir.ptq.saves.length) entry.ptq = ptqJson(ir);
+        const gain = settings && !f.skipped && !f.error ? gainJson(ir, settings) : undefined;
+        if (gain) entry.gain = gain;
       }
       if (f.skipped || f.error) entry.notAnalysed = f.skipped ?? f.error;
       return entry;
