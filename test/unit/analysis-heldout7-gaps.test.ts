@@ -64,3 +64,35 @@ describe('analysis: norm gaps from held-out set 7', () => {
     assert.equal(clamped.facets?.structure.check, 'norm-weight-transformed');
   });
 });
+
+describe('analysis: a norm class parameter defaulting to None that no caller in the file fills', () => {
+  before(initParser);
+  const ir = () => analyze(fixture('norm_param_unfilled.py'));
+
+  it('is reported as a norm of unknown class, not converted, with the reason and where to convert', () => {
+    const m = ir();
+    const merger = m.layers.find((l) => l.ownerClass === 'PatchMerger' && l.name === 'self.norm' && l.constructor === 'norm_layer');
+    assert.ok(merger, m.layers.map((l) => `${l.ownerClass}.${l.name}:${l.constructor}`).join(', '));
+    assert.equal(merger.kind, 'layernorm');
+    assert.equal(merger.role, 'norm');
+    assert.equal(merger.convertible, false);
+    assert.equal(merger.facets?.structure.check, 'catalogue-no-te');
+    assert.match(merger.reasons.join(' '), /^Unknown class: norm_layer is None by default; no call of PatchMerger\(\.\.\.\) in this file passes a class for it/);
+    assert.match(merger.reasons.join(' '), /convert where the class is chosen \(norm_layer=nn\.LayerNorm or nn\.RMSNorm passed in this file/);
+    const stem = m.layers.find((l) => l.ownerClass === 'Stem' && l.constructor === 'rms_norm_cls');
+    assert.equal(stem?.kind, 'rmsnorm');
+    assert.equal(stem?.convertible, false);
+    // Assigned in the function from something the analysis does not resolve: reported, and the reason quotes it.
+    const head = m.layers.find((l) => l.ownerClass === 'Head' && l.constructor === 'norm_layer');
+    assert.equal(head?.convertible, false);
+    assert.match(head?.reasons.join(' ') ?? '', /__init__\(\) assigns it \(`norm_layer = norm_layer or nn\.LayerNorm`, line \d+\)/);
+    // An activation class parameter builds no parameters: still not reported.
+    assert.ok(!m.layers.some((l) => l.constructor === 'act_layer'));
+  });
+
+  it('a caller in the file that passes the class still decides it (converts through the run-time class check)', () => {
+    const n = ir().layers.find((l) => l.ownerClass === 'Layer' && l.name === 'self.norm')!;
+    assert.equal(n.convertible, true, n.reasons.join(' '));
+    assert.deepEqual(n.classParam, { name: 'norm_layer', defaultClass: 'nn.LayerNorm' });
+  });
+});

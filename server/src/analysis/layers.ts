@@ -346,7 +346,8 @@ function collectCall(c: Collector, i: number): void {
   }
   const found = ctorFor(ctx, text);
   if (!found) {
-    const viaParam: ClassSite | undefined = paramDefaultCtor(ctx, call, text) ?? assignedClassCtor(ctx, call, text) ?? attrClassCtor(ctx, call, text);
+    const viaParam: ClassSite | undefined = paramDefaultCtor(ctx, call, text) ?? assignedClassCtor(ctx, call, text) ?? attrClassCtor(ctx, call, text)
+      ?? unfilledNormParam(ctx, call, text);
     if (viaParam) {
       // Rare; not memoised (a returned class depends on another statement): rebuilt at each analysis.
       const rec = makeLayer(ctx, call, calleeOf(call) as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
@@ -527,9 +528,23 @@ function paramDefaultCtor(ctx: LayerContext, call: CallRec, text: string): { res
 function passedClassCtor(ctx: LayerContext, fn: FuncRec, params: ParamInfo[], name: string): { resolved: string; ctor: CtorInfo; via: string; param?: { name: string; defaultClass: string } } | undefined {
   const callee = fn.name === '__init__' ? fn.cls?.name : !fn.cls ? fn.name : undefined;
   if (!callee) return undefined;
+  const { found } = passedValues(ctx, fn, params, callee, name);
+  const pick = chooseAmong(ctx, found);
+  if (!pick || (pick.ctor.kind === 'other' && !pick.ctor.isTe)) return undefined;
+  const passed = [...new Set(found.map((f) => ctx.src.slice(f.node.startIndex, f.node.endIndex).replace(/\s+/g, ' ')))].join(' or ');
+  const shown = `the parameter ${name} (None by default; ${callee}(...) is passed ${passed})`;
+  // Other callers (another file) may pass another class: the conversion checks at run time which one was passed.
+  const pickClass = pick.pickClass ?? (found.length ? defaultClassName(ctx, found.find((f) => f.c === pick || f.c.ctor === pick.ctor)?.node ?? null) : undefined);
+  return { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(shown, pick), ...(pickClass ? { param: { name, defaultClass: pickClass } } : {}) };
+}
+
+/** What the file's calls of a function (or a class's construction sites) pass for one of its parameters: the values
+ *  that resolve to a class, and up to three that do not, as written. */
+function passedValues(ctx: LayerContext, fn: FuncRec, params: ParamInfo[], callee: string, name: string): { found: { node: SyntaxNode; c: ClassExpr }[]; unresolved: string[] } {
   const plain = params.filter((x) => x.kind === 'plain');
   const pos = plain.findIndex((x) => x.name === name) - (fn.cls ? 1 : 0);
   const found: { node: SyntaxNode; c: ClassExpr }[] = [];
+  const unresolved: string[] = [];
   for (let i = 0; i < ctx.walk.calls.length && found.length < 8; i++) {
     if (ctx.callees[i] !== callee) continue;
     const args = ctx.walk.calls[i].node.childForFieldName('arguments');
@@ -545,14 +560,65 @@ function passedClassCtor(ctx: LayerContext, fn: FuncRec, params: ParamInfo[], na
     }
     const c = value && value.type !== 'none' ? classExprCtor(ctx, value) : undefined;
     if (c && value) found.push({ node: value, c });
+    else if (value && value.type !== 'none' && unresolved.length < 3) unresolved.push(ctx.src.slice(value.startIndex, value.endIndex).replace(/\s+/g, ' '));
   }
-  const pick = chooseAmong(ctx, found);
-  if (!pick || (pick.ctor.kind === 'other' && !pick.ctor.isTe)) return undefined;
-  const passed = [...new Set(found.map((f) => ctx.src.slice(f.node.startIndex, f.node.endIndex).replace(/\s+/g, ' ')))].join(' or ');
-  const shown = `the parameter ${name} (None by default; ${callee}(...) is passed ${passed})`;
-  // Other callers (another file) may pass another class: the conversion checks at run time which one was passed.
-  const pickClass = pick.pickClass ?? (found.length ? defaultClassName(ctx, found.find((f) => f.c === pick || f.c.ctor === pick.ctor)?.node ?? null) : undefined);
-  return { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(shown, pick), ...(pickClass ? { param: { name, defaultClass: pickClass } } : {}) };
+  return { found, unresolved };
+}
+
+/** A parameter that names a norm class (`norm_layer`, `norm_cls`, `final_norm_layer`, `norm`), not an instance or a flag. */
+const NORM_CLASS_PARAM = /^(norm|\w*norm\w*_(layer|cls|class|fn|factory|type|module|builder|ctor)|\w*_(layer|cls|class)_?norm|norm_?(layer|cls|class))$/i;
+
+/**
+ * `norm_layer(dim)` where `norm_layer=None` by default and the file never resolves which class it is: no caller passes
+ * a class for it, callers pass names the analysis does not resolve, or the function assigns it from something else
+ * (`if not norm_layer: norm_layer = LayerNorm2d if conv_mlp else LayerNorm`). Reported as a norm of unknown class, not
+ * converted, with the reason, instead of nothing.
+ */
+function unfilledNormParam(ctx: LayerContext, call: CallRec, name: string): ClassSite | undefined {
+  const fn = call.scope.fn;
+  if (!fn || !NORM_CLASS_PARAM.test(name)) return undefined;
+  const params = paramsOf(ctx.src, fn);
+  if (params.find((x) => x.name === name)?.def?.type !== 'none') return undefined;
+  const callee = fn.name === '__init__' ? fn.cls?.name : !fn.cls ? fn.name : undefined;
+  if (!callee) return undefined;
+  const { found, unresolved: passed } = passedValues(ctx, fn, params, callee, name);
+  // A class passed here that the analysis resolves, but not to a norm or Linear, is another layer: leave it.
+  if (found.length) return undefined;
+  const kind: LayerKind = /rms/i.test(name) ? 'rmsnorm' : 'layernorm';
+  const where = fn.name === '__init__' ? `${callee}(...)` : `${callee}()`;
+  const assign = assignmentTo(ctx, fn, name);
+  const facts = [`${name} is None by default`];
+  if (assign) facts.push(`${fn.name}() assigns it (\`${ctx.src.slice(assign.startIndex, assign.endIndex).replace(/\s+/g, ' ')}\`, line ${assign.startPosition.row + 1})`);
+  if (passed.length) facts.push(`calls of ${where} in this file pass ${passed.join(' or ')}, which this file does not resolve to one class`);
+  if (!assign && !passed.length) facts.push(`no call of ${where} in this file passes a class for it, so the norm it builds is chosen in another file (or never built while it stays None)`);
+  return {
+    resolved: `param:${name}`,
+    ctor: { kind, isTe: false, params: ['normalized_shape', 'eps'], display: name,
+      noTe: `Unknown class: ${facts.join('; ')}. Not converted here: convert where the class is chosen (${name}=nn.LayerNorm or nn.RMSNorm passed in this file converts through a run-time class check).` },
+    via: `the parameter ${name} (None by default; its class is not resolved in this file)`,
+  };
+}
+
+/** The first assignment statement in a function's own body (not in a nested def or lambda) that binds the name. */
+function assignmentTo(ctx: LayerContext, fn: FuncRec, name: string): SyntaxNode | undefined {
+  const body = fn.node.childForFieldName('body');
+  const stack: SyntaxNode[] = body ? [body] : [];
+  let seen = 0;
+  while (stack.length && seen++ < 20000) {
+    const n = stack.pop()!;
+    if (n.type === 'function_definition' || n.type === 'lambda' || n.type === 'class_definition') continue;
+    if (n.type === 'assignment') {
+      const left = n.childForFieldName('left');
+      const names = left ? (left.type === 'identifier' ? [left] : left.namedChildren.filter((c): c is SyntaxNode => !!c && c.type === 'identifier')) : [];
+      if (names.some((c) => ctx.src.slice(c.startIndex, c.endIndex) === name)) return n;
+    }
+    const kids = n.namedChildren;
+    for (let i = kids.length - 1; i >= 0; i--) {
+      const c = kids[i];
+      if (c) stack.push(c);
+    }
+  }
+  return undefined;
 }
 
 /** The one class a parameter's default names (`nn.LayerNorm`, the class of `partial(nn.LayerNorm, eps=1e-6)`), as a
