@@ -15,83 +15,9 @@ import { h200Table, predictLayer, predictModel } from '../../server/src/analysis
 import { fixOutcome, sourceFixes, sourceFixOutcome } from '../../server/src/fixes';
 import { batchClass } from '../../server/src/cli/fix';
 import { analyse } from './fixes-support';
+import { gpt } from './gpt-model';
 
 const ROOT = join(__dirname, '..', '..');
-
-/** nanoGPT's block structure (attention c_attn/c_proj, MLP c_fc/c_proj, tied lm-head) at a given width and depth. */
-function gpt(width: number, layers = 12): string {
-  return `import math
-from dataclasses import dataclass
-
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-
-@dataclass
-class GPTConfig:
-    block_size: int = 2048
-    vocab_size: int = 50304
-    n_layer: int = ${layers}
-    n_head: int = ${width / 64}
-    n_embd: int = ${width}
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
-        self.n_head = config.n_head
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-
-
-class MLP(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
-
-    def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x)))
-
-
-class Block(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(config.n_embd)
-        self.attn = CausalSelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.n_embd)
-        self.mlp = MLP(config)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
-        self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
-        self.ln_f = nn.LayerNorm(config.n_embd)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-
-    def forward(self, idx):
-        x = self.wte(idx)
-        for block in self.h:
-            x = block(x)
-        return self.lm_head(self.ln_f(x))
-`;
-}
 
 const withSettings = (extra: Partial<PrecisionLensSettings>): PrecisionLensSettings => ({ ...DEFAULT_SETTINGS, ...extra });
 const convertAll = (text: string, ir: Parameters<typeof sourceFixes>[1], settings: PrecisionLensSettings) =>
@@ -114,7 +40,7 @@ describe('gain: the prediction wired into the verdict, the fixes and the CLI', f
     const a = await analyse(gpt(768), DEFAULT_SETTINGS);
     const pl101 = a.findings.filter((f) => f.code === 'PL101');
     assert.equal(pl101.length, 4);
-    for (const f of pl101) assert.match(f.message, /: FP8 loses here \(model 0\.\d\dx at 16k tokens\); keep it in BF16$/, f.message);
+    for (const f of pl101) assert.match(f.message, /: FP8 as te\.Linear loses \(model 0\.\d\dx at 16k tokens\); keep it in BF16$/, f.message);
     const facts = (pl101[0].explanation?.facts ?? []).join(' ');
     assert.match(facts, /Tokens per step assumed: 16384 \(8 x 2048\)/);
     assert.match(facts, /Predicted FP8 training step on the NVIDIA H200 at 16384 tokens: 0\.\d\dx/);
@@ -175,7 +101,7 @@ describe('gain: the prediction wired into the verdict, the fixes and the CLI', f
     assert.equal(at16k.tokens.assumed, false);
     assert.ok(at16k.details.some((d) => /Tokens per step: 16384 \(precisionLens\.tokensPerStep\)/.test(d)));
     const low = await analyse(gpt(2048), withSettings({ tokensPerStep: 512 }));
-    assert.ok(low.findings.filter((f) => f.code === 'PL101').every((f) => /FP8 loses here \(.*at 512 tokens\)/.test(f.message)));
+    assert.ok(low.findings.filter((f) => f.code === 'PL101').every((f) => /FP8 as te\.Linear loses \(.*at 512 tokens\)/.test(f.message)));
   });
 
   it('check --fix --unsafe-fixes (built CLI) leaves a 768-wide model in BF16 and converts a 4096-wide one', () => {
@@ -186,7 +112,7 @@ describe('gain: the prediction wired into the verdict, the fixes and the CLI', f
       const r = spawnSync(process.execPath, [join(ROOT, 'out', 'cli.js'), 'check', dir, '--fix', '--unsafe-fixes', '--fail-on', 'none', '--isolated'], { encoding: 'utf8', cwd: dir });
       assert.equal(r.status, 0, r.stderr);
       assert.equal(readFileSync(join(dir, 'small.py'), 'utf8'), gpt(768), 'the small model is left as it was');
-      assert.match(r.stdout, /small\.py:\d+:\d+: information PL101 self\.c_fc: nn\.Linear 768->3072: FP8 loses here/);
+      assert.match(r.stdout, /small\.py:\d+:\d+: information PL101 self\.c_fc: nn\.Linear 768->3072: FP8 as te\.Linear loses/);
       assert.equal((readFileSync(join(dir, 'big.py'), 'utf8').match(/fp8_linear\(/g) ?? []).length, 4);
       const forced = spawnSync(process.execPath, [join(ROOT, 'out', 'cli.js'), 'check', join(dir, 'small.py'), '--fix', '--unsafe-fixes', '--convert-losing-layers', '--fail-on', 'none', '--isolated'], { encoding: 'utf8', cwd: dir });
       assert.equal(forced.status, 0, forced.stderr);

@@ -90,7 +90,7 @@ export function predictLayer(layer: Layer, settings: PrecisionLensSettings): Lay
           : `Tokens per step: ${tokens.tokens} (precisionLens.tokensPerStep).`,
         ...gain.notes.map((s) => `Note: ${s}.`),
       ];
-      out = { gain, tokens, gpu, loses: gain.ratio < 1, short: `${describeRatio(gain.ratio)} ${at}`, at: `${gain.ratio.toFixed(2)}x ${at}`, details };
+      out = { gain, tokens, gpu, loses: gain.ratio < 1, short: `${describeRatio(gain.ratio, gain.ratio < 1 ? 0 : 0.03)} ${at}`, at: `${gain.ratio.toFixed(2)}x ${at}`, details };
     } catch {
       out = undefined;
     }
@@ -201,7 +201,7 @@ export function predictModel(ir: ModelIR, settings: PrecisionLensSettings): Mode
       ];
       out = {
         step, tokens, gpu, block: { linears: linears.length, width, activation, norms: normsText }, blocks, ...(lmHead ? { lmHead } : {}), loses: step.speedup < 1,
-        short: `${describeRatio(step.speedup)} ${at}${bound}`, details,
+        short: `${describeRatio(step.speedup, step.speedup < 1 ? 0 : 0.03)} ${at}${bound}`, details,
       };
     } catch {
       out = undefined;

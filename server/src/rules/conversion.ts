@@ -62,7 +62,7 @@ function conversionMessage(ir: ModelIR, layer: Layer, settings: PrecisionLensSet
       ? ` with parallel_mode="${layer.teArgs.parallel_mode.replace(/^["']|["']$/g, '')}"` : layer.zeroCenteredGamma ? ' with zero_centered_gamma=True' : '';
     if (layer.kind === 'layernorm' || layer.kind === 'rmsnorm') return `${head} can become ${te}${extra}`;
     const loss = predictedLoss(ir, layer, settings);
-    if (loss) return `${head}: FP8 loses here (${loss.at}); keep it in BF16`;
+    if (loss) return `${head}: FP8 as ${te} loses (${loss.at}); keep it in BF16`;
     const p = predictLayer(layer, settings);
     return `${head} can run in FP8 as ${te}${extra}${p ? ` (${p.at})` : ''}`;
   }

@@ -46,7 +46,8 @@ describe('refusals and the hover card', function () {
     const line = lineOf(doc, C_ATTN);
     const [diag] = await waitForDiagnostics(doc.uri, (ds) => onLine(ds, 'PL101', line).length === 1, 'PL101 on c_attn', 60_000)
       .then((ds) => onLine(ds, 'PL101', line));
-    assert.strictEqual(diag.message, 'self.c_attn: nn.Linear 768->2304 can run in FP8 as te.Linear');
+    // GPT-2 small's width: the H200 table predicts the model slower in FP8 (launch-bound), and the message says so.
+    assert.match(diag.message, /^self\.c_attn: nn\.Linear 768->2304: FP8 as te\.Linear loses \(model 0\.\d\dx at 16k tokens\); keep it in BF16$/);
     const hovers = await vscode.commands.executeCommand<vscode.Hover[]>('vscode.executeHoverProvider', doc.uri, diag.range.start.translate(0, 2));
     const text = (hovers ?? []).flatMap((h) => h.contents.map((c) => (typeof c === 'string' ? c : 'value' in c ? c.value : ''))).join('\n');
     assert.match(text, /\*\*PL101 · linear-to-te\*\*/, text);
