@@ -90,6 +90,16 @@ describe('analysis: a norm class parameter defaulting to None that no caller in 
     assert.ok(!m.layers.some((l) => l.constructor === 'act_layer'));
   });
 
+  it('a function applied to a tensor (norm=None, norm_fn=None) is no class: nothing is reported for it', () => {
+    const m = analyze([
+      'def apply(x, norm=None, norm_fn=None):',
+      '    x = norm(x) if norm is not None else x',
+      '    return norm_fn(x) if norm_fn else x',
+      '',
+    ].join('\n'));
+    assert.deepEqual(m.layers.map((l) => l.constructor), []);
+  });
+
   it('a caller in the file that passes the class still decides it (converts through the run-time class check)', () => {
     const n = ir().layers.find((l) => l.ownerClass === 'Layer' && l.name === 'self.norm')!;
     assert.equal(n.convertible, true, n.reasons.join(' '));

@@ -565,8 +565,9 @@ function passedValues(ctx: LayerContext, fn: FuncRec, params: ParamInfo[], calle
   return { found, unresolved };
 }
 
-/** A parameter that names a norm class (`norm_layer`, `norm_cls`, `final_norm_layer`, `norm`), not an instance or a flag. */
-const NORM_CLASS_PARAM = /^(norm|\w*norm\w*_(layer|cls|class|fn|factory|type|module|builder|ctor)|\w*_(layer|cls|class)_?norm|norm_?(layer|cls|class))$/i;
+/** A parameter that names a norm class (`norm_layer`, `norm_cls`, `final_norm_layer`), not an instance, a function
+ *  applied to a tensor (`norm`, `norm_fn`) or a flag. */
+const NORM_CLASS_PARAM = /^(\w*norm\w*_(layer|cls|class|factory|module|builder|ctor)|norm_?(layer|cls|class))$/i;
 
 /**
  * `norm_layer(dim)` where `norm_layer=None` by default and the file never resolves which class it is: no caller passes
