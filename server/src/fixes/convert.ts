@@ -245,13 +245,21 @@ function planNormArgs(ctx: FixContext, layer: Layer, call: CallArgs, viaFactory:
   return undefined;
 }
 
-/** The `eps=` default of a local norm class's __init__, when it has one. */
+/**
+ * The eps a local norm class builds with: its __init__'s `eps=` default, else a literal `eps=` its __init__ passes to
+ * the base class (`super().__init__(d, eps=1e-6)` in a subclass of nn.RMSNorm: without it the conversion would fall
+ * back to the base's eps and change the numerics silently).
+ */
 function localEpsDefault(ctx: FixContext, layer: Layer): string | undefined {
   const cls = layer.localClass && ctx.ir.classes.find((c) => c.name === layer.localClass);
   if (!cls) return undefined;
-  const init = /def\s+__init__\s*\(([^)]*)\)/.exec(ctx.text.slice(cls.span.startOffset, cls.span.endOffset));
+  const body = ctx.text.slice(cls.span.startOffset, cls.span.endOffset);
+  const init = /def\s+__init__\s*\(([^)]*)\)/.exec(body);
   const eps = init && /\beps\s*(?::[^=,]+)?=\s*([^,\s)]+)/.exec(init[1]);
-  return eps && eps[1] !== 'None' ? eps[1] : undefined;
+  if (eps && eps[1] !== 'None') return eps[1];
+  const passed = /\bsuper\s*\([^)]*\)\s*\.\s*__init__\s*\(([^)]*)\)/.exec(body);
+  const literal = passed && /\beps\s*=\s*([0-9][0-9_.eE+-]*)\s*(?:,|$)/.exec(passed[1].trim());
+  return literal ? literal[1] : undefined;
 }
 
 /** The edits converting one layer, or why it cannot be. */
