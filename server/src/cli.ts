@@ -74,6 +74,16 @@ export function fixHint(counts: { safe: number; unsafe: number }, options: CliOp
   return unsafe ? `[*] No fix is behaviour-preserving; ${unsafe} fixable with --fix --unsafe-fixes (see them with --diff --unsafe-fixes).` : undefined;
 }
 
+/**
+ * `[*] 4 conversions left in BF16: ...` when conversion findings are predicted to lose (batch fixes leave them), or
+ * undefined. Said after a check and after --fix alike.
+ */
+export function losingHint(files: readonly AnalysedFile[], settings: PrecisionLensSettings): string | undefined {
+  if (settings.convertLosingLayers) return undefined;
+  const n = files.reduce((a, f) => a + f.findings.filter((x) => x.predictedLoss).length, 0);
+  return n ? `[*] ${n} conversion${n === 1 ? '' : 's'} left in BF16: FP8 is predicted to run slower there (H200 table, docs/gain.md); --convert-losing-layers converts them.` : undefined;
+}
+
 /** Per finding, whether --fix / --fix --unsafe-fixes could fix it (computed here, or by the worker that had the IR). */
 function fixableCounts(files: readonly AnalysedFile[], settings: PrecisionLensSettings, env: FixEnv): { safe: number; unsafe: number } {
   const counts = { safe: 0, unsafe: 0 };
@@ -180,6 +190,8 @@ async function run(options: CliOptions, io: Io): Promise<number> {
         return fixOutcome.changedFiles > 0 ? 1 : 0;
       }
       io.stderr(`precision-lens: applied ${fixOutcome.appliedFixes} fix${fixOutcome.appliedFixes === 1 ? '' : 'es'} in ${fixOutcome.changedFiles} file${fixOutcome.changedFiles === 1 ? '' : 's'}\n`);
+      const losing = losingHint(files, settings);
+      if (losing) io.stderr(`${losing}\n`);
       if (options.showFixes) (options.format === 'text' ? io.stdout : io.stderr)(showFixes(fixOutcome.applied, true));
     }
 
@@ -214,6 +226,8 @@ async function run(options: CliOptions, io: Io): Promise<number> {
       io.stdout(formatText(files));
       const hint = fixHint(hintCounts(files, settings, env, options), options);
       if (hint) io.stdout(`${hint}\n`);
+      const losing = options.fix ? undefined : losingHint(files, settings);
+      if (losing) io.stdout(`${losing}\n`);
     }
     if (ioError) return 2;
     return !options.exitZero && failing(files, options.failOn) ? 1 : 0;

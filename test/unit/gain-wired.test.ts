@@ -114,6 +114,8 @@ describe('gain: the prediction wired into the verdict, the fixes and the CLI', f
       assert.equal(readFileSync(join(dir, 'small.py'), 'utf8'), gpt(768), 'the small model is left as it was');
       assert.match(r.stdout, /small\.py:\d+:\d+: information PL101 self\.c_fc: nn\.Linear 768->3072: FP8 as te\.Linear loses/);
       assert.equal((readFileSync(join(dir, 'big.py'), 'utf8').match(/fp8_linear\(/g) ?? []).length, 4);
+      // The 4 Linears and the 3 LayerNorms of the small model (a norm alone gains nothing: it stays with its Linears).
+      assert.match(r.stderr, /^\[\*\] 7 conversions left in BF16: FP8 is predicted to run slower there .*--convert-losing-layers converts them\.$/m);
       const forced = spawnSync(process.execPath, [join(ROOT, 'out', 'cli.js'), 'check', join(dir, 'small.py'), '--fix', '--unsafe-fixes', '--convert-losing-layers', '--fail-on', 'none', '--isolated'], { encoding: 'utf8', cwd: dir });
       assert.equal(forced.status, 0, forced.stderr);
       assert.equal((readFileSync(join(dir, 'small.py'), 'utf8').match(/fp8_linear\(/g) ?? []).length, 4);

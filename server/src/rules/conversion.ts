@@ -159,7 +159,11 @@ export const conversionRules: RuleModule = {
       const related = [...tieEvidence(ir, layer), ...configDefaultEvidence(ir, text, [...layer.reasons, layer.inFeatures, layer.outFeatures, layer.normalizedShape], spans())];
       // Class tests (isinstance(m, nn.Linear) in weight init, optimizer groups) are extended by the conversion itself.
       const explanation = conversionExplanation(ir, layer, settings);
-      findings.push({ code, span: layer.span, severity: 'information', layerIndex, message: conversionMessage(ir, layer, settings), explanation, ...(related.length ? { related } : {}) });
+      const losing = !settings.convertLosingLayers && layer.convertible === true && !!predictedLoss(ir, layer, settings);
+      findings.push({
+        code, span: layer.span, severity: 'information', layerIndex, message: conversionMessage(ir, layer, settings), explanation,
+        ...(related.length ? { related } : {}), ...(losing ? { predictedLoss: true } : {}),
+      });
     });
     return findings;
   },

@@ -82,6 +82,8 @@ export interface Finding {
   suppressionEdit?: { startOffset: number; endOffset: number; newText: string };
   /** For a PL6xx finding: index into ir.ptq.quantizeCalls. */
   ptqIndex?: number;
+  /** A conversion finding whose layer FP8 is predicted to slow down (analysis/gain-layer.ts): batch fixes leave it. */
+  predictedLoss?: boolean;
 }
 
 export interface RuleModule {
