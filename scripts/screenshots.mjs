@@ -4,6 +4,7 @@
 //   docs/screenshots/diagnostics.png  model.py with its squiggles and the Problems panel
 //   docs/screenshots/hover.png        the hover of a PL101 diagnostic
 //   docs/screenshots/quickfix.png     the quick fix menu (Control+.) on c_attn
+//   docs/screenshots/codelens.png     the model-level FP8 estimate, a CodeLens over `class GPT`
 //   docs/screenshots/sidebar.png      the Precision Lens benchmark view (no GPU here: Run and the backends say why)
 //   docs/screenshots/interpreter.png  its "Choose interpreter…" quick pick
 //   docs/screenshots/results-h200.png the view with the H200 llama-7b-slice run (bench/results/h200/*.json, imported
@@ -12,7 +13,7 @@
 //   docs/screenshots/inference.png    the view's Inference tab, with the H200 --mode inference run of llama-7b-slice
 //                                     imported (bench/results/h200/2026-12-02/infer-llama-7b-slice-eager.json)
 // The view keeps VS Code's default sidebar width in every picture: that is the width it must fit.
-// Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,...,interpreter,results-h200,compare-h200,inference]
+// Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,quickfix,codelens,...,interpreter,results-h200,compare-h200,inference]
 // Each step that fails is reported and the script goes on; the exit code is 1 when any step failed.
 // SCREENSHOTS_DEBUG=DIR saves the window of a failed step as DIR/failed-<step>.png.
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
@@ -97,6 +98,15 @@ try {
     await page.waitForSelector('.action-widget .monaco-list-row', { timeout: TIMEOUT });
     await shot(page, 'quickfix');
     await page.keyboard.press('Escape');
+  }, page);
+
+  await step('codelens', async () => {
+    await modelWithSquiggles();
+    await focusEditor(page);
+    await goToLine(page, lineOf('class GPT(') + 1);
+    // The model-level FP8 estimate is a CodeLens over the model class (the server answers after the analysis).
+    await page.waitForFunction(() => [...document.querySelectorAll('.monaco-editor .codelens-decoration')].some((d) => /FP8/.test(d.textContent)), null, { timeout: TIMEOUT });
+    await shot(page, 'codelens');
   }, page);
 
   await step('sidebar', async () => {
