@@ -676,20 +676,22 @@ export function chooseAmong(ctx: LayerContext, found: { node: SyntaxNode | strin
  * `partial(nn.LayerNorm if not rms else RMSNorm, eps=1e-5)` (Mamba). Its constructor, undefined when unknown; for a
  * conditional, its candidates (chooseAmong).
  */
-function classExprCtor(ctx: LayerContext, node: SyntaxNode | null, depth = 0): ClassExpr | undefined {
+function classExprCtor(ctx: LayerContext, node: SyntaxNode | null, depth = 0, fn?: FuncRec): ClassExpr | undefined {
   let target = node;
   while (target?.type === 'parenthesized_expression') target = target.namedChild(0);
   if (!target || depth > 4) return undefined;
   if (target.type === 'call') {
     const f = target.childForFieldName('function');
-    if (!f || !/(^|\.)partial$/.test(ctx.src.slice(f.startIndex, f.endIndex).replace(/\s+/g, ''))) return undefined;
-    return classExprCtor(ctx, target.childForFieldName('arguments')?.namedChild(0) ?? null, depth + 1);
+    const ft = f ? ctx.src.slice(f.startIndex, f.endIndex).replace(/\s+/g, '') : '';
+    if (ft === 'getattr') return getattrClass(ctx, target, fn);
+    if (!/(^|\.)partial$/.test(ft)) return undefined;
+    return classExprCtor(ctx, target.childForFieldName('arguments')?.namedChild(0) ?? null, depth + 1, fn);
   }
   if (target.type === 'conditional_expression') {
     const found: { node: SyntaxNode; c: ClassExpr }[] = [];
     let unknown = false;
     for (const b of [target.namedChild(0), target.namedChild(2)]) {
-      const c = b ? classExprCtor(ctx, b, depth + 1) : undefined;
+      const c = b ? classExprCtor(ctx, b, depth + 1, fn) : undefined;
       if (c && b) found.push({ node: b, c }); else unknown = true;
     }
     const r = chooseAmong(ctx, found);
@@ -699,6 +701,30 @@ function classExprCtor(ctx: LayerContext, node: SyntaxNode | null, depth = 0): C
   if (target.type !== 'identifier' && target.type !== 'attribute') return undefined;
   const found = ctorFor(ctx, ctx.src.slice(target.startIndex, target.endIndex).replace(/\s+/g, ''));
   return found && !found.ctor.factory ? found : undefined;
+}
+
+/**
+ * A class looked up by name in a module: `getattr(nn, "LayerNorm")` is nn.LayerNorm; `getattr(nn, norm_layer)` where
+ * `norm_layer` is a parameter of the enclosing function with a string default (`norm_layer: str = "LayerNorm"`, Hiera)
+ * is that class by default, but a caller may name another one: a run-time choice (`chosen`), never a plain alias. The
+ * module must be one whose attribute the analysis resolves to a layer class (`nn.LayerNorm`); anything else is left.
+ */
+function getattrClass(ctx: LayerContext, call: SyntaxNode, fn?: FuncRec): ClassExpr | undefined {
+  const args = call.childForFieldName('arguments')?.namedChildren.filter((a): a is SyntaxNode => !!a) ?? [];
+  if (args.length !== 2 || !['identifier', 'attribute'].includes(args[0].type)) return undefined;
+  const mod = ctx.src.slice(args[0].startIndex, args[0].endIndex).replace(/\s+/g, '');
+  const nameNode = args[1];
+  let name: string | undefined;
+  let chosen = false;
+  if (nameNode.type === 'string') name = stringValue(ctx.src.slice(nameNode.startIndex, nameNode.endIndex));
+  else if (nameNode.type === 'identifier' && fn) {
+    const p = paramsOf(ctx.src, fn).find((x) => x.name === ctx.src.slice(nameNode.startIndex, nameNode.endIndex));
+    if (p?.def?.type === 'string') { name = stringValue(ctx.src.slice(p.def.startIndex, p.def.endIndex)); chosen = true; }
+  }
+  if (!name || !/^[A-Za-z_]\w*$/.test(name)) return undefined;
+  const found = ctorFor(ctx, `${mod}.${name}`);
+  if (!found || found.ctor.factory || found.ctor.kind === 'other') return undefined;
+  return chosen ? { ...found, chosen: true } : found;
 }
 
 /**
@@ -713,6 +739,14 @@ function chosenVia(shown: string, c: ClassExpr): string {
 type ClassSite = { resolved: string; ctor: CtorInfo; via?: string; candidates?: string[]; param?: { name: string; defaultClass: string } };
 
 function inlineClassCtor(ctx: LayerContext, call: CallRec): ClassSite | undefined {
+  // `getattr(nn, "LayerNorm")(dim)`: the class looked up by name, called at once.
+  if (ctx.src.startsWith('getattr', call.start)) {
+    const g = calleeOf(call);
+    const c = g?.type === 'call' ? classExprCtor(ctx, g, 0, call.scope.fn) : undefined;
+    if (!c || !g) return undefined;
+    const shown = ctx.src.slice(g.startIndex, g.endIndex).replace(/\s+/g, ' ');
+    return c.chosen ? { resolved: c.resolved, ctor: c.ctor, via: chosenVia(shown, c) } : { resolved: c.resolved, ctor: c.ctor, via: shown };
+  }
   if (ctx.src.charCodeAt(call.start) !== 40 /* ( */) return undefined;
   const f = calleeOf(call);
   if (f?.type !== 'parenthesized_expression') return undefined;
@@ -756,7 +790,7 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
       if (!m) continue;
       // `cls = (nn.Linear)`, `cls = (A if c else B)`: the parentheses change nothing.
       const r = m[2].trim().replace(/^\(\s*([^()]*)\s*\)$/, '$1');
-      const candidate = (/^[A-Za-z_][\w.]*$/.test(r) && /[A-Z]/.test(r)) || /^(functools\.)?partial\s*\(/.test(r)
+      const candidate = (/^[A-Za-z_][\w.]*$/.test(r) && /[A-Z]/.test(r)) || /^((functools\.)?partial|getattr)\s*\(/.test(r)
         || (makers.size > 0 && makers.has(/^([A-Za-z_]\w*)\s*\(/.exec(r)?.[1] ?? '')) || (/\bif\b/.test(r) && /[A-Z]/.test(r)) || r === '' || r.endsWith('(');
       if (!candidate) continue;
       const left = leftOf(a);
@@ -767,7 +801,7 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
       if (right.type === 'call') {
         const f = right.childForFieldName('function');
         const ft = f ? src.slice(f.startIndex, f.endIndex) : '';
-        if (!/(^|\.)partial$/.test(ft) && !ctx.classMakers.has(ft)) continue;
+        if (!/(^|\.)partial$/.test(ft) && ft !== 'getattr' && !ctx.classMakers.has(ft)) continue;
       } else if (!/[A-Z]/.test(src.slice(right.startIndex, right.endIndex))) continue;
       const name = src.slice(left.startIndex, left.endIndex);
       const l = ctx.classVars.get(name);
@@ -831,7 +865,7 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
       return { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(made, { ...pick, chosen: true }) };
     }
   }
-  const c = classExprCtor(ctx, right);
+  const c = classExprCtor(ctx, right, 0, scopeFn);
   if (!c || c.ctor.kind === 'other') return undefined;
   if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: chosenVia(`${text} = ${rhs}`, c), ...runTimeCheck(text, c) };
   if (c.candidates) return { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates };
