@@ -8,7 +8,7 @@ import type { Layer, LayerArg, LayerKind, Span } from './ir';
 import { ctorParams, FLOAT32_CAST_BACK, paramsOf, WEIGHT_CAST, type ClassModel, type ParamInfo } from './classes';
 import { argFor, type EvalScope, type Evaluator } from './dims';
 import { resolveName, type ImportTable } from './imports';
-import { lookupClassAttribute, type ForwardRead, type RoleHint } from './catalogue';
+import { isLibraryName, lookupClassAttribute, type ForwardRead, type RoleHint } from './catalogue';
 import { FALLBACK_FACTORIES, IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
 import { positionAt, spanOf, stringValue } from './spans';
 import { argListOf, assignedBy, calleeOf, leftOf, rightOf, type AssignRec, type CallRec, type ClassRec, type FuncRec, type WalkResult } from './walk';
@@ -221,7 +221,22 @@ function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; c
   if (WEIGHTLESS.test(last) && /^[A-Z]/.test(last) && /Embedding|Encoding|Emb$/.test(last)) {
     return { resolved, ctor: { kind: 'other', isTe: false, params: [], display: last } };
   }
-  return importedNormFactory(ctx, text, resolved, last) ?? unknownLibraryCtor(ctx, text, resolved, last);
+  return importedNormFactory(ctx, text, resolved, last) ?? unknownLibraryCtor(ctx, text, resolved, last) ?? unknownLibraryBlock(ctx, text, resolved, last);
+}
+
+/**
+ * A block class imported from a package the catalogue does not know whose name says it builds Linears or weight
+ * matrices of its own (torchrec's `MLP`, `LowRankCrossNet`; a framework's `FeedForward`): its layers are built in that
+ * package, where the analysis cannot see them. Reported as a module with no te.* equivalent, saying where to convert,
+ * instead of nothing (a construction that builds parameters is never silent).
+ */
+const UNKNOWN_BLOCK = /^([A-Z]\w*)?(MLP|Mlp|FeedForward|FeedForwardNetwork|FFN|Ffn|CrossNet|CrossNetwork|Perceptron)$/;
+function unknownLibraryBlock(ctx: LayerContext, text: string, resolved: string, last: string): { resolved: string; ctor: CtorInfo } | undefined {
+  if (!UNKNOWN_BLOCK.test(last) || resolved === text || /^(\.|torch\.|transformer_engine\.|te\.)/.test(resolved) || isLibraryName(resolved)) return undefined;
+  if (!ctx.imports.map.has(text.split('.')[0]) || ctx.classes.has(last)) return undefined;
+  const module = resolved.slice(0, resolved.length - last.length - 1);
+  return { resolved, ctor: { kind: 'other', isTe: false, params: [], display: last,
+    noTe: `${last} is defined in ${module}, outside this file and the catalogue: its layers are built there, so they are not converted here. If that module is in your project, its layers are reported in its file; if it is a package's, convert them by hand where they are defined, or keep them in BF16.` } };
 }
 
 /**
