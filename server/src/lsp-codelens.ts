@@ -7,6 +7,7 @@ import type { CodeLens } from 'vscode-languageserver/node';
 import type { PrecisionLensSettings } from '../../common/settings';
 import { predictModel, type ModelPrediction } from './analysis/gain-layer';
 import type { ClassInfo, ModelIR } from './analysis/ir';
+import { lineStartsOf } from './lines';
 
 /** The client command the lens runs: shows the prediction's details (registered in client/src/extension.ts). */
 export const SHOW_GAIN_COMMAND = 'precisionLens.showGainEstimate';
@@ -45,17 +46,10 @@ export function gainLensTitle(p: ModelPrediction): string {
 
 /** The line of the `class` keyword (after any decorators) of a class. */
 function classLine(text: string, cls: ClassInfo): number {
-  let start = 0;
-  for (let line = 0; line < cls.span.startLine; line++) {
-    start = text.indexOf('\n', start) + 1;
-    if (start === 0) return cls.span.startLine;
-  }
-  for (let line = cls.span.startLine; line <= cls.span.endLine; line++) {
-    const end = text.indexOf('\n', start);
-    const content = text.slice(start, end < 0 ? text.length : end);
-    if (/^\s*class\s/.test(content)) return line;
-    if (end < 0) break;
-    start = end + 1;
+  const starts = lineStartsOf(text);
+  for (let line = cls.span.startLine; line <= cls.span.endLine && line < starts.length; line++) {
+    const end = line + 1 < starts.length ? starts[line + 1] : text.length;
+    if (/^\s*class\s/.test(text.slice(starts[line], end))) return line;
   }
   return cls.span.startLine;
 }

@@ -62,6 +62,26 @@ export interface LayerPrediction {
   details: string[];
 }
 
+/** One answer per object and key, computed once (an undefined answer too: a failed prediction is not retried). */
+function memoised<O extends object, V>(memo: WeakMap<O, Map<string, V | undefined>>, obj: O, key: string, compute: () => V | undefined): V | undefined {
+  let byKey = memo.get(obj);
+  if (!byKey) memo.set(obj, (byKey = new Map()));
+  if (!byKey.has(key)) byKey.set(key, compute());
+  return byKey.get(key);
+}
+
+/** The hover's sentence on the rows the prediction read. */
+function tokensSentence(tokens: TokensUsed): string {
+  return tokens.assumed
+    ? `Tokens per step assumed: ${DEFAULT_TOKENS_PER_STEP} (8 x 2048); set precisionLens.tokensPerStep (tokens-per-step in [tool.precision-lens]) to your micro-batch x sequence.`
+    : `Tokens per step: ${tokens.tokens} (precisionLens.tokensPerStep).`;
+}
+
+/** describeRatio, except that a ratio below 1 is never "about even": it loses. */
+function ratioWords(ratio: number): string {
+  return describeRatio(ratio, ratio < 1 ? 0 : 0.03);
+}
+
 const memo = new WeakMap<Layer, Map<string, LayerPrediction | undefined>>();
 
 /** The predicted FP8/BF16 ratio of a Linear at the step's tokens, or undefined (not a Linear, sizes unknown, no table). */
@@ -72,12 +92,9 @@ export function predictLayer(layer: Layer, settings: PrecisionLensSettings): Lay
   if (!k || !n) return undefined;
   const tokens = tokensOf(settings);
   const backend = gainBackend(settings);
-  const key = `${backend}:${tokens.tokens}:${tokens.assumed}:${k}:${n}`;
-  let byKey = memo.get(layer);
-  if (byKey?.has(key)) return byKey.get(key);
-  const t = h200Table();
-  let out: LayerPrediction | undefined;
-  if (t) {
+  return memoised(memo, layer, `${backend}:${tokens.tokens}:${tokens.assumed}:${k}:${n}`, () => {
+    const t = h200Table();
+    if (!t) return undefined;
     try {
       const gain = layerGain(t, backend, { m: tokens.tokens, k, n });
       const gpu = t.gpu.name ?? 'the measured GPU';
@@ -85,19 +102,14 @@ export function predictLayer(layer: Layer, settings: PrecisionLensSettings): Lay
       const details = [
         `Predicted FP8/BF16 speed of this Linear's training step (forward, dgrad and wgrad, casts included) on the ${gpu}: ${gain.ratio.toFixed(2)}x ${at} (${tokens.tokens} x ${k} x ${n}).`,
         `Measured BF16 ${gain.bf16Ms.toFixed(3)} ms, predicted FP8 ${gain.fp8Ms.toFixed(3)} ms (${backend}, table of ${t.date.slice(0, 10)}, TE ${t.versions.transformer_engine ?? '?'}).`,
-        tokens.assumed
-          ? `Tokens per step assumed: ${DEFAULT_TOKENS_PER_STEP} (8 x 2048); set precisionLens.tokensPerStep (tokens-per-step in [tool.precision-lens]) to your micro-batch x sequence.`
-          : `Tokens per step: ${tokens.tokens} (precisionLens.tokensPerStep).`,
+        tokensSentence(tokens),
         ...gain.notes.map((s) => `Note: ${s}.`),
       ];
-      out = { gain, tokens, gpu, loses: gain.ratio < 1, short: `${describeRatio(gain.ratio, gain.ratio < 1 ? 0 : 0.03)} ${at}`, at: `${gain.ratio.toFixed(2)}x ${at}`, details };
+      return { gain, tokens, gpu, loses: gain.ratio < 1, short: `${ratioWords(gain.ratio)} ${at}`, at: `${gain.ratio.toFixed(2)}x ${at}`, details };
     } catch {
-      out = undefined;
+      return undefined;
     }
-  }
-  if (!byKey) memo.set(layer, (byKey = new Map()));
-  byKey.set(key, out);
-  return out;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------- the model step
@@ -153,14 +165,11 @@ function mostCommon(values: number[]): number {
 export function predictModel(ir: ModelIR, settings: PrecisionLensSettings): ModelPrediction | undefined {
   const tokens = tokensOf(settings);
   const backend = gainBackend(settings);
-  const key = `${backend}:${tokens.tokens}:${tokens.assumed}`;
-  let byKey = modelMemo.get(ir);
-  if (byKey?.has(key)) return byKey.get(key);
-  let out: ModelPrediction | undefined;
-  const t = h200Table();
-  const linears = ir.layers.filter((l) => (l.kind === 'linear' || l.kind === 'parallel-linear') && !l.isTe && l.convertible === true
-    && l.inFeatures?.value && l.outFeatures?.value && l.role !== 'lm_head' && l.role !== 'embedding');
-  if (t && linears.length) {
+  return memoised(modelMemo, ir, `${backend}:${tokens.tokens}:${tokens.assumed}`, () => {
+    const t = h200Table();
+    const linears = ir.layers.filter((l) => (l.kind === 'linear' || l.kind === 'parallel-linear') && !l.isTe && l.convertible === true
+      && l.inFeatures?.value && l.outFeatures?.value && l.role !== 'lm_head' && l.role !== 'embedding');
+    if (!t || !linears.length) return undefined;
     try {
       const width = mostCommon(linears.map((l) => l.inFeatures!.value!));
       // SwiGLU: two expansions to the same hidden size from the width (gate and up), GELU otherwise.
@@ -194,22 +203,17 @@ export function predictModel(ir: ModelIR, settings: PrecisionLensSettings): Mode
         `Read from this file: ${blocks.count} block(s) (${blocks.from ?? `assumed: no ${BLOCK_COUNT_FIELDS.slice(0, 3).join(' / ')} field`}), each ${linears.length} Linear(s) at width ${width} (GEMMs ${perBlock(step.gemmBf16Ms)} -> ${perBlock(step.gemmFp8Ms)}), ${activation === 'swiglu' ? 'SwiGLU' : 'GELU'} MLP, ${normsText}; attention, activations and residuals ${perBlock(step.rest.nonGemmMs)} in both.`,
         lmHead ? `The lm-head (${lmHead.width} -> ${lmHead.vocab}) and its loss stay in BF16: ${ms(step.rest.lmHeadMs + step.rest.lossMs)}; AdamW ${ms(step.rest.optimizerMs)}.` : 'No lm-head of known size in this file: none counted.',
         ...(step.hostBf16Ms !== undefined ? [`Host time to issue it: BF16 ${ms(step.hostBf16Ms)}, FP8 ${ms(step.hostFp8Ms!)} (TE's layers cost more to launch); the step takes the larger of host and GPU.`] : []),
-        tokens.assumed
-          ? `Tokens per step assumed: ${DEFAULT_TOKENS_PER_STEP} (8 x 2048); set precisionLens.tokensPerStep to your micro-batch x sequence.`
-          : `Tokens per step: ${tokens.tokens} (precisionLens.tokensPerStep).`,
+        tokensSentence(tokens),
         ...[...new Set(step.notes.map((s) => s.replace(/^[^:]*: (outside the measured grid)/, '$1')))].slice(0, 3).map((s) => `Note: ${s}.`),
       ];
-      out = {
+      return {
         step, tokens, gpu, block: { linears: linears.length, width, activation, norms: normsText }, blocks, ...(lmHead ? { lmHead } : {}), loses: step.speedup < 1,
-        short: `${describeRatio(step.speedup, step.speedup < 1 ? 0 : 0.03)} ${at}${bound}`, details,
+        short: `${ratioWords(step.speedup)} ${at}${bound}`, details,
       };
     } catch {
-      out = undefined;
+      return undefined;
     }
-  }
-  if (!byKey) modelMemo.set(ir, (byKey = new Map()));
-  byKey.set(key, out);
-  return out;
+  });
 }
 
 export interface LosingVerdict {

@@ -464,17 +464,17 @@ export function convertAllFix(ctx: FixContext, layers: Layer[], scope: { id: str
   let losing: string | undefined;
   for (const layer of layers) {
     if (!CANDIDATE_KINDS.has(layer.kind)) continue;
-    const loss = ctx.settings.convertLosingLayers ? undefined : predictedLoss(ctx.ir, layer, ctx.settings);
-    if (loss && !convertLayer(ctx, layer).refusal) {
-      // Converting it would slow training down: left in BF16, counted and said (the setting overrides).
-      skipped.set(PREDICTED_SLOWER, (skipped.get(PREDICTED_SLOWER) ?? 0) + 1);
-      losing ??= loss.at.startsWith('model ') ? loss.at : undefined;
-      continue;
-    }
     const conv = convertLayer(ctx, layer);
     if (conv.refusal) {
       const label = conv.label ?? skipReason(layer)?.label ?? 'arguments';
       skipped.set(label, (skipped.get(label) ?? 0) + 1);
+      continue;
+    }
+    const loss = ctx.settings.convertLosingLayers ? undefined : predictedLoss(ctx.ir, layer, ctx.settings);
+    if (loss) {
+      // Converting it would slow training down: left in BF16, counted and said (the setting overrides).
+      skipped.set(PREDICTED_SLOWER, (skipped.get(PREDICTED_SLOWER) ?? 0) + 1);
+      losing ??= loss.at.startsWith('model ') ? loss.at : undefined;
       continue;
     }
     convs.push(conv);

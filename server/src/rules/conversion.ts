@@ -92,8 +92,7 @@ function conversionExplanation(ir: ModelIR, layer: Layer, settings: PrecisionLen
     consequence: p
       ? (loss
         ? `${loss.why} "Convert all" and \`check --fix\` leave it in BF16 unless precisionLens.convertLosingLayers is set; its own quick fix still converts it.`
-        : p.loses
-        ? 'At this size FP8 costs more than it saves (the casts and TE\'s per-layer work outweigh the faster GEMM): "Convert all" and `check --fix` leave it in BF16 unless precisionLens.convertLosingLayers is set; its own quick fix still converts it.'
+        // predictedLoss covers a losing layer (p.loses) too: no third case.
         : 'Inside TE autocast on a GPU with FP8 (compute capability 8.9 or higher) its GEMMs run in FP8 at about the predicted speed; the step gains less, since attention, norms and the lm-head stay in BF16.')
       : norm
       ? 'TE computes norms in high precision: converting a norm alone gains nothing, fusing it with the Linear it feeds does (PL104, PL105).'
