@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { resolveSettings } from '../common/settings';
 import { analyzeTree } from '../server/src/analysis';
 import { predictModel } from '../server/src/analysis/gain-layer';
-import { createPythonParser } from '../server/src/parser';
+import { createPythonParser } from '../server/src/engine/parser';
 
 const ROOT = join(__dirname, '..');
 const RESULTS = join(ROOT, 'bench', 'results', 'h200');

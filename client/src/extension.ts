@@ -64,7 +64,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
   context.subscriptions.push(
     vscode.commands.registerCommand('precisionLens.showLog', () => log.show()),
-    // The model lens (server/src/lsp-codelens.ts SHOW_GAIN_COMMAND): the numbers behind the predicted step speedup.
+    // The model lens (server/src/lsp/codelens.ts SHOW_GAIN_COMMAND): the numbers behind the predicted step speedup.
     vscode.commands.registerCommand('precisionLens.showGainEstimate', async (title?: unknown, details?: unknown) => {
       const lines = Array.isArray(details) ? details.filter((d): d is string => typeof d === 'string') : [];
       if (typeof title !== 'string') {

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { DEFAULT_SETTINGS } from '../../common/settings';
 import { analyzeTree } from '../../server/src/analysis';
 import { applyEdits, sourceFixes } from '../../server/src/fixes';
-import { createPythonParser } from '../../server/src/parser';
+import { createPythonParser } from '../../server/src/engine/parser';
 
 /**
  * What convert-all can convert (the labels say "can run in FP8"), so layers the H200 table predicts to lose are

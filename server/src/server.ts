@@ -13,26 +13,26 @@ import { TextDocument } from 'vscode-languageserver-textdocument';
 import { SOURCE } from '../../common/codes';
 import { EnvironmentNotification, MemoryRequest, StatusNotification, type EnvironmentParams, type MemoryReport, type StatusParams } from '../../common/protocol';
 import { resolveSettings, SETTINGS_SECTION, type PrecisionLensSettings } from '../../common/settings';
-import { clearProjectConfigCache, findProjectConfig, overlaySettings } from './config';
-import { ignoreOnLineEdit, isExcluded } from './suppress';
-import { locateFallbackModule } from './fallback-location';
+import { clearProjectConfigCache, findProjectConfig, overlaySettings } from './engine/config';
+import { ignoreOnLineEdit, isExcluded } from './engine/suppress';
+import { locateFallbackModule } from './engine/fallback-location';
 import { fixOutcome, sourceFixOutcome, type FallbackModule } from './fixes';
-import { factsForFile } from './engine';
-import { WorkspaceFactsView } from './workspace-facts';
-import { hoverMarkdown } from './hover';
-import { modelCodeLenses } from './lsp-codelens';
-import { explainRefusalAction, findingToDiagnostic, fixToCodeAction, refusedToCodeAction, REWRITE_KIND, SOURCE_KIND, spanToRange, type DiagnosticData } from './lsp-convert';
-import { PythonParser } from './parser';
-import { fixAll, FIX_ALL_KIND, wantsFixAll } from './fix-all';
-import { pythonSource } from './lines';
-import { collectAllGarbage, mb, processMemory } from './memory';
+import { factsForFile } from './engine/engine';
+import { WorkspaceFactsView } from './workspace/facts';
+import { hoverMarkdown } from './lsp/hover';
+import { modelCodeLenses } from './lsp/codelens';
+import { explainRefusalAction, findingToDiagnostic, fixToCodeAction, refusedToCodeAction, REWRITE_KIND, SOURCE_KIND, spanToRange, type DiagnosticData } from './lsp/convert';
+import { PythonParser } from './engine/parser';
+import { fixAll, FIX_ALL_KIND, wantsFixAll } from './lsp/fix-all';
+import { pythonSource } from './engine/lines';
+import { collectAllGarbage, mb, processMemory } from './lsp/memory';
 import type { WorkspaceFacts } from './rules/types';
-import { AnalysisSession, changedSincePublished } from './session';
-import { changeOffsets, invalidChanges, invalidDocumentParams, invalidInitializeParams, isEnvironment, offsetAt } from './sync';
-import { FrameGuard, FrameJoiner } from './framing';
-import type { ScanResult } from './workspace-scan';
-import { WorkspaceScan } from './workspace-watch';
-import { AnalysisScheduler } from './scheduler';
+import { AnalysisSession, changedSincePublished } from './lsp/session';
+import { changeOffsets, invalidChanges, invalidDocumentParams, invalidInitializeParams, isEnvironment, offsetAt } from './lsp/sync';
+import { FrameGuard, FrameJoiner } from './lsp/framing';
+import type { ScanResult } from './workspace/scan';
+import { WorkspaceScan } from './workspace/watch';
+import { AnalysisScheduler } from './lsp/scheduler';
 
 /** 120 ms; PRECISION_LENS_DEBOUNCE_MS overrides it (the fuzzer's server leg uses 0: it times the analysis, not the wait). */
 const DEBOUNCE_MS = debounceMs(process.env.PRECISION_LENS_DEBOUNCE_MS);
@@ -84,7 +84,7 @@ let environment: EnvironmentParams = {};
 let canAskConfiguration = false;
 /** The client watches files for the server when asked (LSP dynamic registration of workspace/didChangeWatchedFiles). */
 let canWatchFiles = false;
-/** The workspace scan, kept current by the watcher (workspace-watch.ts). */
+/** The workspace scan, kept current by the watcher (workspace/watch.ts). */
 let workspaceScan: WorkspaceScan | undefined;
 /** The client shows a diagnostic's relatedInformation (LSP publishDiagnostics capability). */
 let relatedInformation = false;
@@ -539,7 +539,7 @@ connection.onRequest('textDocument/hover', async (...args: unknown[]): Promise<H
   return card ? { contents: { kind: MarkupKind.Markdown, value: card.markdown }, range: spanToRange(card.finding.span) } : null;
 });
 
-// The model's predicted FP8 step speedup on its class line (lsp-codelens.ts), from the document's current analysis.
+// The model's predicted FP8 step speedup on its class line (lsp/codelens.ts), from the document's current analysis.
 connection.onRequest('textDocument/codeLens', async (...args: unknown[]): Promise<CodeLens[]> => {
   const [params, token] = requestArgs<CodeLensParams>(args);
   checkRequest('textDocument/codeLens', invalidDocumentParams(params));

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { DEFAULT_SETTINGS, type PrecisionLensSettings } from '../../common/settings';
 import { analyzeTree } from '../../server/src/analysis';
 import { applyEdits, sourceFixes, type Fix } from '../../server/src/fixes';
-import { createPythonParser, type Parser } from '../../server/src/parser';
+import { createPythonParser, type Parser } from '../../server/src/engine/parser';
 
 export const EXAMPLE_INPUT = join(__dirname, '..', 'fixtures', 'fixes', 'exec_gpt.py');
 

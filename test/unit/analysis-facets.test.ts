@@ -7,8 +7,8 @@ import * as assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_SETTINGS, resolveSettings } from '../../common/settings';
-import { configFileDims, declaredDims, dimsForFile, dimsOfConfigText } from '../../server/src/workspace-dims';
-import { overlaySettings, projectConfigFromToml } from '../../server/src/config';
+import { configFileDims, declaredDims, dimsForFile, dimsOfConfigText } from '../../server/src/workspace/dims';
+import { overlaySettings, projectConfigFromToml } from '../../server/src/engine/config';
 import { analyze, initParser, layer, py } from './analysis-helpers';
 import { tempDir } from '../temp-dirs';
 

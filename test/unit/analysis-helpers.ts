@@ -1,7 +1,7 @@
 /** Shared helpers for the analysis tests: one parser, text in, IR out. */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createPythonParser, type Parser } from '../../server/src/parser';
+import { createPythonParser, type Parser } from '../../server/src/engine/parser';
 import { analyzeTree, type AnalysisOptions } from '../../server/src/analysis';
 import type { Layer, ModelIR } from '../../server/src/analysis/ir';
 

@@ -7,8 +7,8 @@ import { AnalysisCache, analyzeTree } from '../../server/src/analysis';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { closeParen } from '../../server/src/analysis/calls';
-import { editTree, lineStartsOf, reparse } from '../../server/src/incremental';
-import { createPythonParser, type Parser } from '../../server/src/parser';
+import { editTree, lineStartsOf, reparse } from '../../server/src/lsp/incremental';
+import { createPythonParser, type Parser } from '../../server/src/engine/parser';
 import { fixture } from './analysis-helpers';
 
 function rng(seed: number): () => number {

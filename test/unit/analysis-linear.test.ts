@@ -7,8 +7,8 @@
 import { strict as assert } from 'node:assert';
 import { AnalysisCache, analyzeTree } from '../../server/src/analysis';
 import { notClassLikeScannedChars } from '../../server/src/analysis/layers';
-import { editTree, lineStartsOf, reparse } from '../../server/src/incremental';
-import { createPythonParser, type Parser } from '../../server/src/parser';
+import { editTree, lineStartsOf, reparse } from '../../server/src/lsp/incremental';
+import { createPythonParser, type Parser } from '../../server/src/engine/parser';
 
 const SHAPES: [string, (n: number) => string][] = [
   ['x=1; on one line', (n) => `import torch\n${'x=1;'.repeat(n)}\n`],

@@ -5,7 +5,7 @@
  * walk (assignedBy), not from the tree. Counted through the real parser.
  */
 import { strict as assert } from 'node:assert';
-import { createPythonParser, type Parser } from '../../server/src/parser';
+import { createPythonParser, type Parser } from '../../server/src/engine/parser';
 import { analyzeTree } from '../../server/src/analysis';
 
 const FIELDS = new Set(['left', 'right', 'function', 'arguments']);

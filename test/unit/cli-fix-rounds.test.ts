@@ -14,10 +14,10 @@ import { fixFiles, fixPlanCounts, fixTitlesFor } from '../../server/src/cli/fix'
 import { checkJson } from '../../server/src/cli/format-json';
 import { collectInputs } from '../../server/src/cli/files';
 import { KeptTrees } from '../../server/src/cli/kept-trees';
-import { emptyIR } from '../../server/src/engine';
+import { emptyIR } from '../../server/src/engine/engine';
 import { applyEdits, type TextEdit } from '../../server/src/fixes';
-import { pythonSource } from '../../server/src/lines';
-import { PythonParser, type SyntaxNode, type Tree } from '../../server/src/parser';
+import { pythonSource } from '../../server/src/engine/lines';
+import { PythonParser, type SyntaxNode, type Tree } from '../../server/src/engine/parser';
 
 const FIXTURES = join(__dirname, '..', 'fixtures');
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { resolveSettings } from '../../common/settings';
 import { settingsFromOptions } from '../../server/src/cli';
 import { parseArgs, type CliOptions } from '../../server/src/cli/args';
-import { findProjectConfig, overlaySettings, projectConfigFromToml } from '../../server/src/config';
+import { findProjectConfig, overlaySettings, projectConfigFromToml } from '../../server/src/engine/config';
 
 const TABLE = `[project]
 name = "demo"

@@ -9,8 +9,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_SETTINGS } from '../../common/settings';
-import { mayHaveFindings, analyzeParsed } from '../../server/src/engine';
-import { createPythonParser, type Parser } from '../../server/src/parser';
+import { mayHaveFindings, analyzeParsed } from '../../server/src/engine/engine';
+import { createPythonParser, type Parser } from '../../server/src/engine/parser';
 import { ensureBuilt, parseJson, runCli, type CheckJson } from './cli-harness';
 
 function pythonFiles(dir: string, out: string[] = []): string[] {

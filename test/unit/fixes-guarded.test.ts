@@ -12,7 +12,7 @@ import { MECHANICS_SETTINGS } from './fixes-support';
 import { analyzeTree } from '../../server/src/analysis';
 import type { ModelIR } from '../../server/src/analysis/ir';
 import { applyEdits, fixesForFinding, sourceFixes, WRAPPER_MARKER, type Fix } from '../../server/src/fixes';
-import { createPythonParser, type Parser } from '../../server/src/parser';
+import { createPythonParser, type Parser } from '../../server/src/engine/parser';
 import { runRules } from '../../server/src/rules';
 import { tempDir } from '../temp-dirs';
 

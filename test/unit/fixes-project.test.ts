@@ -9,7 +9,7 @@
 import * as assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { locateFallbackModule } from '../../server/src/fallback-location';
+import { locateFallbackModule } from '../../server/src/engine/fallback-location';
 import { applyEdits, sourceFixes, type FallbackModule, type Fix } from '../../server/src/fixes';
 import { analyse, FIXTURES, pyCompileError, settingsWith } from './fixes-support';
 

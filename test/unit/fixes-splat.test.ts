@@ -9,7 +9,7 @@ import { MECHANICS_SETTINGS } from './fixes-support';
 import { analyzeTree } from '../../server/src/analysis';
 import { applyEdits, sourceFixes } from '../../server/src/fixes';
 import { dictLiteralKeys, splatKeys } from '../../server/src/fixes/splat';
-import { createPythonParser } from '../../server/src/parser';
+import { createPythonParser } from '../../server/src/engine/parser';
 
 const at = (text: string, marker: string): number => text.indexOf(marker);
 

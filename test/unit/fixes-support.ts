@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { DEFAULT_SETTINGS, type PrecisionLensSettings } from '../../common/settings';
 import { analyzeTree } from '../../server/src/analysis';
 import type { ModelIR } from '../../server/src/analysis/ir';
-import { createPythonParser, type Parser, type SyntaxNode } from '../../server/src/parser';
+import { createPythonParser, type Parser, type SyntaxNode } from '../../server/src/engine/parser';
 import { runRules } from '../../server/src/rules';
 import type { Finding } from '../../server/src/rules/types';
 import { tempDir } from '../temp-dirs';

@@ -5,9 +5,9 @@
  */
 import * as assert from 'node:assert/strict';
 import { DEFAULT_SETTINGS } from '../../common/settings';
-import { analyzeText } from '../../server/src/engine';
+import { analyzeText } from '../../server/src/engine/engine';
 import { fixOutcome, sourceFixOutcome } from '../../server/src/fixes';
-import { createPythonParser, type Parser } from '../../server/src/parser';
+import { createPythonParser, type Parser } from '../../server/src/engine/parser';
 import { explanationText } from '../../server/src/rules/explain';
 
 const CONFIG_BIAS = `import torch.nn as nn

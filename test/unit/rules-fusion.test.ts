@@ -2,8 +2,8 @@ import * as assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { resolveSettings } from '../../common/settings';
-import { analyzeText } from '../../server/src/engine';
-import { createPythonParser } from '../../server/src/parser';
+import { analyzeText } from '../../server/src/engine/engine';
+import { createPythonParser } from '../../server/src/engine/parser';
 import { explanationText } from '../../server/src/rules/explain';
 
 describe('rules: PL104 / PL105 fusion hints from the data flow in forward', () => {

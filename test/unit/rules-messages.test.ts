@@ -8,8 +8,8 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { RULE_CODES } from '../../common/codes';
 import { resolveSettings } from '../../common/settings';
-import { analyzeText, workspaceFactsOf } from '../../server/src/engine';
-import { createPythonParser, type Parser } from '../../server/src/parser';
+import { analyzeText, workspaceFactsOf } from '../../server/src/engine/engine';
+import { createPythonParser, type Parser } from '../../server/src/engine/parser';
 import { explanationMarkdown, explanationText, sentences } from '../../server/src/rules/explain';
 import type { Finding } from '../../server/src/rules/types';
 

@@ -7,8 +7,8 @@ import type { Finding } from '../../server/src/rules/types';
 
 /** What the user reads of a finding: the message and the hover's explanation. */
 const fullText = (f: Finding): string => `${f.message} ${explanationText(f)}`;
-import { analyzeText, stackFor, workspaceFactsOf } from '../../server/src/engine';
-import { createPythonParser, type Parser } from '../../server/src/parser';
+import { analyzeText, stackFor, workspaceFactsOf } from '../../server/src/engine/engine';
+import { createPythonParser, type Parser } from '../../server/src/engine/parser';
 
 const MODEL = `import torch
 import torch.nn as nn

@@ -9,9 +9,9 @@ import { resolveSettings } from '../../common/settings';
 import type { ModelIR } from '../../server/src/analysis/ir';
 import { fnmatch } from '../../server/src/analysis/ptq';
 import { explanationText, sentences } from '../../server/src/rules/explain';
-import { analyzeText } from '../../server/src/engine';
+import { analyzeText } from '../../server/src/engine/engine';
 import { applyEdits, fixOutcome } from '../../server/src/fixes';
-import { createPythonParser, type Parser } from '../../server/src/parser';
+import { createPythonParser, type Parser } from '../../server/src/engine/parser';
 import type { Finding } from '../../server/src/rules/types';
 
 const FIX = join(__dirname, '..', 'fixtures', 'ptq');

@@ -1,9 +1,9 @@
 /**
- * The language server's analysis scheduler (server/src/scheduler.ts) on a fake clock: debounce, supersession, the order
+ * The language server's analysis scheduler (server/src/lsp/scheduler.ts) on a fake clock: debounce, supersession, the order
  * of due documents, one document per event-loop turn.
  */
 import { strict as assert } from 'node:assert';
-import { AnalysisScheduler, type SchedulerClock } from '../../server/src/scheduler';
+import { AnalysisScheduler, type SchedulerClock } from '../../server/src/lsp/scheduler';
 
 /** A clock whose time moves only when told; deferred work and timers run in order of their time. */
 class FakeClock implements SchedulerClock {

@@ -1,9 +1,9 @@
 import * as assert from 'node:assert/strict';
 import { resolveSettings } from '../../common/settings';
-import { lineStartsOf, pointAt } from '../../server/src/incremental';
-import { lineStartsAfter } from '../../server/src/lines';
-import { createPythonParser, PythonParser, type Parser } from '../../server/src/parser';
-import { AnalysisSession } from '../../server/src/session';
+import { lineStartsOf, pointAt } from '../../server/src/lsp/incremental';
+import { lineStartsAfter } from '../../server/src/engine/lines';
+import { createPythonParser, PythonParser, type Parser } from '../../server/src/engine/parser';
+import { AnalysisSession } from '../../server/src/lsp/session';
 
 const SOURCE = `import torch.nn as nn
 

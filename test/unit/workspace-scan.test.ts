@@ -1,10 +1,10 @@
-/** The workspace scan and its updates from the file watcher (server/src/workspace-scan.ts, workspace-watch.ts). */
+/** The workspace scan and its updates from the file watcher (server/src/workspace/scan.ts, watch.ts). */
 import { strict as assert } from 'node:assert';
 import { mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { inScan, scanWorkspace, updateScan } from '../../server/src/workspace-scan';
-import { WorkspaceScan } from '../../server/src/workspace-watch';
+import { inScan, scanWorkspace, updateScan } from '../../server/src/workspace/scan';
+import { WorkspaceScan } from '../../server/src/workspace/watch';
 import { readFileSync } from 'node:fs';
 
 const TRAIN = 'import torch\nimport transformer_engine.pytorch as te\nwith te.fp8_autocast(enabled=True):\n    loss = model(x)\nloss.backward()\n';

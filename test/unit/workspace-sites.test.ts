@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { classNamesOf, sitesForFile, sitesInText } from '../../server/src/workspace-sites';
+import { classNamesOf, sitesForFile, sitesInText } from '../../server/src/workspace/sites';
 import { analyze, initParser, layer, py } from './analysis-helpers';
 import { ensureBuilt, parseJson, runCli } from './cli-harness';
 

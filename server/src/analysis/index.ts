@@ -3,7 +3,7 @@
  * Never throws on its input: broken or binary input gives what can be analysed soundly, with hasSyntaxErrors set (only
  * a WASM trap of the parser runtime is rethrown, for the caller to retire it).
  */
-import { isWasmTrap, type Tree } from '../parser';
+import { isWasmTrap, type Tree } from '../engine/parser';
 import type { ExternalDims, ExternalSites, ModelIR } from './ir';
 import { collectAutocast, collectAutocastContexts } from './autocast';
 import { collectCalls, collectTies, keepFp32Modules, tiedKeys } from './calls';

@@ -8,7 +8,7 @@
  * analysis on those copies without crossing into WASM. After an edit only statements whose text changed are copied
  * again; unchanged ones are reused with their start offset moved (positions come from the current line table).
  */
-import type { Tree } from '../parser';
+import type { Tree } from '../engine/parser';
 import { positionAt } from './spans';
 
 export interface Position { row: number; column: number }

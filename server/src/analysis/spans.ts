@@ -1,7 +1,7 @@
 /** Span and text helpers over web-tree-sitter nodes (positions are UTF-16 code units, as LSP wants). */
 import type { SyntaxNode } from './node';
 import type { Span } from './ir';
-import { lineAt, lineStartsOf, pointAt } from '../lines';
+import { lineAt, lineStartsOf, pointAt } from '../engine/lines';
 
 /**
  * Line starts of the text being analysed, set once per analysis (`useText`): positions are computed from offsets in

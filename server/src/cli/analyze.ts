@@ -4,12 +4,12 @@
  */
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { analyzeTree, emptyIR } from '../analysis';
-import { dimsForFile } from '../workspace-dims';
-import { sitesForFile } from '../workspace-sites';
+import { dimsForFile } from '../workspace/dims';
+import { sitesForFile } from '../workspace/sites';
 import type { ModelIR } from '../analysis/ir';
-import { factsForFile, findingsOf, inScope, mayHaveFindings, sizeText, skipReason, workspaceFactsOf } from '../engine';
-import { isWasmTrap, ParserTrap, type PythonParser } from '../parser';
-import { pythonSource } from '../lines';
+import { factsForFile, findingsOf, inScope, mayHaveFindings, sizeText, skipReason, workspaceFactsOf } from '../engine/engine';
+import { isWasmTrap, ParserTrap, type PythonParser } from '../engine/parser';
+import { pythonSource } from '../engine/lines';
 import type { Finding, WorkspaceFacts } from '../rules/types';
 import { readAtMost, type InputFile } from './files';
 import { decodeSource, type SourceEncoding } from './encoding';
@@ -83,7 +83,7 @@ export function readInput(input: InputFile, settings: PrecisionLensSettings): An
 /**
  * Pass 1 for one file: parse and build the IR; the tree is deleted before returning. With `findingsOnly` (check,
  * --fix: only findings are wanted), a file that cannot have any gets an empty IR without being parsed. `others`: the
- * run's other inputs, whose calls of this file's classes give sizes (workspace-sites.ts).
+ * run's other inputs, whose calls of this file's classes give sizes (workspace/sites.ts).
  *
  * With `trees` (--fix) the tree is kept instead, and the next parse of the file (after a fix round) starts from it
  * with the round's edits recorded on it (kept-trees.ts): a 700 KB mutant's re-parse drops from about 0.5 s to 0.05 s.

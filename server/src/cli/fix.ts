@@ -11,13 +11,13 @@ import * as path from 'node:path';
 import type { RuleCode } from '../../../common/codes';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { applyEdits, combineFixes, fixesForFinding, sourceFixes, type Fix, type FixEnv, type TextEdit } from '../fixes';
-import type { PythonParser } from '../parser';
+import type { PythonParser } from '../engine/parser';
 import type { ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
-import { locateFallbackModule } from '../fallback-location';
+import { locateFallbackModule } from '../engine/fallback-location';
 import { unifiedDiff } from './unified-diff';
 import { buildIR, factsOf, runFileRules, type AnalysedFile } from './analyze';
-import { trains } from '../engine';
+import { trains } from '../engine/engine';
 import { encodeSource } from './encoding';
 import type { KeptTrees } from './kept-trees';
 

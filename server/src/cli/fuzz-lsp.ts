@@ -10,7 +10,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
-import { lineStartsOf, pointAt } from '../lines';
+import { lineStartsOf, pointAt } from '../engine/lines';
 
 /** One edit of the text as it is when the edit comes: [start, end) replaced by text. */
 export interface PlannedEdit { start: number; end: number; text: string }

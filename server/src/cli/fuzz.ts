@@ -17,7 +17,7 @@ import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFi
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { resolveSettings, type PrecisionLensSettings } from '../../../common/settings';
-import { PythonParser } from '../parser';
+import { PythonParser } from '../engine/parser';
 import { analyseAll } from './analyze';
 import { UsageError } from './args';
 import { fixFiles, fixTitlesFor } from './fix';

@@ -7,8 +7,8 @@
  * pythonSource(text), where a lone \r is a \n: an edit right after a \r can change what that \r is, so the span
  * recorded on the tree starts one character earlier there (spansOf).
  */
-import { Edit, type PythonParser, type Tree } from '../parser';
-import { lineStartsOf, pointAt, pythonSource, type Point } from '../lines';
+import { Edit, type PythonParser, type Tree } from '../engine/parser';
+import { lineStartsOf, pointAt, pythonSource, type Point } from '../engine/lines';
 import { normalizeEdits, type TextEdit } from '../fixes/edits';
 import type { AnalysedFile } from './analyze';
 

@@ -20,7 +20,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { normalizeBenchEvent, type BackendResult } from '../../../common/bench-events';
 import { resolveSettings } from '../../../common/settings';
-import { findProjectConfig } from '../config';
+import { findProjectConfig } from '../engine/config';
 import type { MeasureOptions } from './args';
 import { SKIPPED_DIRS } from './files';
 

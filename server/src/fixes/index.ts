@@ -18,7 +18,7 @@ import { conversionArgumentRefusal, conversionFix, convertAllFix } from './conve
 import { applyEdits, EditSet, type TextEdit } from './edits';
 import { filterHeadFromConversion, keepLayerInBf16 } from './head';
 import { eol } from './indent';
-import { pythonSource } from '../lines';
+import { pythonSource } from '../engine/lines';
 import { scanSource, statementText, type SourceModel, type Statement } from './source';
 import { teAtLeast } from '../rules/autocast';
 import { migrateDeprecated, repairRecipe, replaceDelayedScaling, resolveApi } from './te-api';

@@ -5,7 +5,7 @@
  * text this way, and never re-parse with tree-sitter on the code-action path.
  */
 import type { Layer } from '../analysis/ir';
-import { lineAt, lineStartsOf } from '../lines';
+import { lineAt, lineStartsOf } from '../engine/lines';
 
 /** One logical line: a simple statement or a block header, possibly spanning physical lines. */
 export interface Statement {

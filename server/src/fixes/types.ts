@@ -33,7 +33,7 @@ export interface CreatedFile {
   text: string;
 }
 
-/** The project's FP8 fallback module, as the server or the CLI located it (fallback-location.ts). */
+/** The project's FP8 fallback module, as the server or the CLI located it (engine/fallback-location.ts). */
 export interface FallbackModule {
   /** What `from X import ...` names: `fp8_fallback`, `.fp8_fallback`, `pkg.fp8_fallback`. */
   importFrom: string;

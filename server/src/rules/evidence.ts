@@ -3,7 +3,7 @@
  * defaults to, the call of a layer in forward (its return). Reads the IR and the text; pure.
  */
 import type { Dim, Layer, ModelIR, Span } from '../analysis/ir';
-import { lineStartsOf, pointAt } from '../lines';
+import { lineStartsOf, pointAt } from '../engine/lines';
 import type { Evidence } from './types';
 
 /** A span over [start, end) of `text` (line table built once per text). */

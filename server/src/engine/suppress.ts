@@ -15,10 +15,10 @@
  *
  * Pure: text in, findings out. The comment scan knows Python's strings, so `"# noqa"` inside a string is not one.
  */
-import { isRuleCode, type RuleCode, type Severity } from '../../common/codes';
-import type { PrecisionLensSettings } from '../../common/settings';
-import type { Span } from './analysis/ir';
-import type { Finding } from './rules/types';
+import { isRuleCode, type RuleCode, type Severity } from '../../../common/codes';
+import type { PrecisionLensSettings } from '../../../common/settings';
+import type { Span } from '../analysis/ir';
+import type { Finding } from '../rules/types';
 
 /** One `# noqa[: codes]` directive in a trailing or own-line comment. */
 export interface NoqaDirective {

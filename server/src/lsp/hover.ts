@@ -3,11 +3,11 @@
  * does, why no fix is offered, the terms it uses, the rule page). VS Code shows the diagnostic's one-line message next
  * to it, so the card never repeats it. Pure: findings and text in, markdown out.
  */
-import type { PrecisionLensSettings } from '../../common/settings';
-import type { ModelIR } from './analysis/ir';
-import { explainRefusal, type FixEnv } from './fixes';
-import { explanationMarkdown } from './rules/explain';
-import type { Finding } from './rules/types';
+import type { PrecisionLensSettings } from '../../../common/settings';
+import type { ModelIR } from '../analysis/ir';
+import { explainRefusal, type FixEnv } from '../fixes/index';
+import { explanationMarkdown } from '../rules/explain';
+import type { Finding } from '../rules/types';
 
 /** The markdown for the findings whose range holds `offset` (joined by rules), or undefined when there is none. */
 export function hoverMarkdown(text: string, ir: ModelIR, findings: readonly Finding[], offset: number, settings: PrecisionLensSettings, env: FixEnv = {}): { markdown: string; finding: Finding } | undefined {

@@ -5,10 +5,10 @@
  * or the scan or the environment changed, so a keystroke costs O(1) here instead of O(open documents).
  */
 import { basename } from 'node:path';
-import { fileFactsOf, mergeFileFacts } from './engine';
-import type { WorkspaceFacts } from './rules/types';
-import type { AnalysisSession } from './session';
-import type { ScanResult } from './workspace-scan';
+import { fileFactsOf, mergeFileFacts } from '../engine/engine';
+import type { WorkspaceFacts } from '../rules/types';
+import type { AnalysisSession } from '../lsp/session';
+import type { ScanResult } from './scan';
 
 export class WorkspaceFactsView {
   private cached?: { generation: number; scan?: ScanResult; teVersion?: string; facts: WorkspaceFacts; key: string };

@@ -6,8 +6,8 @@
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import type { PrecisionLensSettings } from '../../common/settings';
-import type { DimValue, ExternalDims } from './analysis/ir';
+import type { PrecisionLensSettings } from '../../../common/settings';
+import type { DimValue, ExternalDims } from '../analysis/ir';
 
 /** Keys that name a model size in Hugging Face, Llama, litgpt, timm and Megatron configs. */
 const SIZE_KEY = /^(hidden_size|intermediate_size|ffn_hidden_size|n_embd|n_inner|d_model|d_ff|d_kv|dim|hidden_dim|mlp_dim|ffn_dim|embed_dim|embedding_dim|num_attention_heads|num_key_value_heads|n_head|n_heads|n_kv_heads|num_heads|head_dim|head_size|n_layer|n_layers|num_hidden_layers|depth|vocab_size|padded_vocab_size|encoder_embed_dim|decoder_embed_dim|encoder_ffn_embed_dim|decoder_ffn_embed_dim|kv_channels|multiple_of|patch_size|image_size|num_channels|n_state|n_audio_state|n_text_state|n_mels|width|mlp_ratio)$/;

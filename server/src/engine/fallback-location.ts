@@ -4,7 +4,7 @@
  * reached only through the `exists` function they pass in.
  */
 import { dirname, isAbsolute, join, relative, sep } from 'node:path';
-import type { FallbackModule } from './fixes/types';
+import type { FallbackModule } from '../fixes/types';
 
 /** The workspace folder holding `file` (the innermost), if any. */
 export function rootOf(file: string, roots: readonly string[]): string | undefined {

@@ -5,8 +5,8 @@
  * analysis evaluates nothing of the other file. Bounded: files, bytes, calls and sites per class are capped.
  */
 import { readFileSync, statSync } from 'node:fs';
-import type { ExternalSite, ExternalSites } from './analysis/ir';
-import { splitCallArgs, type CallArgs } from './fixes/source';
+import type { ExternalSite, ExternalSites } from '../analysis/ir';
+import { splitCallArgs, type CallArgs } from '../fixes/source';
 
 const MAX_FILES = 200;
 const MAX_BYTES = 512 * 1024;

@@ -6,7 +6,7 @@
  */
 import { promises as fs } from 'node:fs';
 import { join, relative, sep } from 'node:path';
-import { wrapperRanges } from './analysis/known';
+import { wrapperRanges } from '../analysis/known';
 
 const SKIP_DIRS = new Set(['.git', 'node_modules', '__pycache__', '.venv', 'venv', 'env', 'site-packages', '.tox', 'build', 'dist', '.mypy_cache']);
 const AUTOCAST = /\b(?:fp8_autocast|autocast)\s*\(/;

@@ -3,7 +3,7 @@
  * apply exactly, and custom notifications with malformed parameters. Pure (no connection), so tests call it directly.
  */
 import type { Position, TextDocumentContentChangeEvent } from 'vscode-languageserver/node';
-import type { EnvironmentParams } from '../../common/protocol';
+import type { EnvironmentParams } from '../../../common/protocol';
 import type { DocumentState, SessionChange } from './session';
 
 /** Why a position cannot be mapped exactly onto the text, or its offset. */

@@ -3,8 +3,8 @@
  * reports created, changed or deleted (workspace/didChangeWatchedFiles) are read again, one batch at a time and after
  * the full scan, so that a new training script or a new construction site counts without a restart. No LSP here.
  */
-import { forgetSites } from './workspace-sites';
-import { inScan, scanWorkspace, updateScan, type ScanResult } from './workspace-scan';
+import { forgetSites } from './sites';
+import { inScan, scanWorkspace, updateScan, type ScanResult } from './scan';
 
 export class WorkspaceScan {
   current: ScanResult | undefined;

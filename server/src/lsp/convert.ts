@@ -6,11 +6,11 @@ import {
   CodeAction, CodeActionKind, Command, CreateFile, Diagnostic, DiagnosticSeverity, TextDocumentEdit, type Range, type TextEdit, type WorkspaceEdit,
 } from 'vscode-languageserver/node';
 import type { TextDocument } from 'vscode-languageserver-textdocument';
-import { ruleDocUrl, SOURCE, type Severity } from '../../common/codes';
-import type { Span } from './analysis/ir';
-import type { Fix, RefusedFix } from './fixes';
-import { gistOf } from './rules/explain';
-import type { Finding } from './rules/types';
+import { ruleDocUrl, SOURCE, type Severity } from '../../../common/codes';
+import type { Span } from '../analysis/ir';
+import type { Fix, RefusedFix } from '../fixes/index';
+import { gistOf } from '../rules/explain';
+import type { Finding } from '../rules/types';
 
 const SEVERITY: Record<Severity, DiagnosticSeverity> = {
   error: DiagnosticSeverity.Error,

@@ -6,17 +6,17 @@
  * facts. The two are kept apart: a change of settings or of the workspace facts re-runs only the rules (and only on
  * documents whose inputs changed), never the parse or the IR.
  */
-import type { PrecisionLensSettings } from '../../common/settings';
-import { AnalysisCache } from './analysis';
+import type { PrecisionLensSettings } from '../../../common/settings';
+import { AnalysisCache } from '../analysis/index';
 import { fileURLToPath } from 'node:url';
 import { dirname, relative } from 'node:path';
-import { analyzeParsed, emptyIR, fileFactsOf, findingsOf, skipReason, type DocumentAnalysis } from './engine';
-import { dimsForFile } from './workspace-dims';
-import { sitesForFile } from './workspace-sites';
+import { analyzeParsed, emptyIR, fileFactsOf, findingsOf, skipReason, type DocumentAnalysis } from '../engine/engine';
+import { dimsForFile } from '../workspace/dims';
+import { sitesForFile } from '../workspace/sites';
 import { editTree, lineStartsOf, type TextChange } from './incremental';
-import { lineStartsAfter, pythonSource } from './lines';
-import { isWasmTrap, ParserTrap, type PythonParser, type Tree } from './parser';
-import type { WorkspaceFacts } from './rules/types';
+import { lineStartsAfter, pythonSource } from '../engine/lines';
+import { isWasmTrap, ParserTrap, type PythonParser, type Tree } from '../engine/parser';
+import type { WorkspaceFacts } from '../rules/types';
 
 export interface DocumentState {
   uri: string;

@@ -2,8 +2,8 @@
  * Incremental parsing support: turns a text change (UTF-16 offsets, what LSP's incremental sync and
  * TextDocument give) into a tree-sitter edit, so a one-character edit re-parses only what changed.
  */
-import { lineStartsOf, pointAt, type Point } from './lines';
-import { Edit, type Parser, type Tree } from './parser';
+import { lineStartsOf, pointAt, type Point } from '../engine/lines';
+import { Edit, type Parser, type Tree } from '../engine/parser';
 
 export { lineStartsOf, pointAt };
 

@@ -11,7 +11,7 @@
 import { Session } from 'node:inspector';
 import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import type { MemoryReport } from '../../common/protocol';
+import type { MemoryReport } from '../../../common/protocol';
 
 /** Which collection ran: memory-reducing (inspector), a plain full one (no inspector in this runtime), or none. */
 export type Collection = 'memory-reducing' | 'full' | 'none';

@@ -2,19 +2,19 @@
  * The analysis engine shared by the language server and the CLI: text -> tree -> model IR -> findings.
  * No LSP or VS Code import here; the server adds caching, incremental parsing and debouncing around it.
  */
-import type { PrecisionLensSettings } from '../../common/settings';
-import { analyzeTree, emptyIR, type AnalysisCache } from './analysis';
+import type { PrecisionLensSettings } from '../../../common/settings';
+import { analyzeTree, emptyIR, type AnalysisCache } from '../analysis/index';
 
 export { emptyIR };
-import type { ExternalDims, ExternalSites, ModelIR } from './analysis/ir';
-import { fp8Layers } from './analysis/autocast';
+import type { ExternalDims, ExternalSites, ModelIR } from '../analysis/ir';
+import { fp8Layers } from '../analysis/autocast';
 import type { Parser, Tree } from './parser';
-import { argumentRefusal } from './fixes';
-import { runRules } from './rules';
-import { withRefusedConversion } from './rules/conversion';
-import type { Finding, WorkspaceFacts } from './rules/types';
+import { argumentRefusal } from '../fixes/index';
+import { runRules } from '../rules/index';
+import { withRefusedConversion } from '../rules/conversion';
+import type { Finding, WorkspaceFacts } from '../rules/types';
 import { applySuppressions } from './suppress';
-import { RULES } from '../../common/codes';
+import { RULES } from '../../../common/codes';
 
 export interface DocumentAnalysis {
   ir: ModelIR;

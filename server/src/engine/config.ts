@@ -22,7 +22,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parse } from 'smol-toml';
-import { isRuleCode, RULE_CODES, RULES, type RuleCode } from '../../common/codes';
+import { isRuleCode, RULE_CODES, RULES, type RuleCode } from '../../../common/codes';
 
 /** What `[tool.precision-lens]` says, as a partial raw settings object, and what was wrong with it. */
 export interface ProjectConfig {

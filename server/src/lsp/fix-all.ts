@@ -9,10 +9,10 @@
  * (a save in the middle of an edit must not rewrite half-typed code).
  */
 import { CodeActionKind } from 'vscode-languageserver/node';
-import type { PrecisionLensSettings } from '../../common/settings';
-import type { ModelIR } from './analysis/ir';
-import { applyEdits, combineFixes, fixesForFinding, type Fix, type FixEnv } from './fixes';
-import type { Finding } from './rules/types';
+import type { PrecisionLensSettings } from '../../../common/settings';
+import type { ModelIR } from '../analysis/ir';
+import { applyEdits, combineFixes, fixesForFinding, type Fix, type FixEnv } from '../fixes/index';
+import type { Finding } from '../rules/types';
 
 export const FIX_ALL_KIND = `${CodeActionKind.SourceFixAll}.precisionLens`;
 

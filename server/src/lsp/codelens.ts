@@ -4,10 +4,10 @@
  * from the document's existing analysis (its IR and settings); no analysis of its own.
  */
 import type { CodeLens } from 'vscode-languageserver/node';
-import type { PrecisionLensSettings } from '../../common/settings';
-import { predictModel, type ModelPrediction } from './analysis/gain-layer';
-import type { ClassInfo, ModelIR } from './analysis/ir';
-import { lineStartsOf } from './lines';
+import type { PrecisionLensSettings } from '../../../common/settings';
+import { predictModel, type ModelPrediction } from '../analysis/gain-layer';
+import type { ClassInfo, ModelIR } from '../analysis/ir';
+import { lineStartsOf } from '../engine/lines';
 
 /** The client command the lens runs: shows the prediction's details (registered in client/src/extension.ts). */
 export const SHOW_GAIN_COMMAND = 'precisionLens.showGainEstimate';
