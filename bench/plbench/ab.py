@@ -465,6 +465,13 @@ def run(session, args, env, device, te_installed):
                    finish=finish_converted),
     ]
 
+    if getattr(args, "repeat_original", False):
+        # The noise floor: the original once more, from the same weights and batches; the difference between the two
+        # BF16 runs is what FP8's difference is measured against.
+        arms.append(runner.Arm("original-repeat", "original-repeat: the original arm again (same weights and batches), "
+                               "the noise floor of the loss comparison%s" % cpu_note, builder("original"), impl="bf16",
+                               after_build=load_into(True)))
+
     # The peer: torchao on the original model
     peer = {"name": "torchao-original", "requested": args.peer, "ran": False, "reason": None}
     ao_info = {}
@@ -529,6 +536,10 @@ def run(session, args, env, device, te_installed):
     emitter.emit("summary", **summary)
     cli.print_table(results, summary)
     a = summary["ab"]
+    if a.get("eval_loss_rel") is not None:
+        log("A/B: converted eval loss %+.3f %% vs original%s" % (
+            100.0 * a["eval_loss_rel"], "" if a.get("noise_floor_eval_rel") is None else
+            "; the original run again: %+.3f %% (noise floor)" % (100.0 * a["noise_floor_eval_rel"])))
     if a.get("loss_rel_final") is not None:
         log("A/B: converted final loss %+.3f %% vs original; FP8 GEMM forwards %s of %s; %s" % (
             100.0 * a["loss_rel_final"], a["fp8_gemms"].get("forwards_fp8"), a["fp8_gemms"].get("forwards_total"),
@@ -545,7 +556,18 @@ def ab_summary(results, orig, conv, fallback_name, fallback, peer, device):
            "loss_rel_final": None, "loss_first_diff": None, "peak_memory_ratio": None, "tokens_per_s_ratio": None,
            "step_time_ratio": None, "batches_match": (c or {}).get("batches_match_original"), "peer": peer,
            "not_a_benchmark": device == "cpu"}
+    r = results.get("original-repeat")
+    out["eval_loss_rel"] = None
+    out["noise_floor_eval_rel"] = None
+    out["noise_floor_final_rel"] = None
+    if o and r:
+        if o.get("eval_loss") and r.get("eval_loss") is not None:
+            out["noise_floor_eval_rel"] = r["eval_loss"] / o["eval_loss"] - 1.0
+        if o.get("final_loss") and r.get("final_loss") is not None:
+            out["noise_floor_final_rel"] = r["final_loss"] / o["final_loss"] - 1.0
     if o and c:
+        if o.get("eval_loss") and c.get("eval_loss") is not None:
+            out["eval_loss_rel"] = c["eval_loss"] / o["eval_loss"] - 1.0
         if o.get("final_loss") and c.get("final_loss") is not None:
             out["loss_rel_final"] = c["final_loss"] / o["final_loss"] - 1.0
         if o.get("losses") and c.get("losses"):

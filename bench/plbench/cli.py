@@ -61,6 +61,19 @@ def build_parser():
                    help="after the measured steps, profile N more (torch.profiler) and report GPU time per kernel "
                         "family (GEMM, FP8 casts, attention, norms, optimizer...)")
     p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--lr-warmup", type=int, default=0,
+                   help="raise the learning rate linearly over the first N steps (warm-up steps count), as training "
+                        "scripts do (nanoGPT, llama2.c): without it a loss comparison starts with a spike")
+    p.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant",
+                   help="after the warm-up: constant, or cosine decay to lr/10 at the last step (nanoGPT's schedule)")
+    p.add_argument("--clip-grad", type=float, default=0.0,
+                   help="clip the gradient norm to this before each optimizer step (0: off; nanoGPT and llama2.c use 1.0)")
+    p.add_argument("--eval-loss-batches", type=int, default=0,
+                   help="train / ab: after the measured steps, the mean loss (no grad, same forward context) over N batches the "
+                        "steps never trained on (batch indices from 1,000,000): the loss comparison of the A/B")
+    p.add_argument("--repeat-original", action="store_true",
+                   help="ab mode: run the original arm a second time from the same weights and batches, so the "
+                        "loss difference between two BF16 runs (the noise floor) is measured next to FP8's")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json-out", default=None, help="also write all events and results to this JSON file")
     p.add_argument("--probe", action="store_true", help="print the env event and exit")
@@ -184,6 +197,8 @@ def _main(session, argv):
     session.json_out = args.json_out
     if args.steps < 1 or args.warmup < 0 or args.profile_steps < 0:
         raise BenchError("usage", "--steps must be >= 1, --warmup and --profile-steps >= 0", None)
+    if args.lr_warmup < 0 or args.clip_grad < 0 or args.eval_loss_batches < 0:
+        raise BenchError("usage", "--lr-warmup, --clip-grad and --eval-loss-batches must be >= 0", None)
     if args.warmup < 1 and args.compile:
         log("note: --warmup 0 with compilation puts the compile time in the measured steps")
     if args.mode == "ab" and not args.probe and not args.list_workloads:

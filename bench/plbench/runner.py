@@ -73,6 +73,36 @@ def free_memory(device):
         torch.cuda.reset_peak_memory_stats()
 
 
+EVAL_BATCH_BASE = 1000000
+
+
+def lr_factor(args, total):
+    """The learning rate's multiplier at optimizer step i (0-based) of `total`: linear warm-up over --lr-warmup steps,
+    then constant or cosine down to 0.1 at the last step (--lr-schedule). None when both are off."""
+    warm, cosine = getattr(args, "lr_warmup", 0), getattr(args, "lr_schedule", "constant") == "cosine"
+    if not warm and not cosine:
+        return None
+
+    def factor(i):
+        if i < warm:
+            return (i + 1) / float(warm)
+        if not cosine:
+            return 1.0
+        span = max(1, total - warm - 1)
+        return 0.1 + 0.45 * (1.0 + math.cos(math.pi * min(1.0, (i - warm) / float(span))))
+    return factor
+
+
+def eval_loss(wl, model, fwd_ctx, n):
+    """The mean loss over n batches the steps never see (batch indices from EVAL_BATCH_BASE), without gradients."""
+    vals = []
+    with torch.no_grad():
+        for k in range(n):
+            with fwd_ctx():
+                vals.append(wl.loss(model, wl.batch_fn(EVAL_BATCH_BASE + k)).detach().float())
+    return float(torch.stack(vals).mean().item()) if vals else None
+
+
 def make_optimizer(params, lr, device):
     params = [p for p in params if p.requires_grad]
     if device == "cuda":
@@ -393,12 +423,21 @@ def _run_backend(rc, backend):
             stack.enter_context(f())
         return stack
 
+    factor = lr_factor(args, args.warmup + args.steps)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor) if factor else None
+    clip = getattr(args, "clip_grad", 0.0)
+    params = [p for p in model.parameters() if p.requires_grad] if clip else None
+
     def step(i):
         batch = wl.batch_fn(i)
         with fwd_ctx():
             loss = wl.loss(model, batch)
         loss.backward()  # outside the FP8 autocast region, as TE documents
+        if clip:
+            torch.nn.utils.clip_grad_norm_(params, clip)
         opt.step()
+        if sched is not None:
+            sched.step()
         opt.zero_grad(set_to_none=True)
         return loss
 
@@ -419,6 +458,13 @@ def _run_backend(rc, backend):
         "final_loss": losses[-1] if losses else None,
         "final_loss_avg5": (sum(losses[-5:]) / len(losses[-5:])) if losses else None,
     })
+    result["lr_schedule"] = {"lr": args.lr, "warmup": getattr(args, "lr_warmup", 0),
+                             "schedule": getattr(args, "lr_schedule", "constant"), "clip_grad": clip or None}
+    if getattr(args, "eval_loss_batches", 0):
+        rc.state["phase"] = "eval"
+        result["eval_loss"] = eval_loss(wl, model, fwd_ctx, args.eval_loss_batches)
+        result["eval_batches"] = args.eval_loss_batches
+        log("[%s] eval loss %.4f over %d batches it never trained on" % (backend, result["eval_loss"], args.eval_loss_batches))
     if arm and arm.finish:
         arm.finish(model, result)
     fpt = model_flops_per_token(wl.info) if "hidden" in wl.info else None

@@ -16,6 +16,10 @@
 #             6 x 4096 with 6 x 4096 tokens; the same shapes for llama2.c so the two families compare)
 #   PASSES    "eager compiled" [both]; STEPS [20]; WARMUP [5]; PEER [torchao]
 #   LOSS_CONFIG [2048:12:8:2048]; LOSS_STEPS [200]; LOSS_PASS [eager]
+#   LOSS_ARGS the loss run's training recipe [--lr 6e-4 --lr-warmup 20 --lr-schedule cosine --clip-grad 1.0
+#             --eval-loss-batches 8 --repeat-original]: nanoGPT's and llama2.c's own (warm-up, cosine to lr/10, clip
+#             1.0), the eval loss on batches never trained on, and the original run twice (the noise floor)
+#   EXTRA_ARGS more bench/benchmark.py arguments for every run []
 #   STEP_S    timeout of one benchmark process, seconds [300]: one hang cannot eat a device call (600 s at most)
 #   OUT       where the JSON and the logs go [bench/results/h200/raw]
 # One device call holds 600 s at most: give one project and one pass per call, e.g.
@@ -31,6 +35,8 @@ STEPS=${STEPS:-20}; WARMUP=${WARMUP:-5}; STEP_S=${STEP_S:-300}; PEER=${PEER:-tor
 CONFIGS=${CONFIGS:-2048:12:8:2048 4096:6:6:4096}
 PASSES=${PASSES:-eager compiled}
 LOSS_CONFIG=${LOSS_CONFIG:-2048:12:8:2048}; LOSS_STEPS=${LOSS_STEPS:-200}; LOSS_PASS=${LOSS_PASS:-eager}
+LOSS_ARGS=${LOSS_ARGS:---lr 6e-4 --lr-warmup 20 --lr-schedule cosine --clip-grad 1.0 --eval-loss-batches 8 --repeat-original}
+EXTRA_ARGS=${EXTRA_ARGS:-}
 
 # h200_te.sh wants CARRY/whl/*.whl; te_install.sh fetch writes the wheels flat: give it that layout without copying.
 carry_dir() {
@@ -40,22 +46,22 @@ carry_dir() {
   rm -rf /tmp/plcarry; mkdir -p /tmp/plcarry; ln -s "$(cd "$c" && pwd)" /tmp/plcarry/whl; echo /tmp/plcarry
 }
 
-# run_ab NAME PROJECT WIDTH LAYERS BATCH SEQ PASS STEPS PEER
+# run_ab NAME PROJECT WIDTH LAYERS BATCH SEQ PASS STEPS PEER [MORE ARGS]
 run_ab() {
-  local name=$1 p=$2 w=$3 l=$4 b=$5 s=$6 pass=$7 steps=$8 peer=$9 flag json
+  local name=$1 p=$2 w=$3 l=$4 b=$5 s=$6 pass=$7 steps=$8 peer=$9 more=${10:-} flag json
   [ -f "$p/orig/pl_workload.py" ] && [ -f "$p/conv/pl_workload.py" ] || { echo "skip $p: needs orig/ and conv/ with pl_workload.py"; return 0; }
   if [ "$pass" = compiled ]; then flag=--compile; else flag=--no-compile; fi
   json="$OUT/$name.json"
   echo "== $name: $p ${l} x ${w}, ${b} x ${s} tokens, $pass, $steps steps, peer $peer $(date +%T)"
   PL_WIDTH=$w PL_LAYERS=$l timeout "$STEP_S" python3 bench/benchmark.py --mode ab --workload pl_workload:build \
     --workspace "$p/orig" --converted "$p/conv" --fallback-module fp8_fallback --peer "$peer" \
-    --steps "$steps" --warmup "$WARMUP" $flag --batch "$b" --seq "$s" --json-out "$json" \
+    --steps "$steps" --warmup "$WARMUP" $flag --batch "$b" --seq "$s" --json-out "$json" $more $EXTRA_ARGS \
     >"$OUT/$name-out.txt" 2>"$OUT/$name-log.txt"
   local rc=$?
   [ $rc = 124 ] && echo "TIMEOUT after ${STEP_S}s"
   echo "rc $rc"
   tail -15 "$OUT/$name-out.txt"
-  grep -E "Running in|FP8|recompile|Error|error" "$OUT/$name-log.txt" | sort | uniq -c | head -12
+  grep -E "Running in|FP8|recompile|Error|error|eval loss|A/B:" "$OUT/$name-log.txt" | sort | uniq -c | head -16
 }
 
 case "${1:-}" in
@@ -86,7 +92,7 @@ case "${1:-}" in
     [ $# -gt 0 ] || { echo "usage: h200_ab.sh loss PROJECT_DIR..."; exit 2; }
     IFS=: read -r w l b s <<<"$LOSS_CONFIG"
     for p in "$@"; do
-      run_ab "loss-$(basename "$p")-${l}x${w}-${b}x${s}-$LOSS_PASS-${LOSS_STEPS}" "$p" "$w" "$l" "$b" "$s" "$LOSS_PASS" "$LOSS_STEPS" none
+      run_ab "loss-$(basename "$p")-${l}x${w}-${b}x${s}-$LOSS_PASS-${LOSS_STEPS}" "$p" "$w" "$l" "$b" "$s" "$LOSS_PASS" "$LOSS_STEPS" none "$LOSS_ARGS"
     done
     ls -l "$OUT"
     ;;

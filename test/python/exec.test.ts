@@ -168,6 +168,46 @@ describe('fixes: layer classes with behaviour of their own survive "convert all"
   });
 });
 
+describe('fixes: norms whose bias is decided at run time convert with the flag checked where they are built', function () {
+  this.timeout(450_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'norm_bias_at_run_time.py');
+  // As on an H100 with TE: CUDA queries answer for Hopper, the fake TE (test/python/fake_te) is importable.
+  const fakeGpu = (file: string) => [
+    'import runpy, sys, torch',
+    `sys.path.insert(0, ${JSON.stringify(join(__dirname, 'fake_te'))})`,
+    'torch.cuda.is_available = lambda: True',
+    'torch.cuda.get_device_capability = lambda *a: (9, 0)',
+    'torch.cuda.get_device_name = lambda *a: "Fake H100"',
+    'torch.cuda.is_bf16_supported = lambda: True',
+    `runpy.run_path(${JSON.stringify(file)}, run_name="__main__")`,
+  ].join('\n');
+
+  it('builds te.LayerNorm only while config.bias is True, the norm as written otherwise, and computes what the original did', async function () {
+    if (!TORCH) this.skip();
+    const original = runPython([input], join(__dirname, '..', 'fixtures', 'fixes'));
+    assert.equal(original.status, 0, original.output);
+    const { text } = await convertExample(readFileSync(input, 'utf8'), settingsWith({}));
+    assert.match(text, /self\.ln_1 = fp8_layernorm_or\(lambda: LayerNorm\(config\.n_embd, bias=config\.bias\), config\.n_embd, when=config\.bias\)/);
+    assert.match(text, /self\.ln_2 = fp8_layernorm_or\(lambda: nn\.LayerNorm\(config\.n_embd, elementwise_affine=config\.bias\), config\.n_embd, when=config\.bias\)/);
+    const { dir, file } = scratch('converted.py', text);
+    // Without TE: every norm as written (ln_f, bias=True literally, becomes torch.nn.LayerNorm), the same outputs.
+    const bf16 = runPython([file], dir);
+    assert.equal(bf16.status, 0, bf16.output);
+    assert.match(bf16.stdout, /^Running in BF16 fallback/m);
+    const lines = (out: string) => out.split('\n').filter((l) => l.startsWith('bias='));
+    const sums = (out: string) => lines(out).map((l) => Number(/sum (-?[\d.]+)/.exec(l)![1]));
+    assert.match(bf16.stdout, /^bias=True: __main__\.LayerNorm torch\.LayerNorm torch\.LayerNorm, 384 parameters/m, bf16.output);
+    assert.match(bf16.stdout, /^bias=False: __main__\.LayerNorm torch\.LayerNorm torch\.LayerNorm, 192 parameters/m, bf16.output);
+    sums(bf16.stdout).forEach((v, i) => assert.ok(Math.abs(v - sums(original.stdout)[i]) < 1e-3, `${v} vs ${sums(original.stdout)[i]}`));
+    // FP8 available (fake TE on a faked Hopper): te.LayerNorm for the bias=True builds only; the parameters match.
+    const fp8 = runPython(['-c', fakeGpu(file)], dir);
+    assert.equal(fp8.status, 0, fp8.output);
+    assert.match(fp8.stdout, /^Running in FP8/m, fp8.output);
+    assert.match(fp8.stdout, /^bias=True: transformer_engine\.LayerNorm transformer_engine\.LayerNorm transformer_engine\.LayerNorm, 384 parameters/m, fp8.output);
+    assert.match(fp8.stdout, /^bias=False: __main__\.LayerNorm torch\.LayerNorm transformer_engine\.LayerNorm, 192 parameters/m, fp8.output);
+  });
+});
+
 describe('fixes: norms built from a norm_layer parameter run on the fallback path and plan te.* only for the checked class', function () {
   this.timeout(450_000);
   const input = join(__dirname, '..', 'fixtures', 'fixes', 'norm_layer_param.py');

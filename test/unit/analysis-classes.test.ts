@@ -111,6 +111,7 @@ describe('analysis: local layer classes', () => {
               self.ln = LayerNorm(config.n_embd, bias=config.bias)
               self.ln2 = LayerNorm(config.n_embd, bias=True)
               self.ln3 = LayerNorm(config.n_embd, bias=use_bias)
+              self.ln4 = LayerNorm(config.n_embd, bias=use_bias())
     `);
     assert.equal(ir.classes.find((c) => c.name === 'LayerNorm')?.layerKind, 'layernorm');
     const ln = layer(ir, 'self.ln');
@@ -120,7 +121,12 @@ describe('analysis: local layer classes', () => {
     assert.equal(ln.convertible, false);
     assert.match(ln.reasons.join(' '), /Cfg\.bias default False/);
     assert.equal(layer(ir, 'self.ln2').convertible, true);
-    assert.equal(layer(ir, 'self.ln3').convertible, 'uncertain');
+    // A flag decided at run time converts with the check where the layer is built (when=use_bias); a call cannot be
+    // evaluated a second time there, so that one stays uncertain.
+    assert.equal(layer(ir, 'self.ln3').convertible, true);
+    assert.equal(layer(ir, 'self.ln3').convertsWhen, 'use_bias');
+    assert.equal(layer(ir, 'self.ln4').convertible, 'uncertain');
+    assert.equal(layer(ir, 'self.ln4').convertsWhen, undefined);
   });
 
   it('collects config dataclass defaults', () => {

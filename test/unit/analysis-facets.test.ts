@@ -44,7 +44,8 @@ describe('analysis: verdict facets', () => {
               self.wte = nn.Embedding(50304, 768)
               self.head = nn.Linear(768, 50304, bias=False)
               self.head.weight = self.wte.weight
-              self.ln = nn.LayerNorm(d, elementwise_affine=cfg.affine)
+              self.ln = nn.LayerNorm(d, elementwise_affine=cfg.flag("affine"))
+              self.ln_checked = nn.LayerNorm(d, elementwise_affine=cfg.affine)
               self.rms = nn.RMSNorm(d)
               self.odd = nn.Linear(100, 30)
               self.conv = nn.Conv2d(3, 8, 3)
@@ -53,7 +54,10 @@ describe('analysis: verdict facets', () => {
     assert.equal(ln.facets?.structure.state, 'guarded');
     assert.equal(ln.facets?.structure.check, 'layernorm-args');
     assert.equal(ln.convertible, 'uncertain');
-    assert.match(ln.reasons.join(' '), /exact replacement only when that is True/);
+    assert.match(ln.reasons.join(' '), /exact replacement only for some values, and cfg\.flag\("affine"\) cannot be checked again where the layer is built/);
+    // A flag the converted code can read again where the layer is built: checked there (when=), so the structure is ok.
+    const checked = layer(ir, 'self.ln_checked');
+    assert.deepEqual([checked.facets?.structure.state, checked.convertible, checked.convertsWhen], ['ok', true, 'cfg.affine']);
     assert.equal(layer(ir, 'self.rms').facets?.structure.check, 'rmsnorm-args');
     // Without eps torch computes with float32's epsilon for BF16/FP16/FP32 inputs: the conversion passes it, exactly.
     assert.equal(layer(ir, 'self.rms').convertible, true);

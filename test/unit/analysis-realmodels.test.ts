@@ -425,7 +425,7 @@ describe('analysis: ties by position in an nn.Sequential', () => {
 describe('analysis: third survey (OPT norms, gemma_pytorch layers)', () => {
   before(initParser);
 
-  it('elementwise_affine from the config is uncertain; a from-scratch Linear through a local weight alias is found', () => {
+  it('elementwise_affine from the config converts with the flag checked at run time; a from-scratch Linear through a local weight alias is found', () => {
     const ir = analyze(py`
       import torch
       import torch.nn as nn
@@ -448,8 +448,9 @@ describe('analysis: third survey (OPT norms, gemma_pytorch layers)', () => {
               self.qkv_proj = Linear(config.hidden_size, 3 * config.hidden_size, quant=False)
     `);
     const norm = ir.layers.find((l) => l.name === 'self.norm');
-    assert.equal(norm?.convertible, 'uncertain');
-    assert.match(norm?.reasons.join(' ') ?? '', /elementwise_affine=config\.layer_norm_elementwise_affine is decided at run time/);
+    assert.equal(norm?.convertible, true);
+    assert.equal(norm?.convertsWhen, 'config.layer_norm_elementwise_affine');
+    assert.match(norm?.reasons.join(' ') ?? '', /elementwise_affine=config\.layer_norm_elementwise_affine is decided at run time: .*The conversion checks that where it builds the layer/);
     const qkv = ir.layers.find((l) => l.name === 'self.qkv_proj');
     assert.equal(qkv?.kind, 'linear');
     assert.equal(qkv?.role, 'attention');

@@ -25,7 +25,7 @@ class Block(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=bool(config.bias))
         self.fc = nn.Linear(config.n_embd, 4 * config.n_embd)
         self.proj = nn.Linear(100, 30)
         self.classifier = nn.Linear(config.n_embd, config.n_classes)
@@ -45,17 +45,20 @@ describe('refusals are visible, and never after a "can become"', () => {
     return r;
   };
 
-  it('a LayerNorm whose bias comes from a config field says the conversion is not automatic, and why', () => {
+  it('a LayerNorm whose bias comes from a config field converts with the flag checked; one the fix cannot check again says why', () => {
     const { ir, findings } = analyse(CONFIG_BIAS);
-    const ln = findings.filter((f) => f.code === 'PL102');
-    assert.equal(ln.length, 2);
-    for (const f of ln) {
-      assert.match(f.message, /: nn\.LayerNorm 768 can become te\.LayerNorm, but not automatically: bias=config\.bias is decided at run time$/);
-      assert.match(explanationText(f), /Not converted automatically: bias=config\.bias is decided at run time: te\.LayerNorm always has a weight and a bias/);
-      const out = fixOutcome(CONFIG_BIAS, ir, f, DEFAULT_SETTINGS);
-      assert.equal(out.fixes.length, 0);
-      assert.deepEqual(out.refused?.map((r) => r.title), [`Convert ${ir.layers[f.layerIndex!].name} to te.LayerNorm`]);
-    }
+    const [checked, refused] = findings.filter((f) => f.code === 'PL102');
+    assert.match(checked.message, /^self\.ln_1: nn\.LayerNorm 768 can become te\.LayerNorm while config\.bias \(checked at run time\)$/);
+    const fix = fixOutcome(CONFIG_BIAS, ir, checked, DEFAULT_SETTINGS).fixes[0];
+    assert.ok(fix, 'the conversion is offered');
+    assert.match(fix.edits.map((e) => e.newText).join('\n'), /fp8_layernorm_or\(lambda: /);
+    assert.match(explanationText(checked), /The conversion checks that where it builds the layer \(when=config\.bias\)/);
+    // bool(config.bias) is a call: the converted code would evaluate it a second time, so no conversion, and the reason.
+    assert.match(refused.message, /^self\.ln_2: nn\.LayerNorm 768 may become te\.LayerNorm; bind it to a name first, then convert$/i);
+    assert.match(explanationText(refused), /bool\(config\.bias\) cannot be checked again where the layer is built/);
+    const out = fixOutcome(CONFIG_BIAS, ir, refused, DEFAULT_SETTINGS);
+    assert.equal(out.fixes.length, 0);
+    assert.deepEqual(out.refused?.map((r) => r.title), ['Convert self.ln_2 to te.LayerNorm']);
   });
 
   it('a shape-failing layer has a refused "Convert" with the FP8 rule as its reason', () => {
@@ -66,11 +69,11 @@ describe('refusals are visible, and never after a "can become"', () => {
     assert.match(out.refused![0].reason, /in_features % 16 == 0, out_features % 16 == 0/);
   });
 
-  it('convert-all names each kind of skip: set at run time, shape, classifier', () => {
+  it('convert-all names each kind of skip: uncertain, shape, classifier', () => {
     const { ir } = analyse(CONFIG_BIAS);
     const out = sourceFixOutcome(CONFIG_BIAS, ir, DEFAULT_SETTINGS, { className: 'Block' });
     const titles = out.fixes.map((f) => f.title);
-    assert.ok(titles.includes('Convert 1 layer in class Block to FP8 (with fallback; skipped 4: 2 bias set at run time, shape, classifier)'), titles.join('\n'));
+    assert.ok(titles.includes('Convert 2 layers in class Block to FP8 (with fallback; skipped 3: uncertain, shape, classifier)'), titles.join('\n'));
   });
 
   it('a file-wide action that is refused is listed with its title and reason', () => {

@@ -3,6 +3,7 @@
  * subclass's forward, the norm's axis / weight / bias / (1+w) offset, the parallel layout)? `fails`: no; `guarded`:
  * it depends on run time (then the reason says what to do); `ok`: yes. One function per rule of thumb.
  */
+import type { Layer } from './ir';
 import type { Evaluator } from './dims';
 import type { Check, Fact } from './checks';
 import { attrUses, optionValue, unitOffset, weightUse } from './checks-uses';
@@ -144,6 +145,31 @@ const viaFactory: Check = {
 
 // ---- Norms ----
 
+/** An expression the converted code can evaluate again where the layer is built: a name or an attribute chain
+ *  (`config.bias`, `self.cfg.norm_bias`), optionally with a literal subscript, and no call (no side effect twice). */
+const REPEATABLE = /^[A-Za-z_]\w*(\s*\.\s*[A-Za-z_]\w*|\[\s*(["'][\w-]*["']|\d+)\s*\])*$/;
+
+/**
+ * Norm flags decided at run time (`bias=config.bias`, `elementwise_affine=affine`), each with the value te.* needs
+ * (te.LayerNorm: weight and bias always; te.RMSNorm: a weight, no bias). Where every such flag is an expression the
+ * code can evaluate again, the conversion checks them when it builds the layer (L.convertsWhen, the fallback's
+ * `when=`): te.* only while they hold, the norm as written otherwise. Otherwise the layer stays guarded, with why.
+ */
+function runTimeFlags(L: Layer, flags: [string, { text?: string; value?: boolean | number; note?: string }, boolean][]): { reasons: string[]; refusal?: string } {
+  // Unknown here, or known only through a default (a config field's): another config may set it otherwise.
+  const open = flags.filter(([, v, want]) => v.text !== undefined && (v.value === undefined || (v.note !== undefined && v.value === want)));
+  if (!open.length) return { reasons: [] };
+  const te = L.kind === 'layernorm' ? 'te.LayerNorm' : 'te.RMSNorm';
+  const has = L.kind === 'layernorm' ? 'a weight and a bias' : 'a weight and no bias';
+  const said = open.map(([name, v]) => `${name}=${v.text}${v.note ? ` (${v.note})` : ''}`).join(' and ');
+  const bad = open.find(([, v]) => !REPEATABLE.test(v.text!.trim()));
+  if (bad) return { reasons: [], refusal: `${said} ${open.length > 1 ? 'are' : 'is'} decided at run time: ${te} always has ${has}, so it is an exact replacement only for some values, and ${bad[1].text} cannot be checked again where the layer is built. Bind it to a name first, then convert.` };
+  const conds = open.map(([, v, want]) => (want ? v.text!.trim() : `not ${v.text!.trim()}`));
+  L.convertsWhen = conds.join(' and ');
+  const wanted = open.map(([name, , want]) => `${name} is ${want ? 'True' : 'False'}`).join(' and ');
+  return { reasons: [`${said} ${open.length > 1 ? 'are' : 'is'} decided at run time: ${te} always has ${has}, so it is exact only while ${wanted}. The conversion checks that where it builds the layer (when=${L.convertsWhen}) and builds the norm as written otherwise.`] };
+}
+
 const layerNormArgs: Check = {
   name: 'layernorm-args', facet: 'structure',
   run({ rec, ev, L }) {
@@ -153,18 +179,14 @@ const layerNormArgs: Check = {
     const ea = optionValue(rec, ev, flag);
     const bias = optionValue(rec, ev, 'bias');
     const hasBiasParam = c.local ? c.local.hasBias !== false : true;
-    if (ea.text !== undefined && ea.value === undefined) {
-      return guarded(`${flag}=${ea.text} is decided at run time: te.LayerNorm always has a weight and a bias, so it is an exact replacement only when that is True.`);
-    }
+    const runTime = runTimeFlags(L, [[flag, ea, true], ['bias', bias, true]]);
+    if (runTime.refusal) return guarded(runTime.refusal);
     if (ea.value === false) {
       return fails(`${flag}=${ea.text}${ea.note ? ` (${ea.note})` : ''} means no weight or bias, but te.LayerNorm always has both: it is not an exact replacement. Keep ${c.display} (or accept a learnable affine)${ea.note ? `; layers built with ${flag}=True map onto te.LayerNorm` : ''}.`);
     }
     if (!hasBiasParam) return fails(`${L.localClass ?? L.constructor} has no bias, but te.LayerNorm always has a weight and a bias: not an exact replacement (te.RMSNorm is not the same computation either).`);
     if (bias.value === false) {
       return fails(`bias=${bias.text}${bias.note ? ` (${bias.note})` : ''} gives a LayerNorm without bias, but te.LayerNorm always has a weight and a bias: it is not exactly representable. Keep this norm, or accept a learnable bias${bias.note ? '; if the config sets bias=True the layer maps onto te.LayerNorm' : ''}.`);
-    }
-    if (bias.text !== undefined && bias.value === undefined) {
-      return guarded(`bias=${bias.text} is decided at run time: with bias=False te.LayerNorm (always weight + bias) is not an exact replacement, with bias=True it is.`);
     }
     const zcIf = c.local?.info.zeroCenteredConditional;
     // A flag that switches the (1 + weight) offset maps to zero_centered_gamma=<the same expression>.
@@ -174,10 +196,11 @@ const layerNormArgs: Check = {
     }
     if (!offset && c.local?.info.zeroCenteredGamma) {
       L.zeroCenteredGamma = true;
-      return ok(`${L.localClass} scales by (1 + weight): it maps onto te.LayerNorm(zero_centered_gamma=True); copy the weight as is.`);
+      return ok(`${L.localClass} scales by (1 + weight): it maps onto te.LayerNorm(zero_centered_gamma=True); copy the weight as is.`, ...runTime.reasons);
     }
     const f = ok(...(offset ? [offset] : []), `${L.localClass ?? L.constructor} can become te.LayerNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; norms run in high precision inside TE, and where a Linear consumes its output it can later fuse with it (te.LayerNormLinear).`);
-    if (bias.note && bias.value === true) f.reasons.push(`bias is True through ${bias.note}.`);
+    if (bias.note && bias.value === true && !L.convertsWhen) f.reasons.push(`bias is True through ${bias.note}.`);
+    f.reasons.push(...runTime.reasons);
     return f;
   },
 };
@@ -194,11 +217,11 @@ const rmsNormArgs: Check = {
     const bias = optionValue(rec, ev, 'bias');
     const name = L.localClass ?? L.constructor;
     if (ea.value === false) return fails(`${flag}=${ea.text}${ea.note ? ` (${ea.note})` : ''} means no weight, but te.RMSNorm always has a learnable weight: it is not an exact replacement. Keep this norm${ea.note ? `; layers built with ${flag}=True map onto te.RMSNorm` : ''}.`);
-    if (ea.text !== undefined && ea.value === undefined) return guarded(`${flag}=${ea.text} is decided at run time: te.RMSNorm always has a weight, so it is an exact replacement only when that is True.`);
     if (bias.value === true || (c.local?.rmsBias && bias.value !== false)) {
       return fails(`${bias.value === true ? `bias=${bias.text} gives` : `${name} has`} an RMSNorm with a bias, but te.RMSNorm has none: it is not an exact replacement. Keep this norm.`);
     }
-    if (bias.text !== undefined && bias.value === undefined) return guarded(`bias=${bias.text} is decided at run time: te.RMSNorm has no bias, so it is an exact replacement only when that is False.`);
+    const runTime = runTimeFlags(L, [[flag, ea, true], ['bias', bias, false]]);
+    if (runTime.refusal) return guarded(runTime.refusal);
     const offset = zcIf !== undefined ? unitOffset(rec, ev, zcIf, 'te.RMSNorm') : undefined;
     if (zcIf !== undefined && !offset) return guarded(`${name} scales by (1 + weight) only when ${zcIf}: te.RMSNorm needs zero_centered_gamma=True for the layers built that way and not for the others. Convert by hand with the setting that matches how this layer is built.`);
     const lead = offset ? [offset] : [];
@@ -216,16 +239,16 @@ const rmsNormArgs: Check = {
       const carried = !c.local && !L.classFrom && !L.viaFactory && !byPosition ? teMapping(L.resolved)?.eps : undefined;
       if (carried) {
         L.teArgs = { ...(L.teArgs ?? {}), eps: carried };
-        return ok(...lead, `${L.constructor} without eps normalises with the epsilon of float32, the type it computes in for BF16, FP16 and FP32 inputs (torch.finfo(torch.float32).eps = ${carried}; torch's documentation says torch.finfo(x.dtype).eps), while te.RMSNorm defaults to eps=1e-5: the conversion passes eps=${carried} explicitly, which is exact (te.RMSNorm computes in float32 too).`,
+        return ok(...lead, ...runTime.reasons, `${L.constructor} without eps normalises with the epsilon of float32, the type it computes in for BF16, FP16 and FP32 inputs (torch.finfo(torch.float32).eps = ${carried}; torch's documentation says torch.finfo(x.dtype).eps), while te.RMSNorm defaults to eps=1e-5: the conversion passes eps=${carried} explicitly, which is exact (te.RMSNorm computes in float32 too).`,
           `${L.constructor} can become te.RMSNorm${L.normalizedShape ? `(${L.normalizedShape.text}, eps=${carried})` : `(eps=${carried})`}; where a Linear consumes its output it can later fuse with it (te.LayerNormLinear(normalization="RMSNorm")).`);
       }
       return guarded(...lead, `${L.constructor} without eps normalises with the epsilon of the type it computes in (float32's, 1.19e-7, for BF16, FP16 and FP32 inputs; torch's documentation says torch.finfo(dtype).eps), while te.RMSNorm defaults to eps=1e-5, and this construction does not let the conversion pass eps: converting it as is changes the numerics. Pass the eps your model trains with explicitly (eps=torch.finfo(torch.float32).eps keeps today's), then convert.`);
     }
     if (!offset && c.local?.info.zeroCenteredGamma) {
       L.zeroCenteredGamma = true;
-      return ok(`${name} scales by (1 + weight): it maps onto te.RMSNorm(zero_centered_gamma=True); copy the weight as is.`);
+      return ok(`${name} scales by (1 + weight): it maps onto te.RMSNorm(zero_centered_gamma=True); copy the weight as is.`, ...runTime.reasons);
     }
-    return ok(...lead, `${name} can become te.RMSNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; where a Linear consumes its output it can later fuse with it (te.LayerNormLinear(normalization="RMSNorm")).`);
+    return ok(...lead, `${name} can become te.RMSNorm${L.normalizedShape ? `(${L.normalizedShape.text})` : ''}; where a Linear consumes its output it can later fuse with it (te.LayerNormLinear(normalization="RMSNorm")).`, ...runTime.reasons);
   },
 };
 

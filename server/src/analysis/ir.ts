@@ -191,6 +191,11 @@ export interface Layer {
    *  `partial(nn.LayerNorm, eps=1e-6)`): the conversion checks at run time that the class passed is that one
    *  (`fp8_layernorm_from(norm_layer, nn.LayerNorm, dim)`) and builds the class as written otherwise. */
   classParam?: { name: string; defaultClass: string };
+  /** A Python condition the converted code checks where it builds the layer (`config.bias`, from `bias=config.bias`:
+   *  te.LayerNorm always has a bias, so it is exact only while that holds): the fallback's `fp8_layernorm_or(lambda:
+   *  <the call as written>, ..., when=config.bias)` builds te.* where FP8 runs and it holds, the layer as written
+   *  otherwise. */
+  convertsWhen?: string;
   /** A local Linear subclass whose forward te.Linear reproduces but torch.nn.Linear does not (it casts its weight to
    *  the input's dtype): the conversion keeps this class for the fallback without FP8 (the factory's fallback lambda). */
   fallbackKeepsClass?: string;

@@ -106,7 +106,7 @@ export interface LayerSnap {
   place?: Placement;
   /** roles.ts / verdict.ts: their results for this record, with the key of what else they read. */
   roleMemo?: { key: string; role: Layer['role']; roleReasons: string[]; tied: boolean; tiedByConfig?: boolean; vocab?: string };
-  verdictMemo?: { role: object; facts: string; out: Pick<Layer, 'convertible' | 'reasons' | 'teEquivalent' | 'teArgs' | 'shapeOk' | 'zeroCenteredGamma' | 'facets'> };
+  verdictMemo?: { role: object; facts: string; out: Pick<Layer, 'convertible' | 'reasons' | 'teEquivalent' | 'teArgs' | 'shapeOk' | 'zeroCenteredGamma' | 'convertsWhen' | 'facets'> };
 }
 
 function shiftSpan(sp: Span, dOff: number, dLine: number): Span {

@@ -28,7 +28,7 @@ function copyOut(v: unknown): unknown {
 }
 
 /**
- * Sets facets, convertible, reasons, teEquivalent, teArgs, shapeOk and zeroCenteredGamma. Besides the layer as built (its
+ * Sets facets, convertible, reasons, teEquivalent, teArgs, shapeOk, zeroCenteredGamma and convertsWhen. Besides the layer as built (its
  * statement memo, layers.ts), a verdict reads only the role fields and the facts of a local class named in the key:
  * a record reused from its memo reuses its verdict while that key is unchanged.
  */
@@ -52,7 +52,7 @@ export function decide(rec: LayerRec, ev: Evaluator): void {
   }
   decideUncached(rec, ev);
   const out: Record<string, unknown> = {};
-  for (const k of ['shapeOk', 'convertible', 'reasons', 'teEquivalent', 'teArgs', 'zeroCenteredGamma', 'facets'] as const) {
+  for (const k of ['shapeOk', 'convertible', 'reasons', 'teEquivalent', 'teArgs', 'zeroCenteredGamma', 'convertsWhen', 'facets'] as const) {
     if (!Object.prototype.hasOwnProperty.call(L, k)) continue;
     const v = L[k];
     out[k] = copyOut(v);

@@ -159,6 +159,7 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
     extra.push(`parallel_mode=${mode}`);
   }
   if (parallel) extra.push(...parallel.extra);
+  if (layer.convertsWhen && (layer.kind === 'layernorm' || layer.kind === 'rmsnorm')) extra.push(`when=${layer.convertsWhen}`);
   // Keep the trailing-comma-free insertion after the last kept argument.
   const kept = { ...call, args: call.args.filter((a) => !drop.includes(a)) };
   const add = appendArgs(ctx.text, kept, extra);
@@ -226,6 +227,9 @@ function planNormArgs(ctx: FixContext, layer: Layer, call: CallArgs, viaFactory:
       present.add('dtype');
       continue;
     }
+    // A flag decided at run time that the factory checks (when=): the te.* norm does not take it.
+    if (layer.convertsWhen && (arg.name === 'elementwise_affine' || arg.name === mapping?.affineFlag || arg.name === 'bias')
+      && !/^(True|False|0|1|None)$/.test(arg.value.trim())) { drop.push(arg); continue; }
     if (arg.name === 'elementwise_affine' || arg.name === mapping?.affineFlag || (arg.name === 'bias' && layer.kind === 'layernorm')) {
       // TE norms always have an affine weight (and LayerNorm a bias): True is the only value they can represent.
       if (!isTrue(arg.value)) {
@@ -314,10 +318,13 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   // A layer whose own class must stay where FP8 does not run (a parallel linear keeps its shards, a Linear subclass
   // that casts its weight keeps that cast, a norm subclass computing in float32 keeps it): the factory builds it behind
   // a lambda, so it always goes through it.
-  const parallel = layer.kind === 'parallel-linear' || !!layer.fallbackKeepsClass;
-  const viaFactory = convertsThroughFallback(ctx) || layer.facets?.shape.state === 'guarded' || !!layer.fallbackKeepsClass;
+  // A norm exact only while a flag decided at run time holds (layer.convertsWhen, `bias=config.bias`): the factory
+  // checks it (`when=`) and builds the norm as written, behind the lambda, where it does not.
+  const keepsClass = !!layer.fallbackKeepsClass || !!layer.convertsWhen;
+  const parallel = layer.kind === 'parallel-linear' || keepsClass;
+  const viaFactory = convertsThroughFallback(ctx) || layer.facets?.shape.state === 'guarded' || keepsClass;
   const access = teAccess(ctx.ir);
-  const keeper = layer.fallbackKeepsClass && layer.kind !== 'parallel-linear' ? KEEP_CLASS_FACTORY[layer.kind as keyof typeof KEEP_CLASS_FACTORY] : PARALLEL_FACTORY;
+  const keeper = keepsClass && layer.kind !== 'parallel-linear' ? KEEP_CLASS_FACTORY[layer.kind as keyof typeof KEEP_CLASS_FACTORY] : PARALLEL_FACTORY;
   const target = viaFactory ? (parallel ? keeper : FACTORY[layer.kind]!) : `${access.prefix}${cls}`;
   const args = planArgs(ctx, layer, viaFactory);
   if (args.refusal) return refused(`Not converted: ${args.refusal}`, target, args.label);

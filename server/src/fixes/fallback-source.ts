@@ -380,16 +380,18 @@ def fp8_rmsnorm(normalized_shape, eps=1e-5, **kwargs):
     return _PLRMSNorm(normalized_shape, eps=eps, zero_centered_gamma=zero_centered, **_pl_torch_kwargs(kwargs))
 
 
-def fp8_layernorm_or(fallback, normalized_shape, eps=1e-5, **kwargs):
-    """te.LayerNorm when FP8 runs here, else fallback(): the model's own norm class (one that computes in float32)."""
-    if fp8_available()[0]:
+def fp8_layernorm_or(fallback, normalized_shape, eps=1e-5, when=True, **kwargs):
+    """te.LayerNorm when FP8 runs here and when holds, else fallback(): the model's own norm as written. when is a
+    flag the code decides at run time that te.LayerNorm needs (bias=config.bias: te.LayerNorm always has a bias)."""
+    if when and fp8_available()[0]:
         return ${te}.LayerNorm(normalized_shape, eps=eps, **${normKwargs})
     return fallback()
 
 
-def fp8_rmsnorm_or(fallback, normalized_shape, eps=1e-5, **kwargs):
-    """te.RMSNorm when FP8 runs here, else fallback(): the model's own norm class (one that computes in float32)."""
-    if fp8_available()[0]:
+def fp8_rmsnorm_or(fallback, normalized_shape, eps=1e-5, when=True, **kwargs):
+    """te.RMSNorm when FP8 runs here and when holds, else fallback(): the model's own norm as written. when is a
+    flag the code decides at run time that te.RMSNorm needs (elementwise_affine=affine: te.RMSNorm always has a weight)."""
+    if when and fp8_available()[0]:
         return ${te}.RMSNorm(normalized_shape, eps=eps, **${normKwargs})
     return fallback()
 

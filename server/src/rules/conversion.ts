@@ -60,7 +60,10 @@ function conversionMessage(ir: ModelIR, layer: Layer, settings: PrecisionLensSet
   if (layer.convertible === true) {
     const extra = layer.kind === 'parallel-linear' && layer.teArgs?.parallel_mode
       ? ` with parallel_mode="${layer.teArgs.parallel_mode.replace(/^["']|["']$/g, '')}"` : layer.zeroCenteredGamma ? ' with zero_centered_gamma=True' : '';
-    if (layer.kind === 'layernorm' || layer.kind === 'rmsnorm') return `${head} can become ${te}${extra}`;
+    if (layer.kind === 'layernorm' || layer.kind === 'rmsnorm') {
+      // A flag decided at run time: the conversion checks it where the layer is built (the fallback's when=).
+      return layer.convertsWhen ? `${head} can become ${te}${extra} while ${layer.convertsWhen} (checked at run time)` : `${head} can become ${te}${extra}`;
+    }
     const loss = predictedLoss(ir, layer, settings);
     if (loss) return `${head}: FP8 as ${te} loses (${loss.at}); keep it in BF16`;
     const p = predictLayer(layer, settings);
