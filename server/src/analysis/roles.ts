@@ -250,7 +250,31 @@ function embeddingTies(ix: RoleIndex): Map<LayerRec, string> {
       tiedTo.set(l, r.layer.path || t.rightLayer);
     }
   }
+  for (const r of ix.recs) {
+    const emb = r.layer.kind === 'linear' && !tiedTo.has(r) ? builtOnEmbeddingWeight(ix, r) : undefined;
+    if (!emb) continue;
+    tiedTo.set(r, emb.name);
+    for (const e of emb.tables) if (!tiedTo.has(e)) tiedTo.set(e, r.layer.path || r.layer.name || r.layer.constructor);
+  }
   return tiedTo;
+}
+
+/**
+ * A projection built on an embedding's weight (`TiedProjection(embed.weight)`, `TiedLinear(self.wte.weight)`): the
+ * weight passed first (or as `weight=`) belongs to an embedding of the file, or to a parameter annotated as one
+ * (`embed: Embedding`). Returns the embedding's name.
+ */
+function builtOnEmbeddingWeight(ix: RoleIndex, r: LayerRec): { name: string; tables: LayerRec[] } | undefined {
+  const arg = r.layer.args.find((a) => a.name === 'weight') ?? r.layer.args.find((a) => a.index === 0);
+  const m = arg && /^(?:self\.)?([A-Za-z_][\w.]*)\.weight$/.exec(arg.text.replace(/\s+/g, ''));
+  if (!m) return undefined;
+  const owner = m[1];
+  const tables = findLayer(ix, owner, r.layer.ownerClass).filter((e) => e.layer.kind === 'embedding');
+  if (tables.length) return { name: owner, tables };
+  const fn = r.call.scope.fn;
+  if (!fn || owner.includes('.')) return undefined;
+  const p = paramsOf(ix.ctx.src, fn).find((x) => x.name === owner);
+  return p?.annotation && /(^|\.)\w*Embedding\b/.test(p.annotation) && !/Rotary|Positional|Sinusoid/.test(p.annotation) ? { name: owner, tables: [] } : undefined;
 }
 
 /** The last call in a forward whose value is returned or named like logits. */
