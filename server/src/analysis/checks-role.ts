@@ -73,6 +73,8 @@ const smallOutput: Check = {
       : L.role === 'router' ? 'This is an MoE router (one output per expert)' : 'This is a small output layer (classifier)';
     const head = L.role === 'classifier' ? /^part of the classification head (\S+)/.exec(L.roleReasons[0] ?? '')?.[1] : undefined;
     if (head) return { state: 'fails', reasons: [`Part of the classification head ${head}: it runs on the pooled rows and feeds the class scores, so FP8 gains nothing there; keep it in BF16 with the head.`] };
+    const logits = L.role === 'classifier' ? /^its output is (\w+) in (\S+) \(through (.*)\)$/.exec(L.roleReasons[0] ?? '') : null;
+    if (logits) return { state: 'fails', reasons: [`It writes the model's prediction (${logits[1]} in ${logits[2]}, through ${logits[3]}): keep it in BF16.`] };
     const sizes = L.inFeatures || L.outFeatures
       ? `${dimWhy(L.inFeatures, 'in')} -> ${dimWhy(L.outFeatures, 'out')} is too small to gain from FP8, and its output`
       : 'a GEMM this narrow gains little from FP8, and its output';

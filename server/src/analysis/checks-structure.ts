@@ -395,10 +395,14 @@ const channelAxis: Check = {
   },
 };
 
+/** A class's alternate constructor taking a module (`ColumnShardedLinear.from_linear(proj, gang)`). */
+const ALTERNATE_CTOR = /(^|\.)[A-Z]\w*\.from_\w+$/;
+
 const reparametrisingWrapper: Check = {
   name: 'reparametrising-wrapper', facet: 'structure',
   run({ L, sofar }) {
     if (!L.wrappedBy || sofar !== 'ok') return undefined;
+    if (ALTERNATE_CTOR.test(L.wrappedBy)) return guarded(`It is passed to ${L.wrappedBy}(), which builds another module from it and may require a torch.nn.Linear: convert only if it accepts the te.* module.`);
     return guarded(`It is passed to ${L.wrappedBy}(), which reparametrises its weight and may require a torch.nn.Linear (fairseq's quant_noise asserts it): convert only if ${L.wrappedBy} accepts the te.* module.`);
   },
 };

@@ -54,6 +54,9 @@ interface Placement {
 /** Wrappers that reparametrise a layer in place and rely on its class (weight_norm asserts nothing, but rewrites the
  *  weight as g * v / |v|; fairseq's quant_noise asserts isinstance(module, nn.Linear)). */
 const CLASS_WRAPPERS = /^(weight_norm|spectral_norm|quant_noise|orthogonal)$/;
+/** A class's alternate constructor that builds a module from one built before (`ColumnShardedLinear.from_linear(proj,
+ *  gang)`, `QLinear.from_float(m)`): no new construction, but it reads the module it is given. */
+const ALTERNATE_CTOR = /(^|\.)[A-Z]\w*\.from_\w+$/;
 
 /** Internal layer record, with what roles/verdicts need besides the IR fields. */
 export interface LayerRec {
@@ -206,6 +209,9 @@ function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; c
   const k = knownCtor(resolved);
   if (k) return { resolved, ctor: { ...k } };
   const last = resolved.split('.').pop() ?? '';
+  // `ColumnShardedLinear.from_linear(proj, gang)`, `QLinear.from_float(m)`: a class's alternate constructor wraps or
+  // converts a module built elsewhere (reported there); its arguments are no sizes, so it is no new construction.
+  if (ALTERNATE_CTOR.test(text)) return undefined;
   // The FP8 fallback's factories imported from the project's module: already converted (te.* where FP8 runs).
   const fallback = FALLBACK_FACTORIES[last];
   if (fallback && resolved !== text && !ctx.walk.functions.some((f) => f.name === last)) {
@@ -416,6 +422,7 @@ function instantiateFactories(c: Collector): Set<FuncRec> {
   const byName = new Map<string, FuncRec[]>();
   for (const fn of c.templates.keys()) { const l = byName.get(fn.name); if (l) l.push(fn); else byName.set(fn.name, [fn]); }
   const used = new Set<FuncRec>();
+  const sites = new Map<FuncRec, { informative: boolean; names: Set<string>; instances: LayerRec[] }>();
   for (const { call, callee } of c.pending) {
     const name = callee.replace(/^(self|cls)\./, '');
     const cands = byName.get(name) ?? [];
@@ -429,9 +436,49 @@ function instantiateFactories(c: Collector): Set<FuncRec> {
       if (a) bind.set(p.name, { node: a, scope: siteScope });
     });
     const list = c.templates.get(fn) ?? [];
+    const before = c.out.length;
     if (!reuseInstances(c, call, list, bind)) buildInstances(c, call, fn, list, bind);
+    const instances = c.out.slice(before);
+    const s = sites.get(fn) ?? { informative: false, names: new Set<string>(), instances: [] };
+    sites.set(fn, s);
+    s.instances.push(...instances);
+    const place = placement(ctx, call.node, call);
+    s.names.add(place.segs.length || place.multi || place.returned ? '' : place.base);
+    if (!s.informative && siteInformative(place, list, instances)) s.informative = true;
   }
+  // A factory whose call sites add nothing to what it builds (each keeps the result in a local it passes on, and binds
+  // no size: fairseq2's `embed = self.create_embedding()` in a builder class) is reported once where it builds the layer.
+  const dropped = new Set<LayerRec>();
+  for (const [fn, s] of sites) {
+    if (s.informative) continue;
+    for (const r of s.instances) dropped.add(r);
+    const siteName = s.names.size === 1 ? [...s.names][0] : '';
+    for (const t of c.templates.get(fn) ?? []) {
+      const L = t.rec.layer;
+      const local = t.rec.localPath && !/[[.]/.test(t.rec.localPath) ? t.rec.localPath : '';
+      L.name = local || (/^[A-Za-z_]\w*$/.test(siteName) ? siteName : '');
+      L.path = L.name;
+      L.attr = L.name;
+      L.viaFactory = fn.name;
+      L.container = 'helper';
+      c.out.push(t.rec);
+    }
+  }
+  if (dropped.size) c.out = c.out.filter((r) => !dropped.has(r));
   return used;
+}
+
+/**
+ * Whether a factory's call site says more about a layer than the factory itself: it stores the result somewhere with
+ * a path (`self.fc = make_linear(...)`, a container, a list), or its arguments change a size the factory leaves open.
+ */
+function siteInformative(place: Placement, list: Template[], instances: LayerRec[]): boolean {
+  if (place.segs.length || place.multi || place.container !== undefined || place.wrappedBy) return true;
+  if (place.base && !/^[A-Za-z_]\w*$/.test(place.base)) return true;
+  const dimKey = (l: Layer): string => [l.inFeatures, l.outFeatures, l.normalizedShape]
+    .map((d) => (d ? `${d.text}|${d.value ?? ''}|${d.values?.map((v) => v.value).join(',') ?? ''}` : '')).join(';');
+  return instances.length !== list.length || instances.some((r, k) => dimKey(r.layer) !== dimKey(list[k].rec.layer)
+    || r.outVia.join(',') !== list[k].rec.outVia.join(','));
 }
 
 /**
@@ -1206,7 +1253,7 @@ function placeInArguments(w: PlaceWalk, p: SyntaxNode, n: SyntaxNode): PlaceStep
     pl.base = `${obj ? text(obj) : ''}.${key ?? '*'}`;
     if (rec.scope.loopDepth > 0) pl.container ??= 'loop';
     return { done: pl };
-  } else if ((CLASS_WRAPPERS.test(last) || CLASS_WRAPPERS.test(r.split('.').pop() ?? '')) && p.namedChild(0)?.startIndex === n.startIndex) {
+  } else if ((CLASS_WRAPPERS.test(last) || CLASS_WRAPPERS.test(r.split('.').pop() ?? '') || ALTERNATE_CTOR.test(ft)) && p.namedChild(0)?.startIndex === n.startIndex) {
     pl.wrappedBy ??= ft;
   } else if (ft === 'setattr') {
     const obj = p.namedChild(0);
@@ -1250,6 +1297,15 @@ function followLocal(ctx: LayerContext, pl: Placement, rec: CallRec, hops: numbe
   const { src } = ctx;
   const name = pl.base;
   const text = (n: SyntaxNode): string => src.slice(n.startIndex, n.endIndex).replace(/\s+/g, '');
+  if (!pl.wrappedBy) {
+    // `fc = nn.Linear(...)` ... `ColumnShardedLinear.from_linear(fc, gang)`: that constructor reads it as a Linear.
+    for (const c of fn.calls) {
+      const f = c.start > rec.start ? calleeOf(c) : null;
+      if (!f || f.type !== 'attribute' || !ALTERNATE_CTOR.test(text(f))) continue;
+      const first = argListOf(c)?.namedChildren.find((x) => x !== null && x.type !== 'comment' && x.type !== 'keyword_argument');
+      if (first && text(first) === name) { pl = { ...pl, wrappedBy: text(f) }; break; }
+    }
+  }
   for (const a of fn.assigns) {
     if (a.start <= rec.start) continue;
     const right = rightOf(a);

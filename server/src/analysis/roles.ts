@@ -62,6 +62,9 @@ interface RoleIndex {
   tiedTo: Map<LayerRec, string>;
   /** Projections that produce the logits in forward, with the reason. */
   lastInForward: Map<LayerRec, string>;
+  /** The last Linear of a module whose result a holder's forward names logits (`logits = self.over_arch(x)`, where
+   *  OverArch returns `self.model(x)`, an nn.Sequential ending in that Linear), with the reason. */
+  logitsThrough: Map<LayerRec, string>;
   /** Per owner class: what its selections (topk, gumbel_softmax) take, scanned once, not once per layer; null when
    * the class selects nothing. */
   selections: Map<string, ClassSelections | null>;
@@ -82,6 +85,7 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
     heldBy: holdersOf(recs),
     tiedTo: new Map(),
     lastInForward: new Map(),
+    logitsThrough: new Map(),
     selections: new Map(),
     pixelOut: pixelOutputs(ctx.src, ctx.classes, recs, (cls) => ctx.ctorSites(cls).length > 0),
     adapters: adapterBottlenecks(recs),
@@ -89,6 +93,7 @@ export function assignRoles(ctx: RoleContext, recs: LayerRec[]): void {
   };
   ix.tiedTo = embeddingTies(ix);
   ix.lastInForward = logitsProjections(ix);
+  ix.logitsThrough = logitsThroughModules(ix);
   classifyAll(ix);
   classificationHeads(recs);
 }
@@ -250,7 +255,31 @@ function embeddingTies(ix: RoleIndex): Map<LayerRec, string> {
       tiedTo.set(l, r.layer.path || t.rightLayer);
     }
   }
+  for (const r of ix.recs) {
+    const emb = r.layer.kind === 'linear' && !tiedTo.has(r) ? builtOnEmbeddingWeight(ix, r) : undefined;
+    if (!emb) continue;
+    tiedTo.set(r, emb.name);
+    for (const e of emb.tables) if (!tiedTo.has(e)) tiedTo.set(e, r.layer.path || r.layer.name || r.layer.constructor);
+  }
   return tiedTo;
+}
+
+/**
+ * A projection built on an embedding's weight (`TiedProjection(embed.weight)`, `TiedLinear(self.wte.weight)`): the
+ * weight passed first (or as `weight=`) belongs to an embedding of the file, or to a parameter annotated as one
+ * (`embed: Embedding`). Returns the embedding's name.
+ */
+function builtOnEmbeddingWeight(ix: RoleIndex, r: LayerRec): { name: string; tables: LayerRec[] } | undefined {
+  const arg = r.layer.args.find((a) => a.name === 'weight') ?? r.layer.args.find((a) => a.index === 0);
+  const m = arg && /^(?:self\.)?([A-Za-z_][\w.]*)\.weight$/.exec(arg.text.replace(/\s+/g, ''));
+  if (!m) return undefined;
+  const owner = m[1];
+  const tables = findLayer(ix, owner, r.layer.ownerClass).filter((e) => e.layer.kind === 'embedding');
+  if (tables.length) return { name: owner, tables };
+  const fn = r.call.scope.fn;
+  if (!fn || owner.includes('.')) return undefined;
+  const p = paramsOf(ix.ctx.src, fn).find((x) => x.name === owner);
+  return p?.annotation && /(^|\.)\w*Embedding\b/.test(p.annotation) && !/Rotary|Positional|Sinusoid/.test(p.annotation) ? { name: owner, tables: [] } : undefined;
 }
 
 /** The last call in a forward whose value is returned or named like logits. */
@@ -285,6 +314,72 @@ function logitsProjections(ix: RoleIndex): Map<LayerRec, string> {
     if (reason) lastInForward.set(last.rec, reason);
   }
   return lastInForward;
+}
+
+/**
+ * Linears that produce a model's logits through the modules holding them: a forward names the result of one of its
+ * submodules logits (`logits = self.over_arch(x)`), and that submodule is an nn.Sequential ending in a Linear, or a
+ * local module class whose forward returns a Linear's result or such a submodule's (followed up to three classes
+ * deep). Their output is the prediction itself (torchrec's DLRM over-arch ends in a Linear to `layer_sizes[-1]`, one
+ * click logit).
+ */
+function logitsThroughModules(ix: RoleIndex): Map<LayerRec, string> {
+  const out = new Map<LayerRec, string>();
+  const { src } = ix.ctx;
+  const byOwner = new Map<string, LayerRec[]>();
+  for (const r of ix.recs) {
+    if (!r.layer.ownerClass) continue;
+    const list = byOwner.get(r.layer.ownerClass);
+    if (list) list.push(r); else byOwner.set(r.layer.ownerClass, [r]);
+  }
+  const resultCache = new Map<string, { path: string; usage: string } | null>();
+  /** The submodule whose result a class's forward returns or names logits (the last such call), if any. */
+  const resultOf = (cls: string): { path: string; usage: string } | undefined => {
+    if (resultCache.has(cls)) return resultCache.get(cls) ?? undefined;
+    let found: { path: string; usage: string } | null = null;
+    const fwd = ix.ctx.classes.get(cls)?.forward;
+    for (let i = (fwd?.calls.length ?? 0) - 1; fwd && i >= 0; i--) {
+      const c = fwd.calls[i];
+      if (src.charCodeAt(c.start) !== 115 /* s */) continue;
+      const m = SELF_CALL.exec(src.slice(c.start, c.start + 200));
+      if (!m) continue;
+      const usage = resultName(src, c.node, fwd);
+      if (usage === '<return>' || (usage && LOGITS_NAME.test(usage))) { found = { path: m[1].replace(/\s+/g, ''), usage }; break; }
+    }
+    resultCache.set(cls, found);
+    return found ?? undefined;
+  };
+  /** The Linear that produces a submodule's result: an nn.Sequential's last element, or through a local class. */
+  const producer = (cls: string, path: string, depth: number): { rec: LayerRec; via: string[] } | undefined => {
+    const own = byOwner.get(cls) ?? [];
+    const seq = own.filter((r) => r.layer.path === `${path}[*]` && r.layer.container === 'Sequential');
+    if (seq.length) {
+      const last = seq.reduce((a, b) => (b.layer.span.startOffset > a.layer.span.startOffset ? b : a));
+      const args = last.call.node.parent;
+      const kids = args?.type === 'argument_list' ? args.namedChildren.filter((k) => k !== null && k.type !== 'comment') : [];
+      const isLast = kids.length > 0 && kids[kids.length - 1]?.startIndex === last.call.node.startIndex;
+      return isLast && last.layer.kind === 'linear' ? { rec: last, via: [`${cls}.${path}`] } : undefined;
+    }
+    // Inside a held class, the Linear its forward returns (`return self.fc(x)`).
+    const direct = depth > 0 ? own.filter((r) => r.layer.path === path && r.layer.kind === 'linear') : [];
+    if (direct.length === 1) return { rec: direct[0], via: [`${cls}.${path}`] };
+    const held = own.find((r) => r.layer.path === path && r.layer.localClass && r.layer.kind === 'other');
+    const inner = held?.layer.localClass;
+    if (!inner || depth >= 3) return undefined;
+    const res = resultOf(inner);
+    if (!res || res.usage !== '<return>') return undefined;
+    const p = producer(inner, res.path, depth + 1);
+    return p ? { rec: p.rec, via: [`${cls}.${path}`, ...p.via] } : undefined;
+  };
+  for (const cm of ix.ctx.classes.values()) {
+    if (!cm.forward || !byOwner.has(cm.info.name)) continue;
+    const res = resultOf(cm.info.name);
+    // Named logits, not scores or predictions (attention scores, a denoiser's prediction are no class scores).
+    if (!res || !/logit/i.test(res.usage)) continue;
+    const p = producer(cm.info.name, res.path, 0);
+    if (p && !out.has(p.rec)) out.set(p.rec, `its output is ${res.usage} in ${cm.info.name}.forward (through ${p.via.join(' -> ')})`);
+  }
+  return out;
 }
 
 /** The last call of one of the class's own Linears in forward (document order) whose value is returned or named logits. */
@@ -359,7 +454,7 @@ function classifyAll(ix: RoleIndex): void {
     const tie = ix.tiedTo.get(r);
     const keyOwner = ix.keyTied.get(`${owner}.${attr}`)
       ?? ((ctx.tiedKeys.get(owner) ?? []).some((k) => k.replace(/\.weight$/, '').split('.').pop() === attr) ? owner : undefined);
-    const fwdUse = `${ix.lastInForward.get(r) ?? ''}\u0002${ix.pixelOut.get(r) ?? ''}\u0002${ix.adapters.get(r) ?? ''}\u0002${ix.conditioning.get(r) ?? ''}`;
+    const fwdUse = `${ix.lastInForward.get(r) ?? ''}\u0002${ix.logitsThrough.get(r) ?? ''}\u0002${ix.pixelOut.get(r) ?? ''}\u0002${ix.adapters.get(r) ?? ''}\u0002${ix.conditioning.get(r) ?? ''}`;
     const key = r.snap ? `${embSig}\u0001${tie ?? ''}\u0001${keyOwner ?? ''}\u0001${fwdUse}\u0001${owner ? holderSig(owner) : ''}` : undefined;
     const hit = r.snap?.roleMemo;
     if (hit && hit.key === key) {
@@ -527,6 +622,9 @@ function roleFromOutput(ix: RoleIndex, r: LayerRec, at: LayerPlace, ev: HeadEvid
   if (ev.classifierLike) {
     return { role: 'classifier', reasons: [outVal !== undefined && outVal <= 16 ? `small output (${outVal} features)` : `output size is a class count (${outText})`] };
   }
+  // The prediction of a model whose output is no vocabulary (a click logit, a score): a classifier-like head.
+  const through = ix.logitsThrough.get(r);
+  if (through && !ev.outVia.some((t) => WIDTH_NAME.test(t))) return { role: 'classifier', reasons: [through] };
   return undefined;
 }
 
