@@ -293,3 +293,55 @@ describe('fixes: Linear layers whose class is chosen at run time run on both pat
     assert.match(run.stdout, /^plan twice: None$/m, out);
   });
 });
+
+describe('fixes: a norm class looked up by a string parameter runs on both paths and builds te.LayerNorm only for nn.LayerNorm', function () {
+  this.timeout(450_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'norm_name_default.py');
+
+  it('without TE the classes as written; with FP8 (the fake TE) te.LayerNorm for "LayerNorm" or nn.LayerNorm passed, each computing what the original computed', async function () {
+    if (!TORCH) this.skip();
+    const { text } = await convertExample(readFileSync(input, 'utf8'), settingsWith({}));
+    assert.match(text, /self\.norm = fp8_layernorm_from\(norm_name, nn\.LayerNorm, width\)/);
+    const { dir, file } = scratch('converted.py', text);
+    writeFileSync(join(dir, 'orig.py'), readFileSync(input, 'utf8'));
+    const plain = runPython([file], dir);
+    assert.equal(plain.status, 0, plain.output);
+    assert.match(plain.stdout, /^Running in BF16 fallback/m);
+    assert.match(plain.stdout, /^default: LayerNorm 1e-06$/m, plain.output);
+    assert.match(plain.stdout, /^class: LayerNorm 0\.001$/m, plain.output);
+    assert.match(plain.stdout, /^own: OwnNorm 1e-05$/m, plain.output);
+    // A GPU with FP8 as the generated code sees it; the fake TE's layers are built on the CPU. The original's
+    // state_dict loads into the converted model, whose output must equal the original's.
+    const cases = ['("default", "LayerNorm")', '("class", partial(torch.nn.LayerNorm, eps=1e-3))', '("own", "OwnNorm")', ...(atLeast(2, 4) ? ['("rms", "RMSNorm")'] : [])];
+    const probe = [
+      'import torch',
+      'from functools import partial',
+      'torch.cuda.is_available = lambda: True',
+      'torch.cuda.get_device_capability = lambda *a: (9, 0)',
+      'torch.cuda.get_device_name = lambda *a: "Fake GPU"',
+      'import transformer_engine.pytorch as te',
+      'for k in (te.Linear, te.LayerNorm):',
+      '    k.__init__.__defaults__ = tuple("cpu" if d == "cuda" else d for d in k.__init__.__defaults__)',
+      'import converted as c, orig',
+      `for name, arg in [${cases.join(', ')}]:`,
+      '    torch.manual_seed(0)',
+      '    a = orig.Stage(norm_name=orig.OwnNorm if arg == "OwnNorm" else arg)',
+      '    b = c.Stage(norm_name=c.OwnNorm if arg == "OwnNorm" else arg)',
+      '    b.load_state_dict(a.state_dict())',
+      '    x = torch.randn(4, 8, 32)',
+      '    n = b.norm',
+      '    print("%s: %s.%s %s same=%s" % (name, type(n).__module__.split(".")[0], type(n).__name__, getattr(n, "eps", None), torch.equal(a(x), b(x))))',
+    ].join('\n');
+    const run = spawnSync(PYTHON, ['-c', probe], {
+      encoding: 'utf8', timeout: 120_000, cwd: dir,
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: [dir, join(__dirname, '..', '..', 'bench', 'tests', 'fake_te')].join(':') },
+    });
+    const out = `${run.stdout}${run.stderr}`;
+    assert.equal(run.status, 0, out);
+    assert.match(run.stdout, /^Running in FP8 mode on Fake GPU \(sm_90\)/m, out);
+    assert.match(run.stdout, /^default: transformer_engine\.LayerNorm 1e-06 same=True$/m, out);
+    assert.match(run.stdout, /^class: transformer_engine\.LayerNorm 0\.001 same=True$/m, out);
+    assert.match(run.stdout, /^own: converted\.OwnNorm 1e-05 same=True$/m, out);
+    if (atLeast(2, 4)) assert.match(run.stdout, /^rms: torch\.RMSNorm 1e-06 same=True$/m, out);
+  });
+});

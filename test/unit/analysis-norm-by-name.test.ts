@@ -1,7 +1,8 @@
 /**
  * A norm class looked up by name in torch.nn with getattr (`partial(getattr(nn, norm_layer), eps=1e-6)` where
  * `norm_layer: str = "LayerNorm"`, as configurable backbones write it; held-out set 5's Hiera final norm): reported as
- * the class the name denotes, guarded because the name (or the class) is chosen at run time, instead of nothing.
+ * the class the name denotes instead of nothing; bound to a name and called by it, it converts through the fallback's
+ * run-time class check (the default's class is the module's attribute, `nn.LayerNorm`), called at once it is guarded.
  * Fixture of its own: test/fixtures/analysis/norm_class_by_name.py.
  */
 import { strict as assert } from 'node:assert';
@@ -11,14 +12,33 @@ describe('analysis: norm classes looked up by name (getattr(nn, name))', () => {
   before(initParser);
   const ir = () => analyze(fixture('norm_class_by_name.py'));
 
-  it('a string-default parameter turned into a class is reported as that class, chosen at run time, not converted as is', () => {
+  it('a string-default parameter turned into a class is that class, chosen at run time, converted through the run-time class check', () => {
     const n = layer(ir(), 'self.pre');
     assert.equal(n.kind, 'layernorm');
     assert.equal(n.role, 'norm');
     assert.equal(n.resolved, 'torch.nn.LayerNorm');
-    assert.equal(n.convertible, 'uncertain', n.reasons.join(' '));
-    assert.equal(n.facets?.structure.check, 'class-chosen-at-run-time');
-    assert.match(n.reasons.join(' '), /norm_name = partial\(getattr\(nn, norm_name\), eps=1e-5\), chosen at run time/);
+    // getattr(nn, "LayerNorm") is nn.LayerNorm itself: the fallback's fp8_layernorm_from checks the class looked up
+    // (or passed instead of a name) at run time and builds te.LayerNorm only for it (fixes-norm-name-default.test.ts).
+    assert.equal(n.convertible, true, n.reasons.join(' '));
+    assert.deepEqual(n.classParam, { name: 'norm_name', defaultClass: 'nn.LayerNorm' });
+    assert.match(n.reasons.join(' '), /norm_name = partial\(getattr\(nn, norm_name\), eps=1e-5\), chosen at run time: the conversion checks at run time that the class is nn\.LayerNorm/);
+  });
+
+  it('a looked-up class called at once (not by a name) stays guarded: the conversion has no name to check', () => {
+    const m = analyze([
+      'import torch.nn as nn',
+      'class M(nn.Module):',
+      '    def __init__(self, d=512, norm_name: str = "LayerNorm"):',
+      '        super().__init__()',
+      '        self.a = getattr(nn, norm_name)(d)',
+      '    def forward(self, x):',
+      '        return self.a(x)',
+      '',
+    ].join('\n'));
+    const a = layer(m, 'self.a');
+    assert.equal(a.kind, 'layernorm');
+    assert.equal(a.convertible, 'uncertain', a.reasons.join(' '));
+    assert.equal(a.classParam, undefined);
   });
 
   it('a literal name (called at once, or bound to a local first) is that torch.nn class', () => {

@@ -768,7 +768,9 @@ function classExprCtor(ctx: LayerContext, node: SyntaxNode | null, depth = 0, fn
 /**
  * A class looked up by name in a module: `getattr(nn, "LayerNorm")` is nn.LayerNorm; `getattr(nn, norm_layer)` where
  * `norm_layer` is a parameter of the enclosing function with a string default (`norm_layer: str = "LayerNorm"`, Hiera)
- * is that class by default, but a caller may name another one: a run-time choice (`chosen`), never a plain alias. The
+ * is that class by default, but a caller may name another one: a run-time choice (`chosen`), never a plain alias,
+ * whose `pickClass` is the default's class as the module's attribute (`nn.LayerNorm`): bound to a name and called by
+ * it, the layer converts through the run-time class check (`fp8_layernorm_from(norm_layer, nn.LayerNorm, d)`). The
  * module must be one whose attribute the analysis resolves to a layer class (`nn.LayerNorm`); anything else is left.
  */
 function getattrClass(ctx: LayerContext, call: SyntaxNode, fn?: FuncRec): ClassExpr | undefined {
@@ -786,7 +788,9 @@ function getattrClass(ctx: LayerContext, call: SyntaxNode, fn?: FuncRec): ClassE
   if (!name || !/^[A-Za-z_]\w*$/.test(name)) return undefined;
   const found = ctorFor(ctx, `${mod}.${name}`);
   if (!found || found.ctor.factory || found.ctor.kind === 'other') return undefined;
-  return chosen ? { ...found, chosen: true } : found;
+  // The default name's class, written as the module's attribute (`nn.LayerNorm`): getattr(nn, "LayerNorm") is that
+  // very object, so a conversion can check at run time that the class looked up (or passed instead) is it.
+  return chosen ? { ...found, chosen: true, pickClass: `${mod}.${name}` } : found;
 }
 
 /**
