@@ -80,7 +80,7 @@ export const SETTINGS_SECTION = 'precisionLens';
 
 export const DEFAULT_SETTINGS: PrecisionLensSettings = {
   rules: {},
-  te: { apiVersion: 'auto', recipe: 'DelayedScaling', fp8Format: 'HYBRID' },
+  te: { apiVersion: 'auto', recipe: 'Float8CurrentScaling', fp8Format: 'HYBRID' },
   targetGpu: 'any',
   // ~12k lines of Python, twice the largest real model file seen (timm's vision_transformer.py, 228 KB): `check` costs
   // about 2 s per MB of dense model code here and `--fix` more (README, robustness), so a file may cost 2 s at most

@@ -78,7 +78,7 @@ def test_trains_without_te_in_bf16(tmp_path, api):
 def test_trains_with_fake_te_in_fp8(tmp_path, api):
     out = run(project(tmp_path, api), fake_te=True, env={"FAKE_TE_API": api})
     assert out.count("Running in ") == 1, out
-    assert "Running in FP8 mode on Fake H100 (sm_90), recipe DelayedScaling/HYBRID" in out
+    assert "Running in FP8 mode on Fake H100 (sm_90), recipe Float8CurrentScaling/HYBRID" in out
     # The te.* layers are in the optimizer's decay group and initialised like the torch.nn ones (minGPT asserts it).
     assert "param groups: 9 decay, 20 no_decay" in out, out
     assert len([l for l in out.splitlines() if l.startswith("step ")]) == 3, out
@@ -284,6 +284,6 @@ def test_nanogpt_style_project_converted_by_one_command_trains_without_te(tmp_pa
 def test_nanogpt_style_project_converted_by_one_command_runs_fp8_in_its_step(tmp_path):
     # On a (fake) Hopper with TE the step enters TE autocast inside the script's ctx; evaluation stays out of FP8.
     out = run(ctx_project(tmp_path), fake_te=True, env={"FAKE_TE_API": "modern"})
-    assert "Running in FP8 mode on Fake H100 (sm_90), recipe DelayedScaling/HYBRID" in out, out
+    assert "Running in FP8 mode on Fake H100 (sm_90), recipe Float8CurrentScaling/HYBRID" in out, out
     assert len([l for l in out.splitlines() if l.startswith("iter ")]) == 4, out
     assert "te calls: ['autocast', 'linear']" in out, out

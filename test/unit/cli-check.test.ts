@@ -166,7 +166,8 @@ describe('precision-lens check (built CLI)', function () {
     it('prints path:line:col: severity CODE message [rule] and a summary line', () => {
       const run = runCli(['check', 'project'], dir);
       const lines = run.stdout.trimEnd().split('\n');
-      // Last: how to apply the fixes, as ruff says it.
+      // Last: how to apply the fixes, as ruff says it, after the conversions the gain table leaves in BF16 if any.
+      if (/^\[\*\] \d+ conversions? left in BF16/.test(lines[lines.length - 1])) lines.pop();
       assert.match(lines.pop()!, /^\[\*\] .*fixable with --fix/);
       const summary = lines.pop()!;
       assert.ok(lines.length > 0);

@@ -71,7 +71,8 @@ describe('refusals are visible, and never after a "can become"', () => {
 
   it('convert-all names each kind of skip: uncertain, shape, classifier', () => {
     const { ir } = analyse(CONFIG_BIAS);
-    const out = sourceFixOutcome(CONFIG_BIAS, ir, DEFAULT_SETTINGS, { className: 'Block' });
+    // At width 768 the gain table predicts FP8 slower: the mechanics of naming skips are tested with that check off.
+    const out = sourceFixOutcome(CONFIG_BIAS, ir, { ...DEFAULT_SETTINGS, convertLosingLayers: true }, { className: 'Block' });
     const titles = out.fixes.map((f) => f.title);
     assert.ok(titles.includes('Convert 2 layers in class Block to FP8 (with fallback; skipped 3: uncertain, shape, classifier)'), titles.join('\n'));
   });

@@ -31,7 +31,7 @@ describe('settings: one source of truth', () => {
     const s = resolveSettings({ rules: { PL101: 'off', PL201: 'error', PL999: 'off', PL102: 'loud' }, te: { apiVersion: 'legacy', recipe: 'nope' }, targetGpu: 'hopper', maxFileSize: -1 });
     assert.deepEqual(s.rules, { PL101: 'off', PL201: 'error' });
     assert.equal(s.te.apiVersion, 'legacy');
-    assert.equal(s.te.recipe, 'DelayedScaling');
+    assert.equal(s.te.recipe, DEFAULT_SETTINGS.te.recipe);
     assert.equal(s.targetGpu, 'hopper');
     assert.equal(s.maxFileSize, DEFAULT_SETTINGS.maxFileSize);
     assert.deepEqual(resolveSettings(null), DEFAULT_SETTINGS);
