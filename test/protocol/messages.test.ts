@@ -79,7 +79,8 @@ describe('language server: relatedInformation and hover (out/server.js)', functi
     await client.open(uri, GPT);
     const published = await client.diagnostics(uri, (p) => p.diagnostics.some((d) => d.code === 'PL101'));
     const fc = published.diagnostics.find((d) => d.code === 'PL101' && d.range.start.line === lineOf('self.c_fc'))!;
-    assert.equal(fc.message, 'self.c_fc: nn.Linear 768->3072 can run in FP8 as te.Linear (1.12x at 16k tokens)');
+    // At 768 wide the gain table predicts FP8 slower (current scaling, the generated recipe): the verdict says so.
+    assert.equal(fc.message, 'self.c_fc: nn.Linear 768->3072: FP8 as te.Linear loses (model 1.00x at 16k tokens); keep it in BF16');
     const hover = (await client.connection.sendRequest('textDocument/hover', {
       textDocument: { uri }, position: { line: fc.range.start.line, character: fc.range.start.character + 3 },
     })) as { contents: { kind: string; value: string }; range: unknown } | null;

@@ -42,7 +42,7 @@ describe('language server: sizes from construction sites in other workspace file
       const published = await c.diagnostics(uri, (p) => p.version === 2);
       const up = published.diagnostics.find((d) => d.code === 'PL101' && d.message.startsWith('self.up:'));
       assert.ok(up, JSON.stringify(published.diagnostics.map((d) => d.message)));
-      assert.equal(up.message, 'self.up: nn.Linear 1024->4096 can run in FP8 as te.Linear (1.23x at 16k tokens)');
+      assert.equal(up.message, 'self.up: nn.Linear 1024->4096 can run in FP8 as te.Linear (1.09x at 16k tokens)');
       const hover = (await c.connection.sendRequest('textDocument/hover', {
         textDocument: { uri }, position: { line: up.range.start.line, character: up.range.start.character + 3 },
       })) as { contents: { value: string } } | null;
@@ -73,7 +73,7 @@ describe('language server: sizes from construction sites in other workspace file
       writeFileSync(train, TRAIN);
       await c.connection.sendNotification('workspace/didChangeWatchedFiles', { changes: [{ uri: `file://${train}`, type: 1 }] });
       const created = await c.diagnostics(uri, (p) => /1024->4096/.test(up(p)?.message ?? ''));
-      assert.equal(up(created)!.message, 'self.up: nn.Linear 1024->4096 can run in FP8 as te.Linear (1.23x at 16k tokens)');
+      assert.equal(up(created)!.message, 'self.up: nn.Linear 1024->4096 can run in FP8 as te.Linear (1.09x at 16k tokens)');
       unlinkSync(train);
       await c.connection.sendNotification('workspace/didChangeWatchedFiles', { changes: [{ uri: `file://${train}`, type: 3 }] });
       const deleted = await c.diagnostics(uri, (p) => !!up(p) && !/1024/.test(up(p)!.message));
