@@ -341,3 +341,38 @@ def test_the_roofline_step_runs_on_cuda_paths(monkeypatch):
     monkeypatch.setattr(runner, "roofline", boom)
     assert cli.measure_roofline(rc, args, "cuda", session, {"torch_fp8": {"available": False}}) == {
         "error": "RuntimeError: CUDA out of memory"}
+
+
+def test_loss_recipe_eval_loss_and_noise_floor(pair):
+    """The loss comparison: warm-up + cosine schedule and clipping change the training (the losses differ from a
+    constant-lr run), every arm reports an eval loss on batches it never trained on, and --repeat-original adds the
+    BF16 arm again; the summary compares FP8's eval loss and the noise floor against the original's."""
+    orig, conv = pair
+    plain = ab(orig, conv, "--peer", "none")
+    r = ab(orig, conv, "--peer", "none", "--lr", "1e-3", "--lr-warmup", "2", "--lr-schedule", "cosine",
+           "--clip-grad", "0.5", "--eval-loss-batches", "2", "--repeat-original")
+    assert r.rc == 0, r.stderr
+    res = {e["backend"]: e for e in r.of("result")}
+    assert set(res) == {"original", "converted", "original-repeat"}
+    for arm in res.values():
+        assert arm["eval_batches"] == 2 and arm["eval_loss"] > 0
+        assert arm["lr_schedule"] == {"lr": 1e-3, "warmup": 2, "schedule": "cosine", "clip_grad": 0.5}
+    # The same weights and batches: the repeated BF16 arm starts where the original did.
+    assert abs(res["original"]["losses"][0] - res["original-repeat"]["losses"][0]) < 1e-4
+    # The recipe is applied: after the first step the losses are not those of the constant-lr run.
+    assert res["original"]["losses"][1:] != plain.of("result")[0]["losses"][1:]
+    a = r.of("summary")[0]["ab"]
+    assert a["eval_loss_rel"] == pytest.approx(res["converted"]["eval_loss"] / res["original"]["eval_loss"] - 1)
+    assert a["noise_floor_eval_rel"] == pytest.approx(res["original-repeat"]["eval_loss"] / res["original"]["eval_loss"] - 1)
+    assert "A/B: converted eval loss" in r.stderr and "noise floor" in r.stderr
+
+
+def test_lr_factor_warmup_then_cosine_to_a_tenth():
+    from types import SimpleNamespace
+    from plbench.runner import lr_factor
+    f = lr_factor(SimpleNamespace(lr_warmup=4, lr_schedule="cosine"), 14)
+    assert [round(f(i), 3) for i in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert f(4) == pytest.approx(1.0) and f(13) == pytest.approx(0.1) and 0.1 < f(8) < 1.0
+    assert lr_factor(SimpleNamespace(lr_warmup=0, lr_schedule="constant"), 10) is None
+    g = lr_factor(SimpleNamespace(lr_warmup=2, lr_schedule="constant"), 10)
+    assert [g(i) for i in (0, 1, 2, 9)] == [0.5, 1.0, 1.0, 1.0]

@@ -10,7 +10,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, wr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, UsageError } from '../../server/src/cli/args';
-import { copyPythonProject, MeasureInputError, measureTable } from '../../server/src/cli/measure';
+import { benchArgs, copyPythonProject, lossVerdict, MeasureInputError, measureTable } from '../../server/src/cli/measure';
 import { normalizeBenchEvent, type BackendResult } from '../../common/bench-events';
 import { CLI, ensureBuilt, FIXTURES } from './cli-harness';
 
@@ -214,5 +214,40 @@ describe('precision-lens measure', function () {
     assert.match(table[2], /^original \(BF16\)\s+1,000\s+baseline\s+600 MiB\s+1\.4000\s+–$/);
     assert.match(table[3], /^converted \(FP8\)\s+1,500\s+1\.50x\s+512 MiB\s+1\.5000\s+30\/40 \(4 modules\)$/);
     assert.match(table[4], /^torchao on original\s+skipped: torchao not installed/);
+  });
+  it('--loss-check runs the loss comparison: 200 steps of a training recipe, eval losses, the BF16 run twice', () => {
+    const parsed = parseArgs(['measure', '.', '--workload', 'model:build', '--loss-check']);
+    assert.equal(parsed.kind, 'measure');
+    const options = (parsed as Extract<typeof parsed, { kind: 'measure' }>).options;
+    assert.equal(options.lossCheck, true);
+    const args = benchArgs('bench.py', options, '/ws', '/copy', 'fp8_fallback');
+    const a = (n: string) => args[args.indexOf(n) + 1];
+    assert.deepEqual([a('--steps'), a('--lr'), a('--lr-warmup'), a('--lr-schedule'), a('--clip-grad'), a('--eval-loss-batches'), a('--peer')], ['200', '6e-4', '20', 'cosine', '1.0', '8', 'none']);
+    assert.ok(args.includes('--repeat-original'));
+    // --steps and --peer given: kept, the warm-up a tenth of the steps.
+    const mine = benchArgs('bench.py', { ...options, steps: 50, peer: 'torchao' }, '/ws', '/copy', 'fp8_fallback');
+    assert.deepEqual([mine[mine.indexOf('--steps') + 1], mine[mine.indexOf('--lr-warmup') + 1], mine[mine.indexOf('--peer') + 1]], ['50', '5', 'torchao']);
+    // Without it: none of the recipe.
+    const plain = benchArgs('bench.py', { ...options, lossCheck: undefined }, '/ws', '/copy', 'fp8_fallback');
+    assert.ok(!plain.includes('--lr-warmup') && !plain.includes('--repeat-original') && !plain.includes('--steps'));
+  });
+
+  it('the table gets an eval loss column and the verdict judges FP8 against 1 % and the noise floor', () => {
+    const arms = (conv: number, again: number) => [
+      { event: 'result', backend: 'original', tokens_per_s: 1000, losses: [2, 1.4], eval_loss: 2.0 },
+      { event: 'result', backend: 'converted', tokens_per_s: 1300, losses: [2, 1.41], eval_loss: conv },
+      { event: 'result', backend: 'original-repeat', tokens_per_s: 1001, losses: [2, 1.4], eval_loss: again },
+    ].map((e) => normalizeBenchEvent(e) as BackendResult);
+    const table = measureTable(arms(2.01, 2.002)).split('\n');
+    assert.match(table[0], /^arm\s+tokens\/s\s+vs original\s+peak memory\s+final loss\s+eval loss\s+FP8 forwards$/);
+    assert.match(table[4], /^original again \(BF16\)\s+1,001\s+1\.00x\s+–\s+1\.4000\s+2\.0020\s+–$/);
+    assert.equal(lossVerdict(arms(2.01, 2.002)), 'Loss check: FP8 eval loss +0.50 % vs BF16 (2.0100 vs 2.0000); the BF16 run again: +0.10 % (the noise floor): within 1 % of BF16.');
+    assert.match(lossVerdict(arms(2.04, 1.97))!, /\+2\.00 % vs BF16.*-1\.50 % \(the noise floor\): outside 1 %, but within twice the noise floor/);
+    assert.match(lossVerdict(arms(2.16, 2.002))!, /\+8\.00 % vs BF16.*FP8 trains worse here: try precisionLens\.te\.recipe = Float8CurrentScaling/);
+    assert.match(lossVerdict(arms(1.8, 2.002))!, /FP8 ends lower than BF16 by more than the noise/);
+    // A run without eval losses: no column, no verdict.
+    const plain = [{ event: 'result', backend: 'original', tokens_per_s: 1000, losses: [2] }].map((e) => normalizeBenchEvent(e) as BackendResult);
+    assert.doesNotMatch(measureTable(plain), /eval loss/);
+    assert.equal(lossVerdict(plain), undefined);
   });
 });

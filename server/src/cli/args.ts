@@ -69,6 +69,9 @@ export interface MeasureOptions {
   keep: boolean;
   /** Convert also the layers predicted to run slower in FP8 (check's --convert-losing-layers). */
   convertLosingLayers?: boolean;
+  /** The loss comparison: a training recipe (warm-up, cosine, clipping), 200 steps unless --steps, the eval loss on
+   *  batches never trained on, and the original run twice (the noise floor). */
+  lossCheck?: boolean;
   /** text: progress on stderr and a table at the end; jsonl: the benchmark's JSON lines on stdout (the sidebar). */
   format: 'text' | 'jsonl';
   /** Install SIGINT/SIGTERM handlers that stop the benchmark and remove the copy (off in tests run in-process). */
@@ -93,6 +96,7 @@ export const USAGE = `Usage:
   precision-lens measure [DIR] --workload MODULE:FUNCTION [--python PATH] [--peer torchao|none] [--steps N]
                                [--warmup N] [--compile|--no-compile] [--batch N] [--seq N] [--device auto|cuda|cpu]
                                [--json-out FILE] [--keep] [--format text|jsonl] [--convert-losing-layers]
+                               [--loss-check]
   precision-lens --help | --version
 
 PATH is a file or a directory; directories are searched for *.py files (skipping .git, node_modules, __pycache__
@@ -120,6 +124,10 @@ the bundled bench/benchmark.py --mode ab on the interpreter given (default pytho
 weights and batches. Progress goes to stderr, a table (tokens/s, ratio to the original, peak memory, final loss, FP8
 forwards) to stdout. The copy is removed at the end unless --keep. Exit codes: 0 measured, 2 usage or I/O error,
 else the benchmark's own status with its message (4: no CUDA device, 8: the workload could not be loaded).
+--loss-check makes it the loss comparison: 200 steps (or --steps) of a real training recipe (AdamW lr 6e-4, linear
+warm-up over a tenth of the steps, cosine to lr/10, gradient clipping 1.0), the eval loss of each arm on 8 batches it
+never trained on, and the original run a second time, whose difference from the first is the noise floor the FP8
+difference is judged against (no torchao peer unless --peer torchao).
 --jobs N analyses on N threads (default: the PRECISION_LENS_JOBS environment variable, else one per CPU core when the
 inputs are large enough to repay starting the threads); --jobs 1 analyses in-process. The output is the same either way.`;
 
@@ -274,6 +282,7 @@ export function parseMeasureArgs(rest: readonly string[]): MeasureOptions {
       case '--json-out': options.jsonOut = value(); break;
       case '--keep': noValue(); options.keep = true; break;
       case '--convert-losing-layers': noValue(); options.convertLosingLayers = true; break;
+      case '--loss-check': noValue(); options.lossCheck = true; break;
       case '--format': case '-f': options.format = oneOf(flag, value(), ['text', 'jsonl'] as const); break;
       default: throw new UsageError(`measure: unknown option '${arg}'`);
     }

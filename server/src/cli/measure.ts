@@ -175,11 +175,22 @@ export function benchScript(from: string = __dirname): string | undefined {
   return undefined;
 }
 
+/** Steps of `measure --loss-check` unless --steps: what the H200 loss runs used. */
+export const LOSS_CHECK_STEPS = 200;
+
 /** The benchmark's arguments for the A/B of `workspace` against its converted `copy`. */
 export function benchArgs(script: string, options: MeasureOptions, workspace: string, copy: string, fallbackModule: string): string[] {
   const args = [script, '--mode', 'ab', '--workload', options.workload, '--workspace', workspace, '--converted', copy, '--fallback-module', fallbackModule];
+  const steps = options.steps ?? (options.lossCheck ? LOSS_CHECK_STEPS : undefined);
   if (options.peer) args.push('--peer', options.peer);
-  if (options.steps !== undefined) args.push('--steps', String(options.steps));
+  else if (options.lossCheck) args.push('--peer', 'none');
+  if (steps !== undefined) args.push('--steps', String(steps));
+  if (options.lossCheck) {
+    // nanoGPT's and llama2.c's own recipe, scaled to the run: without a warm-up the first steps spike and the
+    // comparison measures that chaos, not FP8 (bench/results/h200/README.md, 2026-12-04).
+    args.push('--lr', '6e-4', '--lr-warmup', String(Math.max(1, Math.round(steps! / 10))), '--lr-schedule', 'cosine',
+      '--clip-grad', '1.0', '--eval-loss-batches', '8', '--repeat-original');
+  }
   if (options.warmup !== undefined) args.push('--warmup', String(options.warmup));
   if (options.batch !== undefined) args.push('--batch', String(options.batch));
   if (options.seq !== undefined) args.push('--seq', String(options.seq));
@@ -192,8 +203,35 @@ export function benchArgs(script: string, options: MeasureOptions, workspace: st
 const ARM_LABELS: Readonly<Record<string, string>> = {
   original: 'original (BF16)',
   converted: 'converted (FP8)',
+  'original-repeat': 'original again (BF16)',
   'torchao-original': 'torchao on original',
 };
+
+function evalLossOf(r: Pick<BackendResult, 'extra'>): number | undefined {
+  const v = r.extra?.eval_loss;
+  return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
+}
+
+/**
+ * The loss comparison's verdict (`measure --loss-check`): FP8's eval loss against BF16's, judged against the two BF16
+ * runs' own difference (the noise floor) and the 1 % bar. Undefined without eval losses.
+ */
+export function lossVerdict(results: readonly BackendResult[]): string | undefined {
+  const get = (arm: string) => { const r = results.find((x) => x.backend === arm && !x.skippedReason); return r && evalLossOf(r); };
+  const orig = get('original');
+  const conv = get('converted');
+  if (orig === undefined || conv === undefined || orig === 0) return undefined;
+  const rel = conv / orig - 1;
+  const again = get('original-repeat');
+  const noise = again === undefined ? undefined : Math.abs(again / orig - 1);
+  const pct = (x: number) => `${x >= 0 ? '+' : ''}${(100 * x).toFixed(2)} %`;
+  const floor = noise === undefined ? '' : `; the BF16 run again: ${pct(again! / orig - 1)} (the noise floor)`;
+  const verdict = Math.abs(rel) <= 0.01 ? 'within 1 % of BF16'
+    : noise !== undefined && Math.abs(rel) <= 2 * noise ? 'outside 1 %, but within twice the noise floor: run longer or with another --seed before deciding'
+    : rel > 0 ? 'FP8 trains worse here: try precisionLens.te.recipe = Float8CurrentScaling, or keep the layers that differ in BF16'
+    : 'FP8 ends lower than BF16 by more than the noise: check that both arms train the same model';
+  return `Loss check: FP8 eval loss ${pct(rel)} vs BF16 (${conv.toFixed(4)} vs ${orig.toFixed(4)})${floor}: ${verdict}.`;
+}
 
 function fmt(x: number | undefined, digits = 0): string {
   if (x === undefined || !Number.isFinite(x)) return '–';
@@ -225,20 +263,22 @@ export function fp8ForwardsOf(result: Pick<BackendResult, 'extra'>): { modules?:
 
 /** The table printed at the end: arm, tokens/s, ratio to the original, peak memory, final loss, FP8 forwards. */
 export function measureTable(results: readonly BackendResult[]): string {
-  const order = ['original', 'converted', 'torchao-original'];
+  const order = ['original', 'converted', 'original-repeat', 'torchao-original'];
   const sorted = [...results].sort((a, b) => {
     const ia = order.indexOf(a.backend);
     const ib = order.indexOf(b.backend);
     return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib);
   });
   const base = results.find((r) => r.backend === 'original' && !r.skippedReason);
-  const header = ['arm', 'tokens/s', 'vs original', 'peak memory', 'final loss', 'FP8 forwards'];
+  // The eval loss column only where a run measured it (--loss-check).
+  const withEval = results.some((r) => evalLossOf(r) !== undefined);
+  const header = ['arm', 'tokens/s', 'vs original', 'peak memory', 'final loss', ...(withEval ? ['eval loss'] : []), 'FP8 forwards'];
   const rows = sorted.map((r) => {
-    if (r.skippedReason) return [ARM_LABELS[r.backend] ?? r.backend, `skipped: ${r.skippedReason}`, '', '', '', ''];
+    if (r.skippedReason) return [ARM_LABELS[r.backend] ?? r.backend, `skipped: ${r.skippedReason}`, '', '', '', ...(withEval ? [''] : []), ''];
     const ratio = r === base ? 'baseline' : base?.tokensPerS && r.tokensPerS !== undefined ? `${(r.tokensPerS / base.tokensPerS).toFixed(2)}x` : '–';
     const g = fp8ForwardsOf(r);
     const fwd = g && g.total !== undefined ? `${fmt(g.fp8)}/${fmt(g.total)}${g.modules !== undefined ? ` (${g.modules} modules)` : ''}` : '–';
-    return [ARM_LABELS[r.backend] ?? r.backend, fmt(r.tokensPerS), ratio, fmtBytes(r.peakMemoryBytes), fmt(lastLoss(r.losses), 4), fwd];
+    return [ARM_LABELS[r.backend] ?? r.backend, fmt(r.tokensPerS), ratio, fmtBytes(r.peakMemoryBytes), fmt(lastLoss(r.losses), 4), ...(withEval ? [fmt(evalLossOf(r), 4)] : []), fwd];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
@@ -352,7 +392,11 @@ export async function runMeasure(options: MeasureOptions, io: MeasureIo, check: 
       return fail(notFound ? 'interpreter_not_found' : 'spawn_failed', `could not start ${python}: ${notFound ? 'no such file or command (give --python PATH)' : exit.spawnError.message}`);
     }
     if (stopSignal) return 130;
-    if (!jsonl && results.size > 0) io.stdout(measureTable([...results.values()]));
+    if (!jsonl && results.size > 0) {
+      io.stdout(measureTable([...results.values()]));
+      const verdict = lossVerdict([...results.values()]);
+      if (verdict) io.stdout(`${verdict}\n`);
+    }
     const code = exit.code ?? 1;
     if (code !== 0 || fatal) {
       // A fatal error event is on the benchmark's stderr already (forwarded above): said once.
