@@ -227,7 +227,36 @@ function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; c
   if (WEIGHTLESS.test(last) && /^[A-Z]/.test(last) && /Embedding|Encoding|Emb$/.test(last)) {
     return { resolved, ctor: { kind: 'other', isTe: false, params: [], display: last } };
   }
-  return importedNormFactory(ctx, text, resolved, last) ?? unknownLibraryCtor(ctx, text, resolved, last) ?? unknownLibraryBlock(ctx, text, resolved, last);
+  return importedNormFactory(ctx, text, resolved, last) ?? unknownLibraryCtor(ctx, text, resolved, last) ?? unknownLibraryBlock(ctx, text, resolved, last)
+    ?? unknownNormClass(ctx, text, resolved, last);
+}
+
+/**
+ * A normalization class imported from a module the analysis does not have (a sibling file outside the inputs, a
+ * package the catalogue does not know) whose name is not a plain LayerNorm / RMSNorm: SAM's `LayerNorm2d`
+ * (channels-first), diffusers' `AdaLayerNormZero` / `AdaLayerNormContinuous` (scale and shift from a conditioning
+ * vector, a Linear inside), ConvNeXt-V2's `GlobalResponseNorm`. It builds parameters, so it is listed, not converted:
+ * te.LayerNorm / te.RMSNorm replace only a plain norm over the last axis, and its definition would have to show that.
+ */
+const UNKNOWN_NORM = /^[A-Z]\w*Norm(alization)?(1d|2d|3d|Zero|Continuous|Single|Pruned|Fp32|FP32)*$/;
+/** A classification head class (timm's `ClassifierHead`, `NormMlpClassifierHead`): a Linear to class logits inside. */
+const UNKNOWN_HEAD = /^([A-Z]\w*)?(Classifier|Cls)(Head)?$/;
+function unknownNormClass(ctx: LayerContext, text: string, resolved: string, last: string): { resolved: string; ctor: CtorInfo } | undefined {
+  // A catalogued library's class the catalogue does not list (diffusers' AdaLayerNormZero) is reported the same way:
+  // the classes it knows were resolved before this point.
+  const head = UNKNOWN_HEAD.test(last);
+  if (!(head || UNKNOWN_NORM.test(last)) || resolved === text || /^(torch\.|transformer_engine\.|te\.)/.test(resolved)) return undefined;
+  if (!ctx.imports.map.has(text.split('.')[0]) || ctx.classes.has(last)) return undefined;
+  const module = resolved.slice(0, resolved.length - last.length - 1) || resolved;
+  if (head) {
+    return { resolved, ctor: { kind: 'other', isTe: false, params: [], display: last,
+      noTe: `${last} is a classification head defined in ${module}: its Linear maps features to class logits, a small GEMM that gains nothing from FP8 and is precision-sensitive, so it stays in BF16.` } };
+  }
+  const what = /^Ada/.test(last) ? 'an adaptive norm (scale and shift from a conditioning input, usually through a Linear of its own)'
+    : /[123]d$/.test(last) ? 'a norm over channels laid out for convolutions'
+    : 'a normalization module';
+  return { resolved, ctor: { kind: 'other', isTe: false, params: [], display: last,
+    noTe: `${last} is ${what} defined in ${module}, which was not analysed: not converted. te.LayerNorm / te.RMSNorm replace only a plain norm over the last axis; if ${module} is in your project, its classes get their verdicts in its own file.` } };
 }
 
 /**

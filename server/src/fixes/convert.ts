@@ -333,12 +333,23 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   if (!viaFactory && access.importLine) importLines.push(access.importLine);
   const callee = viaFactory && parallel && args.call
     // The library's layer, built where FP8 does not run: its original call, unchanged, behind a lambda.
-    ? replace(site.calleeStart, site.open + 1, `${target}(lambda: ${ctx.text.slice(site.calleeStart, args.call.close + 1)}, `)
+    // (no trailing space where the original arguments start on the next line)
+    ? replace(site.calleeStart, site.open + 1, `${target}(lambda: ${oneLine(ctx.text.slice(site.calleeStart, args.call.close + 1))},${/^[ \t]*\r?\n/.test(ctx.text.slice(site.open + 1)) ? '' : ' '}`)
     : replace(site.calleeStart, site.calleeEnd, target);
   // A conversion changes what the layer computes (FP8 under autocast, te.Linear's own weight init): `check --fix`
   // never applies it, only --unsafe-fixes does (through the fallback, so the file still runs without TE).
   const safe = false;
   return { edits: [callee, ...args.edits], safe, target, fallbackNames: viaFactory ? [target] : [], importLines };
+}
+
+/**
+ * A call copied behind the fallback's lambda, on one line: the original arguments stay where they were (as the
+ * factory's), so a conversion adds no line and every line below keeps its number. A call with a comment or a string
+ * spanning lines inside is copied as written.
+ */
+function oneLine(call: string): string {
+  if (!call.includes('\n') || /#|"""|\'\'\'/.test(call)) return call;
+  return call.replace(/\s*\n\s*/g, ' ').replace(/\(\s+/g, '(').replace(/,?\s*\)$/, ')');
 }
 
 /**
