@@ -4,7 +4,10 @@
  * (bench/results/h200/<date>-ab*, `bench/benchmark.py --mode ab`, eager: the user's own BF16 step against the converted
  * one). The models are the real public codebases of issue 21, kept in the git-ignored .realproj/<family>/orig/model.py
  * (never committed; .realproj/NOTES.md says where they come from); each run's width and depth are written into the
- * model's config defaults, as the A/B's workload built them (PL_WIDTH / PL_LAYERS).
+ * model's config defaults, as the A/B's workload built them (PL_WIDTH / PL_LAYERS). Each run is predicted as it ran:
+ * its recipe (te-delayed or te-current table) and whether its norms converted (see measuredRuns). Beside the adopted
+ * prediction (one max(GPU, host) over the step) the per-phase overlap rule, which was tried and not adopted (gain.ts
+ * OverlapRule, docs/gain.md).
  *
  *   npx tsx scripts/gain-vs-measured.ts [--markdown]
  */
@@ -12,6 +15,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { resolveSettings } from '../common/settings';
 import { analyzeTree } from '../server/src/analysis';
+import { phaseStepMs } from '../server/src/analysis/gain';
 import { predictModel } from '../server/src/analysis/gain-layer';
 import { createPythonParser } from '../server/src/engine/parser';
 
@@ -23,22 +27,41 @@ const FIELDS: Record<string, { width: string; layers: string }> = {
   llama2c: { width: 'dim', layers: 'n_layers' },
 };
 
-interface Run { family: string; width: number; layers: number; tokens: number; measured: number; file: string }
+interface Run {
+  family: string;
+  /** The rest of the run's name (`-ln`: nanoGPT's LayerNorms converted too, `-cs`: current scaling, `-lin`: Linears only), '' for none. */
+  variant: string;
+  width: number; layers: number; tokens: number; measured: number; file: string;
+  /** The recipe the converted arm ran, from its log line `[converted] fp8_fallback: Running in FP8 mode ..., recipe X`. */
+  recipe: 'DelayedScaling' | 'Float8CurrentScaling';
+  /** TE norm modules that ran in the converted arm (the summary JSON's ab.fp8_gemms.norm_modules); undefined: not reported. */
+  normModules: number | undefined;
+}
 
-/** tokens/s of each arm: from the JSON where it came back, else from the log's `[arm] N tokens/s` lines. */
+/**
+ * Every eager A/B run (`ab-<family>[-variant]-<L>x<W>-<B>x<S>-eager-log.txt`) and every loss run (`loss-...-eager-<steps>-log.txt`,
+ * which measure the speed too) under bench/results/h200/*-ab* and *-loss*: tokens/s of each arm from the log's
+ * `[arm] N tokens/s` lines, the recipe from the converted arm's log line, the norms from the -out.txt summary.
+ */
 function measuredRuns(): Run[] {
   const runs: Run[] = [];
-  for (const dir of readdirSync(RESULTS).filter((d) => /-ab/.test(d)).sort()) {
-    for (const name of readdirSync(join(RESULTS, dir))) {
-      const m = /^ab-(\w+)-(\d+)x(\d+)-(\d+)x(\d+)-eager-log\.txt$/.exec(name);
+  for (const dir of readdirSync(RESULTS).filter((d) => /-(ab|loss)/.test(d)).sort()) {
+    for (const name of readdirSync(join(RESULTS, dir)).sort()) {
+      const m = /^(?:ab|loss)-([a-z0-9]+)((?:-[a-z]+)*)-(\d+)x(\d+)-(\d+)x(\d+)-eager(?:-\d+)?-log\.txt$/.exec(name);
       if (!m) continue;
-      const [, family, layers, width, batch, seq] = m;
+      const [, family, variant, layers, width, batch, seq] = m;
       const log = readFileSync(join(RESULTS, dir, name), 'utf8');
       const rate = (arm: string) => Number(new RegExp(`^\\[${arm}\\] (\\d+) tokens/s`, 'm').exec(log)?.[1]);
       const orig = rate('original');
       const conv = rate('converted');
       if (!(orig > 0 && conv > 0)) continue;
-      runs.push({ family, width: +width, layers: +layers, tokens: +batch * +seq, measured: conv / orig, file: `${dir}/${name}` });
+      const recipeLine = /^\[converted\] fp8_fallback: Running in FP8 mode.*recipe (\w+)/m.exec(log)?.[1] ?? 'DelayedScaling';
+      const out = join(RESULTS, dir, name.replace(/-log\.txt$/, '-out.txt'));
+      const nm = existsSync(out) ? /"norm_modules":\s*(\d+)/.exec(readFileSync(out, 'utf8'))?.[1] : undefined;
+      runs.push({
+        family, variant: variant.replace(/^-/, ''), width: +width, layers: +layers, tokens: +batch * +seq, measured: conv / orig, file: `${dir}/${name}`,
+        recipe: recipeLine === 'Float8CurrentScaling' ? 'Float8CurrentScaling' : 'DelayedScaling', normModules: nm === undefined ? undefined : +nm,
+      });
     }
   }
   return runs;
@@ -48,28 +71,51 @@ async function main(): Promise<void> {
   const markdown = process.argv.includes('--markdown');
   const parser = await createPythonParser();
   const rows: string[] = [];
-  const errors: number[] = [];
+  const errors: { err: number; width: number }[] = [];
+  const phaseErrors: { err: number; width: number }[] = [];
   for (const run of measuredRuns()) {
     const src = join(ROOT, '.realproj', run.family, 'orig', 'model.py');
     const fields = FIELDS[run.family];
-    if (!fields || !existsSync(src)) { rows.push(`${run.family} ${run.layers} x ${run.width}: no ${src} (read it as .realproj/NOTES.md says)`); continue; }
+    const label = `${run.family}${run.variant ? `-${run.variant}` : ''}`;
+    if (!fields || !existsSync(src)) { rows.push(`${label} ${run.layers} x ${run.width}: no ${src} (read it as .realproj/NOTES.md says)`); continue; }
     let text = readFileSync(src, 'utf8');
     text = text.replace(new RegExp(`(\\n\\s+${fields.width}: int = )\\d+`), `$1${run.width}`).replace(new RegExp(`(\\n\\s+${fields.layers}: int = )\\d+`), `$1${run.layers}`);
     const tree = parser.parse(text)!;
-    const settings = resolveSettings({ tokensPerStep: run.tokens });
-    const p = predictModel(analyzeTree(tree, text), settings);
+    // Predicted as it ran: the recipe of its log (te.recipe picks the te-current table, gain-layer.ts gainBackend).
+    const settings = resolveSettings({ tokensPerStep: run.tokens, te: { recipe: run.recipe } });
+    const ir = analyzeTree(tree, text);
+    // A converted copy that ran no TE norm (norm_modules 0: the runs before nanoGPT's LayerNorm(bias=config.bias)
+    // converted, and the Linears-only variant) kept its norms in torch: its norms are marked not convertible here, so
+    // predictModel keeps them in BF16 in both arms.
+    const normsKept = run.normModules === 0;
+    if (normsKept) for (const l of ir.layers) if (l.kind === 'layernorm' || l.kind === 'rmsnorm') { l.convertible = false; l.viaFallback = false; }
+    const p = predictModel(ir, settings);
     tree.delete();
-    if (!p) { rows.push(`${run.family} ${run.layers} x ${run.width}: no prediction`); continue; }
+    if (!p) { rows.push(`${label} ${run.layers} x ${run.width}: no prediction`); continue; }
     const err = p.step.speedup / run.measured - 1;
-    errors.push(Math.abs(err));
-    const cells = [`${run.family}`, `${run.layers} x ${run.width}`, `${run.tokens}`, `${p.step.speedup.toFixed(3)}x${p.step.hostBound.fp8 ? ' (launch-bound)' : ''}`, `${run.measured.toFixed(3)}x`, `${(100 * err).toFixed(1)} %`, run.file];
+    errors.push({ err: Math.abs(err), width: run.width });
+    // The per-phase overlap rule (gain.ts OverlapRule 'phases'), tried and not adopted: beside the adopted one.
+    const ph = p.step.phases;
+    const phase = ph ? phaseStepMs(ph, 'bf16', 'phases') / phaseStepMs(ph, 'fp8', 'phases') : p.step.speedup;
+    const phaseErr = phase / run.measured - 1;
+    phaseErrors.push({ err: Math.abs(phaseErr), width: run.width });
+    const pct = (e: number) => `${e >= 0 ? '+' : ''}${(100 * e).toFixed(1)} %`;
+    const how = `${run.recipe === 'Float8CurrentScaling' ? 'current' : 'delayed'}, norms ${normsKept ? 'kept' : 'TE'}`;
+    const cells = [label, `${run.layers} x ${run.width}`, `${run.tokens}`, how, `${p.step.speedup.toFixed(3)}x${p.step.hostBound.fp8 ? ' (launch-bound)' : ''}`, `${run.measured.toFixed(3)}x`, pct(err), `${phase.toFixed(3)}x (${pct(phaseErr)})`, run.file];
     rows.push(markdown ? `| ${cells.join(' | ')} |` : cells.join('\t'));
   }
 
-  if (markdown) console.log('| model | layers x width | tokens/step | predicted | measured | error | run |\n|---|---|---|---|---|---|---|');
+  if (markdown) console.log('| model | layers x width | tokens/step | recipe, norms | predicted | measured | error | per-phase rule (not adopted) | run |\n|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);
-  const within = errors.filter((e) => e <= 0.1).length;
-  console.log(`${markdown ? '\n' : ''}${within} of ${errors.length} within 10 %`);
+  const summary = (es: { err: number; width: number }[]): string => {
+    const within = es.filter((e) => e.err <= 0.1);
+    const widths = (xs: { width: number }[]) => [...new Set(xs.map((e) => e.width))].sort((a, b) => a - b);
+    const all = widths(es).filter((w) => es.every((e) => e.width !== w || e.err <= 0.1));
+    const mean = es.reduce((a, e) => a + e.err, 0) / (es.length || 1);
+    return `${within.length} of ${es.length} runs within 10 % (mean |error| ${(100 * mean).toFixed(1)} %); widths with a run within 10 %: ${widths(within).join(', ')} (${widths(within).length} of ${widths(es).length}); every run within 10 %: ${all.join(', ') || 'none'}`;
+  };
+  console.log(`${markdown ? '\n' : ''}adopted (one max over the step): ${summary(errors)}`);
+  console.log(`${markdown ? '\n' : ''}per-phase rule: ${summary(phaseErrors)}`);
 }
 
 main().catch((e) => { console.error(e); process.exit(1); });

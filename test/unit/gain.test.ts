@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  describeRatio, GainTableError, interpolateLog, layerGain, parseGainTable, predictStep, type GainTable,
+  describeRatio, GainTableError, interpolateLog, layerGain, parseGainTable, phaseStepMs, predictStep, STEP_OVERLAP, type GainTable,
 } from '../../server/src/analysis/gain';
 
 const ROOT = join(__dirname, '..', '..');
@@ -134,6 +134,47 @@ describe('gain: the FP8 gain table and the predicted speedup', () => {
     const p = predictStep(table, 'te-delayed', { layers: [], tokens: 512, lmHead: { width: 1024, vocab: 64000 } });
     close(p.rest.lmHeadMs, 0.6);
     close(p.rest.lossMs, 0.4);
+  });
+
+  it('models the host in two phases (blocks, then lm-head + loss + optimizer) and takes one max over the step', () => {
+    // The fixture made version 2: every Linear costs the host 0.2 ms in BF16 and 1.0 ms in TE, a block's non-GEMM
+    // parts 2.0 ms (timed in 6 regions of 0.1 ms each, which come off), the loss 0.5 ms and AdamW 0.3 ms.
+    const d = raw() as Record<string, any>;
+    d.schema_version = 2;
+    const fill = (v: number) => d.grid.m.map(() => d.grid.k.map(() => d.grid.n.map(() => v)));
+    d.backends.bf16.host_ms = fill(0.2);
+    d.backends['te-delayed'].host_ms = fill(1.0);
+    d.block.host_ms = { non_gemm_ms: [[2.0, 2.0], [2.0, 2.0]], loss_ms: [0.5, 0.5] };
+    d.block.adamw.host_ms = 0.3;
+    d.host_model = { bf16: { per_region_ms: 0.1, per_layer_ms: 0.2 } };
+    const t2 = parseGainTable(d);
+    const p = predictStep(t2, 'te-delayed', {
+      layers: [{ name: 'fc', m: 512, k: 1024, n: 1024, convert: true, count: 12 }], tokens: 512,
+      blocks: { count: 12, width: 1024 }, lmHead: { width: 1024, vocab: 32000 }, params: 1e6,
+    });
+    const ph = p.phases!;
+    assert.ok(ph, 'phases where the table has the host');
+    const hostBlocks = 12 * (2.0 - 6 * 0.1);
+    close(ph.blocks.hostBf16Ms, hostBlocks + 12 * 0.2);
+    close(ph.blocks.hostFp8Ms, hostBlocks + 12 * 1.0);
+    close(ph.tail.hostMs, 0.5 + 0.3);
+    close(ph.tail.gpuMs, p.rest.lmHeadMs + p.rest.lossMs + p.rest.optimizerMs);
+    close(ph.blocks.gpuBf16Ms + ph.tail.gpuMs, p.gemmBf16Ms + p.normsBf16Ms + p.restMs);
+    close(p.hostFp8Ms!, ph.blocks.hostFp8Ms + ph.tail.hostMs);
+    // The adopted rule: one max over the whole step, in each arm.
+    assert.equal(STEP_OVERLAP, 'step');
+    close(p.bf16StepMs, Math.max(ph.blocks.gpuBf16Ms + ph.tail.gpuMs, p.hostBf16Ms!));
+    close(p.fp8StepMs, Math.max(ph.blocks.gpuFp8Ms + ph.tail.gpuMs, p.hostFp8Ms!));
+    assert.equal(p.hostBound.fp8, p.hostFp8Ms! > ph.blocks.gpuFp8Ms + ph.tail.gpuMs);
+  });
+
+  it('phaseStepMs: one max over the step, or a max per phase summed', () => {
+    const ph = { blocks: { gpuBf16Ms: 10, gpuFp8Ms: 8, hostBf16Ms: 5, hostFp8Ms: 20 }, tail: { gpuMs: 6, hostMs: 1 } };
+    // The host's lead in the blocks covers the tail's GPU time under 'step', not under 'phases'.
+    assert.equal(phaseStepMs(ph, 'bf16', 'step'), 16);
+    assert.equal(phaseStepMs(ph, 'fp8', 'step'), 21);
+    assert.equal(phaseStepMs(ph, 'bf16', 'phases'), 16);
+    assert.equal(phaseStepMs(ph, 'fp8', 'phases'), 26);
   });
 
   it('rejects tables that are not the format, saying what is wrong', () => {

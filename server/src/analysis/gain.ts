@@ -358,6 +358,35 @@ export interface ModelSpec {
   params?: number;
 }
 
+/**
+ * The two phases of a training step: the blocks' forward and backward (Linears, norms, attention, activations,
+ * residuals: the GPU time differs by precision, and so does the host's, TE's layers costing more to issue) and the
+ * tail (the BF16 lm-head, the loss, the optimizer: the same in both).
+ */
+export interface StepPhases {
+  blocks: { gpuBf16Ms: number; gpuFp8Ms: number; hostBf16Ms: number; hostFp8Ms: number };
+  tail: { gpuMs: number; hostMs: number };
+}
+
+/**
+ * How host and GPU overlap in a step. 'step': the host runs ahead of the GPU across the whole step, so a step takes
+ * max(GPU, host) of its totals. 'phases': the host runs ahead only within a phase (the blocks' forward + backward,
+ * host-heavy; the lm-head, loss and optimizer, GPU-heavy), so a step takes max(GPU, host) of each phase, summed.
+ */
+export type OverlapRule = 'step' | 'phases';
+
+/** The rule predictStep uses: 'step' (scripts/gain-vs-measured.ts shows both against the A/B runs; docs/gain.md). */
+export const STEP_OVERLAP: OverlapRule = 'step';
+
+/** One arm's step time from its phases under an overlap rule. */
+export function phaseStepMs(p: StepPhases, arm: 'bf16' | 'fp8', rule: OverlapRule): number {
+  const gpu = arm === 'bf16' ? p.blocks.gpuBf16Ms : p.blocks.gpuFp8Ms;
+  const host = arm === 'bf16' ? p.blocks.hostBf16Ms : p.blocks.hostFp8Ms;
+  return rule === 'phases'
+    ? Math.max(gpu, host) + Math.max(p.tail.gpuMs, p.tail.hostMs)
+    : Math.max(gpu + p.tail.gpuMs, host + p.tail.hostMs);
+}
+
 export interface StepPrediction {
   backend: string;
   /** BF16 step time / FP8 step time: > 1 the model gains. */
@@ -375,6 +404,8 @@ export interface StepPrediction {
   /** The host's time issuing a step in each precision, where the table has it; a step takes the larger of host and GPU. */
   hostBf16Ms?: number;
   hostFp8Ms?: number;
+  /** The step's two phases with their GPU and host times, where the host is modelled (phaseStepMs). */
+  phases?: StepPhases;
   /** The arm whose step the host, not the GPU, bounds. */
   hostBound: { bf16: boolean; fp8: boolean };
   layers: (LayerGain & { name: string; convert: boolean; count: number })[];
@@ -417,7 +448,9 @@ export function predictStep(table: GainTable, backend: string, spec: ModelSpec):
   const rest = { nonGemmMs: 0, lmHeadMs: 0, lossMs: 0, optimizerMs: 0 };
   let normsBf16 = 0;
   let normsFp8 = 0;
+  // The host's time for the blocks' non-GEMM work (hostRest) and for the tail: the loss and the optimizer (hostTail).
   let hostRest: number | undefined;
+  let hostTail = 0;
   // The norms' host cost beyond the torch LayerNorms the block's host time already holds, in each precision.
   let normHostBf16 = 0;
   let normHostFp8 = 0;
@@ -477,33 +510,43 @@ export function predictStep(table: GainTable, backend: string, spec: ModelSpec):
     rest.lmHeadMs = h.value * vscale;
     rest.lossMs = loss.value * vscale;
     if (h.extrapolated || loss.extrapolated) { extrapolated = true; notes.push(`lm-head and loss: outside the measured grid (${[...h.clamped, ...loss.clamped].join(', ')})`); }
-    if (hostRest !== undefined && blk.lossHostMs) hostRest += interpolateLog([blk.m], ['tokens'], blk.lossHostMs, [spec.tokens]).value ?? 0;
+    if (hostRest !== undefined && blk.lossHostMs) hostTail += interpolateLog([blk.m], ['tokens'], blk.lossHostMs, [spec.tokens]).value ?? 0;
   }
   if (spec.params && spec.params > 0) {
     if (blk?.adamwNsPerParam) rest.optimizerMs = spec.params * blk.adamwNsPerParam * 1e-6;
     else notes.push('no AdamW time in the table: the optimizer step is left out');
-    if (hostRest !== undefined && blk?.adamwHostMs) hostRest += blk.adamwHostMs;
+    if (hostRest !== undefined && blk?.adamwHostMs) hostTail += blk.adamwHostMs;
   }
   const restMs = rest.nonGemmMs + rest.lmHeadMs + rest.lossMs + rest.optimizerMs;
+  const tailGpu = rest.lmHeadMs + rest.lossMs + rest.optimizerMs;
   const gpuBf16 = gemmBf16 + normsBf16 + restMs;
   const gpuFp8 = gemmFp8 + normsFp8 + restMs;
   // The host: every layer's issue cost (TE's layers cost more to issue than torch's) plus the rest's. Only where the
-  // table measured it for every layer; a step takes the larger of the two (the host runs ahead of the GPU).
+  // table measured it for every layer.
   let hostBf16: number | undefined;
   let hostFp8: number | undefined;
+  let phases: StepPhases | undefined;
   if (hostRest !== undefined && layers.every((l) => l.hostBf16Ms !== undefined)) {
-    hostBf16 = hostRest + normHostBf16 + layers.reduce((a, l) => a + l.count * l.hostBf16Ms!, 0);
-    hostFp8 = hostRest + normHostFp8 + layers.reduce((a, l) => a + l.count * (l.convert ? l.hostFp8Ms! : l.hostBf16Ms!), 0);
+    const blocksBf16 = hostRest + normHostBf16 + layers.reduce((a, l) => a + l.count * l.hostBf16Ms!, 0);
+    const blocksFp8 = hostRest + normHostFp8 + layers.reduce((a, l) => a + l.count * (l.convert ? l.hostFp8Ms! : l.hostBf16Ms!), 0);
+    hostBf16 = blocksBf16 + hostTail;
+    hostFp8 = blocksFp8 + hostTail;
+    phases = {
+      blocks: { gpuBf16Ms: gpuBf16 - tailGpu, gpuFp8Ms: gpuFp8 - tailGpu, hostBf16Ms: blocksBf16, hostFp8Ms: blocksFp8 },
+      tail: { gpuMs: tailGpu, hostMs: hostTail },
+    };
   }
-  const bf16StepMs = Math.max(gpuBf16, hostBf16 ?? 0);
-  const fp8StepMs = Math.max(gpuFp8, hostFp8 ?? 0);
+  // A step takes the larger of host and GPU over the whole step (the host runs ahead of the GPU): STEP_OVERLAP, and
+  // docs/gain.md for the per-phase rule that was tried against the A/B runs and not adopted.
+  const bf16StepMs = phases ? phaseStepMs(phases, 'bf16', STEP_OVERLAP) : gpuBf16;
+  const fp8StepMs = phases ? phaseStepMs(phases, 'fp8', STEP_OVERLAP) : gpuFp8;
   const hostBound = { bf16: (hostBf16 ?? 0) > gpuBf16, fp8: (hostFp8 ?? 0) > gpuFp8 };
   if (hostBound.fp8) notes.push(`launch-bound in FP8: issuing the step takes the host about ${hostFp8!.toFixed(0)} ms, the GPU's work ${gpuFp8.toFixed(0)} ms`);
   if (table.notABenchmark) notes.push(`the table is not a benchmark (${table.note ?? 'CPU or synthetic'}): the prediction means nothing`);
   return {
     backend, speedup: fp8StepMs > 0 ? bf16StepMs / fp8StepMs : 1, bf16StepMs, fp8StepMs,
     gemmBf16Ms: gemmBf16, gemmFp8Ms: gemmFp8, restMs, rest, normsBf16Ms: normsBf16, normsFp8Ms: normsFp8,
-    ...(hostBf16 !== undefined ? { hostBf16Ms: hostBf16, hostFp8Ms: hostFp8 } : {}), hostBound,
+    ...(hostBf16 !== undefined ? { hostBf16Ms: hostBf16, hostFp8Ms: hostFp8 } : {}), ...(phases ? { phases } : {}), hostBound,
     layers, converted, losing, extrapolated, notes,
     table: { gpu: table.gpu.name, date: table.date, notABenchmark: table.notABenchmark },
   };
