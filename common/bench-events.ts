@@ -564,6 +564,8 @@ export const AB_ARMS: ReadonlyArray<{ id: string; label: string; short: string }
   { id: 'original', label: 'Original (BF16)', short: 'original' },
   { id: 'converted', label: 'Converted (FP8)', short: 'converted' },
   { id: 'torchao-original', label: 'torchao on original', short: 'torchao' },
+  // The loss check's second BF16 run (`--repeat-original`): the noise floor of the eval-loss comparison.
+  { id: 'original-repeat', label: 'Original again (BF16)', short: 'BF16 again' },
 ];
 
 const SHORT_LABELS: Readonly<Record<string, string>> = {

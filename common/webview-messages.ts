@@ -7,6 +7,7 @@
  * Shared by the extension bundle and the browser bundle: no `vscode` or Node imports here.
  */
 import type { BackendAvailability, BackendResult, BenchErrorInfo, EnvInfo, WorkloadInfo } from './bench-events';
+import { hasEvalLosses } from './loss-check';
 
 /** The benchmark's two modes: BF16 vs FP8 training steps, or serving (prefill/decode and the accuracy cost). */
 export type RunMode = 'train' | 'inference';
@@ -36,6 +37,11 @@ export interface RunOptions {
    * its converted copy (and torchao on the original); `workload` is the project's module:function. A training run.
    */
   ab?: boolean;
+  /**
+   * An A/B run with the loss check (`measure --loss-check`): a training recipe for at least 200 steps, each arm's eval
+   * loss, the BF16 arm run again for the noise floor. Only with `ab`.
+   */
+  lossCheck?: boolean;
 }
 
 /** The A/B run's baseline arm: the project as it is, in BF16 autocast. */
@@ -44,6 +50,11 @@ export const AB_BASELINE = 'original';
 /** Whether these options are an A/B run of the workspace's own project. */
 export function isAbRun(options: Pick<RunOptions, 'ab'> | undefined): boolean {
   return options?.ab === true;
+}
+
+/** Whether these options are an A/B run with the loss check (or, for runs recorded without the flag, its results carry eval losses). */
+export function isLossCheckRun(options: Pick<RunOptions, 'ab' | 'lossCheck'> | undefined, results: ReadonlyArray<Pick<BackendResult, 'extra'>> = []): boolean {
+  return (isAbRun(options) && options?.lossCheck === true) || hasEvalLosses(results);
 }
 
 /** What the conversion of the A/B run's copy applied (the `conversion` event of `precision-lens measure --format jsonl`). */
@@ -299,6 +310,7 @@ export function sanitizeRunOptions(raw: unknown, fallback: RunOptions = DEFAULT_
     repeats: int(r.repeats, fallback.repeats ?? DEFAULT_RUN_OPTIONS.repeats!, 1, 1000),
     inferenceBackends: ids(r.inferenceBackends, inferenceFallback),
     ...(r.ab === true ? { ab: true } : {}),
+    ...(r.lossCheck === true ? { lossCheck: true } : {}),
   };
 }
 

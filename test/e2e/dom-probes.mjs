@@ -76,7 +76,19 @@ export function benchmarkView() {
     chooseInterpreter: !!document.getElementById('choose-interpreter'),
     backends,
     history,
-    details: details && !details.hidden ? { heading: text(details.querySelector('h2')), text: text(details).slice(0, 2000) } : undefined,
+    details: details && !details.hidden ? {
+      heading: text(details.querySelector('h2')),
+      text: text(details).slice(0, 2000),
+      // A loss check: the eval-loss column (arm and value) and the verdict line.
+      evalLoss: [...details.querySelectorAll('.results-table tbody tr')].filter((tr) => tr.querySelector('td.eval-loss'))
+        .map((tr) => ({ arm: text(tr.querySelector('th')), value: text(tr.querySelector('td.eval-loss')) })),
+      verdict: text(details.querySelector('.loss-verdict')) || undefined,
+    } : undefined,
+    lossCheck: (() => {
+      const box = document.getElementById('loss-check');
+      const help = document.getElementById('loss-check-help');
+      return box ? { checked: box.checked, disabled: box.disabled, visible: box.getClientRects().length > 0, help: help && !help.hidden ? text(help) : undefined } : undefined;
+    })(),
     results: results && !results.hidden ? { heading: text(results.querySelector('h2')) } : undefined,
     problems: [...new Set(problems)].slice(0, 40),
   };
@@ -89,6 +101,13 @@ export function clickInferenceTab() {
   return !!tab;
 }
 
+/** Clicks the "Loss check" box next to Measure conversion, as a user would; true when it was there to click. */
+export function clickLossCheck() {
+  const box = document.getElementById('loss-check');
+  if (box) box.click();
+  return !!box;
+}
+
 /** Clicks the Training tab. */
 export function clickTrainingTab() {
   const tab = document.getElementById('tab-train');
@@ -96,4 +115,4 @@ export function clickTrainingTab() {
   return !!tab;
 }
 
-export const PROBES = { benchmarkView, clickInferenceTab, clickTrainingTab };
+export const PROBES = { benchmarkView, clickInferenceTab, clickTrainingTab, clickLossCheck };

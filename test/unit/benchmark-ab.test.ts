@@ -5,17 +5,20 @@
  * `measure --format jsonl` on a fake interpreter) through the same runner a normal run uses.
  */
 import * as assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BenchEvent, normalizeBenchEvent, backendLabel } from '../../common/bench-events';
-import { DEFAULT_RUN_OPTIONS, isAbRun, sanitizeRunOptions, type RunOptions } from '../../common/webview-messages';
-import { conversionLine, fp8ForwardsLine } from '../../client/src/benchmark/ab';
+import * as lossCheck from '../../common/loss-check';
+import { LOSS_CHECK_ARMS, LOSS_CHECK_STEPS, lossCheckSteps, lossVerdict } from '../../common/loss-check';
+import { DEFAULT_RUN_OPTIONS, isAbRun, isLossCheckRun, sanitizeRunOptions, type RunOptions } from '../../common/webview-messages';
+import * as measure from '../../server/src/cli/measure';
+import { abBadge, abLines, conversionLine, evalLossText, fp8ForwardsLine, showsEvalLoss } from '../../client/src/benchmark/ab';
 import { abBlockedReason, RUN_BLOCKED, RUN_BLOCKED_NO_FOLDER } from '../../client/src/benchmark/availability';
 import { runToMarkdown } from '../../client/src/benchmark/markdown';
 import { buildMeasureArgs, outcomeToUserError, startBenchmark } from '../../client/src/benchmark/runner';
 import { applyRunEvent, finishRun, startedRunState, toHistoryEntry } from '../../client/src/benchmark/state';
-import { CLI, ensureBuilt, FIXTURES } from './cli-harness';
+import { CLI, ensureBuilt, FIXTURES, ROOT } from './cli-harness';
 
 /** What `precision-lens measure --format jsonl` printed for an A/B on an H200 (conversion, then bench --mode ab). */
 const RECORDED = [
@@ -33,8 +36,17 @@ const RECORDED = [
 
 const AB_OPTIONS: RunOptions = { ...DEFAULT_RUN_OPTIONS, workload: 'mypkg.model:build', ab: true, backends: ['original', 'converted', 'torchao-original'], steps: 30, compile: false };
 
-function replay(lines: readonly string[]) {
-  let run = startedRunState('ab-1', AB_OPTIONS, 1000);
+/**
+ * What `bench/benchmark.py --mode ab` printed for `measure --loss-check` on the H200 (llama2.c, DelayedScaling: FP8's
+ * eval loss 8 % above BF16's, the BF16 run again within 1 %): env, progress, the three arms' results, the summary.
+ */
+const LOSS_CHECK_RECORDED = readFileSync(join(ROOT, 'bench', 'results', 'h200', '2026-12-04-loss', 'loss-llama2c-12x2048-8x2048-eager-200-out.txt'), 'utf8')
+  .split('\n').filter((l) => l.startsWith('{'));
+
+const LOSS_OPTIONS: RunOptions = { ...AB_OPTIONS, lossCheck: true, steps: 200, backends: [...LOSS_CHECK_ARMS] };
+
+function replay(lines: readonly string[], options: RunOptions = AB_OPTIONS) {
+  let run = startedRunState('ab-1', options, 1000);
   for (const line of lines) run = applyRunEvent(run, normalizeBenchEvent(JSON.parse(line)) as BenchEvent);
   return run;
 }
@@ -188,5 +200,110 @@ setInterval(() => {}, 1000);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+  describe('the loss check (measure --loss-check)', () => {
+    it('"Loss check" passes --loss-check and lets measure\'s 200 steps apply unless Steps asks for more', () => {
+      const plain = buildMeasureArgs('cli.js', '/ws', { ...AB_OPTIONS, steps: 30 }, { python: 'py' });
+      assert.ok(!plain.includes('--loss-check'));
+      assert.equal(plain[plain.indexOf('--steps') + 1], '30', 'a plain A/B runs the form\'s steps');
+      const checked = buildMeasureArgs('cli.js', '/ws', { ...AB_OPTIONS, steps: 30, lossCheck: true }, { python: 'py' });
+      assert.ok(checked.includes('--loss-check'));
+      assert.ok(!checked.includes('--steps'), 'the speed run\'s 30 steps are not a loss check: measure\'s own 200 apply');
+      for (const flag of ['--warmup', '--batch', '--seq', '--python', '--workload']) assert.ok(checked.includes(flag), flag);
+      const longer = buildMeasureArgs('cli.js', '/ws', { ...AB_OPTIONS, steps: 500, lossCheck: true }, { python: 'py' });
+      assert.equal(longer[longer.indexOf('--steps') + 1], '500', 'Steps above 200 is a longer loss check');
+      assert.equal(buildMeasureArgs('cli.js', '/ws', { ...AB_OPTIONS, steps: 200, lossCheck: true }, { python: 'py' }).includes('--steps'), true);
+      assert.equal(lossCheckSteps(30), LOSS_CHECK_STEPS);
+      assert.equal(lossCheckSteps(undefined), 200);
+      assert.equal(lossCheckSteps(1000), 1000);
+    });
+
+    it('one implementation: the CLI\'s lossVerdict and steps are the shared ones', () => {
+      assert.equal(measure.lossVerdict, lossCheck.lossVerdict);
+      assert.equal(measure.LOSS_CHECK_STEPS, lossCheck.LOSS_CHECK_STEPS);
+    });
+
+    it('the options keep the box: sanitized, remembered, recognised (or by the results\' eval losses)', () => {
+      assert.equal(sanitizeRunOptions({ ...AB_OPTIONS, lossCheck: true }).lossCheck, true);
+      assert.equal(sanitizeRunOptions({ ...AB_OPTIONS, lossCheck: 'yes' }).lossCheck, undefined);
+      assert.equal(sanitizeRunOptions({ workload: 'gpt-125m' }).lossCheck, undefined);
+      assert.equal(isLossCheckRun(LOSS_OPTIONS), true);
+      assert.equal(isLossCheckRun(AB_OPTIONS), false);
+      assert.equal(isLossCheckRun({ lossCheck: true }), false, 'only an A/B is a loss check');
+      assert.equal(isLossCheckRun(AB_OPTIONS, replay(LOSS_CHECK_RECORDED).results), true, 'a run recorded with eval losses');
+      assert.equal(abBadge(LOSS_OPTIONS), 'A/B · loss check');
+      assert.equal(abBadge(AB_OPTIONS, replay(RECORDED).results), 'A/B');
+      assert.equal(abBadge({ ...DEFAULT_RUN_OPTIONS }), undefined);
+    });
+
+    it('the recorded H200 loss check through the reducer: eval loss per arm, the BF16 arm again, the verdict line', () => {
+      const run = finishRun(replay(LOSS_CHECK_RECORDED, LOSS_OPTIONS), { cancelled: false }, 2000);
+      assert.equal(run.status, 'done');
+      assert.deepEqual(run.results.map((r) => r.backend), ['original', 'converted', 'original-repeat']);
+      assert.deepEqual(run.ratios.map((r) => r.backend), ['converted', 'original-repeat'], 'both against the original');
+      assert.equal(showsEvalLoss(run.results), true);
+      assert.equal(showsEvalLoss(replay(RECORDED).results), false, 'no eval-loss column without eval losses');
+      assert.deepEqual(run.results.map((r) => [backendLabel(r.backend), evalLossText(r)]), [
+        ['Original (BF16)', '1.8757'], ['Converted (FP8)', '2.0248'], ['Original again (BF16)', '1.8936']]);
+      assert.equal(evalLossText({ extra: {} }), '–');
+      const verdict = 'Loss check: FP8 eval loss +7.95 % vs BF16 (2.0248 vs 1.8757); the BF16 run again: +0.96 % (the noise floor): '
+        + 'FP8 trains worse here: try precisionLens.te.recipe = Float8CurrentScaling, or keep the layers that differ in BF16.';
+      assert.equal(lossVerdict(run.results), verdict);
+      assert.deepEqual(abLines(run.results, { applied: 5, files: 1, fixes: [] }), [
+        'Converted copy: 5 fixes in 1 file.',
+        'FP8 forwards: 17,892 of 17,892 GEMM forwards of the converted model ran in FP8 (84 te.* modules).',
+        verdict,
+      ]);
+      assert.deepEqual(abLines(replay(RECORDED).results, undefined).length, 1, 'a plain A/B: no verdict line');
+    });
+
+    it('the history keeps the eval losses and the mark; Markdown has the eval-loss column and the verdict', () => {
+      const run = finishRun(replay(LOSS_CHECK_RECORDED, LOSS_OPTIONS), { cancelled: false }, 2000);
+      const entry = toHistoryEntry(run, { interpreter: '/usr/bin/python3' })!;
+      assert.equal(entry.options.lossCheck, true);
+      assert.equal(entry.options.steps, 200);
+      assert.equal(entry.results.find((r) => r.backend === 'original-repeat')?.extra?.eval_loss, 1.8936045169830322);
+      const saved = JSON.parse(JSON.stringify(entry));
+      assert.equal(sanitizeRunOptions(saved.options).lossCheck, true);
+      assert.equal(abBadge(saved.options, saved.results), 'A/B · loss check');
+      const md = runToMarkdown(entry);
+      assert.match(md, /\| Backend +\| tokens\/s .*\| final loss \| eval loss \| vs original \|/);
+      assert.match(md, /\| Original again \(BF16\) .*\| 1\.8936 \| 1\.00x speed, 1\.00x memory \|/);
+      assert.match(md, /200 steps \(10 warm-up\), torch\.compile off, loss check/);
+      assert.match(md, /^Loss check: FP8 eval loss \+7\.95 % vs BF16/m);
+      assert.doesNotMatch(runToMarkdown(toHistoryEntry(finishRun(replay(RECORDED), { cancelled: false }, 2000), {})!), /eval loss|Loss check/);
+    });
+
+    it('through the bundled CLI: the benchmark gets the recipe, 200 steps, no peer and the BF16 arm again', async function () {
+      if (process.platform === 'win32') this.skip();
+      ensureBuilt();
+      const dir = mkdtempSync(join(tmpdir(), 'precision-lens-ab-loss-'));
+      try {
+        const fake = join(dir, 'python');
+        writeFileSync(fake, `#!/usr/bin/env node
+const argv = process.argv.slice(2);
+const out = (o) => process.stdout.write(JSON.stringify(o) + '\\n');
+out({ event: 'result', backend: 'original', tokens_per_s: 100, losses: [2, 1], eval_loss: 2.0 });
+out({ event: 'result', backend: 'converted', tokens_per_s: 125, losses: [2, 1.01], eval_loss: 2.01, args: argv });
+out({ event: 'result', backend: 'original-repeat', tokens_per_s: 100, losses: [2, 1], eval_loss: 2.002 });
+`);
+        chmodSync(fake, 0o755);
+        const options: RunOptions = { ...LOSS_OPTIONS, steps: 30, warmup: 1, batch: 2, seq: 16 };
+        const args = buildMeasureArgs(CLI, join(FIXTURES, 'runnable'), options, { python: fake, convertLosingLayers: true });
+        let run = startedRunState('ab-4', options, 0);
+        const child = startBenchmark({ command: process.execPath, args, cwd: dir }, { onEvent: (e) => { run = applyRunEvent(run, e); } });
+        const outcome = await child.done;
+        assert.equal(outcome.exitCode, 0, outcome.stderrTail.join('\n'));
+        run = finishRun(run, { cancelled: false }, 1);
+        const benchArgs = run.results.find((r) => r.backend === 'converted')?.extra?.args as string[];
+        for (const [flag, value] of [['--mode', 'ab'], ['--steps', '200'], ['--peer', 'none'], ['--lr-warmup', '20'], ['--lr-schedule', 'cosine'], ['--eval-loss-batches', '8']]) {
+          assert.equal(benchArgs[benchArgs.indexOf(flag) + 1], value, flag);
+        }
+        assert.ok(benchArgs.includes('--repeat-original'));
+        assert.equal(lossVerdict(run.results), 'Loss check: FP8 eval loss +0.50 % vs BF16 (2.0100 vs 2.0000); the BF16 run again: +0.10 % (the noise floor): within 1 % of BF16.');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
   });
 });

@@ -1,10 +1,12 @@
 /**
  * The A/B run ("Measure conversion", `precision-lens measure`): the user's own project as it is (`original`, BF16
- * autocast) against its converted copy (`converted`), and torchao on the original (`torchao-original`). Pure (no
- * `vscode`, no Node): the webview, the Markdown export and the unit tests read these lines.
+ * autocast) against its converted copy (`converted`), and torchao on the original (`torchao-original`); with the loss
+ * check, the original again (`original-repeat`) instead of torchao, and each arm's eval loss. Pure (no `vscode`, no
+ * Node): the webview, the Markdown export and the unit tests read these lines.
  */
 import type { BackendResult } from '../../../common/bench-events';
-import type { ConversionInfo } from '../../../common/webview-messages';
+import { evalLossOf, hasEvalLosses, lossVerdict } from '../../../common/loss-check';
+import { isAbRun, isLossCheckRun, type ConversionInfo, type RunOptions } from '../../../common/webview-messages';
 import { formatNumber } from './format';
 
 /** `fp8_gemms` of the converted arm: how many te.* GEMM modules ran, and how many of their forwards were in FP8. */
@@ -54,4 +56,29 @@ export function toConversionInfo(raw: Record<string, unknown>): ConversionInfo |
   if (typeof applied !== 'number' || typeof files !== 'number') return undefined;
   const fixes = Array.isArray(raw.fixes) ? raw.fixes.filter((f): f is string => typeof f === 'string').slice(0, 200) : [];
   return { applied, files, fixes, ...(typeof raw.fallback_module === 'string' ? { fallbackModule: raw.fallback_module } : {}) };
+}
+
+/**
+ * The lines under an A/B run's table, in order: what the conversion applied, how many GEMM forwards ran in FP8, and
+ * (a loss check) the verdict on the eval losses, worded as `precision-lens measure --loss-check` prints it.
+ */
+export function abLines(results: readonly BackendResult[], conversion: ConversionInfo | undefined): string[] {
+  return [conversionLine(conversion), fp8ForwardsLine(results), lossVerdict(results)].filter((l): l is string => l !== undefined);
+}
+
+/** Whether the results table gets the eval-loss column: some arm measured one (a loss check). */
+export function showsEvalLoss(results: readonly BackendResult[]): boolean {
+  return hasEvalLosses(results);
+}
+
+/** An arm's eval-loss cell: four decimals as the CLI's table prints them, "–" where the arm measured none. */
+export function evalLossText(result: Pick<BackendResult, 'extra'>): string {
+  const v = evalLossOf(result);
+  return v === undefined ? '–' : v.toFixed(4);
+}
+
+/** The history row's badge: "A/B", or "A/B · loss check"; undefined for a preset run. */
+export function abBadge(options: Pick<RunOptions, 'ab' | 'lossCheck'>, results: ReadonlyArray<Pick<BackendResult, 'extra'>> = []): string | undefined {
+  if (!isAbRun(options)) return undefined;
+  return isLossCheckRun(options, results) ? 'A/B · loss check' : 'A/B';
 }

@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { BenchEvent, EnvInfo, InferenceFigures, WorkloadInfo } from '../../../common/bench-events';
+import { evalLossOf, LOSS_CHECK_ARMS, lossCheckSteps, lossVerdict } from '../../../common/loss-check';
 import {
   BenchmarkViewState, DEFAULT_RUN_OPTIONS, HistoryEntry, HostToWebviewMessage, isAbRun, RunOptions, runBackends, runMode, sanitizeRunOptions, UserError,
 } from '../../../common/webview-messages';
@@ -236,13 +237,15 @@ export class BenchmarkController implements vscode.Disposable {
   }
 
   private async startRun(raw: unknown): Promise<boolean> {
-    const options = sanitizeRunOptions(raw ?? this.state.lastOptions, this.state.lastOptions);
-    void this.deps.context.globalState.update(LAST_OPTIONS_KEY, options);
+    const remembered = sanitizeRunOptions(raw ?? this.state.lastOptions, this.state.lastOptions);
+    void this.deps.context.globalState.update(LAST_OPTIONS_KEY, remembered);
+    // The form's "Loss check" box belongs to Measure conversion: a preset run is no loss check (nor recorded as one).
+    const { lossCheck: _lossCheck, ...options } = remembered;
     const folder = this.workspaceFolder();
     const interpreter = this.state.interpreter ?? (await resolveInterpreter(folder, this.deps.log));
     const { id, jsonOut } = this.newRunFiles();
     const args = buildRunArgs(this.scriptPath(), options, { jsonOut, workspace: folder?.fsPath });
-    this.update({ lastOptions: options, interpreter });
+    this.update({ lastOptions: remembered, interpreter });
     this.launch(id, options, { command: interpreter.path, args, cwd: folder?.fsPath }, interpreter.path, jsonOut);
     return true;
   }
@@ -283,7 +286,8 @@ export class BenchmarkController implements vscode.Disposable {
    * "Measure conversion": the A/B of the workspace's own project. Asks for the workload (module:function; remembered
    * per workspace) unless `raw.workload` names one, then runs the bundled `precision-lens measure` (out/cli.js: the
    * copy, its conversion with check --fix --unsafe-fixes, and bench/benchmark.py --mode ab) with the run's progress,
-   * cancel, result and history like any run. The form's steps, warm-up, batch, sequence length and compile apply.
+   * cancel, result and history like any run. The form's steps, warm-up, batch, sequence length and compile apply;
+   * `raw.lossCheck` (the form's "Loss check" box) makes it `measure --loss-check` (at least 200 steps).
    */
   async measureConversion(raw?: unknown): Promise<boolean> {
     if (this.busy) {
@@ -320,7 +324,11 @@ export class BenchmarkController implements vscode.Disposable {
       }
       void this.deps.context.workspaceState.update(AB_WORKLOAD_KEY, workload);
       const base = sanitizeRunOptions({ ...r, workload: undefined, mode: 'train' }, this.state.lastOptions);
-      const options: RunOptions = { ...base, mode: 'train', workload, ab: true, backends: ['original', 'converted', 'torchao-original'] };
+      // The loss check (`--loss-check`): measure's training recipe for at least 200 steps, the torchao peer left out,
+      // the BF16 arm run again for the noise floor. The options record the steps that run (the history says so).
+      const options: RunOptions = base.lossCheck
+        ? { ...base, mode: 'train', workload, ab: true, lossCheck: true, steps: lossCheckSteps(base.steps), backends: [...LOSS_CHECK_ARMS] }
+        : { ...base, mode: 'train', workload, ab: true, backends: ['original', 'converted', 'torchao-original'] };
       const interpreter = this.state.interpreter ?? (await resolveInterpreter(folder, this.deps.log));
       const { id, jsonOut } = this.newRunFiles();
       const cli = this.deps.context.asAbsolutePath(path.join('out', 'cli.js'));
@@ -360,7 +368,7 @@ export class BenchmarkController implements vscode.Disposable {
             ? `result ${event.backend}: skipped: ${event.skippedReason}`
             : event.inference
               ? `result ${event.backend}: ${inferenceLogLine(event.inference, event.peakMemoryBytes)}${ratio?.decodeSpeedup !== undefined ? `, decode ${formatRatio(ratio.decodeSpeedup)} vs BF16` : ''}`
-              : `result ${event.backend}: ${formatNumber(event.tokensPerS, 0)} tokens/s, step ${formatMs(event.stepTimeMedianMs)} (p90 ${formatMs(event.stepTimeP90Ms)}), peak ${formatBytes(event.peakMemoryBytes)}${ratio ? `, ${formatRatio(ratio.speedup)} vs ${isAbRun(run.options) ? 'original' : 'BF16'}` : ''}`,
+              : `result ${event.backend}: ${formatNumber(event.tokensPerS, 0)} tokens/s, step ${formatMs(event.stepTimeMedianMs)} (p90 ${formatMs(event.stepTimeP90Ms)}), peak ${formatBytes(event.peakMemoryBytes)}${ratio ? `, ${formatRatio(ratio.speedup)} vs ${isAbRun(run.options) ? 'original' : 'BF16'}` : ''}${evalLossOf(event) !== undefined ? `, eval loss ${formatNumber(evalLossOf(event), 4)}` : ''}`,
         );
         this.update({ run });
         return;
@@ -412,6 +420,8 @@ export class BenchmarkController implements vscode.Disposable {
       this.deps.benchLog.appendLine(`error: ${run.error.title}: ${run.error.message}${run.error.hint ? ` -- ${run.error.hint}` : ''}`);
     }
     for (const ratio of run.ratios) this.deps.benchLog.appendLine(`ratio ${ratio.backend}/${isAbRun(run.options) ? 'original' : 'bf16'}: speed ${formatRatio(ratio.speedup)}, memory ${formatRatio(ratio.memory)}`);
+    const verdict = lossVerdict(run.results);
+    if (verdict) this.deps.benchLog.appendLine(verdict);
     const entry = toHistoryEntry(run, {
       env: this.state.environment.info,
       interpreter,

@@ -3,7 +3,7 @@
  * Pure: no `vscode`, no Node APIs.
  */
 import { backendLabel, BackendResult, baselineOf, BASELINE_BACKEND } from '../../../common/bench-events';
-import { conversionLine, fp8ForwardsLine } from './ab';
+import { abLines, evalLossText, showsEvalLoss } from './ab';
 import { runMode, type HistoryEntry } from '../../../common/webview-messages';
 import { finalLoss, formatBytes, formatDelta, formatMs, formatNumber, formatRatio, formatTimestamp } from './format';
 import { computeRatios } from './state';
@@ -34,6 +34,7 @@ export function describeRun(run: HistoryEntry): string {
     `batch ${o.batch} x seq ${o.seq}`,
     `${o.steps} steps (${o.warmup} warm-up)`,
     o.compile ? 'torch.compile on' : 'torch.compile off',
+    ...(o.ab && o.lossCheck ? ['loss check (training recipe, eval loss, BF16 run twice)'] : []),
   ];
   const where = [
     run.gpu ? `${run.gpu}${run.capability ? ` (sm ${run.capability})` : ''}` : undefined,
@@ -87,8 +88,9 @@ export function runToMarkdown(run: HistoryEntry): string {
   const ratios = run.ratios.length > 0 ? run.ratios : computeRatios(run.results);
   const baseline = baselineOf(run.results);
   const ab = baseline !== BASELINE_BACKEND;
+  const withEval = showsEvalLoss(run.results);
   const rows = orderedResults(run.results).map((r) => {
-    if (r.skippedReason) return [backendLabel(r.backend), 'skipped', '', '', '', '', r.skippedReason];
+    if (r.skippedReason) return [backendLabel(r.backend), 'skipped', '', '', '', '', ...(withEval ? [''] : []), r.skippedReason];
     const ratio = ratios.find((x) => x.backend === r.backend);
     const vs = r.backend === baseline ? 'baseline' : ratio ? `${formatRatio(ratio.speedup)} speed, ${formatRatio(ratio.memory)} memory` : '–';
     return [
@@ -98,6 +100,7 @@ export function runToMarkdown(run: HistoryEntry): string {
       formatMs(r.stepTimeP90Ms),
       formatBytes(r.peakMemoryBytes),
       formatNumber(finalLoss(r.losses), 4),
+      ...(withEval ? [evalLossText(r)] : []),
       vs,
     ];
   });
@@ -106,9 +109,10 @@ export function runToMarkdown(run: HistoryEntry): string {
     '',
     describeRun(run),
     '',
-    table(['Backend', 'tokens/s', 'step median', 'step p90', 'peak memory', 'final loss', ab ? 'vs original' : 'vs BF16'], rows, ['l', 'r', 'r', 'r', 'r', 'r', 'l']),
+    table(['Backend', 'tokens/s', 'step median', 'step p90', 'peak memory', 'final loss', ...(withEval ? ['eval loss'] : []), ab ? 'vs original' : 'vs BF16'], rows,
+      ['l', 'r', 'r', 'r', 'r', 'r', ...(withEval ? ['r' as const] : []), 'l']),
     '',
-    ...(ab ? [conversionLine(run.conversion), fp8ForwardsLine(run.results)].filter((l): l is string => l !== undefined).flatMap((l) => [l, '']) : []),
+    ...(ab ? abLines(run.results, run.conversion).flatMap((l) => [l, '']) : []),
   ].join('\n');
 }
 

@@ -4,6 +4,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { BenchEvent, ErrorEvent, normalizeBenchEvent } from '../../../common/bench-events';
+import { LOSS_CHECK_STEPS } from '../../../common/loss-check';
 import { runBackends, runMode, type RunOptions, type UserError } from '../../../common/webview-messages';
 import { JsonLineParser } from './lineParser';
 import { killProcessTree, spawnTree } from './processTree';
@@ -194,6 +195,7 @@ export function buildRunArgs(script: string, options: RunOptions, extra: { jsonO
 /**
  * Arguments of the bundled CLI for an A/B run ("Measure conversion"): `precision-lens measure FOLDER --format jsonl`,
  * which copies and converts the project, runs bench/benchmark.py --mode ab on `python` and prints its events.
+ * `options.lossCheck` adds `--loss-check` (the training recipe, eval losses, the BF16 arm again).
  */
 export function buildMeasureArgs(cli: string, folder: string, options: RunOptions, extra: { python: string; jsonOut?: string; peer?: 'torchao' | 'none'; convertLosingLayers?: boolean }): string[] {
   const args = [
@@ -201,12 +203,15 @@ export function buildMeasureArgs(cli: string, folder: string, options: RunOption
     '--workload', options.workload,
     '--python', extra.python,
     '--format', 'jsonl',
-    '--steps', String(options.steps),
+    // The loss check: measure's own 200 steps apply unless the form asks for more (its speed-run default of 30 steps
+    // says nothing about the loss); measure then leaves the torchao peer out and runs the BF16 arm twice.
+    ...(options.lossCheck && options.steps < LOSS_CHECK_STEPS ? [] : ['--steps', String(options.steps)]),
     '--warmup', String(options.warmup),
     '--batch', String(options.batch),
     '--seq', String(options.seq),
     options.compile ? '--compile' : '--no-compile',
   ];
+  if (options.lossCheck) args.push('--loss-check');
   if (extra.peer) args.push('--peer', extra.peer);
   if (extra.jsonOut) args.push('--json-out', extra.jsonOut);
   if (extra.convertLosingLayers) args.push('--convert-losing-layers');

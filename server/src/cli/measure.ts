@@ -19,6 +19,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { normalizeBenchEvent, type BackendResult } from '../../../common/bench-events';
+import { evalLossOf, LOSS_CHECK_STEPS, lossVerdict } from '../../../common/loss-check';
 import { resolveSettings } from '../../../common/settings';
 import { findProjectConfig } from '../engine/config';
 import type { MeasureOptions } from './args';
@@ -175,8 +176,8 @@ export function benchScript(from: string = __dirname): string | undefined {
   return undefined;
 }
 
-/** Steps of `measure --loss-check` unless --steps: what the H200 loss runs used. */
-export const LOSS_CHECK_STEPS = 200;
+// The loss check's steps and verdict are shared with the editor's sidebar (common/loss-check.ts): one implementation.
+export { LOSS_CHECK_STEPS, lossVerdict };
 
 /** The benchmark's arguments for the A/B of `workspace` against its converted `copy`. */
 export function benchArgs(script: string, options: MeasureOptions, workspace: string, copy: string, fallbackModule: string): string[] {
@@ -206,32 +207,6 @@ const ARM_LABELS: Readonly<Record<string, string>> = {
   'original-repeat': 'original again (BF16)',
   'torchao-original': 'torchao on original',
 };
-
-function evalLossOf(r: Pick<BackendResult, 'extra'>): number | undefined {
-  const v = r.extra?.eval_loss;
-  return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
-}
-
-/**
- * The loss comparison's verdict (`measure --loss-check`): FP8's eval loss against BF16's, judged against the two BF16
- * runs' own difference (the noise floor) and the 1 % bar. Undefined without eval losses.
- */
-export function lossVerdict(results: readonly BackendResult[]): string | undefined {
-  const get = (arm: string) => { const r = results.find((x) => x.backend === arm && !x.skippedReason); return r && evalLossOf(r); };
-  const orig = get('original');
-  const conv = get('converted');
-  if (orig === undefined || conv === undefined || orig === 0) return undefined;
-  const rel = conv / orig - 1;
-  const again = get('original-repeat');
-  const noise = again === undefined ? undefined : Math.abs(again / orig - 1);
-  const pct = (x: number) => `${x >= 0 ? '+' : ''}${(100 * x).toFixed(2)} %`;
-  const floor = noise === undefined ? '' : `; the BF16 run again: ${pct(again! / orig - 1)} (the noise floor)`;
-  const verdict = Math.abs(rel) <= 0.01 ? 'within 1 % of BF16'
-    : noise !== undefined && Math.abs(rel) <= 2 * noise ? 'outside 1 %, but within twice the noise floor: run longer or with another --seed before deciding'
-    : rel > 0 ? 'FP8 trains worse here: try precisionLens.te.recipe = Float8CurrentScaling, or keep the layers that differ in BF16'
-    : 'FP8 ends lower than BF16 by more than the noise: check that both arms train the same model';
-  return `Loss check: FP8 eval loss ${pct(rel)} vs BF16 (${conv.toFixed(4)} vs ${orig.toFixed(4)})${floor}: ${verdict}.`;
-}
 
 function fmt(x: number | undefined, digits = 0): string {
   if (x === undefined || !Number.isFinite(x)) return '–';

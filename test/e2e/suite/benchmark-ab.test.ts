@@ -4,6 +4,9 @@
  * and converts the workspace's project with the bundled CLI, runs bench/benchmark.py --mode ab on Debian's python3 and
  * ends with the no-CUDA message; the workload is remembered for the workspace, the history is unchanged (a failed run
  * is not kept), no converted copy is left behind, and the view is whole (nothing cut, no broken word).
+ * With "Loss check" ticked, on a fake H200 interpreter that replays a recorded loss check (bench/results/h200/
+ * 2026-12-04-loss), the run goes through `measure --loss-check` and the view shows each arm's eval loss, the BF16 arm
+ * run again, the verdict line, and a history row marked "A/B · loss check".
  */
 import * as assert from 'assert';
 import * as fs from 'fs';
@@ -11,7 +14,7 @@ import * as os from 'os';
 import * as path from 'path';
 import * as vscode from 'vscode';
 import type { BenchmarkViewState } from '../../../common/webview-messages';
-import { waitFor, waitForView } from './helpers';
+import { domProbe, waitFor, waitForView, workspaceFile } from './helpers';
 
 const getState = () => vscode.commands.executeCommand<BenchmarkViewState>('precisionLens.benchmark.getState');
 const SYSTEM_PYTHON = '/usr/bin/python3';
@@ -84,5 +87,71 @@ describe('benchmark view: Measure conversion (the A/B of the project) without a 
     await waitFor(() => copiesInTmp().every((c) => copiesBefore.includes(c)) || undefined, 'the converted copy to be removed', { timeoutMs: 10_000, intervalMs: 200 });
     const view = await waitForView((s) => s.run?.disabled === true, 'the view after the failed A/B');
     assert.deepEqual(view.problems, []);
+  });
+});
+
+describe('benchmark view: Measure conversion with the loss check (a recorded H200 run replayed)', function () {
+  this.timeout(300_000);
+  const replayer = () => workspaceFile(path.join('interpreters', 'h200-loss-check-python')).fsPath;
+
+  before(async function () {
+    if (!fs.existsSync(SYSTEM_PYTHON)) this.skip();
+    fs.chmodSync(replayer(), 0o755);
+    await vscode.commands.executeCommand('precisionLens.benchmark.focus');
+    await usePython(replayer());
+    await waitFor(async () => {
+      const s = await getState();
+      return s.interpreter?.path === replayer() && s.environment.status === 'ready' && s.abBlocked === undefined ? s : undefined;
+    }, 'the probe of the fake H200 interpreter', { timeoutMs: 120_000, intervalMs: 200 });
+  });
+
+  after(async () => {
+    // Leave the box as the other suites expect it: unticked.
+    const view = await waitForView((s) => s.lossCheck !== undefined, 'the Loss check box');
+    if (view.lossCheck?.checked) await domProbe<boolean>('clickLossCheck');
+    await usePython(undefined);
+  });
+
+  it('the "Loss check" box sits next to Measure conversion; ticked, it says what the loss check runs and the host remembers it', async () => {
+    const before = await waitForView((s) => s.lossCheck?.visible === true && s.lossCheck.disabled === false && s.mode === 'train', 'the Loss check box enabled');
+    assert.equal(before.lossCheck!.checked, false);
+    assert.equal(before.lossCheck!.help, undefined, 'the help line shows only when ticked');
+    assert.equal(await domProbe<boolean>('clickLossCheck'), true);
+    const view = await waitForView((s) => s.lossCheck?.checked === true && s.lossCheck.help !== undefined, 'the box ticked with its help line');
+    assert.match(view.lossCheck!.help!, /200 training steps .*eval loss .*BF16 run again for the noise floor/);
+    assert.deepEqual(view.problems, []);
+    await waitFor(async () => ((await getState()).lastOptions.lossCheck === true) || undefined, 'the host to remember the ticked box', { timeoutMs: 10_000, intervalMs: 200 });
+  });
+
+  it('runs measure --loss-check and shows the eval loss per arm, the BF16 arm again, the verdict, and a history row marked loss check', async () => {
+    const before = await getState();
+    // As the button sends it: the form's values with the box ticked (its Steps, 30, are a speed run's: 200 apply).
+    const started = await vscode.commands.executeCommand<boolean>('precisionLens.benchmark.measureConversion', {
+      workload: 'bench_model:gpt', steps: 30, warmup: 5, batch: 8, seq: 2048, compile: false, lossCheck: true,
+    });
+    assert.equal(started, true);
+    let last: BenchmarkViewState | undefined;
+    const done = await waitFor(async () => {
+      last = await getState();
+      return last.run.id !== before.run.id && ['done', 'failed', 'cancelled'].includes(last.run.status) ? last : undefined;
+    }, 'the loss check to end', { timeoutMs: 180_000, intervalMs: 250, describe: () => JSON.stringify(last?.run).slice(0, 2000) });
+    // The fake interpreter fails any command line but a loss check's (--steps 200 --peer none --repeat-original ...).
+    assert.equal(done.run.status, 'done', JSON.stringify(done.run.error));
+    assert.equal(done.run.options?.lossCheck, true);
+    assert.equal(done.run.options?.steps, 200, 'the steps that ran are recorded');
+    assert.deepEqual(done.run.options?.backends, ['original', 'converted', 'original-repeat']);
+    assert.deepEqual(done.run.results.map((r) => [r.backend, r.extra?.eval_loss]), [
+      ['original', 1.8756661415100098], ['converted', 2.0247931480407715], ['original-repeat', 1.8936045169830322]]);
+    assert.equal(done.history.length, before.history.length + 1);
+    assert.equal(done.history[0].results.find((r) => r.backend === 'converted')?.extra?.eval_loss, 2.0247931480407715, 'the history keeps the eval loss');
+
+    const view = await waitForView((s) => /^A\/B run of .*: bench_model:gpt$/.test(s.details?.heading ?? '') && (s.details?.evalLoss.length ?? 0) > 0, 'the loss check shown');
+    assert.deepEqual(view.details!.evalLoss, [
+      { arm: 'Original (BF16)', value: '1.8757' }, { arm: 'Converted (FP8)', value: '2.0248' }, { arm: 'Original again (BF16)', value: '1.8936' }]);
+    assert.equal(view.details!.verdict, 'Loss check: FP8 eval loss +7.95 % vs BF16 (2.0248 vs 1.8757); the BF16 run again: +0.96 % (the noise floor): '
+      + 'FP8 trains worse here: try precisionLens.te.recipe = Float8CurrentScaling, or keep the layers that differ in BF16.');
+    const row = view.history.find((h) => h.checked);
+    assert.match(row?.text ?? '', /A\/B · loss check bench_model:gpt/);
+    assert.deepEqual(view.problems, [], 'the table with its eval-loss column and the verdict fit the sidebar');
   });
 });

@@ -6,11 +6,12 @@
  * benchmark and the file system is never parsed as HTML.
  */
 import { backendLabel as knownBackendLabel, baselineOf, shortBackendLabel, BackendResult, BASELINE_BACKEND, EnvInfo, hasCudaDevice, WorkloadInfo } from '../../../../common/bench-events';
-import { isAbRun, runMode } from '../../../../common/webview-messages';
+import { isAbRun, isLossCheckRun, runMode } from '../../../../common/webview-messages';
 import type {
   ConversionInfo, BackendChoice, BackendRatio, BenchmarkViewState, HistoryEntry, HostToWebviewMessage, RunMode, RunOptions, RunProgress, RunState, UserError, WebviewToHostMessage,
 } from '../../../../common/webview-messages';
-import { conversionLine, fp8ForwardsLine } from '../../benchmark/ab';
+import { abBadge, abLines as abLineTexts, conversionLine, evalLossText, showsEvalLoss } from '../../benchmark/ab';
+import { LOSS_CHECK_STEPS, lossVerdict } from '../../../../common/loss-check';
 import { backendSelectionProblem } from '../../benchmark/availability';
 import { finalLoss, formatBytes, formatDelta, formatMs, formatNumber, formatRatio, formatTimestamp } from '../../benchmark/format';
 import { computeRatios } from '../../benchmark/state';
@@ -215,6 +216,11 @@ function buildForm() {
   const measureButton = button('Measure conversion', () => onMeasure(), { class: 'secondary', id: 'measure-conversion', 'aria-describedby': 'ab-reason' });
   const abReason = h('p', { id: 'ab-reason', class: 'run-reason', role: 'status', hidden: true });
   const abHelp = h('p', { class: 'help', id: 'ab-help' }, 'Measure conversion: your own training step as it is, then as converted to FP8 (a copy), then torchao on the original: same weights and batches.');
+  // The loss check (`measure --loss-check`): does FP8 keep the loss? Longer: a training recipe and the BF16 arm twice.
+  const lossCheck = h('input', { type: 'checkbox', id: 'loss-check', 'aria-describedby': 'loss-check-help', on: { change: () => onFormInput() } });
+  const lossCheckRow = h('label', { class: 'check', for: 'loss-check', title: 'Also compare the eval loss: measure --loss-check' }, lossCheck, ' Loss check');
+  const lossCheckHelp = h('p', { class: 'help', id: 'loss-check-help', hidden: true },
+    `Loss check: ${LOSS_CHECK_STEPS} training steps (Steps when higher) with warm-up, cosine schedule and clipping; each arm's eval loss on batches it never trained on, and BF16 run again for the noise floor (torchao is left out).`);
   const root = h('form', { id: 'benchmark-form', on: { submit: (e) => { e.preventDefault(); onRun(); } } },
     h('h2', {}, 'Benchmark'),
     h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Benchmark mode' }, tabs.train, tabs.inference),
@@ -229,14 +235,15 @@ function buildForm() {
     h('div', { class: 'buttons' }, runButton, cancelButton),
     runReason,
     abHelp,
-    h('div', { class: 'buttons' }, measureButton),
+    h('div', { class: 'buttons measure' }, measureButton, lossCheckRow),
+    lossCheckHelp,
     abReason,
   );
   return {
     root, workloadSelect, workloadHelp, customInput, customRow, backendList, backendBoxes: [] as BackendBox[], steps: steps.input, warmup: warmup.input,
     batch: batch.input, seq: seq.input, compile, validation, runButton, runReason, cancelButton, workloadKey: '', backendKey: '',
     promptLen: promptLen.input, newTokens: newTokens.input, repeats: repeats.input, compileRow, tabs, modeHelp, trainGrid, inferenceGrid,
-    seqRow: seq.row, measureButton, abReason, abHelp,
+    seqRow: seq.row, measureButton, abReason, abHelp, lossCheck, lossCheckHelp,
   };
 }
 
@@ -258,6 +265,7 @@ function showMode(mode: RunMode): void {
   // The A/B measures training steps: it belongs to the Training tab.
   for (const el of [form.measureButton.parentElement, form.abHelp]) if (el) el.hidden = mode === 'inference';
   form.abReason.hidden = mode === 'inference' || form.abReason.textContent === '';
+  form.lossCheckHelp.hidden = mode === 'inference' || !form.lossCheck.checked;
   // Batch is shared: in the inference grid it sits beside the prompt and decode lengths.
   const batchRow = form.batch.closest('.field');
   if (batchRow) (mode === 'inference' ? form.inferenceGrid : form.trainGrid).insertBefore(batchRow, mode === 'inference' ? form.inferenceGrid.firstChild : form.seqRow);
@@ -340,6 +348,7 @@ function readForm(): RunOptions {
     batch: n(form.batch, d?.batch ?? 8),
     seq: n(form.seq, d?.seq ?? 1024),
     compile: form.compile.checked,
+    ...(form.lossCheck.checked ? { lossCheck: true } : {}),
   };
 }
 
@@ -385,6 +394,7 @@ let formTimer: number | undefined;
 function onFormInput(): void {
   persisted.customWorkload = form.workloadSelect.value === CUSTOM_WORKLOAD;
   form.customRow.hidden = !persisted.customWorkload;
+  form.lossCheckHelp.hidden = currentMode() === 'inference' || !form.lossCheck.checked;
   const options = readForm();
   persisted.draft = options;
   save();
@@ -455,6 +465,8 @@ function syncButtons(): void {
     const blockedBackend = form.backendBoxes.some((b) => b.box === el && b.choice.available === false);
     (el as HTMLInputElement).disabled = locked || blockedBackend;
   });
+  // The loss check is an option of Measure conversion: usable where that action is.
+  form.lossCheck.disabled = form.measureButton.disabled;
 }
 
 /** Fills the workload list and (first time) the inputs. Never overwrites what the user is typing. */
@@ -489,6 +501,8 @@ function syncForm(state: BenchmarkViewState): void {
     form.batch.value = String(draft.batch);
     form.seq.value = String(draft.seq);
     form.compile.checked = draft.compile;
+    form.lossCheck.checked = draft.lossCheck === true;
+    form.lossCheckHelp.hidden = currentMode() === 'inference' || !form.lossCheck.checked;
   }
   syncButtons();
 }
@@ -610,9 +624,13 @@ function ordered(results: readonly BackendResult[]): BackendResult[] {
   return [...results].sort((a, b) => (a.backend === base ? -1 : b.backend === base ? 1 : 0));
 }
 
-/** An A/B run's two lines: what the conversion applied, and how many GEMM forwards ran in FP8. */
+/**
+ * An A/B run's lines under its table: what the conversion applied and how many GEMM forwards ran in FP8. A loss
+ * check's verdict (the last of ab.ts's lines) heads the block instead: it is the answer the run was made for.
+ */
 function abLines(results: readonly BackendResult[], conversion: ConversionInfo | undefined): HTMLElement | null {
-  const lines = [conversionLine(conversion), fp8ForwardsLine(results)].filter((l): l is string => l !== undefined);
+  const verdict = lossVerdict(results);
+  const lines = abLineTexts(results, conversion).filter((l) => l !== verdict);
   return lines.length > 0 ? h('ul', { class: 'plain ab-lines' }, ...lines.map((l) => h('li', {}, l))) : null;
 }
 
@@ -713,12 +731,14 @@ function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly Back
   }));
   const series = lossSeries(results);
   // Every value cell carries its column's name (data-label): in a narrow view the rows stack as cards that show it.
-  const columns = ['tokens/s', 'step median', 'p90', 'peak memory', 'final loss', `speed vs ${vs}`, `memory vs ${vs}`, 'loss Δ'];
+  // A loss check adds each arm's eval loss (batches it never trained on) after the final loss.
+  const withEval = showsEvalLoss(results);
+  const columns = ['tokens/s', 'step median', 'p90', 'peak memory', 'final loss', `speed vs ${vs}`, `memory vs ${vs}`, 'loss Δ', 'eval loss'];
   const cell = (i: number, text: string, cls = '') => h('td', { 'data-label': columns[i], class: cls || undefined }, text);
   const table = h('table', { class: 'results-table' },
-    h('thead', {}, h('tr', {}, ...['Backend', ...columns].map((c) => h('th', { scope: 'col' }, c)))),
+    h('thead', {}, h('tr', {}, ...['Backend', ...(withEval ? columns : columns.slice(0, -1))].map((c) => h('th', { scope: 'col' }, c)))),
     h('tbody', {}, ...ordered(results).map((r) => {
-      if (r.skippedReason) return h('tr', { class: 'skipped' }, h('th', { scope: 'row' }, labelOf(r.backend)), h('td', { colspan: 8 }, `skipped: ${r.skippedReason}`));
+      if (r.skippedReason) return h('tr', { class: 'skipped' }, h('th', { scope: 'row' }, labelOf(r.backend)), h('td', { colspan: withEval ? 9 : 8 }, `skipped: ${r.skippedReason}`));
       const ratio = ratioOf(r.backend);
       const base = r.backend === baseline;
       return h('tr', {},
@@ -729,13 +749,17 @@ function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly Back
         cell(3, formatBytes(r.peakMemoryBytes)),
         cell(4, formatNumber(finalLoss(r.losses), 4)),
         cell(5, base ? 'baseline' : formatRatio(ratio?.speedup), ratio?.speedup !== undefined ? (ratio.speedup >= 1 ? 'good' : 'bad') : ''),
-        base ? null : cell(6, formatRatio(ratio?.memory)),
-        base ? null : cell(7, formatDelta(ratio?.finalLossDelta)),
+        // The baseline's ratio cells are blank where the eval loss follows them (kept for the columns' alignment).
+        base ? (withEval ? cell(6, '', 'blank') : null) : cell(6, formatRatio(ratio?.memory)),
+        base ? (withEval ? cell(7, '', 'blank') : null) : cell(7, formatDelta(ratio?.finalLossDelta)),
+        withEval ? cell(8, evalLossText(r), 'eval-loss') : null,
       );
     })),
   );
+  const verdict = baseline === BASELINE_BACKEND ? undefined : lossVerdict(results);
   return h('div', { class: 'result-block' },
     h('div', { class: 'card-head' }, h('h2', {}, title), h('div', { class: 'actions' }, button('Copy as Markdown', copy, { class: 'link' }))),
+    verdict ? h('p', { class: 'loss-verdict', role: 'note' }, verdict) : null,
     ran.length > 0 ? h('h3', {}, 'Throughput (tokens/s)') : null,
     ran.length > 0 ? barChart(tpsBars, { width: chartWidth, label: `tokens per second: ${tpsBars.map((b) => `${b.label} ${b.text}`).join(', ')}` }) : null,
     ran.some((r) => r.peakMemoryBytes !== undefined) ? h('h3', {}, 'Peak memory') : null,
@@ -807,7 +831,10 @@ function renderHistory(state: BenchmarkViewState): void {
       h('input', { type: 'checkbox', id, checked, 'aria-label': `Select run of ${formatTimestamp(e.startedAt)}`, on: { change: (ev) => toggleSelected(e.id, (ev.target as HTMLInputElement).checked) } }),
       h('label', { for: id },
         h('span', { class: 'when' }, formatTimestamp(e.startedAt)),
-        isAbRun(e.options) ? h('span', { class: 'badge', title: 'A/B run: the project as it is against its converted copy' }, ' A/B') : null,
+        abBadge(e.options, e.results) ? h('span', {
+          class: 'badge',
+          title: isLossCheckRun(e.options, e.results) ? 'A/B run with the loss check: eval loss of each arm, BF16 run twice for the noise floor' : 'A/B run: the project as it is against its converted copy',
+        }, ` ${abBadge(e.options, e.results)}`) : null,
         h('span', {}, runMode(e.options) === 'inference'
           ? ` ${e.options.workload} · inference b${e.options.batch}×${e.options.promptLen ?? '?'}+${e.options.newTokens ?? '?'}`
           : ` ${e.options.workload} · b${e.options.batch}×${e.options.seq}${e.options.compile ? '' : ' · eager'}`),
