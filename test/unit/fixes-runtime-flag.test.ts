@@ -19,6 +19,8 @@ class Block(nn.Module):
         self.final_norm = nn.LayerNorm(
             dim, elementwise_affine=config.affine
         )
+        self.cont = nn.LayerNorm(dim, \\
+                                 elementwise_affine=config.affine)
         self.fc = nn.Linear(dim, 4 * dim)
 
     def forward(self, x):
@@ -34,9 +36,12 @@ describe('fixes: norms with a flag decided at run time', () => {
     assert.match(text, /self\.final_norm = fp8_layernorm_or\(lambda: nn\.LayerNorm\(dim, elementwise_affine=config\.affine\),\n {12}dim, when=config\.affine\n {8}\)/);
     // The comment inside the call: copying it onto one line would comment out the rest, so it is copied as written.
     assert.match(text, /self\.norm = fp8_layernorm_or\(lambda: nn\.LayerNorm\(\n {12}dim, elementwise_affine=config\.affine  # the config decides\n {8}\),/);
+    // A backslash continuation: joining the lines would leave a stray backslash, so it is copied as written too.
+    assert.match(text, /self\.cont = fp8_layernorm_or\(lambda: nn\.LayerNorm\(dim, \\\n {33}elementwise_affine=config\.affine\), dim, when=config\.affine\)\n/);
     assert.match(text, /self\.fc = fp8_linear\(dim, 4 \* dim\)/);
     const lineOf = (t: string, s: string) => t.split('\n').findIndex((l) => l.includes(s));
-    // Below the class line (imports are added above it), only the call copied with its comment adds lines: its two.
+    // Below the class line (imports are added above it), only the call copied with its comment adds lines: its two
+    // (the continued one keeps two lines: its own argument line goes with the dropped flag).
     assert.equal(lineOf(text, 'self.fc =') - lineOf(text, 'class Block'), lineOf(INPUT, 'self.fc =') - lineOf(INPUT, 'class Block') + 2);
     assert.equal(pyCompileError(text), undefined);
   });

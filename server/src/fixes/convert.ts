@@ -344,11 +344,11 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
 
 /**
  * A call copied behind the fallback's lambda, on one line: the original arguments stay where they were (as the
- * factory's), so a conversion adds no line and every line below keeps its number. A call with a comment or a string
- * spanning lines inside is copied as written.
+ * factory's), so a conversion adds no line and every line below keeps its number. A call with a comment, a string
+ * spanning lines or a backslash continuation inside is copied as written.
  */
 function oneLine(call: string): string {
-  if (!call.includes('\n') || /#|"""|\'\'\'/.test(call)) return call;
+  if (!call.includes('\n') || /#|"""|\'\'\'|\\\r?\n/.test(call)) return call;
   return call.replace(/\s*\n\s*/g, ' ').replace(/\(\s+/g, '(').replace(/,?\s*\)$/, ')');
 }
 
