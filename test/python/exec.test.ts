@@ -30,6 +30,15 @@ function runPython(args: string[], cwd: string): { status: number | null; stdout
   return { status: run.status, stdout: run.stdout ?? '', output: `${run.stdout ?? ''}${run.stderr ?? ''}${run.error ? String(run.error) : ''}` };
 }
 
+/** Runs Python code with `dir` and the benchmark's fake Transformer Engine (bench/tests/fake_te) importable. */
+function runWithFakeTe(code: string, dir: string, env: NodeJS.ProcessEnv = {}): { status: number | null; stdout: string; output: string } {
+  const run = spawnSync(PYTHON, ['-c', code], {
+    encoding: 'utf8', timeout: 120_000, cwd: dir,
+    env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', ...env, PYTHONPATH: [dir, join(__dirname, '..', '..', 'bench', 'tests', 'fake_te')].join(':') },
+  });
+  return { status: run.status, stdout: run.stdout ?? '', output: `${run.stdout ?? ''}${run.stderr ?? ''}${run.error ? String(run.error) : ''}` };
+}
+
 function scratch(name: string, text: string): { dir: string; file: string } {
   const dir = tempDir('pl-exec-');
   const file = join(dir, name);
@@ -84,11 +93,8 @@ describe(`fixes: converted models train without Transformer Engine (${PYTHON}, t
         'import converted',
         'converted.fp8_available()',
       ].join('\n');
-      const run = spawnSync(PYTHON, ['-c', probe], {
-        encoding: 'utf8', timeout: 60_000, cwd: dir,
-        env: { ...process.env, ...env, PYTHONPATH: [dir, join(__dirname, '..', '..', 'bench', 'tests', 'fake_te')].join(':') },
-      });
-      assert.equal(run.status, 0, `${run.stdout}${run.stderr}`);
+      const run = runWithFakeTe(probe, dir, env);
+      assert.equal(run.status, 0, run.output);
       assert.match(run.stdout, mode);
     });
   }
@@ -275,11 +281,8 @@ describe('fixes: Linear layers whose class is chosen at run time run on both pat
       'print("plan conv:", c._pl_linear_from(partial(torch.nn.Conv2d, kernel_size=1), (torch.nn.Linear,), (32, 64), {}))',
       'print("plan twice:", c._pl_linear_from(torch.nn.Linear, (torch.nn.Linear,), (32, 64), {"in_features": 3}))',
     ].join('\n');
-    const run = spawnSync(PYTHON, ['-c', probe], {
-      encoding: 'utf8', timeout: 120_000, cwd: dir,
-      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: [dir, join(__dirname, '..', '..', 'bench', 'tests', 'fake_te')].join(':') },
-    });
-    const out = `${run.stdout}${run.stderr}`;
+    const run = runWithFakeTe(probe, dir);
+    const out = run.output;
     assert.equal(run.status, 0, out);
     assert.match(run.stdout, /^Running in FP8 mode on Fake GPU \(sm_90\)/m, out);
     assert.match(run.stdout, /^linear: transformer_engine\.Linear transformer_engine\.Linear$/m, out);
@@ -332,11 +335,8 @@ describe('fixes: a norm class looked up by a string parameter runs on both paths
       '    n = b.norm',
       '    print("%s: %s.%s %s same=%s" % (name, type(n).__module__.split(".")[0], type(n).__name__, getattr(n, "eps", None), torch.equal(a(x), b(x))))',
     ].join('\n');
-    const run = spawnSync(PYTHON, ['-c', probe], {
-      encoding: 'utf8', timeout: 120_000, cwd: dir,
-      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: [dir, join(__dirname, '..', '..', 'bench', 'tests', 'fake_te')].join(':') },
-    });
-    const out = `${run.stdout}${run.stderr}`;
+    const run = runWithFakeTe(probe, dir);
+    const out = run.output;
     assert.equal(run.status, 0, out);
     assert.match(run.stdout, /^Running in FP8 mode on Fake GPU \(sm_90\)/m, out);
     assert.match(run.stdout, /^default: transformer_engine\.LayerNorm 1e-06 same=True$/m, out);

@@ -232,6 +232,17 @@ function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; c
 }
 
 /**
+ * The module a class named at a call was imported from (`.common` for `from .common import LayerNorm2d`), for the
+ * rules that read an imported class by its name: undefined when the name is not imported by this file, is one of the
+ * file's own classes, or resolves to torch or Transformer Engine (relative imports too unless `relative`).
+ */
+function importedModule(ctx: LayerContext, text: string, resolved: string, last: string, relative: boolean): string | undefined {
+  if (resolved === text || (relative ? /^(torch\.|transformer_engine\.|te\.)/ : /^(\.|torch\.|transformer_engine\.|te\.)/).test(resolved)) return undefined;
+  if (!ctx.imports.map.has(text.split('.')[0]) || ctx.classes.has(last)) return undefined;
+  return resolved.slice(0, resolved.length - last.length - 1);
+}
+
+/**
  * A normalization class imported from a module the analysis does not have (a sibling file outside the inputs, a
  * package the catalogue does not know) whose name is not a plain LayerNorm / RMSNorm: SAM's `LayerNorm2d`
  * (channels-first), diffusers' `AdaLayerNormZero` / `AdaLayerNormContinuous` (scale and shift from a conditioning
@@ -245,9 +256,8 @@ function unknownNormClass(ctx: LayerContext, text: string, resolved: string, las
   // A catalogued library's class the catalogue does not list (diffusers' AdaLayerNormZero) is reported the same way:
   // the classes it knows were resolved before this point.
   const head = UNKNOWN_HEAD.test(last);
-  if (!(head || UNKNOWN_NORM.test(last)) || resolved === text || /^(torch\.|transformer_engine\.|te\.)/.test(resolved)) return undefined;
-  if (!ctx.imports.map.has(text.split('.')[0]) || ctx.classes.has(last)) return undefined;
-  const module = resolved.slice(0, resolved.length - last.length - 1) || resolved;
+  const module = head || UNKNOWN_NORM.test(last) ? importedModule(ctx, text, resolved, last, true) : undefined;
+  if (module === undefined) return undefined;
   if (head) {
     return { resolved, ctor: { kind: 'other', isTe: false, params: [], display: last,
       noTe: `${last} is a classification head defined in ${module}: its Linear maps features to class logits, a small GEMM that gains nothing from FP8 and is precision-sensitive, so it stays in BF16.` } };
@@ -267,9 +277,8 @@ function unknownNormClass(ctx: LayerContext, text: string, resolved: string, las
  */
 const UNKNOWN_BLOCK = /^([A-Z]\w*)?(MLP|Mlp|FeedForward|FeedForwardNetwork|FFN|Ffn|CrossNet|CrossNetwork|Perceptron)$/;
 function unknownLibraryBlock(ctx: LayerContext, text: string, resolved: string, last: string): { resolved: string; ctor: CtorInfo } | undefined {
-  if (!UNKNOWN_BLOCK.test(last) || resolved === text || /^(\.|torch\.|transformer_engine\.|te\.)/.test(resolved) || isLibraryName(resolved)) return undefined;
-  if (!ctx.imports.map.has(text.split('.')[0]) || ctx.classes.has(last)) return undefined;
-  const module = resolved.slice(0, resolved.length - last.length - 1);
+  const module = UNKNOWN_BLOCK.test(last) && !isLibraryName(resolved) ? importedModule(ctx, text, resolved, last, false) : undefined;
+  if (module === undefined) return undefined;
   return { resolved, ctor: { kind: 'other', isTe: false, params: [], display: last,
     noTe: `${last} is defined in ${module}, outside this file and the catalogue: its layers are built there, so they are not converted here. If that module is in your project, its layers are reported in its file; if it is a package's, convert them by hand where they are defined, or keep them in BF16.` } };
 }
@@ -296,12 +305,12 @@ const UNKNOWN_LAYER = /^([A-Z]\w*)?(Linear|Projection|Embedding|EmbeddingBag|Emb
 function unknownLibraryCtor(ctx: LayerContext, text: string, resolved: string, last: string): { resolved: string; ctor: CtorInfo } | undefined {
   // Relative imports are the project's own modules (the workspace has them); an "embedding" of timesteps, patches,
   // positions or conditions is a module of its own (an MLP, a conv), not a lookup table.
-  if (!UNKNOWN_LAYER.test(last) || resolved === text || /^(\.|torch\.|transformer_engine\.|te\.)/.test(resolved)) return undefined;
+  if (!UNKNOWN_LAYER.test(last)) return undefined;
   // A position embedding named absolute or learned (x-transformers' AbsolutePositionalEmbedding) is a table all the same.
   const learnedPos = /Absolute|Learned|Learnable/.test(last) && !/Sinusoid|Rotary|Fourier/.test(last);
   if (/Embedding/.test(last) && !learnedPos && /Time|Patch|Pos|Guidance|Fourier|Cond|Text|Image|Pixel|Frame|Audio|Caption|Label|Class|Rotary|Sinusoid/.test(last)) return undefined;
-  if (!ctx.imports.map.has(text.split('.')[0]) || ctx.classes.has(last)) return undefined;
-  const module = resolved.slice(0, resolved.length - last.length - 1);
+  const module = importedModule(ctx, text, resolved, last, false);
+  if (module === undefined) return undefined;
   if (/Embedding/.test(last)) {
     return { resolved, ctor: { kind: 'embedding', isTe: false, params: ['num_embeddings', 'embedding_dim'], display: last,
       noTe: `${last} is an embedding class from ${module}, which the catalogue does not know: kept in BF16 (Transformer Engine has no FP8 embedding).` } };

@@ -19,7 +19,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { normalizeBenchEvent, type BackendResult } from '../../../common/bench-events';
-import { evalLossOf, LOSS_CHECK_STEPS, lossVerdict } from '../../../common/loss-check';
+import { evalLossOf, hasEvalLosses, LOSS_CHECK_STEPS, lossVerdict, REPEAT_ARM } from '../../../common/loss-check';
 import { resolveSettings } from '../../../common/settings';
 import { findProjectConfig } from '../engine/config';
 import type { MeasureOptions } from './args';
@@ -204,7 +204,7 @@ export function benchArgs(script: string, options: MeasureOptions, workspace: st
 const ARM_LABELS: Readonly<Record<string, string>> = {
   original: 'original (BF16)',
   converted: 'converted (FP8)',
-  'original-repeat': 'original again (BF16)',
+  [REPEAT_ARM]: 'original again (BF16)',
   'torchao-original': 'torchao on original',
 };
 
@@ -238,7 +238,7 @@ export function fp8ForwardsOf(result: Pick<BackendResult, 'extra'>): { modules?:
 
 /** The table printed at the end: arm, tokens/s, ratio to the original, peak memory, final loss, FP8 forwards. */
 export function measureTable(results: readonly BackendResult[]): string {
-  const order = ['original', 'converted', 'original-repeat', 'torchao-original'];
+  const order = ['original', 'converted', REPEAT_ARM, 'torchao-original'];
   const sorted = [...results].sort((a, b) => {
     const ia = order.indexOf(a.backend);
     const ib = order.indexOf(b.backend);
@@ -246,7 +246,7 @@ export function measureTable(results: readonly BackendResult[]): string {
   });
   const base = results.find((r) => r.backend === 'original' && !r.skippedReason);
   // The eval loss column only where a run measured it (--loss-check).
-  const withEval = results.some((r) => evalLossOf(r) !== undefined);
+  const withEval = hasEvalLosses(results);
   const header = ['arm', 'tokens/s', 'vs original', 'peak memory', 'final loss', ...(withEval ? ['eval loss'] : []), 'FP8 forwards'];
   const rows = sorted.map((r) => {
     if (r.skippedReason) return [ARM_LABELS[r.backend] ?? r.backend, `skipped: ${r.skippedReason}`, '', '', '', ...(withEval ? [''] : []), ''];

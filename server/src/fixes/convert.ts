@@ -227,14 +227,15 @@ function planNormArgs(ctx: FixContext, layer: Layer, call: CallArgs, viaFactory:
       present.add('dtype');
       continue;
     }
+    const affineFlag = arg.name === 'elementwise_affine' || arg.name === mapping?.affineFlag;
     // A flag decided at run time that the factory checks (when=): the te.* norm does not take it.
-    if (layer.convertsWhen && (arg.name === 'elementwise_affine' || arg.name === mapping?.affineFlag || arg.name === 'bias')
-      && !/^(True|False|0|1|None)$/.test(arg.value.trim())) { drop.push(arg); continue; }
-    if (arg.name === 'elementwise_affine' || arg.name === mapping?.affineFlag || (arg.name === 'bias' && layer.kind === 'layernorm')) {
+    if (layer.convertsWhen && (affineFlag || arg.name === 'bias') && !/^(True|False|0|1|None)$/.test(arg.value.trim())) { drop.push(arg); continue; }
+    if (affineFlag || (arg.name === 'bias' && layer.kind === 'layernorm')) {
       // TE norms always have an affine weight (and LayerNorm a bias): True is the only value they can represent.
       if (!isTrue(arg.value)) {
         const has = layer.kind === 'layernorm' ? 'a weight and a bias' : 'a weight';
-        // A value read at run time (`bias=config.bias`) may be True; the edit cannot know, so a person decides.
+        // A value read at run time that the analysis could not hand to the factory's check (layer.convertsWhen unset:
+        // a call, evaluated twice otherwise) may be True; the edit cannot know, so a person decides.
         return /^(False|0|None)$/.test(arg.value.trim())
           ? { refusal: `${arg.name}=${arg.value.trim()} cannot be represented: te.${teClass(layer)} always has ${has}.`, label: `${arg.name}=False` }
           : { refusal: `${arg.name}=${arg.value.trim()} is decided at run time: te.${teClass(layer)} always has ${has}, so it matches only while that is True; convert by hand if it is.`, label: `${arg.name} set at run time` };
