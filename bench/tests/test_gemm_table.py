@@ -98,3 +98,60 @@ def test_te_and_torchao_paths_run_with_the_fake_packages(tmp_path):
         assert all(v is not None for plane in b["ratio"] for row in plane for v in row), name
     assert doc["versions"]["te_api"] == "autocast"
     assert doc["block"] is None
+
+
+def _torch_has_compile():
+    import torch
+    return hasattr(torch, "compile")
+
+
+def test_compiled_mode_measures_torchao_against_compiled_bf16(tmp_path):
+    """--compile (how torchao is run): bf16, torchao-tensorwise and torchao-rowwise, every layer in torch.compile
+    (aot_eager here: dynamo + AOTAutograd, no C compiler needed), compiled before it is timed, written to
+    gemm-table-compiled.json with the compile's own record. With dynamic shapes a backend compiles a handful of
+    graphs for the whole grid, not one per cell. On a torch without torch.compile: a clear refusal, nothing measured."""
+    fakes = os.pathsep.join([os.path.join(HERE, "fake_te"), os.path.join(HERE, "fake_torchao")])
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PL_GEMM_TABLE_TEST_FAKES="1",
+               PYTHONPATH=fakes + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
+    p = subprocess.run([sys.executable, TOOL, "--device", "cpu", "--quick", "--compile", "--compile-backend", "aot_eager",
+                        "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    if not _torch_has_compile():
+        assert p.returncode == 3 and "torch.compile needs torch >= 2.0" in p.stderr, p.stderr
+        assert not (tmp_path / "gemm-table-compiled.json").exists()
+        return
+    assert p.returncode == 0, p.stderr
+    assert not (tmp_path / "gemm-table.json").exists()  # the eager table is another run's
+    doc = json.loads((tmp_path / "gemm-table-compiled.json").read_text())
+    assert (tmp_path / "gemm-table-compiled-log.txt").exists()
+    assert doc["compiled"] is True and doc["incomplete"] is False and doc["not_a_benchmark"] is True
+    c = doc["compile"]
+    assert c["backend"] == "aot_eager" and c["shapes"] == "dynamic"
+    assert c["limits"].get("recompile_limit", c["limits"].get("cache_size_limit")) >= 64
+    assert "torch.compile" in doc["method"]["layer"]
+    assert doc["block"] is None and "host_model" not in doc
+    grid = doc["grid"]
+    dims = [len(grid["m"]), len(grid["k"]), len(grid["n"])]
+    cells = dims[0] * dims[1] * dims[2]
+    measured = ("bf16", "torchao-tensorwise", "torchao-rowwise")
+    for name in BACKENDS:
+        b = doc["backends"][name]
+        if name not in measured:
+            assert not b["available"] and "not asked for" in b["reason"], name
+            continue
+        assert b["available"], (name, b["reason"])
+        assert b["errors"] == [] and not b.get("static_fallback"), (name, b["errors"])
+        assert all(v is not None for plane in b["ratio"] for row in plane for v in row), name
+        assert _shape(b["compile_s"]) == dims and _shape(b["graphs"]) == dims
+        graphs = sum(v for plane in b["graphs"] for row in plane for v in row)
+        # Compiled at all (a layer left eager makes no graph), and not once per cell: the shapes are dynamic.
+        assert 1 <= graphs < cells, (name, b["graphs"])
+    # The static check: a cell again compiled static, beside the grid's dynamic figure, for every backend.
+    check = doc["static_check"]
+    assert check and set(check[0]["static_ms"]) == set(measured), check
+    assert set(check[0]["static_ratio"]) == {"torchao-tensorwise", "torchao-rowwise"}
+
+
+def test_compiled_mode_refuses_the_te_backends(tmp_path):
+    p = subprocess.run([sys.executable, TOOL, "--device", "cpu", "--quick", "--compile", "--backends", "bf16,te-delayed",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "te-delayed run eager" in p.stderr, p.stderr

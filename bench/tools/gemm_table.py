@@ -7,9 +7,22 @@ dgrad + wgrad) per backend, INCLUDING the casts each backend adds, against BF16 
   bf16                 nn.Linear(K, N, bias=False), FP32 master weight, under torch.autocast(bfloat16)  (the baseline)
   te-delayed           te.Linear, forward under torch.autocast(bf16) + te.autocast(DelayedScaling(HYBRID, 16, "max"))
   te-current           te.Linear, the same with Float8CurrentScaling(HYBRID)
-  torchao-tensorwise   torchao convert_to_float8_training, Float8LinearConfig.from_recipe_name("tensorwise"), eager
+  torchao-tensorwise   torchao convert_to_float8_training, Float8LinearConfig.from_recipe_name("tensorwise")
   torchao-rowwise      the same, "rowwise"
-  torch-fp8            bench/plbench/fp8_torch.py's per-tensor torch._scaled_mm Linear (no TE, no torchao), eager
+  torch-fp8            bench/plbench/fp8_torch.py's per-tensor torch._scaled_mm Linear (no TE, no torchao)
+
+Eager by default (the te-* rows: TE's fused kernels need no compiler, and DelayedScaling refuses torch.compile).
+--compile measures the way torchao is run: every layer (bf16 and FP8 alike, so the ratio compares like with like)
+wrapped in torch.compile (Inductor), compiled before it is timed; the compile time is logged, not timed. Shapes
+(--compile-shapes): "dynamic" (default) compiles each backend's layer once for the whole grid (torch.compile
+dynamic=True: one graph serves every (M, K, N), a handful of compiles in all); "per-kn" once per (K, N) column with
+the tokens M marked dynamic; "static" once per cell (dynamic=False: what a fixed-shape model compiles, 3 x 180
+compiles for the full grid: longer than the budget). Dynamo is reset between columns for per-kn / static, the
+recompile limits are raised so no cell silently falls back to eager. In dynamic / per-kn mode a few cells are
+measured again compiled static at the end (--static-check N) and listed beside the grid's figure
+(static_check): how far the shape-generic kernels are from a fixed-shape model's. --compile writes
+gemm-table-compiled.json (+ -log.txt) with "compiled": true, no block table and no host fit (those are in the eager
+table); bench/tools/gain_data.py merges it into the shipped table (docs/gain.md).
 
 Every backend runs the same thing: x [M, K] bf16 (requires grad), y = layer(x) in the forward region, y.backward(dy)
 outside it, the gradients set to None before each iteration. Per iteration three CUDA events (before the forward,
@@ -23,8 +36,9 @@ the BF16 lm-head GEMM (H -> vocab) and the cross-entropy over the vocabulary, an
 model-level estimate adds to the GEMMs (docs/gain.md).
 
     python3 bench/tools/gemm_table.py --out DIR [--quick] [--device cuda|cpu] [--budget-s 240] [--backends LIST]
+    python3 bench/tools/gemm_table.py --compile --out DIR [--budget-s 180] [--compile-shapes dynamic|per-kn|static]
 
-Writes DIR/gemm-table.json and DIR/gemm-table-log.txt. --device cpu runs a tiny grid on the CPU for the tests: the JSON
+Writes DIR/gemm-table.json and DIR/gemm-table-log.txt (--compile: DIR/gemm-table-compiled.json, -compiled-log.txt). --device cpu runs a tiny grid on the CPU for the tests: the JSON
 says "not_a_benchmark": true and its ratios mean nothing. A missing library (TE, torchao) marks its backends
 unavailable with the reason; the others still run. A failing cell is null with the error in the backend's errors[].
 """
@@ -124,9 +138,10 @@ def load_torchao(device):
 class Backends(object):
     """Builds one Linear per backend and gives its forward region."""
 
-    def __init__(self, torch, device, wanted, log):
+    def __init__(self, torch, device, wanted, log, compiler=None):
         import contextlib
         self.torch, self.device, self.log = torch, device, log
+        self.compiler = compiler
         self.nullcontext = contextlib.nullcontext
         self.info = {}
         te, recipe_mod, api, te_version, te_reason = load_te(torch, device)
@@ -169,7 +184,14 @@ class Backends(object):
             i = self.info[name]
             log("backend %-19s %s" % (name, "ok" if i["available"] else "UNAVAILABLE: %s" % i["reason"]))
 
-    def build(self, name, k, n):
+    def build(self, name, k, n, compiled=False, static=False):
+        """The backend's Linear(K, N); compiled=True wraps it in torch.compile where this run is --compile."""
+        mod = self._build(name, k, n)
+        if compiled and self.compiler is not None:
+            mod = self.compiler.wrap(mod, static=static)
+        return mod
+
+    def _build(self, name, k, n):
         torch = self.torch
         if name in ("te-delayed", "te-current"):
             return self.te.Linear(k, n, bias=False, params_dtype=torch.float32, device=self.device)
@@ -213,6 +235,97 @@ class _Both(object):
         finally:
             self.a.__exit__(*exc)
         return False
+
+
+# ----------------------------------------------------------------------------------------------------------- compile
+
+COMPILE_SHAPES = ("dynamic", "per-kn", "static")
+# Backends the compiled table measures: torchao is meant to be compiled (eager it costs 90-180 ms of host time per
+# call on the H200), torch-fp8 too. TE is not: its kernels are fused already and DelayedScaling refuses torch.compile.
+COMPILED_BACKENDS = ("bf16", "torchao-tensorwise", "torchao-rowwise", "torch-fp8")
+COMPILED_DEFAULT = ("bf16", "torchao-tensorwise", "torchao-rowwise")
+# Recompiles allowed per code object (dynamo's default 8 would send later cells back to eager without a word).
+RECOMPILE_LIMIT = 256
+
+
+def compile_unavailable(torch):
+    """None when torch.compile can run here, else why not."""
+    if not hasattr(torch, "compile"):
+        return "torch.compile needs torch >= 2.0 (this is torch %s)" % torch.__version__
+    try:
+        import torch._dynamo  # noqa: F401
+    except Exception as exc:
+        return "torch._dynamo failed to import: %s: %s" % (type(exc).__name__, exc)
+    return None
+
+
+class Compiler(object):
+    """torch.compile for the grid's layers: which shapes are dynamic, when dynamo is reset, how many graphs it made."""
+
+    def __init__(self, torch, backend, mode, shapes, log):
+        import torch._dynamo as dynamo
+        self.torch, self.dynamo, self.backend, self.mode, self.shapes, self.log = torch, dynamo, backend, mode, shapes, log
+        cfg = dynamo.config
+        self.limits = {}
+        # recompile_limit / accumulated_recompile_limit (torch >= 2.6); cache_size_limit / accumulated_cache_size_limit before.
+        for names, value in ((("recompile_limit", "cache_size_limit"), RECOMPILE_LIMIT),
+                             (("accumulated_recompile_limit", "accumulated_cache_size_limit"), 16 * RECOMPILE_LIMIT)):
+            for attr in names:
+                if hasattr(cfg, attr):
+                    setattr(cfg, attr, max(getattr(cfg, attr) or 0, value))
+                    self.limits[attr] = getattr(cfg, attr)
+                    break
+        if shapes == "dynamic" and hasattr(cfg, "force_parameter_static_shapes"):
+            # dynamic=True leaves a module's parameter shapes static (a graph per (K, N)): not here.
+            cfg.force_parameter_static_shapes = False
+            self.limits["force_parameter_static_shapes"] = False
+        self.seconds = 0.0
+        self.resets = 0
+
+    def graphs(self):
+        """Graphs dynamo has compiled in this process (its own counter; survives resets)."""
+        try:
+            from torch._dynamo.utils import counters
+            return int(counters["stats"]["unique_graphs"])
+        except Exception:
+            return None
+
+    def wrap(self, mod, static=False):
+        dynamic = False if (static or self.shapes == "static") else (True if self.shapes == "dynamic" else None)
+        kw = {"backend": self.backend, "dynamic": dynamic}
+        if self.mode:
+            kw["mode"] = self.mode
+        return self.torch.compile(mod, **kw)
+
+    def mark_input(self, x):
+        """per-kn: the tokens M of the input are dynamic (one graph per (K, N) column serves every M)."""
+        if self.shapes == "per-kn":
+            self.dynamo.mark_dynamic(x, 0)
+
+    def new_column(self):
+        """per-kn / static: a fresh cache per (K, N) column, so guards never pile up (their check is host time)."""
+        if self.shapes != "dynamic":
+            self.reset()
+
+    def reset(self):
+        self.dynamo.reset()
+        self.resets += 1
+
+    def prime(self, phases, sync):
+        """Runs one iteration (compiling what is not compiled yet) outside the timing. Returns (seconds, new graphs)."""
+        g0 = self.graphs()
+        t = time.time()
+        for ph in phases:
+            ph()
+        sync()
+        dt = time.time() - t
+        self.seconds += dt
+        g1 = self.graphs()
+        return dt, (g1 - g0 if g0 is not None and g1 is not None else None)
+
+    def describe(self):
+        return {"backend": self.backend, "mode": self.mode, "shapes": self.shapes, "limits": dict(self.limits),
+                "compile_seconds": round(self.seconds, 1), "graphs": self.graphs(), "resets": self.resets}
 
 
 # ------------------------------------------------------------------------------------------------------------ timing
@@ -369,9 +482,12 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
     m_list, k_list, n_list = grid["m"], grid["k"], grid["n"]
     shape = (len(m_list), len(k_list), len(n_list))
     out = {}
+    comp = be.compiler
     for name in names:
         out[name] = {"fwd_ms": nested(shape), "bwd_ms": nested(shape), "total_ms": nested(shape),
                      "host_ms": nested(shape), "repeats": nested(shape), "group": nested(shape), "errors": []}
+        if comp:  # seconds the cell's first iteration took (compiling what was new), and the graphs it made
+            out[name].update(compile_s=nested(shape), graphs=nested(shape))
     dev = be.device
     # Calibration: the BF16 step at the grid's corners; a cost model (ms per GFLOP plus a floor) scales the repeats.
     est = {}
@@ -381,8 +497,12 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
         try:
             x = torch.randn(m, k, device=dev, dtype=torch.bfloat16, requires_grad=True)
             dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
-            mod = be.build("bf16", k, n)
-            (f, b), _ = measure_repeats(timer, linear_step(torch, mod, lambda: be.region("bf16"), x, dy), 1, 3)
+            mod = be.build("bf16", k, n, compiled=True)
+            phases = linear_step(torch, mod, lambda: be.region("bf16"), x, dy)
+            if comp:
+                comp.mark_input(x)
+                comp.prime(phases, timer.sync)
+            (f, b), _ = measure_repeats(timer, phases, 1, 3)
             cal.append((6.0 * m * k * n / 1e9, f + b))
             log("calibration bf16 M=%d K=%d N=%d: %.3f ms" % (m, k, n, f + b))
             del x, dy, mod
@@ -406,12 +526,14 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
     for k_i, k in enumerate(k_list):
         for n_i, n in enumerate(n_list):
             mods = {}
+            if comp:
+                comp.new_column()
             # A group of identical layers per forward region (ms per layer = group time / group): the per-region cost
             # of an autocast is shared as in a model. Big cells need no sharing (and memory): fewer layers there.
             g_kn = max(1, min(args.group, int(args.group_target_ms // max(est[(m_list[0], k, n)], 1e-6))))
             for name in names:
                 try:
-                    mods[name] = [be.build(name, k, n) for _ in range(g_kn)]
+                    mods[name] = [be.build(name, k, n, compiled=True) for _ in range(g_kn)]
                 except Exception as exc:
                     out[name]["errors"].append({"m": None, "k": k, "n": n, "error": "build: %s: %s" % (type(exc).__name__, exc)})
                     log("%s build K=%d N=%d failed: %s: %s" % (name, k, n, type(exc).__name__, exc))
@@ -422,6 +544,8 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
                 try:
                     x = torch.randn(m, k, device=dev, dtype=torch.bfloat16, requires_grad=True)
                     dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
+                    if comp:
+                        comp.mark_input(x)
                 except Exception as exc:
                     for name in names:
                         out[name]["errors"].append({"m": m, "k": k, "n": n, "error": "inputs: %s" % exc})
@@ -431,10 +555,25 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
                     if name not in mods:
                         continue
                     try:
-                        (f, b), host = measure_repeats(
-                            timer, linear_step(torch, mods[name][:g], (lambda nm=name: be.region(nm)), x, dy),
-                            args.warmup, reps, group=g)
+                        phases = linear_step(torch, mods[name][:g], (lambda nm=name: be.region(nm)), x, dy)
                         cell = out[name]
+                        if comp:
+                            try:
+                                cs, ng = comp.prime(phases, timer.sync)
+                            except Exception as exc:
+                                if comp.shapes == "static":
+                                    raise
+                                # Shape-generic compiling failed (torchao's subclasses have had dynamic-shape bugs):
+                                # this cell compiled static instead, and said so.
+                                msg = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
+                                cell.setdefault("static_fallback", []).append({"m": m, "k": k, "n": n, "error": msg})
+                                log("%s M=%d K=%d N=%d: %s compile failed (%s): compiled static" % (name, m, k, n, comp.shapes, msg))
+                                one = [be.build(name, k, n, compiled=True, static=True) for _ in range(g)]
+                                phases = linear_step(torch, one, (lambda nm=name: be.region(nm)), x, dy)
+                                cs, ng = comp.prime(phases, timer.sync)
+                            cell["compile_s"][m_i][k_i][n_i] = round(cs, 3)
+                            cell["graphs"][m_i][k_i][n_i] = ng
+                        (f, b), host = measure_repeats(timer, phases, args.warmup, reps, group=g)
                         cell["fwd_ms"][m_i][k_i][n_i] = round(f, 5)
                         cell["bwd_ms"][m_i][k_i][n_i] = round(b, 5)
                         cell["total_ms"][m_i][k_i][n_i] = round(f + b, 5)
@@ -465,6 +604,59 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
                 add_ratios(out, names, shape)
                 checkpoint(out)
     add_ratios(out, names, shape)
+    return out
+
+
+STATIC_CHECK_CELLS = ((8192, 4096, 4096), (32768, 8192, 8192), (2048, 1024, 1024), (8192, 2048, 8192))
+
+
+def static_check(torch, be, timer, grid, names, tables, args, log, budget_end):
+    """In a dynamic / per-kn compiled run: a few cells again with every backend compiled static (dynamic=False, as a
+    fixed-shape model compiles them), beside the grid's figure: how far the shape-generic kernels are."""
+    comp = be.compiler
+    cells = [c for c in STATIC_CHECK_CELLS if c[0] in grid["m"] and c[1] in grid["k"] and c[2] in grid["n"]]
+    if not cells:
+        cells = [(grid["m"][len(grid["m"]) // 2], grid["k"][len(grid["k"]) // 2], grid["n"][len(grid["n"]) // 2])]
+    out = []
+    dev = be.device
+    for (m, k, n) in cells[:args.static_check]:
+        if time.time() > budget_end:
+            log("static check: out of time before M=%d K=%d N=%d" % (m, k, n))
+            break
+        comp.reset()
+        mi, ki, ni = grid["m"].index(m), grid["k"].index(k), grid["n"].index(n)
+        row = {"m": m, "k": k, "n": n, "static_ms": {}, "grid_ms": {}, "static_ratio": {}, "grid_ratio": {}, "errors": {}}
+        try:
+            x = torch.randn(m, k, device=dev, dtype=torch.bfloat16, requires_grad=True)
+            dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
+        except Exception as exc:
+            log("static check M=%d K=%d N=%d: inputs failed: %s" % (m, k, n, exc))
+            continue
+        for name in names:
+            try:
+                mod = be.build(name, k, n, compiled=True, static=True)
+                phases = linear_step(torch, mod, (lambda nm=name: be.region(nm)), x, dy)
+                comp.prime(phases, timer.sync)
+                (f, b), _ = measure_repeats(timer, phases, args.warmup, args.max_repeats)
+                row["static_ms"][name] = round(f + b, 5)
+                row["grid_ms"][name] = tables[name]["total_ms"][mi][ki][ni]
+                del mod
+            except Exception as exc:
+                row["errors"][name] = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
+        base_s, base_g = row["static_ms"].get("bf16"), row["grid_ms"].get("bf16")
+        for name in names:
+            if name != "bf16":
+                t_s, t_g = row["static_ms"].get(name), row["grid_ms"].get(name)
+                row["static_ratio"][name] = round(base_s / t_s, 4) if base_s and t_s else None
+                row["grid_ratio"][name] = round(base_g / t_g, 4) if base_g and t_g else None
+        log("static check M=%d K=%d N=%d ms static/grid: %s | ratio static/grid: %s%s" % (
+            m, k, n, ", ".join("%s %s/%s" % (nm, row["static_ms"].get(nm), row["grid_ms"].get(nm)) for nm in names),
+            ", ".join("%s %s/%s" % (nm, row["static_ratio"][nm], row["grid_ratio"][nm]) for nm in row["static_ratio"]),
+            (" | errors: %s" % row["errors"]) if row["errors"] else ""))
+        out.append(row)
+        del x, dy
+        if dev == "cuda":
+            torch.cuda.empty_cache()
     return out
 
 
@@ -719,11 +911,21 @@ def main(argv=None):
     ap.add_argument("--group", type=int, default=4, help="identical layers per forward region (host cost shared)")
     ap.add_argument("--group-target-ms", type=float, default=20.0,
                     help="fewer layers in a group where one BF16 layer already takes about this long")
+    ap.add_argument("--compile", action="store_true",
+                    help="compiled table: every layer in torch.compile, bf16 as compiled as the FP8 backends (default "
+                         "backends %s; writes gemm-table-compiled.json)" % ",".join(COMPILED_DEFAULT))
+    ap.add_argument("--compile-shapes", choices=COMPILE_SHAPES, default="dynamic",
+                    help="dynamic: one graph per backend for the grid; per-kn: one per (K, N), M dynamic; static: one per cell")
+    ap.add_argument("--compile-backend", default="inductor", help="torch.compile backend (the tests use aot_eager)")
+    ap.add_argument("--compile-mode", default=None, help="torch.compile mode (default: torch's default)")
+    ap.add_argument("--static-check", type=int, default=3,
+                    help="--compile with dynamic / per-kn shapes: cells measured again compiled static (0: none)")
     args = ap.parse_args(argv)
 
     os.makedirs(args.out, exist_ok=True)
-    log = Log(os.path.join(args.out, "gemm-table-log.txt"))
-    out_path = os.path.join(args.out, "gemm-table.json")
+    stem = "gemm-table-compiled" if args.compile else "gemm-table"
+    log = Log(os.path.join(args.out, stem + "-log.txt"))
+    out_path = os.path.join(args.out, stem + ".json")
     try:
         import torch
     except Exception as exc:
@@ -750,11 +952,26 @@ def main(argv=None):
     for attr, val in zip(("warmup", "min_repeats", "max_repeats", "block_repeats", "adamw_params"), defaults):
         if getattr(args, attr) is None:
             setattr(args, attr, val)
+    if args.compile and args.backends == "all":
+        args.backends = ",".join(COMPILED_DEFAULT)
     wanted = ALL_BACKENDS if args.backends == "all" else tuple(b.strip() for b in args.backends.split(",") if b.strip())
     unknown = [b for b in wanted if b not in ALL_BACKENDS]
     if unknown:
         log("unknown backend(s): %s (known: %s)" % (", ".join(unknown), ", ".join(ALL_BACKENDS)))
         return 2
+    compiler = None
+    if args.compile:
+        eager_only = [b for b in wanted if b not in COMPILED_BACKENDS]
+        if eager_only:
+            log("--compile measures %s; %s run eager (the table without --compile): DelayedScaling refuses "
+                "torch.compile and TE's kernels are fused already" % (", ".join(COMPILED_BACKENDS), ", ".join(eager_only)))
+            return 2
+        why = compile_unavailable(torch)
+        if why:
+            log("--compile: %s (nothing measured)" % why)
+            return 3
+        args.no_block = args.no_host_fit = True  # in the eager table; the compiled one is the Linear grid only
+        compiler = Compiler(torch, args.compile_backend, args.compile_mode, args.compile_shapes, log)
     if "bf16" not in wanted:
         wanted = ("bf16",) + tuple(wanted)
 
@@ -766,7 +983,7 @@ def main(argv=None):
         log("--device cpu: NOT A BENCHMARK (a tiny grid for the tests; the ratios mean nothing)")
     log("torch %s, device %s %s, grid M=%s K=%s N=%s, widths %s" % (torch.__version__, device, gpu["name"] or platform.processor(),
                                                                   grid["m"], grid["k"], grid["n"], widths))
-    be = Backends(torch, device, wanted, log)
+    be = Backends(torch, device, wanted, log, compiler)
     names = [n for n in ALL_BACKENDS if be.info[n]["available"]]
     timer = Timer(torch, device)
     torch.manual_seed(1234)
@@ -776,6 +993,8 @@ def main(argv=None):
         "not_a_benchmark": cpu, "quick": bool(args.quick),
         "note": "CPU run for the tests: not a benchmark, the ratios mean nothing" if cpu else (
             "quick grid: a smoke test, not the table" if args.quick else None),
+        "compiled": bool(args.compile),
+        "compile": compiler.describe() if compiler else None,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": [os.path.basename(sys.argv[0])] + list(sys.argv[1:] if argv is None else argv),
         "device": device, "gpu": gpu,
@@ -783,7 +1002,10 @@ def main(argv=None):
                      "cuda": getattr(torch.version, "cuda", None), "transformer_engine": be.te_version,
                      "te_api": be.te_api, "torchao": be.ao_version},
         "method": {"layer": "Linear(K, N, bias=False), FP32 master weight, x [M, K] bf16 requiring grad; forward under "
-                            "torch.autocast(bfloat16) (+ TE autocast for te-*), backward(dy) outside; grads set to None",
+                            "torch.autocast(bfloat16) (+ TE autocast for te-*), backward(dy) outside; grads set to None"
+                            + ("; every layer (bf16 too) in torch.compile(backend=%s, %s shapes), compiled by one "
+                               "untimed iteration before it is timed" % (args.compile_backend, args.compile_shapes)
+                               if args.compile else ""),
                    "timing": ("device: CUDA events per phase with the host running ahead (a spin kernel queued first), "
                               "so no launch gaps; host: wall time of enqueueing an iteration (host_ms)") if not cpu
                              else "time.perf_counter",
@@ -823,7 +1045,15 @@ def main(argv=None):
         if tables[name]["errors"]:
             log("%s: %d failed cell(s)" % (name, len(tables[name]["errors"])))
     doc["linear_seconds"] = round(time.time() - t0, 1)
+    if compiler:
+        doc["compile"] = compiler.describe()
+        log("compiled: %d graph(s) in %.1f s of compiling (%s shapes, backend %s)" % (
+            doc["compile"]["graphs"] or 0, compiler.seconds, args.compile_shapes, args.compile_backend))
     write()
+    if compiler and args.compile_shapes != "static" and args.static_check > 0 and not args.only_block:
+        doc["static_check"] = static_check(torch, be, timer, grid, names, tables, args, log, t0 + args.budget_s * 1.3)
+        doc["compile"] = compiler.describe()
+        write()
     if not args.no_host_fit:
         doc["host_model"] = host_fit(torch, be, timer, [n for n in names_all if n in ("bf16", "te-delayed", "te-current")],
                                      args, log)

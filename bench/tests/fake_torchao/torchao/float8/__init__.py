@@ -1,5 +1,7 @@
 """convert_to_float8_training / Float8LinearConfig.from_recipe_name as torchao 0.18 names them."""
+import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 RECIPE_NAMES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
 CONVERT_LOG = []
@@ -16,7 +18,9 @@ class Float8LinearConfig(object):
 
 
 class Float8Linear(nn.Linear):
-    """Keeps the original parameters (as torchao's from_float does) and its config."""
+    """Keeps the original parameters (as torchao's from_float does) and its config. The forward reads the recipe as
+    torchao's does (a per-tensor or a per-row scale of the input, here only divided out again: fp32 math), so that
+    torch.compile traces and guards a tensorwise and a rowwise layer apart."""
 
     @classmethod
     def from_float(cls, mod, config):
@@ -26,6 +30,13 @@ class Float8Linear(nn.Linear):
         new.weight, new.bias = mod.weight, mod.bias
         new.config = config
         return new
+
+    def forward(self, x):
+        if self.config.recipe == "tensorwise":
+            scale = x.detach().abs().amax().clamp(min=1e-12)
+        else:
+            scale = x.detach().abs().amax(dim=-1, keepdim=True).clamp(min=1e-12)
+        return F.linear(x / scale, self.weight, self.bias) * scale
 
 
 def convert_to_float8_training(module, *, module_filter_fn=None, config=None):
