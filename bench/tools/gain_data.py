@@ -9,12 +9,73 @@ are listed in the output's host_ms_capped. Measured on 2026-12-04: te-current at
 ms against 0.8-1.3 ms at every other M.
 
     python3 bench/tools/gain_data.py bench/results/h200/2026-12-04-gemm/gemm-table.json \\
-        server/src/analysis/data/gemm-table-h200.json
+        server/src/analysis/data/gemm-table-h200.json [--compiled DIR/gemm-table-compiled.json] [--allow-incomplete]
+
+--compiled merges the compiled run (gemm_table.py --compile: torchao, every layer in torch.compile) into the same
+table: its bf16 becomes the backend "bf16-compiled", the baseline of its FP8 backends (each gets "baseline":
+"bf16-compiled" and "compiled": true; a compiled torch-fp8 is "torch-fp8-compiled"), so a compiled ratio is always
+against compiled BF16, and "compiled_run" keeps that run's provenance (date, versions, GPU, command, compile
+settings, static check). Both runs must share the grid and the GPU. A compiled run that stopped early (incomplete:
+its unfinished columns null) is refused unless --allow-incomplete.
 """
 import json
 import sys
 
 KEEP_BACKEND = ("available", "reason", "recipe", "library", "total_ms", "ratio", "host_ms")
+COMPILED_BASELINE = "bf16-compiled"
+# The compiled run's backends, as the merged table names them.
+COMPILED_NAMES = {"bf16": COMPILED_BASELINE, "torchao-tensorwise": "torchao-tensorwise",
+                  "torchao-rowwise": "torchao-rowwise", "torch-fp8": "torch-fp8-compiled"}
+
+
+class MergeError(Exception):
+    pass
+
+
+def merge_compiled(out, doc, source, allow_incomplete=False):
+    """Adds the compiled run's backends to the trimmed eager table `out` (see the module comment)."""
+    if doc.get("compiled") is not True:
+        raise MergeError("%s is not a compiled run (gemm_table.py --compile writes \"compiled\": true)" % source)
+    if doc.get("incomplete") and not allow_incomplete:
+        raise MergeError("%s is incomplete (the run stopped early; its unfinished (K, N) columns are null): "
+                         "measure again, or pass --allow-incomplete" % source)
+    for key in ("m", "k", "n"):
+        if list(doc["grid"][key]) != list(out["grid"][key]):
+            raise MergeError("the compiled run's grid %s %s is not the table's %s" % (key, doc["grid"][key], out["grid"][key]))
+    if (doc.get("gpu") or {}).get("name") != (out.get("gpu") or {}).get("name") or \
+            bool(doc.get("not_a_benchmark")) != bool(out.get("not_a_benchmark")):
+        raise MergeError("the compiled run was measured on %r (not_a_benchmark %s), the table on %r (%s)" % (
+            (doc.get("gpu") or {}).get("name"), doc.get("not_a_benchmark"), (out.get("gpu") or {}).get("name"),
+            out.get("not_a_benchmark")))
+    base = doc["backends"].get("bf16") or {}
+    if not base.get("available"):
+        raise MergeError("the compiled run has no bf16 baseline: %s" % base.get("reason"))
+    capped = out.setdefault("host_ms_capped", [])
+    for name, b in doc["backends"].items():
+        target = COMPILED_NAMES.get(name)
+        if target is None:
+            continue
+        if not b.get("available"):
+            if name == "bf16" or "not asked for" in str(b.get("reason")):
+                continue  # a backend the compiled run did not measure leaves the eager table's entry alone
+            kept = {k: b.get(k) for k in ("available", "reason", "recipe", "library")}
+        else:
+            kept = {k: b[k] for k in KEEP_BACKEND if k in b}
+            if kept.get("host_ms"):
+                kept["host_ms"] = cap_host(target, kept["host_ms"], capped)
+            if name == "bf16":
+                kept["recipe"] = "nn.Linear under bf16 autocast, in torch.compile"
+        kept["compiled"] = True
+        if name != "bf16":
+            kept["baseline"] = COMPILED_BASELINE
+        out["backends"][target] = sig(kept)
+    out["compiled_run"] = sig({
+        "source": source, "compiled": True, "date": doc.get("date"), "versions": doc.get("versions"),
+        "gpu": doc.get("gpu"), "command": doc.get("command"), "compile": doc.get("compile"), "note": doc.get("note"),
+        "incomplete": bool(doc.get("incomplete")), "elapsed_s": doc.get("elapsed_s"),
+        "static_check": [{k: v for k, v in row.items() if k != "errors" or v} for row in doc.get("static_check") or []],
+    })
+    return out
 HOST_OUTLIER = 2.0
 
 
@@ -70,13 +131,33 @@ def trim(doc, source):
 
 
 def main(argv):
-    if len(argv) != 3:
+    args = list(argv[1:])
+    allow_incomplete = "--allow-incomplete" in args
+    args = [a for a in args if a != "--allow-incomplete"]
+    compiled = None
+    if "--compiled" in args:
+        i = args.index("--compiled")
+        if i + 1 >= len(args):
+            print("--compiled needs the compiled run's JSON", file=sys.stderr)
+            return 2
+        compiled = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    with open(argv[1]) as f:
+    with open(args[0]) as f:
         doc = json.load(f)
-    with open(argv[2], "w") as f:
-        json.dump(trim(doc, argv[1]), f, separators=(",", ":"))
+    out = trim(doc, args[0])
+    if compiled:
+        with open(compiled) as f:
+            cdoc = json.load(f)
+        try:
+            merge_compiled(out, cdoc, compiled, allow_incomplete)
+        except MergeError as exc:
+            print("gain_data.py: %s" % exc, file=sys.stderr)
+            return 2
+    with open(args[1], "w") as f:
+        json.dump(out, f, separators=(",", ":"))
         f.write("\n")
     return 0
 

@@ -281,6 +281,7 @@ class Compiler(object):
             self.limits["force_parameter_static_shapes"] = False
         self.seconds = 0.0
         self.resets = 0
+        self.failed = set()  # backends whose shape-generic compile failed: static per cell from then on
 
     def graphs(self):
         """Graphs dynamo has compiled in this process (its own counter; survives resets)."""
@@ -559,15 +560,20 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
                         cell = out[name]
                         if comp:
                             try:
+                                if name in comp.failed:
+                                    raise RuntimeError("its %s compile failed before" % comp.shapes)
                                 cs, ng = comp.prime(phases, timer.sync)
                             except Exception as exc:
                                 if comp.shapes == "static":
                                     raise
                                 # Shape-generic compiling failed (torchao's subclasses have had dynamic-shape bugs):
-                                # this cell compiled static instead, and said so.
+                                # this cell, and the backend's later ones, compiled static instead, and said so.
                                 msg = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
                                 cell.setdefault("static_fallback", []).append({"m": m, "k": k, "n": n, "error": msg})
-                                log("%s M=%d K=%d N=%d: %s compile failed (%s): compiled static" % (name, m, k, n, comp.shapes, msg))
+                                if name not in comp.failed:
+                                    log("%s M=%d K=%d N=%d: %s compile failed (%s): compiled static from here on" % (
+                                        name, m, k, n, comp.shapes, msg))
+                                comp.failed.add(name)
                                 one = [be.build(name, k, n, compiled=True, static=True) for _ in range(g)]
                                 phases = linear_step(torch, one, (lambda nm=name: be.region(nm)), x, dy)
                                 cs, ng = comp.prime(phases, timer.sync)

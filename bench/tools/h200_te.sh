@@ -19,6 +19,10 @@
 #                                           # backend over the (M, K, N) grid + the block's non-GEMM time; $OUT/gemm/
 #                                           # GEMM_BUDGET_S [240] (the grid's target), GEMM_S [480] (hard timeout),
 #                                           # GEMM_ARGS (more flags, e.g. --quick)
+#   bench/tools/h200_te.sh gemmc            # the compiled table (gemm_table.py --compile: bf16, torchao-tensorwise,
+#                                           # torchao-rowwise, every layer in torch.compile) in GEMM_DIR
+#                                           # [$OUT/gemm-compiled]; GEMM_BUDGET_S [140], GEMM_S [290] (hard timeout),
+#                                           # GEMM_ARGS (more flags); merge: bench/tools/gain_data.py --compiled
 # Every benchmark process runs under `timeout $STEP_S` (default 300 s) so that one hang cannot eat a device call.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -121,5 +125,17 @@ case "${1:-}" in
     grep -E "UNAVAILABLE|calibration|cost model|failed|host ms|not running ahead|^\[ *[0-9.]+s\] (==|   )|wrote" "$OUT/gemm/gemm-table-log.txt" | cut -c1-220
     ls -l "$OUT/gemm"
     ;;
-  *) sed -n 2,22p "$0"; exit 2 ;;
+  gemmc)
+    python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))" 2>&1 | tail -1
+    python3 -c "import torchao; print('torchao', torchao.__version__)" 2>&1 | tail -1
+    d=${GEMM_DIR:-$OUT/gemm-compiled}; mkdir -p "$d"
+    timeout "${GEMM_S:-290}" python3 $T/gemm_table.py --compile --out "$d" --budget-s "${GEMM_BUDGET_S:-140}" ${GEMM_ARGS:-} \
+      > "$d/gemm-table-compiled-stdout.txt" 2>&1
+    rc=$?; [ $rc = 124 ] && echo "TIMEOUT after ${GEMM_S:-290}s (the JSON holds every finished (K, N) column, incomplete: true)"
+    echo "rc $rc"
+    grep -E "UNAVAILABLE|calibration|cost model|failed|compiled|static|host ms|not running ahead|^\[ *[0-9.]+s\] (==|   )|wrote" \
+      "$d/gemm-table-compiled-log.txt" | cut -c1-220
+    ls -l "$d"
+    ;;
+  *) sed -n 2,26p "$0"; exit 2 ;;
 esac
