@@ -8,7 +8,7 @@
  * (timestep and class embedders, adaLN modulation) are kept in BF16 by the role check before any prediction.
  */
 import { DEFAULT_TOKENS_PER_STEP, type PrecisionLensSettings } from '../../../common/settings';
-import { describeRatio, layerGain, parseGainTable, predictStep, type GainTable, type LayerGain, type StepPrediction } from './gain';
+import { backendStatus, describeRatio, layerGain, parseGainTable, predictStep, type GainTable, type LayerGain, type StepPrediction } from './gain';
 import type { Layer, ModelIR } from './ir';
 import tableJson from './data/gemm-table-h200.json';
 
@@ -29,6 +29,22 @@ export function h200Table(): GainTable | null {
 /** The table's backend for the recipe generated code uses: TE's DelayedScaling, or TE's current scaling. */
 export function gainBackend(settings: PrecisionLensSettings): string {
   return settings.te.recipe === 'Float8CurrentScaling' ? 'te-current' : 'te-delayed';
+}
+
+/** torchao's float8 training recipes as the benchmark and the table name them (bench/plbench/backends.py). */
+export const TORCHAO_BACKENDS = ['torchao-tensorwise', 'torchao-rowwise'] as const;
+
+/**
+ * The table backend that predicts a benchmark backend id (the sidebar's presets, bench/plbench/backends.py, an A/B
+ * run's arms): `te` is the recipe the settings generate, `torchao` (and the A/B run's `torchao-original`) torchao's
+ * default tensorwise recipe. undefined for ids the table has no rows for by design (bf16 is the baseline; ModelOpt,
+ * inference).
+ */
+export function tableBackendOf(id: string, settings: PrecisionLensSettings): string | undefined {
+  if (id === 'te' || id === 'converted') return gainBackend(settings);
+  if (id === 'torchao' || id === 'torchao-original') return 'torchao-tensorwise';
+  if (id === 'te-delayed' || id === 'te-current' || id === 'torch-fp8' || (TORCHAO_BACKENDS as readonly string[]).includes(id)) return id;
+  return undefined;
 }
 
 export interface TokensUsed {
@@ -162,14 +178,13 @@ function mostCommon(values: number[]): number {
  * to issue it all (the step takes the larger of host and GPU).
  * undefined when the file has no convertible Linear of known sizes or the table cannot answer.
  */
-export function predictModel(ir: ModelIR, settings: PrecisionLensSettings): ModelPrediction | undefined {
+export function predictModel(ir: ModelIR, settings: PrecisionLensSettings, backend = gainBackend(settings)): ModelPrediction | undefined {
   const tokens = tokensOf(settings);
-  const backend = gainBackend(settings);
   return memoised(modelMemo, ir, `${backend}:${tokens.tokens}:${tokens.assumed}`, () => {
     const t = h200Table();
-    const linears = ir.layers.filter((l) => (l.kind === 'linear' || l.kind === 'parallel-linear') && !l.isTe && l.convertible === true
-      && l.inFeatures?.value && l.outFeatures?.value && l.role !== 'lm_head' && l.role !== 'embedding');
+    const linears = modelLinears(ir);
     if (!t || !linears.length) return undefined;
+    const te = backend.startsWith('te-');
     try {
       const width = mostCommon(linears.map((l) => l.inFeatures!.value!));
       // SwiGLU: two expansions to the same hidden size from the width (gate and up), GELU otherwise.
@@ -182,7 +197,8 @@ export function predictModel(ir: ModelIR, settings: PrecisionLensSettings): Mode
       // The norms become TE's fused ones where the analysis converts every one of them (a written-out RMSNorm, and
       // torch's LayerNorm too: TE's is about 3x faster forward + backward at 16k tokens x 2048, the table's
       // te_layernorm_ms against norm_ms); a norm the analysis refuses keeps them all in BF16 in both arms.
-      const convertNorms = norms.every((l) => l.convertible === true || l.isTe || l.viaFallback);
+      // torchao (and torch-fp8) change the Linears only: the norms stay BF16 in both arms.
+      const convertNorms = te && norms.every((l) => l.convertible === true || l.isTe || l.viaFallback);
       const layers = linears.map((l) => ({ name: l.name || l.constructor, m: tokens.tokens, k: l.inFeatures!.value!, n: l.outFeatures!.value!, convert: true }));
       const blocks = blockCountOf(ir);
       const head = ir.layers.find((l) => l.role === 'lm_head' && l.inFeatures?.value && l.outFeatures?.value);
@@ -203,7 +219,8 @@ export function predictModel(ir: ModelIR, settings: PrecisionLensSettings): Mode
         `Predicted FP8 training step on the ${gpu} at ${tokens.tokens} tokens: ${step.speedup.toFixed(2)}x (BF16 ${ms(step.bf16StepMs)}, FP8 ${ms(step.fp8StepMs)}).`,
         `Read from this file: ${blocks.count} block(s) (${blocks.from ?? `assumed: no ${BLOCK_COUNT_FIELDS.slice(0, 3).join(' / ')} field`}), each ${linears.length} Linear(s) at width ${width} (GEMMs ${perBlock(step.gemmBf16Ms)} -> ${perBlock(step.gemmFp8Ms)}), ${activation === 'swiglu' ? 'SwiGLU' : 'GELU'} MLP, ${normsText}; attention, activations and residuals ${perBlock(step.rest.nonGemmMs)} in both.`,
         lmHead ? `The lm-head (${lmHead.width} -> ${lmHead.vocab}) and its loss stay in BF16: ${ms(step.rest.lmHeadMs + step.rest.lossMs)}; AdamW ${ms(step.rest.optimizerMs)}.` : 'No lm-head of known size in this file: none counted.',
-        ...(step.hostBf16Ms !== undefined ? [`Host time to issue it: BF16 ${ms(step.hostBf16Ms)}, FP8 ${ms(step.hostFp8Ms!)} (TE's layers cost more to launch); the step takes the larger of host and GPU.`] : []),
+        ...(te ? [] : [`Backend ${backend}${step.layers[0]?.compiled ? ', measured compiled against compiled BF16' : ''} (${t.backends[backend]?.library ?? 'no library'}).`]),
+        ...(step.hostBf16Ms !== undefined ? [`Host time to issue it: BF16 ${ms(step.hostBf16Ms)}, FP8 ${ms(step.hostFp8Ms!)}${te ? " (TE's layers cost more to launch)" : ''}; the step takes the larger of host and GPU.`] : []),
         tokensSentence(tokens),
         ...[...new Set(step.notes.map((s) => s.replace(/^[^:]*: (outside the measured grid)/, '$1')))].slice(0, 3).map((s) => `Note: ${s}.`),
       ];
@@ -215,6 +232,46 @@ export function predictModel(ir: ModelIR, settings: PrecisionLensSettings): Mode
       return undefined;
     }
   });
+}
+
+/** The Linears a model prediction counts: convertible, of known sizes, not the lm-head or an embedding. */
+function modelLinears(ir: ModelIR): Layer[] {
+  return ir.layers.filter((l) => (l.kind === 'linear' || l.kind === 'parallel-linear') && !l.isTe && l.convertible === true
+    && l.inFeatures?.value && l.outFeatures?.value && l.role !== 'lm_head' && l.role !== 'embedding');
+}
+
+export type BackendModelPrediction =
+  | { backend: string; measured: true; prediction: ModelPrediction }
+  | { backend: string; measured: false; reason: string };
+
+/**
+ * The model's predicted step speedup with a benchmark backend (tableBackendOf): the prediction where the table
+ * measured that backend, else "not measured" with the reason (never a number the table does not hold). undefined:
+ * the id has no table rows by design, there is no table, or the file has no Linear to predict.
+ */
+export function predictModelFor(ir: ModelIR, settings: PrecisionLensSettings, id: string): BackendModelPrediction | undefined {
+  const backend = tableBackendOf(id, settings);
+  const t = h200Table();
+  if (!backend || !t || !modelLinears(ir).length) return undefined;
+  const status = backendStatus(t, backend);
+  if (!status.measured) return { backend, measured: false, reason: status.reason };
+  const prediction = predictModel(ir, settings, backend);
+  return prediction ? { backend, measured: true, prediction } : undefined;
+}
+
+/** The model lens's line on torchao: each recipe's predicted step speedup (compiled), or "not measured" and why. */
+export function torchaoLines(ir: ModelIR, settings: PrecisionLensSettings): string[] {
+  const all = TORCHAO_BACKENDS.map((b) => predictModelFor(ir, settings, b)).filter((p): p is BackendModelPrediction => !!p);
+  if (!all.length) return [];
+  const head = 'torchao instead (convert_to_float8_training, compiled';
+  const reasons = [...new Set(all.map((p) => (p.measured ? '' : p.reason)))];
+  // Neither recipe measured, for one reason: said once.
+  if (reasons.length === 1 && reasons[0]) return [`${head}): ${reasons[0]}.`];
+  const recipe = (b: string): string => b.slice('torchao-'.length);
+  const parts = all.map((p) => (p.measured
+    ? `${recipe(p.backend)} ${p.prediction.step.speedup.toFixed(2)}x${p.prediction.step.hostBound.fp8 ? ' (launch-bound)' : ''}`
+    : `${recipe(p.backend)} ${p.reason}`));
+  return [`${head}, against compiled BF16): ${parts.join('; ')}.`];
 }
 
 export interface LosingVerdict {

@@ -36,6 +36,18 @@ export interface GainBackend {
   ratio?: Grid3;
   /** [i_m][i_k][i_n] ms per layer the host spends issuing the step (version 2; absent: the host is not modelled). */
   hostMs?: Grid3;
+  /** Measured with every layer in torch.compile (gemm_table.py --compile, merged by gain_data.py --compiled). */
+  compiled: boolean;
+  /** The backend its ratio was taken against, whose times are the layer's BF16 times: "bf16", or "bf16-compiled". */
+  baseline: string;
+}
+
+/** The compiled run merged into the table (gain_data.py --compiled): its own date and versions. */
+export interface CompiledRun {
+  date: string;
+  versions: Record<string, string | null>;
+  /** How the grid was compiled: "dynamic", "per-kn" or "static" (gemm_table.py --compile-shapes). */
+  shapes: string | null;
 }
 
 export interface BlockTable {
@@ -77,6 +89,8 @@ export interface GainTable {
   block: BlockTable | null;
   /** Version 2: the host's cost per forward region (autocast enter/exit, one per step) and per layer, per backend. */
   hostModel: Record<string, { perRegionMs: number; perLayerMs: number }>;
+  /** The compiled run whose backends (compiled: true) were merged in, if any. */
+  compiledRun: CompiledRun | null;
 }
 
 export class GainTableError extends Error {}
@@ -143,6 +157,7 @@ export function parseGainTable(json: unknown): GainTable {
     if (!isObj(raw)) throw new GainTableError(`backends.${name} must be an object`);
     const b: GainBackend = {
       name, available: raw.available === true, reason: str(raw.reason), recipe: str(raw.recipe), library: str(raw.library),
+      compiled: raw.compiled === true, baseline: str(raw.baseline) ?? 'bf16',
     };
     if (b.available) {
       b.totalMs = grid3(raw.total_ms, dims, `backends.${name}.total_ms`);
@@ -154,6 +169,10 @@ export function parseGainTable(json: unknown): GainTable {
     backends[name] = b;
   }
   if (!backends.bf16?.available) throw new GainTableError('the gain table has no bf16 baseline');
+  for (const b of Object.values(backends)) {
+    const base = backends[b.baseline];
+    if (b.available && (!base?.available || !base.totalMs)) throw new GainTableError(`backends.${b.name}.baseline "${b.baseline}" is not a measured backend of the table`);
+  }
   let block: BlockTable | null = null;
   if (isObj(json.block)) {
     const r = json.block;
@@ -197,15 +216,23 @@ export function parseGainTable(json: unknown): GainTable {
     }
   }
   const gpu = isObj(json.gpu) ? json.gpu : {};
-  const versions: Record<string, string | null> = {};
-  if (isObj(json.versions)) for (const [k, v] of Object.entries(json.versions)) versions[k] = v === null || v === undefined ? null : String(v);
+  const versionsOf = (v: unknown): Record<string, string | null> => {
+    const out: Record<string, string | null> = {};
+    if (isObj(v)) for (const [k, x] of Object.entries(v)) out[k] = x === null || x === undefined ? null : String(x);
+    return out;
+  };
+  const versions = versionsOf(json.versions);
+  const cr = isObj(json.compiled_run) ? json.compiled_run : undefined;
+  const compiledRun: CompiledRun | null = cr
+    ? { date: str(cr.date) ?? '', versions: versionsOf(cr.versions), shapes: isObj(cr.compile) ? str(cr.compile.shapes) : null }
+    : null;
   return {
     gpu: { name: str(gpu.name), capability: str(gpu.capability) },
     versions,
     date: str(json.date) ?? '',
     notABenchmark: json.not_a_benchmark === true,
     note: str(json.note),
-    grid, backends, block, hostModel,
+    grid, backends, block, hostModel, compiledRun,
   };
 }
 
@@ -288,6 +315,10 @@ export interface LinearShape {
 
 export interface LayerGain extends LinearShape {
   backend: string;
+  /** The backend's layers were measured in torch.compile, against compiled BF16 (baseline "bf16-compiled"). */
+  compiled: boolean;
+  /** The backend whose times bf16Ms and hostBf16Ms are: the one the ratio was taken against. */
+  baseline: string;
   /** BF16 time / FP8 time of this Linear's forward + backward (casts included): > 1 gains. */
   ratio: number;
   bf16Ms: number;
@@ -307,25 +338,42 @@ function backendOf(table: GainTable, backend: string): GainBackend {
   return b;
 }
 
+export type BackendStatus =
+  | { measured: true; backend: string; compiled: boolean; baseline: string }
+  | { measured: false; backend: string; reason: string };
+
+/**
+ * Whether the table can predict this backend: measured (and how: compiled or eager, against which baseline), or
+ * "not measured" with the reason. Never throws: the caller says "not measured" instead of a number.
+ */
+export function backendStatus(table: GainTable, backend: string): BackendStatus {
+  const b = table.backends[backend];
+  if (!b) return { measured: false, backend, reason: `not measured: the table (${table.gpu.name ?? 'GPU unknown'}, ${table.date.slice(0, 10)}) has no ${backend} rows` };
+  if (!b.available || !b.ratio) return { measured: false, backend, reason: `not measured: ${b.reason ?? 'no reason given'}` };
+  return { measured: true, backend, compiled: b.compiled, baseline: b.baseline };
+}
+
 const LINEAR_AXES = ['M', 'K', 'N'];
 
 /** The predicted FP8/BF16 ratio of one Linear (forward + backward) with the named backend. Throws for an unknown or unmeasured backend. */
 export function layerGain(table: GainTable, backend: string, shape: LinearShape): LayerGain {
   const b = backendOf(table, backend);
+  // The BF16 time the ratio divides: the baseline the backend was measured against (compiled BF16 for compiled rows).
+  const base = table.backends[b.baseline];
   const axes = [table.grid.m, table.grid.k, table.grid.n];
   const pt = [shape.m, shape.k, shape.n];
   const r = interpolateLog(axes, LINEAR_AXES, b.ratio, pt);
-  const t = interpolateTime(axes, LINEAR_AXES, table.backends.bf16.totalMs, pt);
+  const t = interpolateTime(axes, LINEAR_AXES, base.totalMs, pt);
   const notes: string[] = [];
   if (r.extrapolated) notes.push(`outside the measured grid (${r.clamped.join(', ')}): the ratio at the edge is used`);
   if (r.missingCorners || t.missingCorners) notes.push(`${Math.max(r.missingCorners, t.missingCorners)} neighbouring cell(s) failed to measure and were left out`);
   if (r.value === undefined || t.value === undefined) {
     throw new GainTableError(`no measured cell near M=${shape.m} K=${shape.k} N=${shape.n} for ${backend}`);
   }
-  const hb = table.backends.bf16.hostMs ? interpolateLog(axes, LINEAR_AXES, table.backends.bf16.hostMs, pt).value : undefined;
+  const hb = base.hostMs ? interpolateLog(axes, LINEAR_AXES, base.hostMs, pt).value : undefined;
   const hf = b.hostMs ? interpolateLog(axes, LINEAR_AXES, b.hostMs, pt).value : undefined;
   return {
-    ...shape, backend, ratio: r.value, bf16Ms: t.value, fp8Ms: t.value / r.value,
+    ...shape, backend, compiled: b.compiled, baseline: b.baseline, ratio: r.value, bf16Ms: t.value, fp8Ms: t.value / r.value,
     ...(hb !== undefined && hf !== undefined ? { hostBf16Ms: hb, hostFp8Ms: hf } : {}),
     extrapolated: r.extrapolated, notes,
   };
@@ -425,8 +473,11 @@ export interface StepPrediction {
  * where t_l is the measured BF16 time of layer l's Linear (forward + backward) and ratio_l its FP8 ratio (casts included).
  */
 export function predictStep(table: GainTable, backend: string, spec: ModelSpec): StepPrediction {
-  backendOf(table, backend);
+  const measured = backendOf(table, backend);
   const notes: string[] = [];
+  if (measured.compiled && (spec.blocks || spec.lmHead || spec.params)) {
+    notes.push('the Linears are measured compiled (against compiled BF16); attention, norms, activations, lm-head, loss and optimizer are the eager BF16 measurements, which a compiled model runs faster: the step speedup is on the low side');
+  }
   let extrapolated = false;
   let gemmBf16 = 0;
   let gemmFp8 = 0;

@@ -6,7 +6,7 @@ import { RULES } from '../../../common/codes';
 import type { Dim, Layer, ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { explanationText } from '../rules/explain';
-import { predictModel } from '../analysis/gain-layer';
+import { predictModel, predictModelFor, TORCHAO_BACKENDS } from '../analysis/gain-layer';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { isAnalysed, type AnalysedFile } from './analyze';
 import { countBySeverity } from './format-text';
@@ -110,6 +110,13 @@ function gainJson(ir: ModelIR, settings: PrecisionLensSettings): object | undefi
     loses: p.loses,
     summary: p.short,
     details: p.details,
+    // torchao's recipes (compiled, against compiled BF16) where the table measured them, else why not: no number.
+    other_backends: Object.fromEntries(TORCHAO_BACKENDS.map((b) => {
+      const o = predictModelFor(ir, settings, b);
+      return [b, !o ? null : o.measured
+        ? { measured: true, speedup: o.prediction.step.speedup, bf16_step_ms: o.prediction.step.bf16StepMs, fp8_step_ms: o.prediction.step.fp8StepMs, launch_bound: o.prediction.step.hostBound.fp8, summary: o.prediction.short }
+        : { measured: false, reason: o.reason }];
+    })),
   };
 }
 

@@ -5,7 +5,7 @@
  */
 import type { CodeLens } from 'vscode-languageserver/node';
 import type { PrecisionLensSettings } from '../../../common/settings';
-import { predictModel, type ModelPrediction } from '../analysis/gain-layer';
+import { predictModel, torchaoLines, type ModelPrediction } from '../analysis/gain-layer';
 import type { ClassInfo, ModelIR } from '../analysis/ir';
 import { lineStartsOf } from '../engine/lines';
 
@@ -64,6 +64,6 @@ export function modelCodeLenses(text: string, ir: ModelIR, settings: PrecisionLe
   const title = gainLensTitle(prediction);
   return [{
     range: { start: { line, character: 0 }, end: { line, character: 0 } },
-    command: { title, command: SHOW_GAIN_COMMAND, arguments: [title, prediction.details] },
+    command: { title, command: SHOW_GAIN_COMMAND, arguments: [title, [...prediction.details, ...torchaoLines(ir, settings)]] },
   }];
 }
