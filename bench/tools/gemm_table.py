@@ -188,6 +188,15 @@ class Backends(object):
         """The backend's Linear(K, N); compiled=True wraps it in torch.compile where this run is --compile."""
         mod = self._build(name, k, n)
         if compiled and self.compiler is not None:
+            # Every backend compiled as the same wrapper (torchao's conversion needs a parent module): dynamo keeps a
+            # compiled module's own parameters at static shapes, a child's follow force_parameter_static_shapes.
+            if not isinstance(mod, self.torch.nn.Sequential):
+                mod = self.torch.nn.Sequential(mod)
+            if type(mod[0]) is self.torch.nn.Linear:
+                # dynamo keeps the parameters of torch.nn's own modules at static shapes (a graph per (K, N));
+                # torchao's Float8Linear, a subclass, follows force_parameter_static_shapes. The same for bf16: the
+                # same forward, in a subclass.
+                mod[0].__class__ = _linear_subclass(self.torch)
             mod = self.compiler.wrap(mod, static=static)
         return mod
 
@@ -215,6 +224,17 @@ class Backends(object):
                 te.fp8_autocast(enabled=True, fp8_recipe=recipe)
             return _Both(outer, inner)
         return outer
+
+
+_LINEAR_SUBCLASS = []
+
+
+def _linear_subclass(torch):
+    if not _LINEAR_SUBCLASS:
+        class BenchLinear(torch.nn.Linear):
+            """nn.Linear as is (its forward), outside torch.nn: dynamo treats its parameters as torchao's."""
+        _LINEAR_SUBCLASS.append(BenchLinear)
+    return _LINEAR_SUBCLASS[0]
 
 
 class _Both(object):
@@ -498,11 +518,8 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
         try:
             x = torch.randn(m, k, device=dev, dtype=torch.bfloat16, requires_grad=True)
             dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
-            mod = be.build("bf16", k, n, compiled=True)
+            mod = be.build("bf16", k, n)  # eager, also in a compiled run: it only scales the repeats
             phases = linear_step(torch, mod, lambda: be.region("bf16"), x, dy)
-            if comp:
-                comp.mark_input(x)
-                comp.prime(phases, timer.sync)
             (f, b), _ = measure_repeats(timer, phases, 1, 3)
             cal.append((6.0 * m * k * n / 1e9, f + b))
             log("calibration bf16 M=%d K=%d N=%d: %.3f ms" % (m, k, n, f + b))
@@ -524,6 +541,20 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
     per_cell_ms = max(total_est / len(est) / n_avail, 1e-3) * iters
     log("cost model: %.3f ms + %.4f ms/GFLOP; grid estimate %.1f s per iteration of every backend; ~%d iterations a cell"
         % (floor, slope, total_est / 1e3, iters))
+    if comp and comp.shapes == "dynamic":
+        # One graph per backend serves the grid, and Inductor tunes its kernels for the sizes it compiles with: compile
+        # at a mid-grid cell (a typical training layer), not at the grid's first and smallest one.
+        m, k, n = representative_cell(grid)
+        for name in names:
+            try:
+                x = torch.randn(m, k, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
+                cs, ng = comp.prime(linear_step(torch, be.build(name, k, n, compiled=True), (lambda nm=name: be.region(nm)), x, dy),
+                                    timer.sync)
+                log("compiled %s at M=%d K=%d N=%d: %.1f s, %s graph(s)" % (name, m, k, n, cs, ng))
+                del x, dy
+            except Exception as exc:  # the grid's cells say it again, and fall back to static
+                log("compiling %s at M=%d K=%d N=%d failed: %s: %s" % (name, m, k, n, type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else ""))
     for k_i, k in enumerate(k_list):
         for n_i, n in enumerate(n_list):
             mods = {}
@@ -616,13 +647,21 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
 STATIC_CHECK_CELLS = ((8192, 4096, 4096), (32768, 8192, 8192), (2048, 1024, 1024), (8192, 2048, 8192))
 
 
+def representative_cell(grid):
+    """A typical training layer of the grid: 8192 x 4096 x 4096 where the grid has it, else its middle cell."""
+    c = STATIC_CHECK_CELLS[0]
+    if c[0] in grid["m"] and c[1] in grid["k"] and c[2] in grid["n"]:
+        return c
+    return grid["m"][len(grid["m"]) // 2], grid["k"][len(grid["k"]) // 2], grid["n"][len(grid["n"]) // 2]
+
+
 def static_check(torch, be, timer, grid, names, tables, args, log, budget_end):
     """In a dynamic / per-kn compiled run: a few cells again with every backend compiled static (dynamic=False, as a
     fixed-shape model compiles them), beside the grid's figure: how far the shape-generic kernels are."""
     comp = be.compiler
     cells = [c for c in STATIC_CHECK_CELLS if c[0] in grid["m"] and c[1] in grid["k"] and c[2] in grid["n"]]
     if not cells:
-        cells = [(grid["m"][len(grid["m"]) // 2], grid["k"][len(grid["k"]) // 2], grid["n"][len(grid["n"]) // 2])]
+        cells = [representative_cell(grid)]
     out = []
     dev = be.device
     for (m, k, n) in cells[:args.static_check]:
