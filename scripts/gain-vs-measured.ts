@@ -7,7 +7,9 @@
  * model's config defaults, as the A/B's workload built them (PL_WIDTH / PL_LAYERS). Each run is predicted as it ran:
  * its recipe (te-delayed or te-current table) and whether its norms converted (see measuredRuns). Beside the adopted
  * prediction (one max(GPU, host) over the step) the per-phase overlap rule, which was tried and not adopted (gain.ts
- * OverlapRule, docs/gain.md).
+ * OverlapRule, docs/gain.md). Then torchao: the compiled A/B runs (`ab-...-compiled-log.txt`) measured torchao's
+ * tensorwise recipe on the original (`torchao-original`) against the compiled original, which the table's compiled
+ * torchao rows predict (against compiled BF16) once gain_data.py --compiled merged them; until then "not measured".
  *
  *   npx tsx scripts/gain-vs-measured.ts [--markdown]
  */
@@ -16,7 +18,7 @@ import { join } from 'node:path';
 import { resolveSettings } from '../common/settings';
 import { analyzeTree } from '../server/src/analysis';
 import { phaseStepMs } from '../server/src/analysis/gain';
-import { predictModel } from '../server/src/analysis/gain-layer';
+import { predictModel, predictModelFor } from '../server/src/analysis/gain-layer';
 import { createPythonParser } from '../server/src/engine/parser';
 
 const ROOT = join(__dirname, '..');
@@ -62,6 +64,24 @@ function measuredRuns(): Run[] {
         family, variant: variant.replace(/^-/, ''), width: +width, layers: +layers, tokens: +batch * +seq, measured: conv / orig, file: `${dir}/${name}`,
         recipe: recipeLine === 'Float8CurrentScaling' ? 'Float8CurrentScaling' : 'DelayedScaling', normModules: nm === undefined ? undefined : +nm,
       });
+    }
+  }
+  return runs;
+}
+
+/** The compiled A/B runs: torchao on the original (compiled) over the original (compiled), tokens/s. */
+function torchaoRuns(): { family: string; width: number; layers: number; tokens: number; measured: number; file: string }[] {
+  const runs = [];
+  for (const dir of readdirSync(RESULTS).filter((d) => /-ab/.test(d)).sort()) {
+    for (const name of readdirSync(join(RESULTS, dir)).sort()) {
+      const m = /^ab-([a-z0-9]+)-(\d+)x(\d+)-(\d+)x(\d+)-compiled-log\.txt$/.exec(name);
+      if (!m) continue;
+      const log = readFileSync(join(RESULTS, dir, name), 'utf8');
+      const rate = (arm: string) => Number(new RegExp(`^\\[${arm}\\] (\\d+) tokens/s`, 'm').exec(log)?.[1]);
+      const orig = rate('original');
+      const ao = rate('torchao-original');
+      if (!(orig > 0 && ao > 0)) continue;
+      runs.push({ family: m[1], layers: +m[2], width: +m[3], tokens: +m[4] * +m[5], measured: ao / orig, file: `${dir}/${name}` });
     }
   }
   return runs;
@@ -116,6 +136,28 @@ async function main(): Promise<void> {
   };
   console.log(`${markdown ? '\n' : ''}adopted (one max over the step): ${summary(errors)}`);
   console.log(`${markdown ? '\n' : ''}per-phase rule: ${summary(phaseErrors)}`);
+
+  // torchao (tensorwise, compiled) on the original model, against the compiled original.
+  const aoRows: string[] = [];
+  for (const run of torchaoRuns()) {
+    const src = join(ROOT, '.realproj', run.family, 'orig', 'model.py');
+    const fields = FIELDS[run.family];
+    if (!fields || !existsSync(src)) { aoRows.push(`${run.family} ${run.layers} x ${run.width}: no ${src}`); continue; }
+    const text = readFileSync(src, 'utf8')
+      .replace(new RegExp(`(\\n\\s+${fields.width}: int = )\\d+`), `$1${run.width}`).replace(new RegExp(`(\\n\\s+${fields.layers}: int = )\\d+`), `$1${run.layers}`);
+    const tree = parser.parse(text)!;
+    const p = predictModelFor(analyzeTree(tree, text), resolveSettings({ tokensPerStep: run.tokens }), 'torchao-original');
+    tree.delete();
+    const predicted = !p ? 'no prediction' : p.measured ? `${p.prediction.step.speedup.toFixed(3)}x` : p.reason;
+    const err = p?.measured ? `${((p.prediction.step.speedup / run.measured - 1) * 100).toFixed(1)} %` : '';
+    const cells = [run.family, `${run.layers} x ${run.width}`, `${run.tokens}`, `${run.measured.toFixed(3)}x`, predicted, err, run.file];
+    aoRows.push(markdown ? `| ${cells.join(' | ')} |` : cells.join('\t'));
+  }
+  if (aoRows.length) {
+    console.log(`${markdown ? '\n' : '\n'}torchao tensorwise on the original, compiled, against the compiled original (the table's compiled rows):`);
+    if (markdown) console.log('| model | layers x width | tokens/step | measured | predicted | error | run |\n|---|---|---|---|---|---|---|');
+    for (const r of aoRows) console.log(r);
+  }
 }
 
 main().catch((e) => { console.error(e); process.exit(1); });
