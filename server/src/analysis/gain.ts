@@ -12,6 +12,10 @@
  * clamped to the edge and the answer says so (extrapolated, and which axes). Times beyond the grid grow with the work:
  * above the largest grid value a time is scaled by coordinate / edge (the GEMMs there are compute-bound, the time
  * per FLOP flat); below the smallest it stays at the edge's (launch-bound, a floor). Ratios are clamped on both sides.
+ *
+ * Each backend's ratio was taken against a baseline backend of the same run, whose times are the layer's BF16 times:
+ * "bf16" (eager) for the eager rows, "bf16-compiled" for the compiled torchao rows that gain_data.py --compiled merges
+ * in (gemm_table.py --compile). A backend the table did not measure is "not measured" (backendStatus), never a number.
  */
 
 export const GAIN_TABLE_SCHEMA = 'precision-lens/gemm-table';
