@@ -144,7 +144,10 @@ class Backends(object):
         self.compiler = compiler
         self.nullcontext = contextlib.nullcontext
         self.info = {}
-        te, recipe_mod, api, te_version, te_reason = load_te(torch, device)
+        if compiler is not None:  # a compiled run measures no TE backend: TE is not even imported
+            te, recipe_mod, api, te_version, te_reason = None, None, None, None, "not asked for (--backends)"
+        else:
+            te, recipe_mod, api, te_version, te_reason = load_te(torch, device)
         self.te, self.te_api, self.te_version = te, api, te_version
         self.recipes = {}
         for name, kind in (("te-delayed", "delayed"), ("te-current", "current")):
@@ -598,7 +601,8 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
                                 if comp.shapes == "static":
                                     raise
                                 # Shape-generic compiling failed (torchao's subclasses have had dynamic-shape bugs):
-                                # this cell, and the backend's later ones, compiled static instead, and said so.
+                                # this cell, and the backend's later ones, compiled static instead, and said so (an
+                                # emergency path: its graphs pile up in dynamo's cache, whose guard checks are host time).
                                 msg = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
                                 cell.setdefault("static_fallback", []).append({"m": m, "k": k, "n": n, "error": msg})
                                 if name not in comp.failed:
@@ -679,13 +683,14 @@ def static_check(torch, be, timer, grid, names, tables, args, log, budget_end):
             continue
         for name in names:
             try:
-                mod = be.build(name, k, n, compiled=True, static=True)
-                phases = linear_step(torch, mod, (lambda nm=name: be.region(nm)), x, dy)
+                g = tables[name]["group"][mi][ki][ni] or 1  # as many layers per region as the grid's cell
+                mods = [be.build(name, k, n, compiled=True, static=True) for _ in range(g)]
+                phases = linear_step(torch, mods, (lambda nm=name: be.region(nm)), x, dy)
                 comp.prime(phases, timer.sync)
-                (f, b), _ = measure_repeats(timer, phases, args.warmup, args.max_repeats)
+                (f, b), _ = measure_repeats(timer, phases, args.warmup, args.max_repeats, group=g)
                 row["static_ms"][name] = round(f + b, 5)
                 row["grid_ms"][name] = tables[name]["total_ms"][mi][ki][ni]
-                del mod
+                del mods
             except Exception as exc:
                 row["errors"][name] = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
         base_s, base_g = row["static_ms"].get("bf16"), row["grid_ms"].get("bf16")
