@@ -200,6 +200,9 @@ class Backends(object):
                 # torchao's Float8Linear, a subclass, follows force_parameter_static_shapes. The same for bf16: the
                 # same forward, in a subclass.
                 mod[0].__class__ = _linear_subclass(self.torch)
+            if self.compiler.shapes == "dynamic" and not static:
+                for p in mod.parameters():
+                    self.compiler.mark_all(p)
             mod = self.compiler.wrap(mod, static=static)
         return mod
 
@@ -322,9 +325,18 @@ class Compiler(object):
         return self.torch.compile(mod, **kw)
 
     def mark_input(self, x):
-        """per-kn: the tokens M of the input are dynamic (one graph per (K, N) column serves every M)."""
+        """per-kn: the tokens M of the input are dynamic (one graph per (K, N) column serves every M); dynamic: every
+        dim (compiled shape-generic from the first call, with that call's sizes as Inductor's hints)."""
         if self.shapes == "per-kn":
             self.dynamo.mark_dynamic(x, 0)
+        elif self.shapes == "dynamic":
+            self.mark_all(x)
+
+    def mark_all(self, t):
+        mark = getattr(self.dynamo, "maybe_mark_dynamic", None)  # no error where the code specialises a size
+        if mark is not None:
+            for d in range(t.dim()):
+                mark(t, d)
 
     def new_column(self):
         """per-kn / static: a fresh cache per (K, N) column, so guards never pile up (their check is host time)."""
@@ -536,6 +548,28 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
         for k in k_list:
             for n in n_list:
                 est[(m, k, n)] = floor + slope * 6.0 * m * k * n / 1e9
+    if comp and comp.shapes == "dynamic":
+        # One graph per backend serves the grid. dynamo compiles the first shapes it sees static and the first that
+        # differ shape-generic (automatic dynamic shapes), and Inductor tunes its kernels for the sizes it compiles
+        # with: so each backend is compiled at two typical training layers near the middle of the grid (every dim
+        # different, M, K, N distinct so none is tied to another), not at the grid's first and smallest cells. Before
+        # the repeats are set: the compile time comes out of the budget.
+        first = representative_cell(grid)
+        for name in names:
+            out[name]["compile_prime"] = []
+            for (m, k, n) in [first] + [c for c in [second_cell(grid, first)] if c]:
+                try:
+                    x = torch.randn(m, k, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                    dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
+                    comp.mark_input(x)
+                    cs, ng = comp.prime(linear_step(torch, be.build(name, k, n, compiled=True), (lambda nm=name: be.region(nm)),
+                                                    x, dy), timer.sync)
+                    out[name]["compile_prime"].append({"m": m, "k": k, "n": n, "compile_s": round(cs, 3), "graphs": ng})
+                    log("compiled %s at M=%d K=%d N=%d: %.1f s, %s graph(s)" % (name, m, k, n, cs, ng))
+                    del x, dy
+                except Exception as exc:  # the grid's cells say it again, and fall back to static
+                    log("compiling %s at M=%d K=%d N=%d failed: %s: %s" % (
+                        name, m, k, n, type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else ""))
     n_avail = len(names)
     # Every backend costs about the BF16 time or less (FP8 GEMMs, plus casts); budget ~ sum(est) * backends * iters.
     total_est = sum(est.values()) * n_avail
@@ -544,20 +578,6 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
     per_cell_ms = max(total_est / len(est) / n_avail, 1e-3) * iters
     log("cost model: %.3f ms + %.4f ms/GFLOP; grid estimate %.1f s per iteration of every backend; ~%d iterations a cell"
         % (floor, slope, total_est / 1e3, iters))
-    if comp and comp.shapes == "dynamic":
-        # One graph per backend serves the grid, and Inductor tunes its kernels for the sizes it compiles with: compile
-        # at a mid-grid cell (a typical training layer), not at the grid's first and smallest one.
-        m, k, n = representative_cell(grid)
-        for name in names:
-            try:
-                x = torch.randn(m, k, device=dev, dtype=torch.bfloat16, requires_grad=True)
-                dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
-                cs, ng = comp.prime(linear_step(torch, be.build(name, k, n, compiled=True), (lambda nm=name: be.region(nm)), x, dy),
-                                    timer.sync)
-                log("compiled %s at M=%d K=%d N=%d: %.1f s, %s graph(s)" % (name, m, k, n, cs, ng))
-                del x, dy
-            except Exception as exc:  # the grid's cells say it again, and fall back to static
-                log("compiling %s at M=%d K=%d N=%d failed: %s: %s" % (name, m, k, n, type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else ""))
     for k_i, k in enumerate(k_list):
         for n_i, n in enumerate(n_list):
             mods = {}
@@ -657,6 +677,22 @@ def representative_cell(grid):
     if c[0] in grid["m"] and c[1] in grid["k"] and c[2] in grid["n"]:
         return c
     return grid["m"][len(grid["m"]) // 2], grid["k"][len(grid["k"]) // 2], grid["n"][len(grid["n"]) // 2]
+
+
+def second_cell(grid, first):
+    """The grid cell nearest `first` (in log space) whose M, K, N all differ from first's and from each other; the
+    larger on a tie. None if the grid has none."""
+    best = None
+    for m in grid["m"]:
+        for k in grid["k"]:
+            for n in grid["n"]:
+                if m == first[0] or k == first[1] or n == first[2] or len({m, k, n}) < 3:
+                    continue
+                d = sum(math.log(a / b) ** 2 for a, b in zip((m, k, n), first))
+                key = (d, -m * k * n)
+                if best is None or key < best[0]:
+                    best = (key, (m, k, n))
+    return best[1] if best else None
 
 
 def static_check(torch, be, timer, grid, names, tables, args, log, budget_end):
