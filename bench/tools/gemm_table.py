@@ -14,8 +14,8 @@ dgrad + wgrad) per backend, INCLUDING the casts each backend adds, against BF16 
 Eager by default (the te-* rows: TE's fused kernels need no compiler, and DelayedScaling refuses torch.compile).
 --compile measures the way torchao is run: every layer (bf16 and FP8 alike, so the ratio compares like with like)
 wrapped in torch.compile (Inductor), compiled before it is timed; the compile time is logged, not timed. Shapes
-(--compile-shapes): "dynamic" (default) compiles each backend's layer once for the whole grid (torch.compile
-dynamic=True: one graph serves every (M, K, N), a handful of compiles in all); "per-kn" once per (K, N) column with
+(--compile-shapes): "dynamic" (default) compiles each backend's layer once for the whole grid, before it, at
+8192 x 4096 x 4096 with every input and parameter dim marked dynamic (one shape-generic graph serves every (M, K, N)); "per-kn" once per (K, N) column with
 the tokens M marked dynamic; "static" once per cell (dynamic=False: what a fixed-shape model compiles, 3 x 180
 compiles for the full grid: longer than the budget). Dynamo is reset between columns for per-kn / static, the
 recompile limits are raised so no cell silently falls back to eager. In dynamic / per-kn mode a few cells are
