@@ -84,6 +84,7 @@ def test_the_compiled_run_merges_with_its_own_baseline_and_provenance(tmp_path):
     assert run["compiled"] is True and run["date"] == "2026-12-05T00:00:00Z" and run["versions"]["torchao"] == "0.18.0"
     assert run["compile"]["shapes"] == "dynamic" and "--compile" in run["command"]
     assert run["static_check"][0]["static_ratio"]["torchao-tensorwise"] == 1.7 and "errors" not in run["static_check"][0]
+    assert run["static_fallback"] == {}
 
 
 def test_a_compiled_run_that_does_not_fit_is_refused(tmp_path):

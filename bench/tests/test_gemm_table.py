@@ -160,3 +160,31 @@ def test_compiled_mode_refuses_the_te_backends(tmp_path):
     p = subprocess.run([sys.executable, TOOL, "--device", "cpu", "--quick", "--compile", "--backends", "bf16,te-delayed",
                         "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "te-delayed run eager" in p.stderr, p.stderr
+
+
+def test_compiled_mode_falls_back_to_static_where_the_dynamic_compile_fails(tmp_path):
+    """The fake torchao registers a compile backend that refuses dynamic shapes (as torchao's tensor subclasses have
+    done): every backend is then compiled static per cell, each cell listed in static_fallback with the cause, and the
+    grid is still measured in full."""
+    if not _torch_has_compile():
+        return
+    fakes = os.pathsep.join([os.path.join(HERE, "fake_te"), os.path.join(HERE, "fake_torchao")])
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PL_GEMM_TABLE_TEST_FAKES="1",
+               PYTHONPATH=fakes + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
+    p = subprocess.run([sys.executable, TOOL, "--device", "cpu", "--quick", "--compile", "--compile-backend",
+                        "pl_test_no_dynamic", "--static-check", "0", "--out", str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "gemm-table-compiled.json").read_text())
+    cells = 1
+    for axis in ("m", "k", "n"):
+        cells *= len(doc["grid"][axis])
+    for name in ("bf16", "torchao-tensorwise", "torchao-rowwise"):
+        b = doc["backends"][name]
+        assert b["errors"] == [], (name, b["errors"])
+        assert all(v is not None for plane in b["ratio"] for row in plane for v in row), name
+        assert len(b["static_fallback"]) == cells, (name, b.get("static_fallback"))
+        assert "a dynamic shape" in b["static_fallback"][0]["error"]
+        # Static: one graph per cell.
+        assert all(v == 1 for plane in b["graphs"] for row in plane for v in row), (name, b["graphs"])
+    assert "compiled static from here on" in p.stderr

@@ -73,6 +73,8 @@ def merge_compiled(out, doc, source, allow_incomplete=False):
         "source": source, "compiled": True, "date": doc.get("date"), "versions": doc.get("versions"),
         "gpu": doc.get("gpu"), "command": doc.get("command"), "compile": doc.get("compile"), "note": doc.get("note"),
         "incomplete": bool(doc.get("incomplete")), "elapsed_s": doc.get("elapsed_s"),
+        # Cells compiled static because the backend's shape-generic compile failed (gemm_table.py's static_fallback).
+        "static_fallback": {n: len(b["static_fallback"]) for n, b in doc["backends"].items() if b.get("static_fallback")},
         "static_check": [{k: v for k, v in row.items() if k != "errors" or v} for row in doc.get("static_check") or []],
     })
     return out

@@ -274,6 +274,13 @@ COMPILED_DEFAULT = ("bf16", "torchao-tensorwise", "torchao-rowwise")
 RECOMPILE_LIMIT = 256
 
 
+def error_text(exc):
+    """An exception in one line: its type and its first two non-empty lines (torch's compile errors put the cause on
+    the second), 300 characters at most."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()][:2]
+    return ("%s: %s" % (type(exc).__name__, " ".join(lines)))[:300]
+
+
 def compile_unavailable(torch):
     """None when torch.compile can run here, else why not."""
     if not hasattr(torch, "compile"):
@@ -307,7 +314,8 @@ class Compiler(object):
             self.limits["force_parameter_static_shapes"] = False
         self.seconds = 0.0
         self.resets = 0
-        self.failed = set()  # backends whose shape-generic compile failed: static per cell from then on
+        self.failed = {}  # backend -> why its shape-generic compile failed: static per cell from then on
+        self.failed_logged = {}
 
     def graphs(self):
         """Graphs dynamo has compiled in this process (its own counter; survives resets)."""
@@ -567,9 +575,10 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
                     out[name]["compile_prime"].append({"m": m, "k": k, "n": n, "compile_s": round(cs, 3), "graphs": ng})
                     log("compiled %s at M=%d K=%d N=%d: %.1f s, %s graph(s)" % (name, m, k, n, cs, ng))
                     del x, dy
-                except Exception as exc:  # the grid's cells say it again, and fall back to static
-                    log("compiling %s at M=%d K=%d N=%d failed: %s: %s" % (
-                        name, m, k, n, type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else ""))
+                except Exception as exc:  # the grid's cells compile this backend static (static_fallback)
+                    log("compiling %s at M=%d K=%d N=%d failed: %s" % (name, m, k, n, error_text(exc)))
+                    comp.failed[name] = error_text(exc)
+                    break
     n_avail = len(names)
     # Every backend costs about the BF16 time or less (FP8 GEMMs, plus casts); budget ~ sum(est) * backends * iters.
     total_est = sum(est.values()) * n_avail
@@ -615,7 +624,7 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
                         if comp:
                             try:
                                 if name in comp.failed:
-                                    raise RuntimeError("its %s compile failed before" % comp.shapes)
+                                    raise RuntimeError(comp.failed[name])
                                 cs, ng = comp.prime(phases, timer.sync)
                             except Exception as exc:
                                 if comp.shapes == "static":
@@ -623,14 +632,16 @@ def linear_table(torch, be, timer, grid, names, args, log, budget_end, checkpoin
                                 # Shape-generic compiling failed (torchao's subclasses have had dynamic-shape bugs):
                                 # this cell, and the backend's later ones, compiled static instead, and said so (an
                                 # emergency path: its graphs pile up in dynamo's cache, whose guard checks are host time).
-                                msg = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
+                                msg = comp.failed.get(name) or error_text(exc)
                                 cell.setdefault("static_fallback", []).append({"m": m, "k": k, "n": n, "error": msg})
-                                if name not in comp.failed:
+                                if not comp.failed_logged.get(name):
                                     log("%s M=%d K=%d N=%d: %s compile failed (%s): compiled static from here on" % (
                                         name, m, k, n, comp.shapes, msg))
-                                comp.failed.add(name)
+                                    comp.failed_logged[name] = True
+                                comp.failed[name] = msg
                                 one = [be.build(name, k, n, compiled=True, static=True) for _ in range(g)]
-                                phases = linear_step(torch, one, (lambda nm=name: be.region(nm)), x, dy)
+                                xs = x.detach().clone().requires_grad_(True)  # without x's dynamic marks
+                                phases = linear_step(torch, one, (lambda nm=name: be.region(nm)), xs, dy)
                                 cs, ng = comp.prime(phases, timer.sync)
                             cell["compile_s"][m_i][k_i][n_i] = round(cs, 3)
                             cell["graphs"][m_i][k_i][n_i] = ng

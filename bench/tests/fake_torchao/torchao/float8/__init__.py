@@ -50,3 +50,27 @@ def convert_to_float8_training(module, *, module_filter_fn=None, config=None):
             swapped.append(fqn)
     CONVERT_LOG.append((config.recipe, swapped))
     return module
+
+
+def _register_test_backend():
+    """A torch.compile backend for the tests of bench/tools/gemm_table.py's static fallback: it refuses any graph with
+    a dynamic (symbolic) size, as torchao's tensor subclasses have done, and runs the others as aot_eager would."""
+    try:
+        from torch._dynamo import lookup_backend, register_backend
+    except Exception:
+        return
+
+    def symbolic(v):
+        if isinstance(v, torch.SymInt):
+            return True
+        return isinstance(v, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in v.shape)
+
+    @register_backend(name="pl_test_no_dynamic")
+    def no_dynamic(gm, example_inputs):
+        if any(symbolic(n.meta.get("example_value")) for n in gm.graph.nodes if n.op == "placeholder"):
+            raise RuntimeError("pl_test_no_dynamic: a dynamic shape (fake torchao's refusal, for the tests)")
+        return lookup_backend("aot_eager")(gm, example_inputs)
+
+
+if hasattr(torch, "compile"):
+    _register_test_backend()
