@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { DEFAULT_SETTINGS, type PrecisionLensSettings } from '../../common/settings';
 import { backendStatus, GainTableError, layerGain, parseGainTable, predictStep, type GainTable } from '../../server/src/analysis/gain';
 import { h200Table, predictModel, predictModelFor, tableBackendOf, torchaoLines } from '../../server/src/analysis/gain-layer';
+import { modelCodeLenses } from '../../server/src/lsp/codelens';
 import { analyse } from './fixes-support';
 import { gpt } from './gpt-model';
 
@@ -125,6 +126,12 @@ describe('gain: torchao on the shipped H200 table', function () {
       assert.match(lines[0], /^torchao instead \(convert_to_float8_training, compiled\): not measured: /);
       assert.doesNotMatch(lines[0], /\d\.\d\dx/);
     }
+    // The model lens's details (what "show the numbers" lists) end with that line.
+    const text = gpt(4096, 6);
+    const lens = modelCodeLenses(text, (await analyse(text, DEFAULT_SETTINGS)).ir, DEFAULT_SETTINGS);
+    assert.equal(lens.length, 1);
+    const details = lens[0].command!.arguments![1] as string[];
+    assert.equal(details[details.length - 1], lines[0]);
     // TE's prediction is unchanged by the torchao rows (the default backend of the settings).
     assert.equal(predictModelFor(a.ir, DEFAULT_SETTINGS, 'te')!.measured, true);
     assert.equal(predictModel(a.ir, DEFAULT_SETTINGS)!.step.backend, 'te-current');
