@@ -345,3 +345,61 @@ describe('fixes: a norm class looked up by a string parameter runs on both paths
     if (atLeast(2, 4)) assert.match(run.stdout, /^rms: torch\.RMSNorm 1e-06 same=True$/m, out);
   });
 });
+
+describe('fixes: a norm fused into te.LayerNormLinear computes what the two layers computed, keeps its checkpoint and trains', function () {
+  this.timeout(450_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'fuse_blocks.py');
+
+  it('without FP8 both layers as built; with FP8 (the fake TE) one te.LayerNormLinear per pair, the original state_dict loads strictly, same output, gradients reach the norm', async function () {
+    if (!TORCH) this.skip();
+    const { text } = await convertExample(readFileSync(input, 'utf8'), settingsWith({}));
+    assert.match(text, /self\.attn = fp8_fuse_norm\(self\.ln_1, Attention\(dim, heads\), "qkv"\)/);
+    assert.match(text, /self\.fc = fp8_fuse_norm\(self\.norm, fp8_linear\(dim, dim\)\)/);
+    const { dir } = scratch('converted.py', text);
+    writeFileSync(join(dir, 'original.py'), readFileSync(input, 'utf8'));
+    const probe = (fp8: boolean) => [
+      'import runpy, sys, torch',
+      ...(fp8 ? [
+        `sys.path.insert(0, ${JSON.stringify(join(__dirname, 'fake_te'))})`,
+        'torch.cuda.is_available = lambda: True',
+        'torch.cuda.get_device_capability = lambda *a: (9, 0)',
+        'torch.cuda.get_device_name = lambda *a: "Fake H100"',
+        'torch.cuda.is_bf16_supported = lambda: True',
+      ] : []),
+      'conv = runpy.run_path("converted.py")',
+      'orig = runpy.run_path("original.py")',
+      'torch.manual_seed(0)',
+      'ref = orig["Net"]()',
+      'net = conv["Net"]()',
+      'print("qkv:", type(net.blocks[0].attn.qkv).__name__, "fc:", type(net.proj.fc).__name__, "late:", type(net.late.fc).__name__, "shared:", type(net.shared.a).__name__)',
+      // The converted model's parameters are the original's, under the original's names (TE adds _extra_state).
+      'missing, unexpected = net.load_state_dict(ref.state_dict(), strict=False)',
+      'print("missing:", [k for k in missing if not k.endswith("_extra_state")], "unexpected:", unexpected)',
+      'ref.load_state_dict({k: v for k, v in net.state_dict().items() if not k.endswith("_extra_state")}, strict=True)',
+      'x = torch.randn(2, 16, 64)',
+      'a, b = ref(x), net(x)',
+      'print("max diff %.2e" % (a - b).abs().max().item())',
+      'b.square().mean().backward()',
+      'g = net.blocks[0].ln_1.weight.grad',
+      'print("ln_1 grad:", g is not None and bool(g.abs().sum() > 0), "proj norm grad:", net.proj.norm.weight.grad is not None)',
+      'print("parameters:", sum(p.numel() for p in net.parameters()), sum(p.numel() for p in ref.parameters()))',
+    ].join('\n');
+    const bf16 = runPython(['-c', probe(false)], dir);
+    assert.equal(bf16.status, 0, bf16.output);
+    assert.match(bf16.stdout, /^Running in BF16 fallback/m);
+    assert.match(bf16.stdout, /^qkv: Linear fc: Linear late: Linear shared: Linear$/m, bf16.output);
+    assert.match(bf16.stdout, /^missing: \[\] unexpected: \[\]$/m, bf16.output);
+    assert.match(bf16.stdout, /^max diff 0\.00e\+00$/m, bf16.output);
+    const fp8 = runPython(['-c', probe(true)], dir);
+    assert.equal(fp8.status, 0, fp8.output);
+    assert.match(fp8.stdout, /^Running in FP8 mode on Fake H100/m, fp8.output);
+    // The fused pairs are one te.LayerNormLinear; Late (norm built after its Linear) and Shared stay te.Linear.
+    assert.match(fp8.stdout, /^qkv: _PLNormLinear fc: _PLNormLinear late: Linear shared: Linear$/m, fp8.output);
+    assert.match(fp8.stdout, /^missing: \[\] unexpected: \[\]$/m, fp8.output);
+    const diff = Number(/^max diff (\S+)$/m.exec(fp8.stdout)?.[1]);
+    assert.ok(diff < 1e-5, fp8.output);
+    assert.match(fp8.stdout, /^ln_1 grad: True proj norm grad: True$/m, fp8.output);
+    const [n, m] = /^parameters: (\d+) (\d+)$/m.exec(fp8.stdout)!.slice(1).map(Number);
+    assert.equal(n, m, 'the fused layer holds no parameter twice');
+  });
+});

@@ -127,10 +127,10 @@ describe('precision-lens check --fix (built CLI)', function () {
     const project = join(dir, 'runnable');
     const before = readFileSync(join(project, 'model.py'), 'utf8');
     const hint = runCli(['check', 'runnable', '--convert-losing-layers', '--fail-on', 'none'], dir);
-    assert.match(hint.stdout, /^\[\*\] No fix is behaviour-preserving; 3 fixable with --fix --unsafe-fixes/m);
+    assert.match(hint.stdout, /^\[\*\] No fix is behaviour-preserving; 4 fixable with --fix --unsafe-fixes/m);
     const safe = runCli(['check', 'runnable', '--fix', '--convert-losing-layers', '--fail-on', 'none'], dir);
     assert.match(safe.stderr, /applied 0 fixes in 0 files/);
-    assert.match(safe.stdout, /^\[\*\] 3 more fixable with --fix --unsafe-fixes/m);
+    assert.match(safe.stdout, /^\[\*\] 4 more fixable with --fix --unsafe-fixes/m);
     assert.equal(readFileSync(join(project, 'model.py'), 'utf8'), before);
   });
 
@@ -143,16 +143,18 @@ describe('precision-lens check --fix (built CLI)', function () {
     const fixed = runCli(['check', 'runnable', '--fix', '--unsafe-fixes', '--convert-losing-layers', '--show-fixes', '--fail-on', 'none'], dir);
     assert.equal(fixed.status, 0, fixed.stderr);
     // One run converts the model and, in the training script the conversion made a PL302 warning, wraps the step.
-    assert.match(fixed.stdout, /^Fixed 4 problems:\n- runnable\/model\.py:\n/m);
+    assert.match(fixed.stdout, /^Fixed 5 problems:\n- runnable\/model\.py:\n/m);
+    // The norm feeds only fc1: it is fused into te.LayerNormLinear where FP8 runs (one kernel reads the activations once).
+    assert.match(fixed.stdout, /^ {4}1 × PL105 Fuse self\.norm into self\.fc1 \(te\.LayerNormLinear where FP8 runs, converting self\.fc1\)$/m);
     assert.match(fixed.stdout, /^- runnable\/train\.py:\n {4}1 × PL302 Wrap the training step in FP8 autocast \(backward\(\) stays outside; context from fp8_fallback\)$/m);
     assert.match(readFileSync(join(project, 'train.py'), 'utf8'), /^    with fp8_autocast_context\(\):\n(?: {8}.*\n)*? {8}loss = F\.cross_entropy\(model\(x\), y\)\n    optimizer\.zero_grad\(\)/m);
     assert.match(fixed.stdout, /    2 × PL101 Convert to te\.Linear \(with fallback: fp8_linear\)/);
     const model = readFileSync(join(project, 'model.py'), 'utf8');
     assertValidPython(model, 'model.py after --unsafe-fixes');
-    assert.match(model, /self\.fc1 = fp8_linear\(dim, hidden\)/);
+    assert.match(model, /self\.fc1 = fp8_fuse_norm\(self\.norm, fp8_linear\(dim, hidden\)\)/);
     assert.doesNotMatch(model, /^import transformer_engine/m, 'no bare TE import');
     // Through the project's one fallback module, created once beside the first file converted.
-    assert.match(model, /^from fp8_fallback import fp8_linear$/m);
+    assert.match(model, /^from fp8_fallback import fp8_fuse_norm, fp8_layernorm, fp8_linear$/m, "one import line, each name once");
     assertValidPython(readFileSync(join(project, 'fp8_fallback.py'), 'utf8'), 'fp8_fallback.py');
     if (original) {
       const after = run('fixed');

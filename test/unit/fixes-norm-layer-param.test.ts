@@ -37,7 +37,8 @@ describe('fixes: norms built from a norm_layer parameter convert through a run-t
     assert.match(text, /self\.post = fp8_layernorm_from\(norm_layer, nn\.LayerNorm, dim\)/);
     assert.match(text, /self\.final = fp8_layernorm_from\(norm_layer, nn\.LayerNorm, dim\)/);
     assert.match(text, /self\.chosen = fp8_layernorm_from\(picked, nn\.LayerNorm, dim\)/);
-    assert.match(text, /self\.up = fp8_linear\(dim, hidden\)/);
+    // pre feeds only up: fused where FP8 runs (fp8_fuse_norm checks at run time that the class passed in is a plain norm).
+    assert.match(text, /self\.up = fp8_fuse_norm\(self\.pre, fp8_linear\(dim, hidden\)\)/);
     assert.equal(pyCompileError(text), undefined);
     // Analysed again: the factory is converted, and the class it is given is no new finding.
     const again = await analyse(text);

@@ -43,12 +43,12 @@ describe('fixes: one FP8 fallback module per project', () => {
       assert.deepEqual(where(false, 'model.py'), { importFrom: 'fp8_fallback', path: join(ROOT, 'fp8_fallback.py'), exists: false });
 
       const convert = await sourceFix(model, api, where(false, 'model.py'), 'convert-all:file');
-      assert.equal(convert.title, 'Convert 7 layers in this file to FP8 (with fallback; extending 4 class tests; skipped 3: 2 embedding, lm-head)');
+      assert.equal(convert.title, 'Convert 7 layers in this file to FP8 (with fallback; fusing 1 norm into te.LayerNormLinear; extending 4 class tests; skipped 3: 2 embedding, lm-head)');
       assert.equal(convert.createFiles?.length, 1);
       assert.equal(convert.createFiles![0].path, join(ROOT, 'fp8_fallback.py'));
       const converted = applyEdits(model, convert.edits);
       assert.doesNotMatch(converted, /^\s*(import|from) transformer_engine/m, 'no TE import in the model file');
-      assert.match(converted, /^from fp8_fallback import TE_LAYERNORM, TE_LINEAR, fp8_layernorm, fp8_linear$/m);
+      assert.match(converted, /^from fp8_fallback import TE_LAYERNORM, TE_LAYERNORM_LINEAR, TE_LINEAR, fp8_fuse_norm, fp8_layernorm, fp8_linear$/m);
 
       // train.py finds the module model.py created: one import, no second copy, no second mode line.
       const wrap = await sourceFix(train, api, where(true, 'train.py'), 'wrap-training-step');

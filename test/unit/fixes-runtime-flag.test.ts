@@ -38,7 +38,8 @@ describe('fixes: norms with a flag decided at run time', () => {
     assert.match(text, /self\.norm = fp8_layernorm_or\(lambda: nn\.LayerNorm\(\n {12}dim, elementwise_affine=config\.affine  # the config decides\n {8}\),/);
     // A backslash continuation: joining the lines would leave a stray backslash, so it is copied as written too.
     assert.match(text, /self\.cont = fp8_layernorm_or\(lambda: nn\.LayerNorm\(dim, \\\n {33}elementwise_affine=config\.affine\), dim, when=config\.affine\)\n/);
-    assert.match(text, /self\.fc = fp8_linear\(dim, 4 \* dim\)/);
+    // final_norm feeds only fc: fused where FP8 runs and the flag left it a weight (fp8_fuse_norm checks that at run time).
+    assert.match(text, /self\.fc = fp8_fuse_norm\(self\.final_norm, fp8_linear\(dim, 4 \* dim\)\)/);
     const lineOf = (t: string, s: string) => t.split('\n').findIndex((l) => l.includes(s));
     // Below the class line (imports are added above it), only the call copied with its comment adds lines: its two
     // (the continued one keeps two lines: its own argument line goes with the dropped flag).

@@ -74,7 +74,7 @@ describe('refusals are visible, and never after a "can become"', () => {
     // At width 768 the gain table predicts FP8 slower: the mechanics of naming skips are tested with that check off.
     const out = sourceFixOutcome(CONFIG_BIAS, ir, { ...DEFAULT_SETTINGS, convertLosingLayers: true }, { className: 'Block' });
     const titles = out.fixes.map((f) => f.title);
-    assert.ok(titles.includes('Convert 2 layers in class Block to FP8 (with fallback; skipped 3: uncertain, shape, classifier)'), titles.join('\n'));
+    assert.ok(titles.includes('Convert 2 layers in class Block to FP8 (with fallback; fusing 1 norm into te.LayerNormLinear; skipped 3: uncertain, shape, classifier)'), titles.join('\n'));
   });
 
   it('a file-wide action that is refused is listed with its title and reason', () => {

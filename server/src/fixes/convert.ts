@@ -10,7 +10,9 @@ import { classRefsOf, extendClassTests, type ClassRef } from './class-tests';
 import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
 import { convertsThroughFallback } from './fallback';
 import { bringInFallback } from './wrapper';
-import { CLASS_PARAM_FACTORY, KEEP_CLASS_FACTORY, PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
+import { CLASS_PARAM_FACTORY, FUSE_FACTORY, FUSED_CLASS_NAME, KEEP_CLASS_FACTORY, PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
+import { findFusions, type Fusion } from '../analysis/fusion';
+import { fusionEdits, type FusionEdits } from './fuse';
 import { addImport, teAccess } from './imports';
 import { planParallel } from './parallel';
 import { constructorSite, splitCallArgs, type CallArg, type CallArgs } from './source';
@@ -398,14 +400,22 @@ export function layerKey(ctx: FixContext, layer: Layer): string {
 }
 
 /** The te.* classes a batch of conversions introduces, as class references to extend in the file's class tests. */
-function classRefsFor(ctx: FixContext, layers: readonly Layer[], viaFallback: boolean): ClassRef[] {
+function classRefsFor(ctx: FixContext, layers: readonly Layer[], viaFallback: boolean, fuses = false): ClassRef[] {
   const refs = new Map<string, ClassRef>();
   const prefix = teAccess(ctx.ir).prefix;
   for (const layer of layers) {
     const cls = teClass(layer);
     if (!cls) continue;
-    const teName = viaFallback ? TE_CLASS_NAME[cls] : `${prefix}${cls}`;
+    // A fused Linear is a te.LayerNormLinear where FP8 runs: tests of the Linear class name both.
+    const teName = viaFallback ? (fuses && cls === 'Linear' ? `${TE_CLASS_NAME[cls]}, ${FUSED_CLASS_NAME}` : TE_CLASS_NAME[cls]) : `${prefix}${cls}`;
     for (const text of classRefsOf(ctx.ir, layer)) refs.set(text, { text, teName });
+  }
+  if (fuses) {
+    // The Linears converted earlier (fp8_linear already): the tests that name torch.nn.Linear gain the fused class.
+    for (const b of ctx.ir.imports) {
+      const text = b.target === 'torch.nn.Linear' ? b.local : 'torch.nn.Linear'.startsWith(`${b.target}.`) ? b.local + 'torch.nn.Linear'.slice(b.target.length) : undefined;
+      if (text && !refs.has(text)) refs.set(text, { text, teName: FUSED_CLASS_NAME });
+    }
   }
   return [...refs.values()];
 }
@@ -414,24 +424,25 @@ function classRefsFor(ctx: FixContext, layers: readonly Layer[], viaFallback: bo
  * The whole edit for converting `layers` (already converted one by one): the class tests extended, the fallback
  * brought in, the imports added once. A refusal when the class tests or the fallback cannot follow.
  */
-function completeConversion(ctx: FixContext, layers: readonly Layer[], convs: readonly LayerConversion[]): {
+function completeConversion(ctx: FixContext, layers: readonly Layer[], convs: readonly LayerConversion[], fusions: readonly FusionEdits[] = []): {
   edits: TextEdit[]; createFiles: Fix['createFiles']; tests: number; where?: string; refusal?: string;
   /** The edit brings in new code (the fallback, an import), beyond the calls it rewrites. */
   addsCode?: boolean;
 } {
-  const viaFallback = convs.some((c) => c.fallbackNames.length);
-  const tests = extendClassTests(ctx.text, ctx.model, classRefsFor(ctx, layers, viaFallback));
+  const viaFallback = convs.some((c) => c.fallbackNames.length) || fusions.length > 0;
+  const tests = extendClassTests(ctx.text, ctx.model, classRefsFor(ctx, layers, viaFallback, fusions.length > 0));
   if (tests.refusal) return { edits: [], createFiles: [], tests: 0, refusal: `Not converted: the file tests the layer class and ${tests.refusal}` };
-  const edits = [...convs.flatMap((c) => c.edits), ...tests.edits];
+  // A fusion wraps a whole value that a conversion may edit at its ends too: its opening goes first, its closing last.
+  const edits = [...fusions.map((f) => f.open), ...convs.flatMap((c) => c.edits), ...tests.edits, ...fusions.map((f) => f.close)];
   const lines = new Set(convs.flatMap((c) => c.importLines));
   for (const line of lines) edits.push(addImport(ctx.model, line));
   if (!viaFallback) return { edits, createFiles: [], tests: tests.count, addsCode: lines.size > 0 };
-  const names = [...convs.flatMap((c) => c.fallbackNames), ...tests.names];
+  const names = [...convs.flatMap((c) => c.fallbackNames), ...tests.names.flatMap((n) => n.split(', ')), ...(fusions.length ? [FUSE_FACTORY] : [])];
   const bring = bringInFallback(ctx, names);
   if (bring.refusal) return { edits: [], createFiles: [], tests: 0, refusal: `Not converted: ${bring.refusal}` };
   return {
     edits: [...edits, ...bring.edits], createFiles: bring.createFiles, tests: tests.count, where: bring.where,
-    addsCode: lines.size > 0 || bring.edits.length > 0 || bring.createFiles.length > 0,
+    addsCode: lines.size > 0 || bring.edits.length > 0 || bring.createFiles.length > 0 || fusions.length > 0,
   };
 }
 
@@ -455,6 +466,59 @@ export function conversionFix(ctx: FixContext, layer: Layer, code: Fix['codes'][
       id: `convert:${layerKey(ctx, layer)}`, title, kind: 'quickfix', codes: [code], safe, isPreferred: !loss, edits: done.edits,
       ...(done.createFiles?.length ? { createFiles: done.createFiles } : {}),
       ...(loss ? { predictedLoss: loss.why } : {}),
+    },
+  };
+}
+
+/**
+ * The fusions a batch conversion makes: every proved norm -> Linear pair whose Linear this batch converts through the
+ * fallback (or was converted before) and whose norm is in the batch's scope (a class's convert-all does not edit
+ * another class).
+ */
+function batchFusions(ctx: FixContext, scope: readonly Layer[], converted: readonly Layer[], convs: readonly LayerConversion[]): FusionEdits[] {
+  if (!convs.some((c) => c.fallbackNames.length)) return [];
+  const inScope = new Set(scope);
+  const now = new Set(converted);
+  const out: FusionEdits[] = [];
+  for (const f of findFusions(ctx.ir, ctx.text)) {
+    const linear = ctx.ir.layers[f.fc1];
+    if (!inScope.has(ctx.ir.layers[f.norm]) || !(now.has(linear) || linear.viaFallback)) continue;
+    const edits = fusionEdits(ctx.ir, f);
+    if ('open' in edits) out.push(edits);
+  }
+  return out;
+}
+
+/**
+ * PL104 / PL105's fix: the norm fused into the Linear it feeds (te.LayerNormLinear where FP8 runs, through the
+ * fallback's fp8_fuse_norm), converting that Linear in the same edit when it is still torch.nn.
+ */
+export function fusionFix(ctx: FixContext, fusion: Fusion, code: Fix['codes'][number]): { fix?: Fix; refusal?: string } {
+  if (!convertsThroughFallback(ctx)) {
+    return { refusal: 'Not fused: the fusion goes through the FP8 fallback (fp8_fuse_norm), and this file imports Transformer Engine itself without it; build te.LayerNormLinear by hand.' };
+  }
+  const wrap = fusionEdits(ctx.ir, fusion);
+  if (!('open' in wrap)) return { refusal: wrap.refusal };
+  const linear = ctx.ir.layers[fusion.fc1];
+  const label = linear.name || linear.constructor;
+  const convs: LayerConversion[] = [];
+  if (!linear.viaFallback) {
+    const conv = convertLayer(ctx, linear);
+    if (conv.refusal) return { refusal: `Not fused: ${label} is not converted. ${conv.refusal.replace(/^Not converted: /, '')}` };
+    const loss = ctx.settings.convertLosingLayers ? undefined : predictedLoss(ctx.ir, linear, ctx.settings);
+    if (loss) return { refusal: `Not fused: ${label} is predicted to lose in FP8 (${loss.at}), so it stays torch.nn and there is nothing to fuse into.` };
+    if (!conv.fallbackNames.length) return { refusal: 'Not fused: the fusion goes through the FP8 fallback (fp8_fuse_norm), which this file does not use.' };
+    convs.push(conv);
+  }
+  const done = completeConversion(ctx, convs.length ? [linear] : [], convs, [wrap]);
+  if (done.refusal) return { refusal: done.refusal.replace(/^Not converted/, 'Not fused') };
+  const norm = ctx.ir.layers[fusion.norm];
+  const target = fusion.owner ? `${fusion.owner.attr}.${fusion.linearAttr}` : label;
+  return {
+    fix: {
+      id: `fuse:${layerKey(ctx, norm)}`, kind: 'quickfix', codes: [code], safe: false, isPreferred: true, edits: done.edits,
+      title: `Fuse ${norm.name || norm.constructor} into ${target} (te.LayerNormLinear where FP8 runs${convs.length ? `, converting ${fusion.owner ? target : label}` : ''})`,
+      ...(done.createFiles?.length ? { createFiles: done.createFiles } : {}),
     },
   };
 }
@@ -508,10 +572,12 @@ export function convertAllFix(ctx: FixContext, layers: Layer[], scope: { id: str
     }
     return { refusal: `No layer ${scope.where} can be converted${skipList ? ` (${skipList})` : ''}.` };
   }
-  const done = completeConversion(ctx, converted, convs);
+  const fusions = batchFusions(ctx, layers, converted, convs);
+  const done = completeConversion(ctx, converted, convs, fusions);
   if (done.refusal) return { refusal: done.refusal };
   const noun = convs.length === 1 ? 'layer' : 'layers';
-  const notes = [done.where ? 'with fallback' : '', done.tests ? testsNote(done.tests).slice(2) : '', skipList].filter(Boolean).join('; ');
+  const fused = fusions.length ? `fusing ${fusions.length} norm${fusions.length === 1 ? '' : 's'} into te.LayerNormLinear` : '';
+  const notes = [done.where ? 'with fallback' : '', fused, done.tests ? testsNote(done.tests).slice(2) : '', skipList].filter(Boolean).join('; ');
   const safe = convs.every((c) => c.safe) && !done.addsCode && !done.tests;
   return {
     fix: {

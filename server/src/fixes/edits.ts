@@ -120,12 +120,38 @@ export class EditSet {
     if (prev && prev.startOffset === e.startOffset && prev.endOffset === e.endOffset) {
       if (prev.newText === e.newText || (e.startOffset === e.endOffset && prev.newText.includes(e.newText))) return;
       if (e.startOffset === e.endOffset) {
-        this.list[at - 1] = { ...prev, newText: e.newText.includes(prev.newText) ? e.newText : prev.newText + e.newText };
+        this.list[at - 1] = { ...prev, newText: mergeFromImports(e.newText.includes(prev.newText) ? e.newText : prev.newText + e.newText) };
         return;
       }
     }
     this.list.splice(at, 0, { ...e });
   }
+}
+
+const FROM_IMPORT = /^from[ \t]+([\w.]+)[ \t]+import[ \t]+([\w \t,]+?)[ \t]*$/;
+
+/**
+ * Insertions at one offset, concatenated: two fixes that each import from the same module (`from m import a` and
+ * `from m import a, b`) give one line with the names once, sorted, instead of two lines naming `a` twice.
+ */
+function mergeFromImports(text: string): string {
+  const lines = text.split('\n');
+  const first = new Map<string, { index: number; names: Set<string> }>();
+  const out: (string | undefined)[] = [];
+  for (const line of lines) {
+    const m = FROM_IMPORT.exec(line);
+    if (!m) { out.push(line); continue; }
+    const names = m[2].split(',').map((n) => n.trim()).filter(Boolean);
+    const seen = first.get(m[1]);
+    if (!seen) {
+      first.set(m[1], { index: out.length, names: new Set(names) });
+      out.push(line);
+      continue;
+    }
+    for (const n of names) seen.names.add(n);
+    out[seen.index] = `from ${m[1]} import ${[...seen.names].sort().join(', ')}`;
+  }
+  return out.join('\n');
 }
 
 /** Whether two edit lists can be applied together. */

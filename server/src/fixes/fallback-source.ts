@@ -37,6 +37,10 @@ export const TE_CLASS_NAME: Record<string, string> = { Linear: 'TE_LINEAR', Laye
 
 export const PARALLEL_FACTORY = 'fp8_parallel_linear';
 
+/** Fuses a norm into the te.Linear it feeds (te.LayerNormLinear where FP8 runs), and the stable name of that class. */
+export const FUSE_FACTORY = 'fp8_fuse_norm';
+export const FUSED_CLASS_NAME = 'TE_LAYERNORM_LINEAR';
+
 /** Factories that build te.* where FP8 runs and the model's own class (behind a lambda) elsewhere, per layer kind. */
 export const KEEP_CLASS_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', string> = {
   linear: PARALLEL_FACTORY, layernorm: 'fp8_layernorm_or', rmsnorm: 'fp8_rmsnorm_or',
@@ -54,7 +58,7 @@ export const CLASS_PARAM_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', str
 export const FALLBACK_EXPORTS = [
   'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or',
   'fp8_linear_from', 'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONTEXT_FACTORY, 'FP8_RECIPE',
-  'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', 'te', 'te_recipe',
+  'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', FUSE_FACTORY, FUSED_CLASS_NAME, 'te', 'te_recipe',
 ] as const;
 
 export interface FallbackSourceOptions {
@@ -128,8 +132,9 @@ class _PLNotTE(torch.nn.Module):
 if ${te} is not None:
     TE_LINEAR, TE_LAYERNORM = ${te}.Linear, ${te}.LayerNorm
     TE_RMSNORM = getattr(${te}, "RMSNorm", _PLNotTE)
+    ${FUSED_CLASS_NAME} = getattr(${te}, "LayerNormLinear", _PLNotTE)
 else:
-    TE_LINEAR = TE_LAYERNORM = TE_RMSNORM = _PLNotTE
+    TE_LINEAR = TE_LAYERNORM = TE_RMSNORM = ${FUSED_CLASS_NAME} = _PLNotTE
 
 
 def _pl_cuda_at_least(major, minor):
@@ -462,6 +467,93 @@ def fp8_rmsnorm_from(cls, default, *args, **kwargs):
 `;
 }
 
+function fusion(o: FallbackSourceOptions): string {
+  const te = o.teName;
+  return `
+
+def _pl_pass_through(x, *args, **kwargs):
+    """The forward of a norm fused into the te.LayerNormLinear it feeds: that layer normalises its input itself."""
+    return x
+
+
+def _pl_norm_param(name):
+    """A te.LayerNormLinear attribute read from the norm module it absorbed; while TE builds the layer (no norm yet),
+    its own parameter."""
+    def get(self):
+        norm = self.__dict__.get("_pl_norm")
+        if norm is None:
+            if name in self.__dict__.get("_pl_set", {}):
+                return self.__dict__["_pl_set"][name]
+            raise AttributeError(name)  # torch.nn.Module.__getattr__: the parameter TE registered
+        if name == "layer_norm_bias" and self.normalization != "LayerNorm":
+            return None
+        return norm.weight if name == "layer_norm_weight" else norm.bias
+
+    def put(self, value):  # TE's own self.layer_norm_bias = None for RMSNorm
+        self.__dict__.setdefault("_pl_set", {})[name] = value
+    return property(get, put)
+
+
+if ${te} is not None and hasattr(${te}, "LayerNormLinear"):
+    class _PLNormLinear(${te}.LayerNormLinear):
+        """te.LayerNormLinear whose norm weight and bias stay in the norm module it absorbed, which keeps them, their
+        checkpoint keys and their optimizer group: they are read from that module at every call."""
+        layer_norm_weight = _pl_norm_param("layer_norm_weight")
+        layer_norm_bias = _pl_norm_param("layer_norm_bias")
+else:
+    _PLNormLinear = None
+
+
+def _pl_fusable_norm(norm):
+    """(normalization, eps, zero_centered_gamma) when norm is a plain te.* or torch.nn LayerNorm / RMSNorm over the last
+    dimension with its weight (and a LayerNorm's bias), which te.LayerNormLinear computes exactly; else None."""
+    weight = getattr(norm, "weight", None)
+    if norm._forward_hooks or norm._forward_pre_hooks or weight is None or weight.dim() != 1:
+        return None
+    kind = type(norm)
+    if kind is ${te}.LayerNorm or kind is getattr(${te}, "RMSNorm", None):
+        return ("LayerNorm" if kind is ${te}.LayerNorm else "RMSNorm"), norm.eps, bool(getattr(norm, "zero_centered_gamma", False))
+    if kind is torch.nn.LayerNorm and norm.bias is not None:
+        return "LayerNorm", norm.eps, False
+    if kind is getattr(torch.nn, "RMSNorm", None) and norm.eps is not None:
+        return "RMSNorm", norm.eps, False
+    return None
+
+
+def ${FUSE_FACTORY}(norm, module, attr=None):
+    """module.<attr> (module itself without attr), a te.Linear whose input is only norm's output, becomes one
+    te.LayerNormLinear that normalises and casts to FP8 in one pass, and norm passes its input through: the model
+    computes the same, its parameters and checkpoint keys stay where they were. Where FP8 does not run, or the layers
+    are not a plain norm and a plain te.Linear of matching size and dtype, both stay as built. Returns module."""
+    linear = getattr(module, attr) if attr else module
+    if _PLNormLinear is None or not fp8_available()[0] or type(linear) is not ${te}.Linear:
+        return module
+    plan = _pl_fusable_norm(norm)
+    if plan is None or getattr(linear, "parallel_mode", None) is not None or getattr(linear, "return_bias", False) \\
+            or norm.weight.shape[0] != linear.in_features or norm.weight.dtype != linear.weight.dtype \\
+            or norm.weight.device != linear.weight.device:
+        return module
+    normalization, eps, zero_centered = plan
+    bias = linear.bias is not None and linear.bias.numel() > 0
+    fused = _PLNormLinear(linear.in_features, linear.out_features, eps=eps, bias=bias, normalization=normalization,
+                          zero_centered_gamma=zero_centered, params_dtype=linear.weight.dtype, device=linear.weight.device)
+    with torch.no_grad():
+        fused.weight.copy_(linear.weight)
+        if bias:
+            fused.bias.copy_(linear.bias)
+    for name in ("layer_norm_weight", "layer_norm_bias"):
+        fused._parameters.pop(name, None)
+        getattr(fused, "param_init_meta", {}).pop(name, None)
+    fused.__dict__["_pl_norm"] = norm
+    norm.forward = _pl_pass_through
+    _pl_guard_rows(fused)
+    if attr is None:
+        return fused
+    setattr(module, attr, fused)
+    return module
+`;
+}
+
 function context(o: FallbackSourceOptions): string {
   const te = o.teName;
   const autocast = o.api === 'modern'
@@ -519,5 +611,5 @@ ${WRAPPER_END_MARKER}
 
 /** The fallback's Python source, from its first marker line to its last (a module of its own, or an inline block). */
 export function fallbackSource(o: FallbackSourceOptions): string {
-  return header(o) + tryImport(o) + support(o) + factories(o) + context(o);
+  return header(o) + tryImport(o) + support(o) + factories(o) + fusion(o) + context(o);
 }

@@ -67,7 +67,11 @@ function importEdit(ctx: FixContext, mod: string, names: readonly string[]): Tex
   const m = re.exec(ctx.text);
   if (m) {
     const start = m.index + m[0].indexOf(m[1], m[0].indexOf('import') + 6);
-    return replace(start, start + m[1].length, [...m[1].split(',').map((n) => n.trim()).filter(Boolean), ...names].join(', '));
+    const have = m[1].split(',').map((n) => n.trim()).filter(Boolean);
+    const all = [...have, ...names.filter((n) => !have.includes(n))];
+    // A sorted line (as this fix writes them) stays sorted; one in the user's own order keeps it, the new names last.
+    const sorted = have.every((n, i) => i === 0 || have[i - 1] <= n);
+    return replace(start, start + m[1].length, (sorted ? all.sort() : all).join(', '));
   }
   return addImport(ctx.model, `from ${mod} import ${names.join(', ')}`);
 }

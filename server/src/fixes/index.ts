@@ -14,7 +14,8 @@ import type { Layer, ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { findTrainingSteps, fp8ContextHeader, moveBackwardOut, nestInUserAutocast, selectedStatements, userAutocastSteps, wrapStatements } from './autocast';
 import { loadNonStrict } from './checkpoint';
-import { conversionArgumentRefusal, conversionFix, convertAllFix } from './convert';
+import { conversionArgumentRefusal, conversionFix, convertAllFix, fusionFix } from './convert';
+import { findFusions } from '../analysis/fusion';
 import { applyEdits, EditSet, type TextEdit } from './edits';
 import { filterHeadFromConversion, keepLayerInBf16 } from './head';
 import { eol } from './indent';
@@ -196,8 +197,12 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
     case 'PL502':
       return refuse('No automatic fix: keep the parameters in FP32 (drop the .half()/.to(bfloat16) before the optimizer) and train under autocast; where the cast belongs depends on the script.');
     case 'PL104':
-    case 'PL105':
-      return refuse('No automatic fix: fusing into te.LayerNormLinear / te.LayerNormMLP changes the module structure and the checkpoint keys; restructure by hand.');
+    case 'PL105': {
+      const fusion = findFusions(ctx.ir, ctx.text).find((f) => f.norm === finding.layerIndex);
+      if (!fusion) return refuse('No automatic fix: the norm and the Linear it feeds were not found again.');
+      const fused = fusionFix(ctx, fusion, finding.code);
+      return fused.fix ? outcome([fused.fix]) : refuse(fused.refusal!);
+    }
     case 'PL110':
       return layer && !layer.isTe
         ? refuse('Not converted: its shape breaks the FP8 rule (in_features % 16 == 0, out_features % 16 == 0), and padding changes the model and its checkpoint, so that is left to you.')

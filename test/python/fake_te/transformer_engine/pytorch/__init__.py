@@ -22,6 +22,7 @@ class Linear(torch.nn.Module):
                  parallel_mode=None, tp_group=None, tp_size=1, sequence_parallel=False, return_bias=False, **kwargs):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
+        self.use_bias, self.return_bias, self.parallel_mode = bias, return_bias, parallel_mode
         self.weight = torch.nn.Parameter(torch.empty(out_features, in_features, device=_check_device(device), dtype=params_dtype))
         torch.nn.init.normal_(self.weight, std=0.023)
         self.bias = torch.nn.Parameter(torch.zeros(out_features, device=_check_device(device), dtype=params_dtype)) if bias else None
@@ -58,7 +59,7 @@ class LayerNorm(torch.nn.Module):
     def __init__(self, normalized_shape, eps=1e-5, sequence_parallel=None, params_dtype=None,
                  zero_centered_gamma=False, device="cuda", dtype=None):
         super().__init__()
-        self.eps = eps
+        self.eps, self.zero_centered_gamma = eps, zero_centered_gamma
         self.weight = torch.nn.Parameter(torch.ones(normalized_shape, device=_check_device(device), dtype=dtype or params_dtype))
         self.bias = torch.nn.Parameter(torch.zeros(normalized_shape, device=_check_device(device), dtype=dtype or params_dtype))
 
@@ -70,11 +71,40 @@ class RMSNorm(torch.nn.Module):
     def __init__(self, normalized_shape, eps=1e-5, sequence_parallel=None, params_dtype=None,
                  zero_centered_gamma=False, device="cuda", dtype=None):
         super().__init__()
-        self.eps = eps
+        self.eps, self.zero_centered_gamma = eps, zero_centered_gamma
         self.weight = torch.nn.Parameter(torch.ones(normalized_shape, device=_check_device(device), dtype=dtype or params_dtype))
 
     def forward(self, x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class LayerNormLinear(Linear):
+    """Norm then Linear, as TE builds it: the norm's parameters registered as layer_norm_weight / layer_norm_bias
+    (TE sets layer_norm_bias = None for RMSNorm) and read from those attributes at every call."""
+
+    def __init__(self, in_features, out_features, eps=1e-5, bias=True, normalization="LayerNorm", params_dtype=None,
+                 device="cuda", zero_centered_gamma=False, **kwargs):
+        super().__init__(in_features, out_features, bias=bias, params_dtype=params_dtype, device=device, **kwargs)
+        assert normalization in ("LayerNorm", "RMSNorm"), "Unsupported normalization type!"
+        self.eps, self.normalization, self.zero_centered_gamma = eps, normalization, zero_centered_gamma
+        kw = {"device": _check_device(device), "dtype": params_dtype}
+        self.register_parameter("layer_norm_weight", torch.nn.Parameter(torch.ones(in_features, **kw)))
+        if normalization == "LayerNorm":
+            self.register_parameter("layer_norm_bias", torch.nn.Parameter(torch.zeros(in_features, **kw)))
+        else:
+            self.layer_norm_bias = None
+        with torch.no_grad():  # TE's reset_parameters reads them back by attribute
+            self.layer_norm_weight.fill_(0.0 if zero_centered_gamma else 1.0)
+
+    def forward(self, inp, is_first_microbatch=None):
+        weight = self.layer_norm_weight + 1 if self.zero_centered_gamma else self.layer_norm_weight
+        if self.normalization == "LayerNorm":
+            y = F.layer_norm(inp, weight.shape, weight, self.layer_norm_bias, self.eps)
+        else:
+            y = inp * torch.rsqrt(inp.pow(2).mean(-1, keepdim=True) + self.eps) * weight
+        if _FP8 and _FP8[-1]:
+            CALLS.append("layernorm_linear")
+        return super().forward(y, is_first_microbatch)
 
 
 @contextlib.contextmanager
