@@ -345,3 +345,77 @@ describe('fixes: a norm class looked up by a string parameter runs on both paths
     if (atLeast(2, 4)) assert.match(run.stdout, /^rms: torch\.RMSNorm 1e-06 same=True$/m, out);
   });
 });
+
+/** Python lines that make the generated code see a GPU with FP8 and build the fake TE's layers on the CPU. */
+const FAKE_GPU = [
+  'import pickle',
+  'import torch',
+  'torch.cuda.is_available = lambda: True',
+  'torch.cuda.get_device_capability = lambda *a: (9, 0)',
+  'torch.cuda.get_device_name = lambda *a: "Fake GPU"',
+  'import transformer_engine.pytorch as te',
+  'for k in (te.Linear, te.LayerNorm, te.RMSNorm):',
+  '    k.__init__.__defaults__ = tuple("cpu" if d == "cuda" else d for d in k.__init__.__defaults__)',
+];
+
+describe('fixes: norms that call their weight `scale` keep that checkpoint key on both paths', function () {
+  this.timeout(450_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'norm_weight_name.py');
+
+  it('without TE the classes as written; with FP8 (the fake TE) te.RMSNorm saving and loading .scale: the original\'s state_dict loads strictly, the output is the original\'s, and it loads back', async function () {
+    if (!TORCH) this.skip();
+    const source = readFileSync(input, 'utf8');
+    const { text } = await convertExample(source, settingsWith({}));
+    assert.match(text, /self\.sa_norm = fp8_rmsnorm_or\(lambda: RMSNorm\(dim=embed_dim, eps=norm_eps\), normalized_shape=embed_dim, eps=norm_eps, weight_name="scale"\)/);
+    assert.match(text, /self\.out_norm = fp8_rmsnorm_or\(lambda: KRMSNorm\(embed_dim\), embed_dim, eps=1e-6, weight_name="scale"\)/);
+    const { dir, file } = scratch('converted.py', text);
+    writeFileSync(join(dir, 'original.py'), source);
+    const plain = runPython([file], dir);
+    assert.equal(plain.status, 0, plain.output);
+    assert.match(plain.stdout, /^Running in BF16 fallback/m, plain.output);
+    assert.match(plain.stdout, /^keys: mlp_norm\.scale out_norm\.scale sa_norm\.scale$/m, plain.output);
+    const probe = [
+      ...FAKE_GPU,
+      'import original as o, converted as c',
+      'torch.manual_seed(0)',
+      'ref = o.Layer()',
+      'with torch.no_grad():',
+      '    for n in (ref.sa_norm, ref.mlp_norm, ref.out_norm): n.scale.uniform_(0.5, 2.0)',
+      'new = c.Layer()',
+      'print("types:", " ".join("%s.%s" % (type(n).__module__.split(".")[0], type(n).__name__) for n in (new.sa_norm, new.mlp_norm, new.out_norm)))',
+      'print("keys:", " ".join(sorted(k for k in new.state_dict() if "norm" in k)))',
+      'print("strict load:", new.load_state_dict(ref.state_dict(), strict=True))',
+      'x = torch.randn(2, 16, 64)',
+      'print("same output:", torch.allclose(ref(x), new(x), rtol=0, atol=1e-6))',
+      'print("alias:", new.sa_norm.scale is new.sa_norm.weight, torch.equal(new.out_norm.scale, ref.out_norm.scale))',
+      'back = o.Layer()',
+      'print("round trip:", back.load_state_dict(new.state_dict(), strict=True), torch.equal(back(x), ref(x)))',
+      'sd = ref.state_dict(); del sd["mlp_norm.scale"]',
+      'print("missing:", new.load_state_dict(sd, strict=False).missing_keys)',
+      // A loader that sets parameters by name, bypassing load_state_dict, finds none of the checkpoint's norm keys.
+      'params = dict(new.named_parameters())',
+      'print("by name, not found:", sorted(k for k in ref.state_dict() if k not in params))',
+      'if hasattr(torch.nn.Module, "register_state_dict_post_hook"):  # torch >= 2.1 has assign=True',
+      '    n2 = c.Layer(); n2.load_state_dict(ref.state_dict(), assign=True)',
+      '    print("assign:", n2.sa_norm.scale is n2.sa_norm.weight, torch.allclose(n2(x), ref(x), rtol=0, atol=1e-6))',
+      'p = pickle.loads(pickle.dumps(new))',
+      'print("pickled:", " ".join(sorted(k for k in p.state_dict() if "norm" in k)))',
+      'new(x).sum().backward()',
+      'print("grad:", new.sa_norm.scale.grad is not None)',
+    ].join('\n');
+    const run = runWithFakeTe(probe, dir);
+    const out = run.output;
+    assert.equal(run.status, 0, out);
+    assert.match(run.stdout, /^types: transformer_engine\.RMSNorm transformer_engine\.RMSNorm transformer_engine\.RMSNorm$/m, out);
+    assert.match(run.stdout, /^keys: mlp_norm\.scale out_norm\.scale sa_norm\.scale$/m, out);
+    assert.match(run.stdout, /^strict load: <All keys matched successfully>$/m, out);
+    assert.match(run.stdout, /^same output: True$/m, out);
+    assert.match(run.stdout, /^alias: True True$/m, out);
+    assert.match(run.stdout, /^round trip: <All keys matched successfully> True$/m, out);
+    assert.match(run.stdout, /^missing: \['mlp_norm\.scale'\]$/m, out);
+    assert.match(run.stdout, /^by name, not found: \['mlp_norm\.scale', 'out_norm\.scale', 'sa_norm\.scale'\]$/m, out);
+    if (atLeast(2, 1)) assert.match(run.stdout, /^assign: True True$/m, out);
+    assert.match(run.stdout, /^pickled: mlp_norm\.scale out_norm\.scale sa_norm\.scale$/m, out);
+    assert.match(run.stdout, /^grad: True$/m, out);
+  });
+});

@@ -1195,7 +1195,7 @@ describe('analysis: PyTorch API edge cases', () => {
 describe('analysis: norm scale parameters with other names', () => {
   before(initParser);
 
-  it('an RMSNorm whose scale is called gain is uncertain: the checkpoint keys change', () => {
+  it('an RMSNorm whose scale is called gain converts, keeping the checkpoint key', () => {
     const ir = analyze(py`
       import math
       import torch
@@ -1221,7 +1221,8 @@ describe('analysis: norm scale parameters with other names', () => {
 
     `);
     const n = ir.layers.find((l) => l.name === 'self.ln_1')!;
-    assert.equal(n.convertible, 'uncertain');
-    assert.match(n.reasons.join(' '), /\(ln_1\.gain -> ln_1\.weight\)/);
+    assert.equal(n.convertible, true, n.reasons.join(' '));
+    assert.equal(n.weightName, 'gain');
+    assert.match(n.reasons.join(' '), /keeps the checkpoint key ln_1\.gain/);
   });
 });

@@ -291,7 +291,8 @@ const scaleName: Check = {
     const scale = rec.ctor.local?.info.scaleName ?? rec.ctor.importedForward?.scaleName;
     if (!isNorm(L.kind) || !scale || sofar !== 'ok') return undefined;
     const at = L.name ? `${L.name.replace(/^self\./, '')}.` : '';
-    return guarded(`${L.localClass ?? rec.ctor.display} names its weight parameter ${scale}, ${teNorm(L.kind)} names it weight, and the conversion cannot keep the name: the state_dict keys change (${at}${scale} -> ${at}weight), so map them when loading a checkpoint (training from scratch is unaffected), then convert.`);
+    if (!L.weightName) return guarded(`${L.localClass ?? rec.ctor.display} names its weight parameter ${scale}, ${teNorm(L.kind)} names it weight, and the conversion cannot keep the name: the state_dict keys change (${at}${scale} -> ${at}weight), so map them when loading a checkpoint (training from scratch is unaffected), then convert.`);
+    return ok(`${L.localClass ?? rec.ctor.display} names its weight parameter ${scale}, ${teNorm(L.kind)} names it weight: the conversion keeps the checkpoint key ${at}${scale} (the te.* norm's state_dict saves its weight as ${at}${scale} and load_state_dict reads it from there, through state-dict hooks; .${scale} reads the weight), and builds ${L.localClass ?? rec.ctor.display} as written where FP8 does not run. A loader that bypasses load_state_dict finds no ${scale} parameter and reports it.`);
   },
 };
 

@@ -160,6 +160,8 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
   }
   if (parallel) extra.push(...parallel.extra);
   if (layer.convertsWhen && (layer.kind === 'layernorm' || layer.kind === 'rmsnorm')) extra.push(`when=${layer.convertsWhen}`);
+  // A norm that names its weight otherwise (`scale`): the factory keeps that checkpoint key on the te.* norm.
+  if (layer.weightName && (layer.kind === 'layernorm' || layer.kind === 'rmsnorm')) extra.push(`weight_name="${layer.weightName}"`);
   // Keep the trailing-comma-free insertion after the last kept argument.
   const kept = { ...call, args: call.args.filter((a) => !drop.includes(a)) };
   const add = appendArgs(ctx.text, kept, extra);

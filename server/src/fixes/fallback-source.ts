@@ -380,19 +380,62 @@ def fp8_rmsnorm(normalized_shape, eps=1e-5, **kwargs):
     return _PLRMSNorm(normalized_shape, eps=eps, zero_centered_gamma=zero_centered, **_pl_torch_kwargs(kwargs))
 
 
-def fp8_layernorm_or(fallback, normalized_shape, eps=1e-5, when=True, **kwargs):
+def _pl_keep_weight_name(layer, name):
+    """A te.* norm standing in for a class that names its weight parameter name (torchtune's and k-diffusion's RMSNorm:
+    scale). te.* names it weight and its kernels read self.weight, so the parameter stays weight and state-dict hooks
+    keep the checkpoint key: state_dict() saves prefix + "weight" as prefix + name, and load_state_dict() (strict or
+    not; torch.distributed.checkpoint and safetensors' load_model call it too) reads prefix + name into weight and
+    reports a missing one under that name. A state_dict with either key loads. layer.<name> reads the weight (an
+    alias, not a second parameter). A loader that sets parameters by name without load_state_dict finds no parameter
+    name on the te.* norm and reports it, rather than leaving the weight at its initial value. No name: the layer
+    as it is."""
+    if not name:
+        return layer
+    import functools
+    layer._register_state_dict_hook(functools.partial(_pl_named_save, name))
+    layer._register_load_state_dict_pre_hook(functools.partial(_pl_named_load, name), with_module=True)
+    layer.register_load_state_dict_post_hook(functools.partial(_pl_named_loaded, name))
+    layer.__dict__[name] = layer.weight
+    return layer
+
+
+# _pl_keep_weight_name's hooks, module-level (with functools.partial) so that a model holding them pickles.
+def _pl_named_save(name, module, state, prefix, local_metadata):
+    if prefix + "weight" in state:
+        state[prefix + name] = state.pop(prefix + "weight")
+    return state
+
+
+def _pl_named_load(name, module, state, prefix, *args):
+    module.__dict__["_pl_prefix"] = prefix
+    if prefix + name in state and prefix + "weight" not in state:
+        state[prefix + "weight"] = state.pop(prefix + name)
+
+
+def _pl_named_loaded(name, module, incompatible):
+    prefix = module.__dict__.pop("_pl_prefix", "")
+    keys = incompatible.missing_keys
+    keys[:] = [prefix + name if k == prefix + "weight" else k for k in keys]
+    module.__dict__[name] = module.weight  # load_state_dict(assign=True) replaces the parameter
+
+
+def fp8_layernorm_or(fallback, normalized_shape, eps=1e-5, when=True, weight_name=None, **kwargs):
     """te.LayerNorm when FP8 runs here and when holds, else fallback(): the model's own norm as written. when is a
-    flag the code decides at run time that te.LayerNorm needs (bias=config.bias: te.LayerNorm always has a bias)."""
+    flag the code decides at run time that te.LayerNorm needs (bias=config.bias: te.LayerNorm always has a bias);
+    weight_name is the name the class gives its weight, a checkpoint key the te.* norm then keeps (see
+    _pl_keep_weight_name)."""
     if when and fp8_available()[0]:
-        return ${te}.LayerNorm(normalized_shape, eps=eps, **${normKwargs})
+        return _pl_keep_weight_name(${te}.LayerNorm(normalized_shape, eps=eps, **${normKwargs}), weight_name)
     return fallback()
 
 
-def fp8_rmsnorm_or(fallback, normalized_shape, eps=1e-5, when=True, **kwargs):
+def fp8_rmsnorm_or(fallback, normalized_shape, eps=1e-5, when=True, weight_name=None, **kwargs):
     """te.RMSNorm when FP8 runs here and when holds, else fallback(): the model's own norm as written. when is a
-    flag the code decides at run time that te.RMSNorm needs (elementwise_affine=affine: te.RMSNorm always has a weight)."""
+    flag the code decides at run time that te.RMSNorm needs (elementwise_affine=affine: te.RMSNorm always has a weight);
+    weight_name is the name the class gives its weight, a checkpoint key the te.* norm then keeps (see
+    _pl_keep_weight_name)."""
     if when and fp8_available()[0]:
-        return ${te}.RMSNorm(normalized_shape, eps=eps, **${normKwargs})
+        return _pl_keep_weight_name(${te}.RMSNorm(normalized_shape, eps=eps, **${normKwargs}), weight_name)
     return fallback()
 
 
