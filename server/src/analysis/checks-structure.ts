@@ -72,7 +72,10 @@ const transposedWeight: Check = {
   name: 'transposed-weight', facet: 'structure',
   run({ rec, L }) {
     if (!isLinear(L.kind) || !rec.ctor.transposedWeight) return undefined;
-    return guarded(`${rec.ctor.display} stores its weight transposed ([in_features, out_features]; Conv1D(nf=out, nx=in)): te.Linear(${L.inFeatures?.text ?? 'nx'}, ${L.outFeatures?.text ?? 'nf'}) computes the same only with the weight transposed, so pretrained checkpoints need weight.t() on load. Convert by hand.`);
+    const inner = `te.Linear(${L.inFeatures?.text ?? 'nx'}, ${L.outFeatures?.text ?? 'nf'})`;
+    const at = L.name ? `${L.name.replace(/^self\./, '')}.` : '';
+    if (!L.transposedWeight) return guarded(`${rec.ctor.display} stores its weight transposed ([in_features, out_features]; Conv1D(nf=out, nx=in)): ${inner} computes the same only with the weight transposed, so pretrained checkpoints need weight.t() on load. Convert by hand.`);
+    return ok(`${rec.ctor.display} stores its weight transposed ([in_features, out_features]; Conv1D(nf=out, nx=in)): the conversion builds ${inner} inside the fallback's fp8_conv1d_or wrapper, whose state_dict keeps Conv1D's keys and layout (${at}weight as [in, out], ${at}bias; the te.Linear itself is ${at}linear.weight, [out, in]) and whose load_state_dict transposes ${at}weight into it; a loader that sets parameters by name without load_state_dict finds no ${at}weight parameter and reports it. Where FP8 does not run it builds ${rec.ctor.display} as written.`);
   },
 };
 

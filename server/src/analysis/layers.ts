@@ -1064,6 +1064,12 @@ function makeLayer(
     layer.weightName = weightName;
     layer.fallbackKeepsClass ??= ctor.local?.info.name ?? ctor.display;
   }
+  // A Linear whose weight is stored [in, out] (Conv1D): converted through the fallback's wrapper that keeps that
+  // layout in checkpoints, the class as written where FP8 does not run.
+  if (ctor.transposedWeight && ctor.kind === 'linear' && !ctor.isTe) {
+    layer.transposedWeight = true;
+    layer.fallbackKeepsClass ??= ctor.local?.info.name ?? ctor.display;
+  }
   if (ctor.factory) layer.viaFactory = ctor.factory;
   // A module that holds weights only under a flag (fairseq's PositionalEmbedding(learned=False) is sinusoidal).
   const weightsFlag = ctor.roleHint?.weightsOnlyWhen;
