@@ -54,7 +54,7 @@ describe(`fixes: converted models train without Transformer Engine (${PYTHON}, t
       const { text, applied } = await convertExample(readFileSync(EXAMPLE_INPUT, 'utf8'), settingsWith({ apiVersion }));
       // One action converts and brings in the fallback; "Insert FP8 fallback wrapper" then has nothing left to do.
       assert.equal(applied.length, 2, `applied: ${applied.join('; ')}`);
-      assert.match(applied[0], /^Convert 7 layers in this file to FP8 \(with fallback; skipped 3: 2 embedding, lm-head\)$/);
+      assert.match(applied[0], /^Convert 7 layers in this file to FP8 \(with fallback; fusing 2 norms into te\.LayerNormLinear; skipped 3: 2 embedding, lm-head\)$/);
       assert.match(applied[1], /^Wrap the training step in FP8 autocast/);
       assert.doesNotMatch(text, /^import transformer_engine/m, 'no bare TE import');
       assert.match(text, apiVersion === 'modern' ? /te\.autocast\(enabled=enabled, recipe=/ : /te\.fp8_autocast\(enabled=enabled, fp8_recipe=/);
@@ -150,10 +150,11 @@ describe('fixes: layer classes with behaviour of their own survive "convert all"
   it('keeps a weight-casting subclass and a float32 norm subclass on the fallback path, maps the flag-switched offset, converts the Sequential, and runs on CPU', async function () {
     if (!TORCH) this.skip();
     const { text, applied } = await convertExample(readFileSync(input, 'utf8'), settingsWith({}));
-    assert.match(applied[0], /^Convert 7 layers in this file to FP8 \(with fallback; skipped 2: embedding, lm-head\)$/, applied.join('; '));
+    assert.match(applied[0], /^Convert 7 layers in this file to FP8 \(with fallback; fusing 1 norm into te\.LayerNormLinear; skipped 2: embedding, lm-head\)$/, applied.join('; '));
     // CastLinear casts its weight to the input's dtype, as te.Linear does: converted, with CastLinear itself kept for
     // the fallback (torch.nn.Linear would meet a BF16 input with its FP32 weight).
-    assert.match(text, /self\.qkv = fp8_parallel_linear\(lambda: CastLinear\(dim, 3 \* dim, bias=False\), dim, 3 \* dim, bias=False\)/);
+    // self.norm feeds only qkv: where FP8 runs the two become one te.LayerNormLinear (its zero_centered_gamma follows the flag).
+    assert.match(text, /self\.qkv = fp8_fuse_norm\(self\.norm, fp8_parallel_linear\(lambda: CastLinear\(dim, 3 \* dim, bias=False\), dim, 3 \* dim, bias=False\)\)/);
     // Fp32LayerNorm computes in float32, as te.LayerNorm does inside its kernel (te.LayerNorm returns its weights' dtype): converted, with Fp32LayerNorm itself
     // kept for the fallback (the fallback's nn.LayerNorm would meet a BF16 input with its FP32 weight).
     assert.match(text, /self\.ln = fp8_layernorm_or\(lambda: Fp32LayerNorm\(dim\), dim\)/);
@@ -401,5 +402,173 @@ describe('fixes: a norm fused into te.LayerNormLinear computes what the two laye
     assert.match(fp8.stdout, /^ln_1 grad: True proj norm grad: True$/m, fp8.output);
     const [n, m] = /^parameters: (\d+) (\d+)$/m.exec(fp8.stdout)!.slice(1).map(Number);
     assert.equal(n, m, 'the fused layer holds no parameter twice');
+  });
+});
+
+/** Python lines that make the generated code see a GPU with FP8 and build the fake TE's layers on the CPU. */
+const FAKE_GPU = [
+  'import pickle',
+  'import torch',
+  'torch.cuda.is_available = lambda: True',
+  'torch.cuda.get_device_capability = lambda *a: (9, 0)',
+  'torch.cuda.get_device_name = lambda *a: "Fake GPU"',
+  'import transformer_engine.pytorch as te',
+  'for k in (te.Linear, te.LayerNorm, te.RMSNorm):',
+  '    k.__init__.__defaults__ = tuple("cpu" if d == "cuda" else d for d in k.__init__.__defaults__)',
+];
+
+describe('fixes: norms that call their weight `scale` keep that checkpoint key on both paths', function () {
+  this.timeout(450_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'norm_weight_name.py');
+
+  it('without TE the classes as written; with FP8 (the fake TE) te.RMSNorm saving and loading .scale: the original\'s state_dict loads strictly, the output is the original\'s, and it loads back', async function () {
+    if (!TORCH) this.skip();
+    const source = readFileSync(input, 'utf8');
+    const { text } = await convertExample(source, settingsWith({}));
+    assert.match(text, /self\.sa_norm = fp8_rmsnorm_or\(lambda: RMSNorm\(dim=embed_dim, eps=norm_eps\), normalized_shape=embed_dim, eps=norm_eps, weight_name="scale"\)/);
+    assert.match(text, /self\.out_norm = fp8_rmsnorm_or\(lambda: KRMSNorm\(embed_dim\), embed_dim, eps=1e-6, weight_name="scale"\)/);
+    const { dir, file } = scratch('converted.py', text);
+    writeFileSync(join(dir, 'original.py'), source);
+    const plain = runPython([file], dir);
+    assert.equal(plain.status, 0, plain.output);
+    assert.match(plain.stdout, /^Running in BF16 fallback/m, plain.output);
+    assert.match(plain.stdout, /^keys: mlp_norm\.scale out_norm\.scale sa_norm\.scale$/m, plain.output);
+    const probe = [
+      ...FAKE_GPU,
+      'import original as o, converted as c',
+      'torch.manual_seed(0)',
+      'ref = o.Layer()',
+      'with torch.no_grad():',
+      '    for n in (ref.sa_norm, ref.mlp_norm, ref.out_norm): n.scale.uniform_(0.5, 2.0)',
+      'new = c.Layer()',
+      'print("types:", " ".join("%s.%s" % (type(n).__module__.split(".")[0], type(n).__name__) for n in (new.sa_norm, new.mlp_norm, new.out_norm)))',
+      'print("keys:", " ".join(sorted(k for k in new.state_dict() if "norm" in k)))',
+      'print("strict load:", new.load_state_dict(ref.state_dict(), strict=True))',
+      'x = torch.randn(2, 16, 64)',
+      'print("same output:", torch.allclose(ref(x), new(x), rtol=0, atol=1e-6))',
+      'print("alias:", new.sa_norm.scale is new.sa_norm.weight, torch.equal(new.out_norm.scale, ref.out_norm.scale))',
+      'back = o.Layer()',
+      'print("round trip:", back.load_state_dict(new.state_dict(), strict=True), torch.equal(back(x), ref(x)))',
+      'sd = ref.state_dict(); del sd["mlp_norm.scale"]',
+      'print("missing:", new.load_state_dict(sd, strict=False).missing_keys)',
+      // A loader that sets parameters by name, bypassing load_state_dict, finds none of the checkpoint's norm keys.
+      'params = dict(new.named_parameters())',
+      'print("by name, not found:", sorted(k for k in ref.state_dict() if k not in params))',
+      'if hasattr(torch.nn.Module, "register_state_dict_post_hook"):  # torch >= 2.1 has assign=True',
+      '    n2 = c.Layer(); n2.load_state_dict(ref.state_dict(), assign=True)',
+      '    print("assign:", n2.sa_norm.scale is n2.sa_norm.weight, torch.allclose(n2(x), ref(x), rtol=0, atol=1e-6))',
+      'p = pickle.loads(pickle.dumps(new))',
+      'print("pickled:", " ".join(sorted(k for k in p.state_dict() if "norm" in k)))',
+      'new(x).sum().backward()',
+      'print("grad:", new.sa_norm.scale.grad is not None)',
+    ].join('\n');
+    const run = runWithFakeTe(probe, dir);
+    const out = run.output;
+    assert.equal(run.status, 0, out);
+    assert.match(run.stdout, /^types: transformer_engine\.RMSNorm transformer_engine\.RMSNorm transformer_engine\.RMSNorm$/m, out);
+    assert.match(run.stdout, /^keys: mlp_norm\.scale out_norm\.scale sa_norm\.scale$/m, out);
+    assert.match(run.stdout, /^strict load: <All keys matched successfully>$/m, out);
+    assert.match(run.stdout, /^same output: True$/m, out);
+    assert.match(run.stdout, /^alias: True True$/m, out);
+    assert.match(run.stdout, /^round trip: <All keys matched successfully> True$/m, out);
+    assert.match(run.stdout, /^missing: \['mlp_norm\.scale'\]$/m, out);
+    assert.match(run.stdout, /^by name, not found: \['mlp_norm\.scale', 'out_norm\.scale', 'sa_norm\.scale'\]$/m, out);
+    if (atLeast(2, 1)) assert.match(run.stdout, /^assign: True True$/m, out);
+    assert.match(run.stdout, /^pickled: mlp_norm\.scale out_norm\.scale sa_norm\.scale$/m, out);
+    assert.match(run.stdout, /^grad: True$/m, out);
+  });
+});
+
+describe("fixes: GPT-2's Conv1D converts through fp8_conv1d_or and keeps Conv1D's checkpoint on both paths", function () {
+  this.timeout(450_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'conv1d_gpt2.py');
+  // transformers itself is not installed here: a stand-in package with its Conv1D, as transformers defines it.
+  const stub = join(__dirname, '..', 'fixtures', 'fixes', 'transformers_stub');
+
+  it('without TE the Conv1D as written; with FP8 (the fake TE) te.Linear under .linear: the original\'s state_dict loads strictly (transposed), the output is the original\'s, it loads back, and a loader that bypasses the hooks finds no weight', async function () {
+    if (!TORCH) this.skip();
+    const source = readFileSync(input, 'utf8');
+    const { text } = await convertExample(source, { ...settingsWith({}), convertLosingLayers: true });
+    assert.match(text, /self\.c_attn = fp8_conv1d_or\(lambda: Conv1D\(3 \* self\.embed_dim, self\.embed_dim\), 3 \* self\.embed_dim, self\.embed_dim\)/);
+    assert.match(text, /self\.q_attn = fp8_conv1d_or\(lambda: Conv1D\(self\.embed_dim, self\.embed_dim\), self\.embed_dim, self\.embed_dim\)/);
+    assert.match(text, /self\.c_fc = fp8_conv1d_or\(lambda: Conv1D\(intermediate_size, embed_dim\), intermediate_size, embed_dim\)/);
+    assert.match(text, /isinstance\(module, \(Conv1D, TE_LINEAR\)\)/);
+    const { dir, file } = scratch('converted.py', text);
+    writeFileSync(join(dir, 'original.py'), source);
+    const run0 = spawnSync(PYTHON, [file], { encoding: 'utf8', timeout: 120_000, cwd: dir, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: stub } });
+    const plain = `${run0.stdout}${run0.stderr}`;
+    assert.equal(run0.status, 0, plain);
+    assert.match(run0.stdout, /^Running in BF16 fallback/m, plain);
+    assert.match(run0.stdout, /^types: Conv1D Conv1D$/m, plain);
+    assert.match(run0.stdout, /^keys: attn\.c_attn\.weight\[64, 192\] attn\.c_attn\.bias\[192\] attn\.c_proj\.weight\[64, 64\] attn\.c_proj\.bias\[64\]$/m, plain);
+    const probe = [
+      ...FAKE_GPU,
+      'import original as o, converted as c',
+      'from transformers.pytorch_utils import Conv1D',
+      'torch.manual_seed(0)',
+      'ref, new = o.Block(), c.Block()',
+      'a = new.attn.c_attn',
+      'print("type:", type(a).__name__, "%s.%s" % (type(a.linear).__module__.split(".")[0], type(a.linear).__name__), tuple(a.linear.weight.shape))',
+      'print("same keys and shapes:", {k: v.shape for k, v in ref.state_dict().items()} == {k: v.shape for k, v in new.state_dict().items()})',
+      'print("strict load:", new.load_state_dict(ref.state_dict(), strict=True))',
+      'x = torch.randn(2, 16, 64)',
+      'with torch.no_grad(): y, z = ref(x), new(x)',
+      'print("same output:", torch.allclose(y, z, rtol=0, atol=1e-5))',
+      'print("conv1d view:", tuple(new.attn.c_proj.weight.shape), torch.equal(new.mlp.c_fc.weight, ref.mlp.c_fc.weight), torch.equal(new.mlp.c_fc.bias, ref.mlp.c_fc.bias))',
+      'back = o.Block()',
+      'print("round trip:", back.load_state_dict(new.state_dict(), strict=True), torch.equal(back(x), ref(x)))',
+      'sd = ref.state_dict(); del sd["attn.c_proj.weight"]',
+      'print("missing:", new.load_state_dict(sd, strict=False).missing_keys)',
+      // A loader that sets parameters by name, bypassing load_state_dict: no square weight loads untransposed.
+      'params = dict(new.named_parameters())',
+      'print("by name, not found:", sorted(k for k in ref.state_dict() if k not in params)[:4])',
+      'try:',
+      '    new.get_parameter("attn.c_proj.weight"); print("get_parameter: found")',
+      'except AttributeError:',
+      '    print("get_parameter: AttributeError")',
+      'try:',
+      '    new.attn.c_proj.weight = torch.nn.Parameter(torch.zeros(64, 64)); print("assigned: yes")',
+      'except (KeyError, AttributeError) as e:',
+      '    print("assigned:", type(e).__name__)',
+      'print("odd:", type(c.fp8_conv1d_or(lambda: Conv1D(24, 64), 24, 64)).__name__)',
+      'if hasattr(torch.nn.Module, "register_state_dict_post_hook"):  # torch >= 2.1 has assign=True',
+      '    n2 = c.Block(); n2.load_state_dict(ref.state_dict(), assign=True)',
+      '    print("assign:", torch.allclose(n2(x), y, rtol=0, atol=1e-5), n2.attn.c_attn.linear.weight.is_contiguous())',
+      'p = pickle.loads(pickle.dumps(new))',
+      'print("pickled:", torch.equal(p(x), new(x)))',
+      'new(x).sum().backward()',
+      'print("grad:", new.attn.c_proj.linear.weight.grad is not None)',
+      // TE's _extra_state (the fake TE has none: give its Linear one) goes under Conv1D's prefix, as any te.Linear conversion.
+      'te.Linear.get_extra_state = lambda self: torch.tensor([7.0])',
+      'te.Linear.set_extra_state = lambda self, s: setattr(self, "got", float(s[0]))',
+      'print("extra keys:", [k for k in new.state_dict() if k.startswith("attn.c_attn")])',
+      'print("extra missing:", [k for k in new.load_state_dict(ref.state_dict(), strict=False).missing_keys if "c_attn" in k])',
+      'new.load_state_dict(new.state_dict())',
+      'print("extra loaded:", new.attn.c_attn.linear.got)',
+    ].join('\n');
+    const run = spawnSync(PYTHON, ['-c', probe], {
+      encoding: 'utf8', timeout: 120_000, cwd: dir,
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: [dir, stub, join(__dirname, '..', '..', 'bench', 'tests', 'fake_te')].join(':') },
+    });
+    const out = `${run.stdout}${run.stderr}`;
+    assert.equal(run.status, 0, out);
+    assert.match(run.stdout, /^Running in FP8 mode on Fake GPU \(sm_90\)/m, out);
+    assert.match(run.stdout, /^type: _PLConv1D transformer_engine\.Linear \(192, 64\)$/m, out);
+    assert.match(run.stdout, /^same keys and shapes: True$/m, out);
+    assert.match(run.stdout, /^strict load: <All keys matched successfully>$/m, out);
+    assert.match(run.stdout, /^same output: True$/m, out);
+    assert.match(run.stdout, /^conv1d view: \(64, 64\) True True$/m, out);
+    assert.match(run.stdout, /^round trip: <All keys matched successfully> True$/m, out);
+    assert.match(run.stdout, /^missing: \['attn\.c_proj\.weight'\]$/m, out);
+    assert.match(run.stdout, /^by name, not found: \['attn\.c_attn\.bias', 'attn\.c_attn\.weight', 'attn\.c_proj\.bias', 'attn\.c_proj\.weight'\]$/m, out);
+    assert.match(run.stdout, /^get_parameter: AttributeError$/m, out);
+    assert.match(run.stdout, /^assigned: KeyError$/m, out);
+    assert.match(run.stdout, /^odd: Conv1D$/m, out);
+    if (atLeast(2, 1)) assert.match(run.stdout, /^assign: True True$/m, out);
+    assert.match(run.stdout, /^pickled: True$/m, out);
+    assert.match(run.stdout, /^grad: True$/m, out);
+    assert.match(run.stdout, /^extra keys: \['attn\.c_attn\.weight', 'attn\.c_attn\.bias', 'attn\.c_attn\._extra_state'\]$/m, out);
+    assert.match(run.stdout, /^extra missing: \['attn\.c_attn\._extra_state'\]$/m, out);
+    assert.match(run.stdout, /^extra loaded: 7\.0$/m, out);
   });
 });

@@ -42,13 +42,13 @@ describe('analysis: norm gaps from held-out set 7', () => {
     assert.match(n.reasons.join(' '), /does not let the conversion pass eps.*eps=torch\.finfo\(torch\.float32\)\.eps keeps today's/);
   });
 
-  it('an RMSNorm whose weight is named scale is reported, uncertain, and the reason names the keys the conversion changes', () => {
+  it('an RMSNorm whose weight is named scale converts, and the reason says the conversion keeps the key', () => {
     const n = layer(ir(), 'self.pre_norm');
     assert.equal(n.kind, 'rmsnorm');
     assert.equal(n.teEquivalent, 'te.RMSNorm');
-    assert.equal(n.convertible, 'uncertain');
-    assert.equal(n.facets?.structure.check, 'norm-scale-name');
-    assert.match(n.reasons.join(' '), /names its weight parameter scale, te\.RMSNorm names it weight, and the conversion cannot keep the name: the state_dict keys change \(pre_norm\.scale -> pre_norm\.weight\)/);
+    assert.equal(n.convertible, true, n.reasons.join(' '));
+    assert.equal(n.weightName, 'scale');
+    assert.match(n.reasons.join(' '), /names its weight parameter scale, te\.RMSNorm names it weight: the conversion keeps the checkpoint key pre_norm\.scale/);
   });
 
   it('a norm whose forward transforms its weight (exp of a log-gain broadcast per head, a clamp) is kept, with the line', () => {

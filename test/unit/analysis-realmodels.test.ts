@@ -308,7 +308,7 @@ describe('analysis: lm-head look-alikes', () => {
 describe("analysis: Hugging Face GPT-2's Conv1D", () => {
   before(initParser);
 
-  it('is a Linear with swapped arguments and a transposed weight: roles and dims right, uncertain with the reason', () => {
+  it('is a Linear with swapped arguments and a transposed weight: roles and dims right, convertible through fp8_conv1d_or with the reason', () => {
     const ir = analyze(fixture('gpt2_conv1d.py'));
     const get = (owner: string, name: string) => ir.layers.find((l) => l.ownerClass === owner && l.name === name);
     const fc = get('GPT2MLP', 'self.c_fc');
@@ -316,8 +316,9 @@ describe("analysis: Hugging Face GPT-2's Conv1D", () => {
     assert.equal(fc?.role, 'mlp');
     assert.equal(fc?.inFeatures?.value, 768);
     assert.equal(fc?.outFeatures?.value, 3072);
-    assert.equal(fc?.convertible, 'uncertain');
-    assert.match(fc?.reasons.join(' ') ?? '', /stores its weight transposed.*weight\.t\(\) on load/);
+    assert.equal(fc?.convertible, true);
+    assert.equal(fc?.transposedWeight, true);
+    assert.match(fc?.reasons.join(' ') ?? '', /stores its weight transposed.*inside the fallback's fp8_conv1d_or wrapper, whose state_dict keeps Conv1D's keys and layout \(c_fc\.weight as \[in, out\]/);
     assert.equal(get('GPT2Attention', 'self.c_attn')?.role, 'attention');
     assert.equal(get('GPT2Attention', 'self.c_attn')?.outFeatures?.text, '3 * self.embed_dim');
   });
@@ -1195,7 +1196,7 @@ describe('analysis: PyTorch API edge cases', () => {
 describe('analysis: norm scale parameters with other names', () => {
   before(initParser);
 
-  it('an RMSNorm whose scale is called gain is uncertain: the checkpoint keys change', () => {
+  it('an RMSNorm whose scale is called gain converts, keeping the checkpoint key', () => {
     const ir = analyze(py`
       import math
       import torch
@@ -1221,7 +1222,8 @@ describe('analysis: norm scale parameters with other names', () => {
 
     `);
     const n = ir.layers.find((l) => l.name === 'self.ln_1')!;
-    assert.equal(n.convertible, 'uncertain');
-    assert.match(n.reasons.join(' '), /\(ln_1\.gain -> ln_1\.weight\)/);
+    assert.equal(n.convertible, true, n.reasons.join(' '));
+    assert.equal(n.weightName, 'gain');
+    assert.match(n.reasons.join(' '), /keeps the checkpoint key ln_1\.gain/);
   });
 });

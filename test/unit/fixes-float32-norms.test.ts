@@ -53,8 +53,8 @@ describe('fixes: float32 norm subclasses convert and keep their class for the fa
   it('the fallback module defines both factories, for both TE APIs', () => {
     for (const api of ['modern', 'legacy'] as const) {
       const src = fallbackSource({ api, settings: MECHANICS_SETTINGS, teName: 'te' } as Parameters<typeof fallbackSource>[0]);
-      assert.match(src, /^def fp8_layernorm_or\(fallback, normalized_shape, eps=1e-5, when=True, \*\*kwargs\):$/m);
-      assert.match(src, /^def fp8_rmsnorm_or\(fallback, normalized_shape, eps=1e-5, when=True, \*\*kwargs\):$/m);
+      assert.match(src, /^def fp8_layernorm_or\(fallback, normalized_shape, eps=1e-5, when=True, weight_name=None, \*\*kwargs\):$/m);
+      assert.match(src, /^def fp8_rmsnorm_or\(fallback, normalized_shape, eps=1e-5, when=True, weight_name=None, \*\*kwargs\):$/m);
       assert.equal(pyCompileError(src), undefined);
     }
   });

@@ -72,7 +72,10 @@ const transposedWeight: Check = {
   name: 'transposed-weight', facet: 'structure',
   run({ rec, L }) {
     if (!isLinear(L.kind) || !rec.ctor.transposedWeight) return undefined;
-    return guarded(`${rec.ctor.display} stores its weight transposed ([in_features, out_features]; Conv1D(nf=out, nx=in)): te.Linear(${L.inFeatures?.text ?? 'nx'}, ${L.outFeatures?.text ?? 'nf'}) computes the same only with the weight transposed, so pretrained checkpoints need weight.t() on load. Convert by hand.`);
+    const inner = `te.Linear(${L.inFeatures?.text ?? 'nx'}, ${L.outFeatures?.text ?? 'nf'})`;
+    const at = L.name ? `${L.name.replace(/^self\./, '')}.` : '';
+    if (!L.transposedWeight) return guarded(`${rec.ctor.display} stores its weight transposed ([in_features, out_features]; Conv1D(nf=out, nx=in)): ${inner} computes the same only with the weight transposed, so pretrained checkpoints need weight.t() on load. Convert by hand.`);
+    return ok(`${rec.ctor.display} stores its weight transposed ([in_features, out_features]; Conv1D(nf=out, nx=in)): the conversion builds ${inner} inside the fallback's fp8_conv1d_or wrapper, whose state_dict keeps Conv1D's keys and layout (${at}weight as [in, out], ${at}bias; the te.Linear itself is ${at}linear.weight, [out, in]) and whose load_state_dict transposes ${at}weight into it; a loader that sets parameters by name without load_state_dict finds no ${at}weight parameter and reports it. Where FP8 does not run it builds ${rec.ctor.display} as written.`);
   },
 };
 
@@ -291,7 +294,8 @@ const scaleName: Check = {
     const scale = rec.ctor.local?.info.scaleName ?? rec.ctor.importedForward?.scaleName;
     if (!isNorm(L.kind) || !scale || sofar !== 'ok') return undefined;
     const at = L.name ? `${L.name.replace(/^self\./, '')}.` : '';
-    return guarded(`${L.localClass ?? rec.ctor.display} names its weight parameter ${scale}, ${teNorm(L.kind)} names it weight, and the conversion cannot keep the name: the state_dict keys change (${at}${scale} -> ${at}weight), so map them when loading a checkpoint (training from scratch is unaffected), then convert.`);
+    if (!L.weightName) return guarded(`${L.localClass ?? rec.ctor.display} names its weight parameter ${scale}, ${teNorm(L.kind)} names it weight, and the conversion cannot keep the name: the state_dict keys change (${at}${scale} -> ${at}weight), so map them when loading a checkpoint (training from scratch is unaffected), then convert.`);
+    return ok(`${L.localClass ?? rec.ctor.display} names its weight parameter ${scale}, ${teNorm(L.kind)} names it weight: the conversion keeps the checkpoint key ${at}${scale} (the te.* norm's state_dict saves its weight as ${at}${scale} and load_state_dict reads it from there, through state-dict hooks; .${scale} reads the weight), and builds ${L.localClass ?? rec.ctor.display} as written where FP8 does not run. A loader that bypasses load_state_dict finds no ${scale} parameter and reports it.`);
   },
 };
 

@@ -181,7 +181,8 @@ function selfAttr(layer: Layer): string | undefined {
 /** A Linear the fusion may take: a plain Linear that converts, or one built by the fallback already (te.Linear where
  *  FP8 runs; the fallback's layers read as te.*). */
 function fusableLinear(layer: Layer | undefined): boolean {
-  return !!layer && layer.kind === 'linear' && (layer.viaFallback || (!layer.isTe && layer.convertible === true)) && layer.role !== 'lm_head' && !layer.tied;
+  // A Conv1D (weight stored [in, out]) converts through its own wrapper, which fp8_fuse_norm does not fuse into.
+  return !!layer && layer.kind === 'linear' && !layer.transposedWeight && (layer.viaFallback || (!layer.isTe && layer.convertible === true)) && layer.role !== 'lm_head' && !layer.tied;
 }
 
 function fusableNorm(layer: Layer): boolean {

@@ -199,6 +199,13 @@ export interface Layer {
   /** A local Linear subclass whose forward te.Linear reproduces but torch.nn.Linear does not (it casts its weight to
    *  the input's dtype): the conversion keeps this class for the fallback without FP8 (the factory's fallback lambda). */
   fallbackKeepsClass?: string;
+  /** A norm whose class calls its weight otherwise (torchtune's RMSNorm: `scale`): the conversion keeps that
+   *  checkpoint key on the te.* norm (state-dict hooks) and keeps the class for the fallback without FP8. */
+  weightName?: string;
+  /** A Linear whose weight is stored [in, out] (transformers' Conv1D(nf, nx)): the conversion builds te.Linear(nx, nf)
+   *  inside the fallback's fp8_conv1d_or wrapper, which keeps Conv1D's checkpoint keys and layout (state-dict hooks,
+   *  the te.Linear under a child path), and the Conv1D as written where FP8 does not run. */
+  transposedWeight?: boolean;
   /** The class is chosen at run time among classes that all convert the same way: each, as written, with its
    *  conversion (`nn.LayerNorm -> te.LayerNorm`). The verdict holds for every one of them. */
   classCandidates?: string[];

@@ -1057,6 +1057,19 @@ function makeLayer(
   if (ctor.local && (ctor.kind === 'layernorm' || ctor.kind === 'rmsnorm') && ctor.local.info.forwardExtra === FLOAT32_CAST_BACK && !ctor.local.info.channelAxis) {
     layer.fallbackKeepsClass = ctor.local.info.name;
   }
+  // A norm that calls its weight otherwise (`scale`): the te.* norm keeps that checkpoint key, the class stays for the
+  // fallback without FP8 (whose own norm would call it weight).
+  const weightName = (ctor.kind === 'layernorm' || ctor.kind === 'rmsnorm') ? ctor.local?.info.scaleName ?? ctor.importedForward?.scaleName : undefined;
+  if (weightName && /^[A-Za-z_]\w*$/.test(weightName)) {
+    layer.weightName = weightName;
+    layer.fallbackKeepsClass ??= ctor.local?.info.name ?? ctor.display;
+  }
+  // A Linear whose weight is stored [in, out] (Conv1D): converted through the fallback's wrapper that keeps that
+  // layout in checkpoints, the class as written where FP8 does not run.
+  if (ctor.transposedWeight && ctor.kind === 'linear' && !ctor.isTe) {
+    layer.transposedWeight = true;
+    layer.fallbackKeepsClass ??= ctor.local?.info.name ?? ctor.display;
+  }
   if (ctor.factory) layer.viaFactory = ctor.factory;
   // A module that holds weights only under a flag (fairseq's PositionalEmbedding(learned=False) is sinusoidal).
   const weightsFlag = ctor.roleHint?.weightsOnlyWhen;

@@ -271,7 +271,11 @@ function ctorFactsReader(ctx: LayerContext, cache: AnalysisCache): (name: string
     let f = ctorFacts.get(name);
     if (f === undefined) {
       const c = ctorFor(ctx, name);
-      f = c ? cache.intern([c.resolved, c.ctor.kind, c.ctor.isTe, c.ctor.params.join('+'), c.ctor.te, c.ctor.parallelMode, c.ctor.local?.info.name, c.ctor.display, c.ctor.factory].join('\u0001')) : '-';
+      // What makeLayer reads of the class beyond its signature: the forward's extra step and the weight's name (the
+      // class kept for the fallback, weight_name), the transposed weight (Conv1D's wrapper).
+      const li = c?.ctor.local?.info;
+      f = c ? cache.intern([c.resolved, c.ctor.kind, c.ctor.isTe, c.ctor.params.join('+'), c.ctor.te, c.ctor.parallelMode, li?.name, c.ctor.display, c.ctor.factory,
+        li?.forwardExtra, li?.scaleName, !!li?.channelAxis, c.ctor.transposedWeight, c.ctor.importedForward?.scaleName].join('\u0001')) : '-';
       ctorFacts.set(name, f);
     }
     return f;

@@ -10,7 +10,7 @@ import { classRefsOf, extendClassTests, type ClassRef } from './class-tests';
 import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
 import { convertsThroughFallback } from './fallback';
 import { bringInFallback } from './wrapper';
-import { CLASS_PARAM_FACTORY, FUSE_FACTORY, FUSED_CLASS_NAME, KEEP_CLASS_FACTORY, PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
+import { CLASS_PARAM_FACTORY, CONV1D_FACTORY, FUSE_FACTORY, FUSED_CLASS_NAME, KEEP_CLASS_FACTORY, PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
 import { findFusions, type Fusion } from '../analysis/fusion';
 import { fusionEdits, type FusionEdits } from './fuse';
 import { addImport, teAccess } from './imports';
@@ -162,6 +162,8 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
   }
   if (parallel) extra.push(...parallel.extra);
   if (layer.convertsWhen && (layer.kind === 'layernorm' || layer.kind === 'rmsnorm')) extra.push(`when=${layer.convertsWhen}`);
+  // A norm that names its weight otherwise (`scale`): the factory keeps that checkpoint key on the te.* norm.
+  if (layer.weightName && (layer.kind === 'layernorm' || layer.kind === 'rmsnorm')) extra.push(`weight_name="${layer.weightName}"`);
   // Keep the trailing-comma-free insertion after the last kept argument.
   const kept = { ...call, args: call.args.filter((a) => !drop.includes(a)) };
   const add = appendArgs(ctx.text, kept, extra);
@@ -316,6 +318,7 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   const stack = stackRefusal(ctx);
   if (stack) return refused(stack);
   if (layer.classParam && (layer.kind === 'linear' || layer.kind === 'layernorm' || layer.kind === 'rmsnorm')) return classParamConversion(ctx, layer, layer.classParam);
+  if (layer.transposedWeight) return conv1dConversion(ctx, layer);
   // A layer whose dims are unknown where it is built (shape `guarded`) goes through the factory even in a file that
   // imports TE: the factory checks the FP8 shape rule when it builds the layer and keeps torch.nn where it fails.
   // A layer whose own class must stay where FP8 does not run (a parallel linear keeps its shards, a Linear subclass
@@ -343,6 +346,30 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   // never applies it, only --unsafe-fixes does (through the fallback, so the file still runs without TE).
   const safe = false;
   return { edits: [callee, ...args.edits], safe, target, fallbackNames: viaFactory ? [target] : [], importLines };
+}
+
+/**
+ * transformers' Conv1D(nf, nx), its weight stored [in, out]: `fp8_conv1d_or(lambda: Conv1D(nf, nx), nf, nx)`, whose
+ * wrapper holds te.Linear(nx, nf) under a child path and keeps Conv1D's checkpoint keys and layout (see the fallback's
+ * _PLConv1D); the Conv1D as written where FP8 does not run. The arguments stay as written (Conv1D's nf and nx are the
+ * factory's): anything else refuses, since the wrapper would drop it.
+ */
+function conv1dConversion(ctx: FixContext, layer: Layer): LayerConversion {
+  const site = constructorSite(ctx.text, layer);
+  const call = splitCallArgs(ctx.text, site.open);
+  const refusal = conv1dRefusal(call);
+  if (refusal || !call) return refused(`Not converted: ${refusal}`, CONV1D_FACTORY, call ? 'Conv1D arguments' : 'unreadable call');
+  const spaced = /^[ \t]*\r?\n/.test(ctx.text.slice(site.open + 1)) ? '' : ' ';
+  const callee = replace(site.calleeStart, site.open + 1, `${CONV1D_FACTORY}(lambda: ${oneLine(ctx.text.slice(site.calleeStart, call.close + 1))},${spaced}`);
+  return { edits: [callee], safe: false, target: CONV1D_FACTORY, fallbackNames: [CONV1D_FACTORY], importLines: [] };
+}
+
+/** Why a Conv1D call cannot go through fp8_conv1d_or as written (it takes nf and nx, nothing else), or undefined. */
+function conv1dRefusal(call: CallArgs | undefined): string | undefined {
+  if (!call) return 'the argument list could not be read.';
+  const other = call.args.filter((a) => (a.name ? a.name !== 'nf' && a.name !== 'nx' : /^\*/.test(a.value.trim())));
+  if (!other.length && call.args.length === 2) return undefined;
+  return `Conv1D is built with ${call.args.map((a) => a.value.trim() && a.name ? `${a.name}=${a.value.trim()}` : a.value.trim()).join(', ') || 'no arguments'}, where fp8_conv1d_or takes nf and nx only.`;
 }
 
 /**
@@ -375,6 +402,10 @@ function classParamConversion(ctx: FixContext, layer: Layer, param: { name: stri
 /** Why the layer's arguments as written keep it from converting (see argumentRefusal), or undefined. */
 export function conversionArgumentRefusal(ctx: FixContext, layer: Layer): string | undefined {
   if (skipReason(layer) || !teClass(layer)) return undefined;
+  if (layer.transposedWeight) {
+    const why = conv1dRefusal(splitCallArgs(ctx.text, constructorSite(ctx.text, layer).open));
+    return why ? `Not converted: ${why}` : undefined;
+  }
   const refusal = planArgs(ctx, layer, convertsThroughFallback(ctx)).refusal;
   return refusal ? `Not converted: ${refusal}` : undefined;
 }

@@ -41,6 +41,10 @@ export const PARALLEL_FACTORY = 'fp8_parallel_linear';
 export const FUSE_FACTORY = 'fp8_fuse_norm';
 export const FUSED_CLASS_NAME = 'TE_LAYERNORM_LINEAR';
 
+/** The factory for transformers' Conv1D (a Linear whose weight is stored [in, out]): te.Linear in a wrapper that keeps
+ *  Conv1D's checkpoint keys and layout where FP8 runs, the Conv1D as written elsewhere. */
+export const CONV1D_FACTORY = 'fp8_conv1d_or';
+
 /** Factories that build te.* where FP8 runs and the model's own class (behind a lambda) elsewhere, per layer kind. */
 export const KEEP_CLASS_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', string> = {
   linear: PARALLEL_FACTORY, layernorm: 'fp8_layernorm_or', rmsnorm: 'fp8_rmsnorm_or',
@@ -57,7 +61,7 @@ export const CLASS_PARAM_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', str
 /** Every name the fallback defines for other code (what a file may import from the module). */
 export const FALLBACK_EXPORTS = [
   'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or',
-  'fp8_linear_from', 'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONTEXT_FACTORY, 'FP8_RECIPE',
+  'fp8_linear_from', 'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONV1D_FACTORY, CONTEXT_FACTORY, 'FP8_RECIPE',
   'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', FUSE_FACTORY, FUSED_CLASS_NAME, 'te', 'te_recipe',
 ] as const;
 
@@ -385,19 +389,130 @@ def fp8_rmsnorm(normalized_shape, eps=1e-5, **kwargs):
     return _PLRMSNorm(normalized_shape, eps=eps, zero_centered_gamma=zero_centered, **_pl_torch_kwargs(kwargs))
 
 
-def fp8_layernorm_or(fallback, normalized_shape, eps=1e-5, when=True, **kwargs):
+def _pl_keep_weight_name(layer, name):
+    """A te.* norm standing in for a class that names its weight parameter name (torchtune's and k-diffusion's RMSNorm:
+    scale). te.* names it weight and its kernels read self.weight, so the parameter stays weight and state-dict hooks
+    keep the checkpoint key: state_dict() saves prefix + "weight" as prefix + name, and load_state_dict() (strict or
+    not; torch.distributed.checkpoint and safetensors' load_model call it too) reads prefix + name into weight and
+    reports a missing one under that name. A state_dict with either key loads. layer.<name> reads the weight (an
+    alias, not a second parameter). A loader that sets parameters by name without load_state_dict finds no parameter
+    name on the te.* norm and reports it, rather than leaving the weight at its initial value. No name: the layer
+    as it is."""
+    if not name:
+        return layer
+    import functools
+    layer._register_state_dict_hook(functools.partial(_pl_named_save, name))
+    layer._register_load_state_dict_pre_hook(functools.partial(_pl_named_load, name), with_module=True)
+    layer.register_load_state_dict_post_hook(functools.partial(_pl_named_loaded, name))
+    layer.__dict__[name] = layer.weight
+    return layer
+
+
+# _pl_keep_weight_name's hooks, module-level (with functools.partial) so that a model holding them pickles.
+def _pl_named_save(name, module, state, prefix, local_metadata):
+    if prefix + "weight" in state:
+        state[prefix + name] = state.pop(prefix + "weight")
+    return state
+
+
+def _pl_named_load(name, module, state, prefix, *args):
+    module.__dict__["_pl_prefix"] = prefix
+    if prefix + name in state and prefix + "weight" not in state:
+        state[prefix + "weight"] = state.pop(prefix + name)
+
+
+def _pl_named_loaded(name, module, incompatible):
+    prefix = module.__dict__.pop("_pl_prefix", "")
+    keys = incompatible.missing_keys
+    keys[:] = [prefix + name if k == prefix + "weight" else k for k in keys]
+    module.__dict__[name] = module.weight  # load_state_dict(assign=True) replaces the parameter
+
+
+def fp8_layernorm_or(fallback, normalized_shape, eps=1e-5, when=True, weight_name=None, **kwargs):
     """te.LayerNorm when FP8 runs here and when holds, else fallback(): the model's own norm as written. when is a
-    flag the code decides at run time that te.LayerNorm needs (bias=config.bias: te.LayerNorm always has a bias)."""
+    flag the code decides at run time that te.LayerNorm needs (bias=config.bias: te.LayerNorm always has a bias);
+    weight_name is the name the class gives its weight, a checkpoint key the te.* norm then keeps (see
+    _pl_keep_weight_name)."""
     if when and fp8_available()[0]:
-        return ${te}.LayerNorm(normalized_shape, eps=eps, **${normKwargs})
+        return _pl_keep_weight_name(${te}.LayerNorm(normalized_shape, eps=eps, **${normKwargs}), weight_name)
     return fallback()
 
 
-def fp8_rmsnorm_or(fallback, normalized_shape, eps=1e-5, when=True, **kwargs):
+def fp8_rmsnorm_or(fallback, normalized_shape, eps=1e-5, when=True, weight_name=None, **kwargs):
     """te.RMSNorm when FP8 runs here and when holds, else fallback(): the model's own norm as written. when is a
-    flag the code decides at run time that te.RMSNorm needs (elementwise_affine=affine: te.RMSNorm always has a weight)."""
+    flag the code decides at run time that te.RMSNorm needs (elementwise_affine=affine: te.RMSNorm always has a weight);
+    weight_name is the name the class gives its weight, a checkpoint key the te.* norm then keeps (see
+    _pl_keep_weight_name)."""
     if when and fp8_available()[0]:
-        return ${te}.RMSNorm(normalized_shape, eps=eps, **${normKwargs})
+        return _pl_keep_weight_name(${te}.RMSNorm(normalized_shape, eps=eps, **${normKwargs}), weight_name)
+    return fallback()
+
+
+class _PLConv1D(torch.nn.Module):
+    """te.Linear standing in for transformers' Conv1D(nf, nx) (GPT-2's c_attn, c_proj, c_fc): Conv1D stores its weight
+    [nx, nf] ([in, out]) and computes x @ weight + bias, te.Linear stores [out, in]. The te.Linear is the child
+    .linear, so its parameters are prefix + "linear.weight" ([nf, nx]) and "linear.bias". State-dict hooks keep
+    Conv1D's checkpoint: state_dict() saves prefix + "weight" transposed back to [nx, nf], prefix + "bias" and
+    te.Linear's prefix + "_extra_state" (the key every te.Linear conversion adds); load_state_dict() (strict or not;
+    torch.distributed.checkpoint and safetensors' load_model call it too) reads them into .linear, transposing the
+    weight, and reports a missing one under Conv1D's key. A loader that sets parameters by name without
+    load_state_dict finds no parameter prefix + "weight" here (only linear.weight) and reports it: a square weight
+    (embed x embed) can never load untransposed without an error. .weight and .bias read Conv1D's view of them (the
+    weight transposed, [nx, nf], in the te.Linear's storage: an in-place init or copy writes through it); assigning
+    either raises."""
+
+    def __init__(self, nf, nx, linear):
+        super().__init__()
+        self.nf, self.nx = nf, nx
+        self.linear = linear
+        self._register_state_dict_hook(_pl_conv1d_save)
+        self._register_load_state_dict_pre_hook(_pl_conv1d_load, with_module=True)
+        self.register_load_state_dict_post_hook(_pl_conv1d_loaded)
+
+    @property
+    def weight(self):
+        return self.linear.weight.t()
+
+    @property
+    def bias(self):
+        return self.linear.bias
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+def _pl_conv1d_save(module, state, prefix, local_metadata):
+    inner = prefix + "linear."
+    for key in [k for k in state if k.startswith(inner)]:
+        value = state.pop(key)
+        name = key[len(inner):]
+        state[prefix + name] = value.t().contiguous() if name == "weight" else value
+    return state
+
+
+def _pl_conv1d_load(module, state, prefix, *args):
+    module.__dict__["_pl_prefix"] = prefix
+    for name in ("weight", "bias", "_extra_state"):
+        if prefix + name in state and prefix + "linear." + name not in state:
+            value = state.pop(prefix + name)
+            state[prefix + "linear." + name] = value.t().contiguous() if name == "weight" and torch.is_tensor(value) else value
+
+
+def _pl_conv1d_loaded(module, incompatible):
+    prefix = module.__dict__.pop("_pl_prefix", "")
+    inner = prefix + "linear."
+    keys = incompatible.missing_keys
+    keys[:] = [prefix + k[len(inner):] if k.startswith(inner) else k for k in keys]
+
+
+def ${CONV1D_FACTORY}(fallback, nf, nx):
+    """te.Linear(nx, nf) inside _PLConv1D (Conv1D's checkpoint keys and weight layout kept, see there) when FP8 runs
+    here and the shape allows it, else fallback(): the Conv1D as written."""
+    if fp8_available()[0]:
+        problem = _pl_shape_problem(nx, nf)
+        if not problem:
+            return _PLConv1D(nf, nx, _pl_guard_rows(${te}.Linear(nx, nf)))
+        _PL_KEPT.append("%s Conv1D(%s, %s): %s" % (_pl_caller(), nf, nx, problem))
     return fallback()
 
 

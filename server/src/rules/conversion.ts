@@ -80,6 +80,11 @@ function conversionMessage(ir: ModelIR, layer: Layer, settings: PrecisionLensSet
   return `${head} cannot become ${te} exactly; ${action ?? 'keep it'}`;
 }
 
+/** The layer's state_dict prefix as far as the file shows it (`c_attn.` for self.c_attn), '' when unnamed. */
+function keyAt(layer: Layer): string {
+  return layer.name ? `${layer.name.replace(/^self\./, '').replace(/\[\*\]/g, '.N')}.` : '';
+}
+
 /** What converting buys and what the fix does, for the hover. */
 function conversionExplanation(ir: ModelIR, layer: Layer, settings: PrecisionLensSettings): Explanation {
   const norm = layer.kind === 'layernorm' || layer.kind === 'rmsnorm';
@@ -101,7 +106,11 @@ function conversionExplanation(ir: ModelIR, layer: Layer, settings: PrecisionLen
       ? 'TE computes norms in high precision: converting a norm alone gains nothing, fusing it with the Linear it feeds does (PL104, PL105).'
       : 'Inside TE autocast on a GPU with FP8 (compute capability 8.9 or higher) its GEMMs run in FP8; large GEMMs gain most, small ones (about 1024 wide) gain nothing.',
     fix: norm
-      ? `The fix builds it through the project's FP8 fallback (${layer.teEquivalent} where FP8 runs, the torch.nn norm elsewhere) with the same size, eps and affine parameters.`
+      ? (layer.weightName
+        ? `The fix builds it through the project's FP8 fallback (${layer.teEquivalent} where FP8 runs, ${layer.fallbackKeepsClass ?? 'the class as written'} elsewhere) with the same size and eps, and weight_name="${layer.weightName}": ${layer.teEquivalent}'s parameter is weight, and state-dict hooks map the checkpoint key (state_dict() saves ${keyAt(layer)}weight as ${keyAt(layer)}${layer.weightName}, load_state_dict() reads ${keyAt(layer)}${layer.weightName} into weight), so checkpoints of the original load and save unchanged; .${layer.weightName} reads the weight. A loader that sets parameters by name without load_state_dict finds no ${layer.weightName} parameter and reports it.`
+        : `The fix builds it through the project's FP8 fallback (${layer.teEquivalent} where FP8 runs, the torch.nn norm elsewhere) with the same size, eps and affine parameters.`)
+      : layer.transposedWeight
+      ? `The fix builds it through the project's FP8 fallback: fp8_conv1d_or(lambda: ${layer.constructor}(...), nf, nx) holds te.Linear(nx, nf) as its child linear where FP8 runs, and ${layer.constructor} as written elsewhere. Checkpoint keys stay Conv1D's: state_dict() saves ${keyAt(layer)}linear.weight transposed back as ${keyAt(layer)}weight ([in, out]), ${keyAt(layer)}linear.bias as ${keyAt(layer)}bias (and te.Linear's ${keyAt(layer)}_extra_state), and load_state_dict() maps them back, transposing the weight; a loader that sets parameters by name without load_state_dict finds no ${keyAt(layer)}weight parameter and reports it, so a square weight never loads untransposed silently. te.Linear initialises its weight from normal(0, 0.023), Conv1D from normal(0, 0.02): load the trained weights as before.`
       : `The fix builds it through the project's FP8 fallback (${layer.teEquivalent ?? 'te.Linear'} where FP8 runs, torch.nn.Linear elsewhere) with the same sizes and bias. ${TE_INIT}`,
   };
 }
