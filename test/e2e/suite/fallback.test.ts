@@ -46,13 +46,15 @@ describe('one FP8 fallback module per project (model.py + train.py)', function (
   it('converts model.py and wraps train.py: two files importing one created module, and they train on the CPU', async () => {
     const model = await openFile('mingpt/model.py');
     await waitForDiagnostics(model.uri, (ds) => onLine(ds, 'PL101', lineOf(model, 'self.c_attn = ')).length === 1, 'PL101 on c_attn', 60_000);
-    const convert = await applyTitled(model, /^Convert 7 layers in this file to FP8 \(with fallback; extending 4 class tests/);
+    const convert = await applyTitled(model, /^Convert 7 layers in this file to FP8 \(with fallback; fusing 1 norm into te\.LayerNormLinear; extending 4 class tests/);
     assert.ok(convert.edit!.entries().some(([uri]) => uri.path.endsWith('/mingpt/fp8_fallback.py')), 'the edit creates mingpt/fp8_fallback.py');
     const text = model.getText();
-    assert.match(text, /^from fp8_fallback import TE_LAYERNORM, TE_LINEAR, fp8_layernorm, fp8_linear$/m);
+    assert.match(text, /^from fp8_fallback import TE_LAYERNORM, TE_LAYERNORM_LINEAR, TE_LINEAR, fp8_fuse_norm, fp8_layernorm, fp8_linear$/m);
+    // ln_1 feeds only the attention's c_attn: fused into te.LayerNormLinear where FP8 runs.
+    assert.match(text, /self\.attn = fp8_fuse_norm\(self\.ln_1, CausalSelfAttention\(config\), "c_attn"\)/);
     assert.doesNotMatch(text, /^\s*(import|from) transformer_engine/m, 'no bare TE import');
     assert.match(text, /self\.c_attn = fp8_linear\(config\.n_embd, 3 \* config\.n_embd\)/);
-    assert.match(text, /whitelist_weight_modules = \(torch\.nn\.Linear, TE_LINEAR, \)/);
+    assert.match(text, /whitelist_weight_modules = \(torch\.nn\.Linear, TE_LINEAR, TE_LAYERNORM_LINEAR, \)/);
     assert.match(text, /self\.lm_head = nn\.Linear\(/, 'the lm-head stays');
 
     const train = await openFile('mingpt/train.py');
