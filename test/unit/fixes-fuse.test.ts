@@ -53,10 +53,14 @@ describe('fixes: a norm that feeds only one Linear is fused into te.LayerNormLin
     assert.match(late.refused![0].reason, /^Not fused: self\.norm is built after self\.fc; build it first/);
   });
 
-  it('a fusion predicted to lose is refused with the prediction (the Linear stays torch.nn: nothing to fuse into)', () => {
-    const { ir, findings } = analyse(INPUT, resolveSettings({}));
-    const pl104 = findings.find((f) => f.code === 'PL104')!;
-    const out = fixOutcome(INPUT, ir, pl104, resolveSettings({}));
+  it('no PL104 where the Linear is predicted to lose (PL101 keeps it in BF16: nothing to fuse into); the PL104 fix refuses it with the prediction', () => {
+    const settings = resolveSettings({});
+    const { ir, findings } = analyse(INPUT, settings);
+    assert.deepEqual(findings.filter((f) => f.code === 'PL104'), []);
+    assert.ok(findings.some((f) => f.code === 'PL101' && /loses/.test(f.message)));
+    // The fix itself (reached with the setting on, then asked without it) still says why it would not fuse.
+    const pl104 = analyse(INPUT).findings.find((f) => f.code === 'PL104')!;
+    const out = fixOutcome(INPUT, ir, pl104, settings);
     assert.deepEqual(out.fixes, []);
     assert.match(out.refused![0].reason, /^Not fused: self\.qkv is predicted to lose in FP8/);
   });

@@ -7,6 +7,7 @@
  * into the submodule it feeds). PL104's fix fuses the pair through the fallback's fp8_fuse_norm, exactly; PL105's
  * te.LayerNormMLP stays by hand (its parameters and, for GELU, its activation differ), and its fix fuses norm -> fc1.
  */
+import { predictedLoss } from '../analysis/gain-layer';
 import { findFusions, type Fusion } from '../analysis/fusion';
 import type { ModelIR } from '../analysis/ir';
 import { forwardCallEvidence, SpanMaker } from './evidence';
@@ -67,8 +68,11 @@ function findingOf(ir: ModelIR, text: string, f: Fusion, spans: SpanMaker): Find
 
 export const fusionRules: RuleModule = {
   codes: ['PL104', 'PL105'],
-  check({ ir, text }: RuleContext): Finding[] {
+  check({ ir, text, settings }: RuleContext): Finding[] {
     const spans = new SpanMaker(text);
-    return findFusions(ir, text).map((f) => findingOf(ir, text, f, spans));
+    // Where the Linear is predicted to lose in FP8 it stays torch.nn (PL101 says so): there is nothing to fuse into.
+    return findFusions(ir, text)
+      .filter((f) => settings.convertLosingLayers || !predictedLoss(ir, ir.layers[f.fc1], settings))
+      .map((f) => findingOf(ir, text, f, spans));
   },
 };
