@@ -60,7 +60,7 @@ function findingOf(ir: ModelIR, text: string, f: Fusion, spans: SpanMaker): Find
     related,
     explanation: {
       facts: [flow, `te.LayerNormLinear(${dimText(fc1.inFeatures)}, ${dimText(fc1.outFeatures)}, normalization="${normalization}") computes both.`],
-      consequence: 'It normalises and casts to FP8 in one pass before the GEMM, instead of writing the BF16 activation out and reading it back (nanoGPT at width 2048 on an H200: 1.183x -> 1.219x of BF16 per step).',
+      consequence: 'It normalises and casts to FP8 in one pass before the GEMM, instead of writing the BF16 activation out and reading it back (nanoGPT at width 2048 converted by one command, on an H200: 1.18-1.22x of BF16 per step with the norms separate, 1.235x fused).',
       fix: fixWords,
     },
   };
