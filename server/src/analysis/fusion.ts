@@ -14,6 +14,7 @@
  * Computed once per IR (the rule and the fixes ask for it).
  */
 import { closeParen } from './calls';
+import { escapeRegExp } from './spans';
 import type { ClassInfo, Layer, ModelIR } from './ir';
 
 export interface Fusion {
@@ -59,10 +60,6 @@ function isIdentChar(code: number): boolean {
   return (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122) || code === 95 || code === 46;
 }
 
-function escape(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
-
 /**
  * The call whose sole argument (or, with `first`, whose first positional argument) is the expression [start, end) of
  * `body`, if any.
@@ -105,8 +102,8 @@ const METADATA_READ = /^\s*\.\s*(?:size\s*\(|shape\b|dim\s*\(|ndim\b|device\b)/;
  * `x.shape`, `len(x)`) do not count. Undefined when any other read exists.
  */
 function onlyConsumerOf(body: string, name: string, from: number, first: boolean, metadata: boolean): CallAt | undefined {
-  const useRe = new RegExp(`(?<![\\w.])${escape(name)}\\b(?!\\s*=[^=])`, 'g');
-  const defRe = new RegExp(`^[ \\t]*${escape(name)}[ \\t]*=(?!=)`);
+  const useRe = new RegExp(`(?<![\\w.])${escapeRegExp(name)}\\b(?!\\s*=[^=])`, 'g');
+  const defRe = new RegExp(`^[ \\t]*${escapeRegExp(name)}[ \\t]*=(?!=)`);
   let consumer: CallAt | undefined;
   for (let ls = from; ls < body.length;) {
     const le = body.indexOf('\n', ls);
@@ -131,7 +128,7 @@ function onlyConsumerOf(body: string, name: string, from: number, first: boolean
 /** Every `self.<attr>(` call in `body`. */
 function callsOf(body: string, attr: string): CallAt[] {
   const out: CallAt[] = [];
-  const re = new RegExp(`\\bself\\.${escape(attr)}\\s*\\(`, 'g');
+  const re = new RegExp(`\\bself\\.${escapeRegExp(attr)}\\s*\\(`, 'g');
   for (let m = re.exec(body); m; m = re.exec(body)) {
     const open = m.index + m[0].length - 1;
     out.push({ callee: `self.${attr}`, start: m.index, end: closeParen(body, open) });
@@ -141,13 +138,13 @@ function callsOf(body: string, attr: string): CallAt[] {
 
 /** How often `self.<attr>` appears in the class's text (as itself, not a prefix of a longer name). */
 function mentions(classText: string, attr: string): number {
-  return classText.match(new RegExp(`\\bself\\.${escape(attr)}(?![\\w])`, 'g'))?.length ?? 0;
+  return classText.match(new RegExp(`\\bself\\.${escapeRegExp(attr)}(?![\\w])`, 'g'))?.length ?? 0;
 }
 
 /** The value of the one `self.<attr> = <value>` statement of the class (offsets in the file), if there is one. */
 function assignedValue(text: string, cls: ClassInfo, attr: string): ValueSpan | undefined {
   const classText = text.slice(cls.span.startOffset, cls.span.endOffset);
-  const re = new RegExp(`^[ \\t]*self\\.${escape(attr)}[ \\t]*(?::[^=\\n]+)?=(?!=)[ \\t]*`, 'gm');
+  const re = new RegExp(`^[ \\t]*self\\.${escapeRegExp(attr)}[ \\t]*(?::[^=\\n]+)?=(?!=)[ \\t]*`, 'gm');
   const hits = [...classText.matchAll(re)];
   if (hits.length !== 1) return undefined;
   const start = cls.span.startOffset + hits[0].index! + hits[0][0].length;

@@ -10,7 +10,7 @@ import type { Layer, PtqCalibrationSize, PtqConfig, PtqElement, PtqFacts, PtqFor
 import { argsOf, type Arg } from './calls';
 import { resolveName, type ImportTable } from './imports';
 import { CALIB_SIZE_NAMES, configEntry, MODELOPT_DEFAULT_DISABLED, ptqFunction, TORCHAO_DTYPE_ARGS, type PtqFunction, type PtqLibrary } from './ptq-catalogue';
-import { shortText, spanAt, spanOf, stringValue } from './spans';
+import { escapeRegExp, shortText, spanAt, spanOf, stringValue } from './spans';
 import { leftOf, rightOf, calleeOf, type AssignRec, type CallRec, type WalkResult } from './walk';
 
 interface PtqInput {
@@ -378,12 +378,11 @@ function paramsOf(src: string, fn: SyntaxNode): string[] {
   }).filter((n) => n && n !== 'self');
 }
 
-const esc = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** Whether a body runs `name`: calls it (or its forward/generate), or hands it to another call or object. */
 function runs(body: string, name: string): boolean {
   if (!name) return false;
-  const n = esc(name);
+  const n = escapeRegExp(name);
   return new RegExp(String.raw`(?<![\w.])${n}\s*(\.\s*(forward|generate|__call__)\s*)?\(|[(,=]\s*${n}\s*[,)]|=\s*${n}\s*$`, 'm').test(body);
 }
 
@@ -423,7 +422,7 @@ function intValue(src: string, text: string): number | undefined {
   const t = text.trim();
   if (/^\d[\d_]*$/.test(t)) return Number(t.replace(/_/g, ''));
   if (!/^[A-Za-z_]\w*$/.test(t)) return undefined;
-  const m = new RegExp(String.raw`^${esc(t)}\s*(?::\s*int\s*)?=\s*(\d[\d_]*)\s*(#.*)?$`, 'm').exec(src);
+  const m = new RegExp(String.raw`^${escapeRegExp(t)}\s*(?::\s*int\s*)?=\s*(\d[\d_]*)\s*(#.*)?$`, 'm').exec(src);
   return m ? Number(m[1].replace(/_/g, '')) : undefined;
 }
 
@@ -466,7 +465,7 @@ function batchSize(src: string, body: string): number | undefined {
   const it = /\bfor\s+[\w, ()]+\s+in\s+(?:enumerate\s*\(\s*)?(?:islice\s*\(\s*)?([A-Za-z_][\w.]*)/.exec(body);
   if (!it) return undefined;
   const loader = it[1].split('.').pop() as string;
-  const m = new RegExp(String.raw`\b${esc(loader)}\s*=\s*[\w.]*DataLoader\s*\([^\n]*?\bbatch_size\s*=\s*(\w+)`).exec(src);
+  const m = new RegExp(String.raw`\b${escapeRegExp(loader)}\s*=\s*[\w.]*DataLoader\s*\([^\n]*?\bbatch_size\s*=\s*(\w+)`).exec(src);
   return m ? intValue(src, m[1]) : undefined;
 }
 
@@ -487,7 +486,7 @@ export function fnmatch(name: string, pattern: string): boolean {
       if (body.startsWith('!')) body = `^${body.slice(1)}`;
       re += `[${body.replace(/\\/g, '\\\\')}]`;
       i = close;
-    } else re += esc(c);
+    } else re += escapeRegExp(c);
   }
   return new RegExp(`^${re}$`, 's').test(name);
 }
@@ -532,7 +531,7 @@ function filterIncludesEmbeddings(src: string, filterArg: Arg): boolean {
 function filterBody(src: string, filterArg: Arg): string {
   if (filterArg.node.type !== 'identifier') return filterArg.text;
   const name = filterArg.text.trim();
-  const m = new RegExp(String.raw`^([ \t]*)def\s+${esc(name)}\s*\([\s\S]*?(?=^\1\S|(?![\s\S]))`, 'm').exec(src);
+  const m = new RegExp(String.raw`^([ \t]*)def\s+${escapeRegExp(name)}\s*\([\s\S]*?(?=^\1\S|(?![\s\S]))`, 'm').exec(src);
   return m ? m[0] : filterArg.text;
 }
 
@@ -541,7 +540,7 @@ function torchaoReaches(input: PtqInput, filterArg: Arg | undefined, head: Layer
   const body = filterBody(input.src, filterArg);
   const attr = head.attr ?? moduleName(head)?.split('.').pop();
   // Excluded by name, by the vocabulary-sized output, or by identity with the head module.
-  if (attr && new RegExp(String.raw`\b${esc(attr)}\b`).test(body)) return undefined;
+  if (attr && new RegExp(String.raw`\b${escapeRegExp(attr)}\b`).test(body)) return undefined;
   if (/vocab|out_features|lm_head|is_tied|data_ptr|_pl_keep|keep_high_precision/i.test(body)) return undefined;
   return `filter_fn ${shortText(filterArg.text, 50)} does not exclude ${attr ?? 'it'}`;
 }

@@ -48,6 +48,11 @@ export function textOf(src: string, n: SyntaxNode): string {
 }
 
 /** Collapses whitespace runs and truncates, for texts stored in the IR. */
+/** `s` as a literal inside a regular expression. */
+export function escapeRegExp(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
 export function shortText(s: string, max = 240): string {
   const t = s.replace(/\s+/g, ' ').trim();
   return t.length > max ? `${t.slice(0, max - 1)}…` : t;

@@ -6,6 +6,7 @@
  */
 import type { Layer, ModelIR } from '../analysis/ir';
 import { wrapperRanges } from '../analysis/known';
+import { escapeRegExp } from '../analysis/spans';
 import { insert, replace, type TextEdit } from './edits';
 import { statementAt, statementText, type SourceModel } from './source';
 
@@ -54,10 +55,6 @@ function enclosingOpen(text: string, from: number, at: number): number {
   return -1;
 }
 
-function escape(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
-
 /** Whether `isinstance(` / `issubclass(` opens at `open` and `at` is its second argument. */
 function isClassArgOf(text: string, open: number, at: number): boolean {
   if (!/\b(isinstance|issubclass)\s*$/.test(text.slice(Math.max(0, open - 20), open))) return false;
@@ -100,7 +97,7 @@ function extendClassTestsUncached(text: string, model: SourceModel, refs: readon
   let count = 0;
   const own = wrapperRanges(text);
   for (const ref of refs) {
-    const re = new RegExp(`${escape(ref.text)}(?!\\w)`, 'g');
+    const re = new RegExp(`${escapeRegExp(ref.text)}(?!\\w)`, 'g');
     for (const m of text.matchAll(re)) {
       const at = m.index!;
       const end = at + ref.text.length;
@@ -131,7 +128,7 @@ function extendClassTestsUncached(text: string, model: SourceModel, refs: readon
         const literalEnd = text.indexOf(text[open] === '(' ? ')' : ']', end);
         // `cls = (nn.Linear)` is the class in parentheses, not a tuple: extending it would bind a tuple to cls.
         if (text[open] === '(' && literalEnd > 0 && !text.slice(open + 1, literalEnd).includes(',')) continue;
-        if (literalEnd > 0 && new RegExp(`\\b${escape(ref.teName)}\\b`).test(text.slice(open, literalEnd))) continue;
+        if (literalEnd > 0 && new RegExp(`\\b${escapeRegExp(ref.teName)}\\b`).test(text.slice(open, literalEnd))) continue;
         edits.push(insert(end, `, ${ref.teName}`));
         names.add(ref.teName);
         count++;

@@ -3,15 +3,12 @@
  * that bring the module in: the import of its names and the module file itself (wrapper.ts puts them together).
  */
 import { wrapperRanges } from '../analysis/known';
+import { escapeRegExp } from '../analysis/spans';
 import { replace, type TextEdit } from './edits';
 import { fallbackSource } from './fallback-source';
 import { addImport } from './imports';
 import { perContext } from './memo';
 import type { CreatedFile, FixContext } from './types';
-
-function escape(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
 
 /** Names the file can use already: defined in its inline block, or imported from the project's module. */
 export function boundFallbackNames(ctx: FixContext): ReadonlySet<string> {
@@ -63,7 +60,7 @@ export function importNames(ctx: FixContext, mod: string, names: readonly string
 }
 
 function importEdit(ctx: FixContext, mod: string, names: readonly string[]): TextEdit {
-  const re = new RegExp(`^from[ \\t]+${escape(mod)}[ \\t]+import[ \\t]+([\\w \\t,]+?)[ \\t]*$`, 'm');
+  const re = new RegExp(`^from[ \\t]+${escapeRegExp(mod)}[ \\t]+import[ \\t]+([\\w \\t,]+?)[ \\t]*$`, 'm');
   const m = re.exec(ctx.text);
   if (m) {
     const start = m.index + m[0].indexOf(m[1], m[0].indexOf('import') + 6);
