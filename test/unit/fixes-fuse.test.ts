@@ -82,6 +82,34 @@ describe('fixes: a norm that feeds only one Linear is fused into te.LayerNormLin
     assert.deepEqual(again.ir.layers.filter((l) => l.convertible === true && !l.isTe).map((l) => l.name), []);
   });
 
+  it('a class test that lists TE_LINEAR already gains only TE_LAYERNORM_LINEAR, each name once', () => {
+    const text = [
+      'import torch.nn as nn',
+      'from fp8_fallback import TE_LINEAR, fp8_linear',
+      '',
+      '',
+      'class Block(nn.Module):',
+      '    def __init__(self, dim=4096):',
+      '        super().__init__()',
+      '        self.proj = fp8_linear(dim, dim)',
+      '        self.norm = nn.LayerNorm(dim)',
+      '        self.fc = nn.Linear(dim, 4 * dim)',
+      '',
+      '    def forward(self, x):',
+      '        return self.proj(self.fc(self.norm(x)))',
+      '',
+      '    def _init(self, m):',
+      '        if isinstance(m, (nn.Linear, TE_LINEAR)):',
+      '            nn.init.zeros_(m.bias)',
+      '',
+    ].join('\n');
+    const { ir, findings } = analyse(text);
+    const out = fixOutcome(text, ir, findings.find((f) => f.code === 'PL104')!, SETTINGS);
+    const fixed = applyEdits(text, out.fixes[0].edits);
+    assert.match(fixed, /^ {8}if isinstance\(m, \(nn\.Linear, TE_LAYERNORM_LINEAR, TE_LINEAR\)\):$/m);
+    assert.equal(pyCompileError(fixed), undefined);
+  });
+
   it('no pair when the norm is named more than twice, the child reads its input elsewhere, or the child is not built here', () => {
     const variants: [string, string, string][] = [
       ['a second use of the norm', '        return x + self.mlp(self.ln_2(x))\n', '        return x + self.mlp(self.ln_2(x)) + self.ln_1(x)\n'],

@@ -10,12 +10,12 @@ import { escapeRegExp } from '../analysis/spans';
 import { insert, replace, type TextEdit } from './edits';
 import { statementAt, statementText, type SourceModel } from './source';
 
-/** One class reference to extend: how the file writes the class, and the name of its te.* twin to add. */
+/** One class reference to extend: how the file writes the class, and the names of its te.* twins to add. */
 export interface ClassRef {
   /** `nn.Linear`, `torch.nn.Linear`, `Linear`, a local `LayerNorm`. */
   text: string;
-  /** `TE_LINEAR` or `te.Linear`. */
-  teName: string;
+  /** `TE_LINEAR` or `te.Linear`; a fused Linear also `TE_LAYERNORM_LINEAR`. */
+  teNames: readonly string[];
 }
 
 export interface ClassTestPlan {
@@ -119,7 +119,7 @@ function extendClassTestsUncached(text: string, model: SourceModel, refs: readon
         const beforeOpen = text.slice(stmt.start, open).trimEnd();
         const isCall = /[\w)\]]$/.test(beforeOpen) && !/\b(in|is|not|and|or|return|yield|else|if|lambda)$/.test(beforeOpen);
         if (isCall && isClassArgOf(text, open, at)) {
-          if (new RegExp(`^\\s*[,)]`).test(rest)) { edits.push(replace(at, end, `(${ref.text}, ${ref.teName})`)); names.add(ref.teName); count++; }
+          if (new RegExp(`^\\s*[,)]`).test(rest)) { edits.push(replace(at, end, `(${ref.text}, ${ref.teNames.join(', ')})`)); ref.teNames.forEach((n) => names.add(n)); count++; }
           continue;
         }
         if (isCall) continue; // an argument of some other call (a class handed to a helper): not a test
@@ -128,9 +128,11 @@ function extendClassTestsUncached(text: string, model: SourceModel, refs: readon
         const literalEnd = text.indexOf(text[open] === '(' ? ')' : ']', end);
         // `cls = (nn.Linear)` is the class in parentheses, not a tuple: extending it would bind a tuple to cls.
         if (text[open] === '(' && literalEnd > 0 && !text.slice(open + 1, literalEnd).includes(',')) continue;
-        if (literalEnd > 0 && new RegExp(`\\b${escapeRegExp(ref.teName)}\\b`).test(text.slice(open, literalEnd))) continue;
-        edits.push(insert(end, `, ${ref.teName}`));
-        names.add(ref.teName);
+        // The names the literal lists already are not added again.
+        const missing = ref.teNames.filter((n) => !(literalEnd > 0 && new RegExp(`\\b${escapeRegExp(n)}\\b`).test(text.slice(open, literalEnd))));
+        if (!missing.length) continue;
+        edits.push(insert(end, `, ${missing.join(', ')}`));
+        missing.forEach((n) => names.add(n));
         count++;
         continue;
       }
@@ -138,8 +140,8 @@ function extendClassTestsUncached(text: string, model: SourceModel, refs: readon
       if (cmp) {
         const opStart = stmt.start + cmp.index + cmp[1].length;
         const negated = cmp[2] === '!=' || /^is\s+not$/.test(cmp[2]);
-        edits.push(replace(opStart, at, ` ${negated ? 'not in' : 'in'} `), replace(at, end, `(${ref.text}, ${ref.teName})`));
-        names.add(ref.teName);
+        edits.push(replace(opStart, at, ` ${negated ? 'not in' : 'in'} `), replace(at, end, `(${ref.text}, ${ref.teNames.join(', ')})`));
+        ref.teNames.forEach((n) => names.add(n));
         count++;
       }
     }

@@ -438,14 +438,14 @@ function classRefsFor(ctx: FixContext, layers: readonly Layer[], viaFallback: bo
     const cls = teClass(layer);
     if (!cls) continue;
     // A fused Linear is a te.LayerNormLinear where FP8 runs: tests of the Linear class name both.
-    const teName = viaFallback ? (fuses && cls === 'Linear' ? `${TE_CLASS_NAME[cls]}, ${FUSED_CLASS_NAME}` : TE_CLASS_NAME[cls]) : `${prefix}${cls}`;
-    for (const text of classRefsOf(ctx.ir, layer)) refs.set(text, { text, teName });
+    const teNames = viaFallback ? (fuses && cls === 'Linear' ? [TE_CLASS_NAME[cls], FUSED_CLASS_NAME] : [TE_CLASS_NAME[cls]]) : [`${prefix}${cls}`];
+    for (const text of classRefsOf(ctx.ir, layer)) refs.set(text, { text, teNames });
   }
   if (fuses) {
     // The Linears converted earlier (fp8_linear already): the tests that name torch.nn.Linear gain the fused class.
     for (const b of ctx.ir.imports) {
       const text = b.target === 'torch.nn.Linear' ? b.local : 'torch.nn.Linear'.startsWith(`${b.target}.`) ? b.local + 'torch.nn.Linear'.slice(b.target.length) : undefined;
-      if (text && !refs.has(text)) refs.set(text, { text, teName: FUSED_CLASS_NAME });
+      if (text && !refs.has(text)) refs.set(text, { text, teNames: [FUSED_CLASS_NAME] });
     }
   }
   return [...refs.values()];
@@ -468,7 +468,7 @@ function completeConversion(ctx: FixContext, layers: readonly Layer[], convs: re
   const lines = new Set(convs.flatMap((c) => c.importLines));
   for (const line of lines) edits.push(addImport(ctx.model, line));
   if (!viaFallback) return { edits, createFiles: [], tests: tests.count, addsCode: lines.size > 0 };
-  const names = [...convs.flatMap((c) => c.fallbackNames), ...tests.names.flatMap((n) => n.split(', ')), ...(fusions.length ? [FUSE_FACTORY] : [])];
+  const names = [...convs.flatMap((c) => c.fallbackNames), ...tests.names, ...(fusions.length ? [FUSE_FACTORY] : [])];
   const bring = bringInFallback(ctx, names);
   if (bring.refusal) return { edits: [], createFiles: [], tests: 0, refusal: `Not converted: ${bring.refusal}` };
   return {
