@@ -7,7 +7,9 @@ difference) and gradients.
 """
 import importlib, sys, traceback
 import torch
-DIR = sys.argv[1] if len(sys.argv) > 1 else "realte"
+if len(sys.argv) != 2:
+    sys.exit(__doc__)
+DIR = sys.argv[1]
 sys.path[:0] = [DIR, DIR + "/transformers_stub"]
 
 def check(name, build, inp, grad_of):

@@ -175,17 +175,22 @@ describe('fixes: layer classes with behaviour of their own survive "convert all"
   });
 });
 
+/** Python lines (after `import sys, torch`) that make this process an H100 with TE: CUDA queries answer for Hopper,
+ *  the fake TE (test/python/fake_te) is importable. */
+const FAKE_HOPPER = [
+  `sys.path.insert(0, ${JSON.stringify(join(__dirname, 'fake_te'))})`,
+  'torch.cuda.is_available = lambda: True',
+  'torch.cuda.get_device_capability = lambda *a: (9, 0)',
+  'torch.cuda.get_device_name = lambda *a: "Fake H100"',
+  'torch.cuda.is_bf16_supported = lambda: True',
+];
+
 describe('fixes: norms whose bias is decided at run time convert with the flag checked where they are built', function () {
   this.timeout(450_000);
   const input = join(__dirname, '..', 'fixtures', 'fixes', 'norm_bias_at_run_time.py');
-  // As on an H100 with TE: CUDA queries answer for Hopper, the fake TE (test/python/fake_te) is importable.
   const fakeGpu = (file: string) => [
     'import runpy, sys, torch',
-    `sys.path.insert(0, ${JSON.stringify(join(__dirname, 'fake_te'))})`,
-    'torch.cuda.is_available = lambda: True',
-    'torch.cuda.get_device_capability = lambda *a: (9, 0)',
-    'torch.cuda.get_device_name = lambda *a: "Fake H100"',
-    'torch.cuda.is_bf16_supported = lambda: True',
+    ...FAKE_HOPPER,
     `runpy.run_path(${JSON.stringify(file)}, run_name="__main__")`,
   ].join('\n');
 
@@ -360,13 +365,7 @@ describe('fixes: a norm fused into te.LayerNormLinear computes what the two laye
     writeFileSync(join(dir, 'original.py'), readFileSync(input, 'utf8'));
     const probe = (fp8: boolean) => [
       'import runpy, sys, torch',
-      ...(fp8 ? [
-        `sys.path.insert(0, ${JSON.stringify(join(__dirname, 'fake_te'))})`,
-        'torch.cuda.is_available = lambda: True',
-        'torch.cuda.get_device_capability = lambda *a: (9, 0)',
-        'torch.cuda.get_device_name = lambda *a: "Fake H100"',
-        'torch.cuda.is_bf16_supported = lambda: True',
-      ] : []),
+      ...(fp8 ? FAKE_HOPPER : []),
       'conv = runpy.run_path("converted.py")',
       'orig = runpy.run_path("original.py")',
       'torch.manual_seed(0)',

@@ -24,7 +24,7 @@ export class OverlappingEditsError extends Error {}
 
 /**
  * Sorts, de-duplicates and merges edits: identical edits collapse into one (two findings' fixes may both add the
- * same `import`), insertions at one offset are concatenated in the order given unless one already contains the other.
+ * same `import`), insertions at one offset are joined (joinInsertions).
  * Edits that replace overlapping ranges cannot both be right: that is a programming error and throws.
  */
 export function normalizeEdits(edits: readonly TextEdit[]): TextEdit[] {
@@ -38,7 +38,7 @@ export function normalizeEdits(edits: readonly TextEdit[]): TextEdit[] {
     if (prev && prev.startOffset === e.startOffset && prev.endOffset === e.endOffset) {
       if (prev.newText === e.newText || (e.startOffset === e.endOffset && prev.newText.includes(e.newText))) continue;
       if (e.startOffset === e.endOffset) {
-        out[out.length - 1] = { ...prev, newText: e.newText.includes(prev.newText) ? e.newText : prev.newText + e.newText };
+        out[out.length - 1] = { ...prev, newText: joinInsertions(prev.newText, e.newText) };
         continue;
       }
     }
@@ -120,7 +120,7 @@ export class EditSet {
     if (prev && prev.startOffset === e.startOffset && prev.endOffset === e.endOffset) {
       if (prev.newText === e.newText || (e.startOffset === e.endOffset && prev.newText.includes(e.newText))) return;
       if (e.startOffset === e.endOffset) {
-        this.list[at - 1] = { ...prev, newText: mergeFromImports(e.newText.includes(prev.newText) ? e.newText : prev.newText + e.newText) };
+        this.list[at - 1] = { ...prev, newText: joinInsertions(prev.newText, e.newText) };
         return;
       }
     }
@@ -131,13 +131,18 @@ export class EditSet {
 const FROM_IMPORT = /^from[ \t]+([\w.]+)[ \t]+import[ \t]+([\w \t,]+?)[ \t]*$/;
 
 /**
- * Insertions at one offset, concatenated: two fixes that each import from the same module (`from m import a` and
- * `from m import a, b`) give one line with the names once, sorted, instead of two lines naming `a` twice.
+ * Two insertions at one offset as one: concatenated in the order given unless one already contains the other, and two
+ * fixes that each import from the same module (`from m import a` and `from m import a, b`) give one line with the
+ * names once, sorted, instead of two lines naming `a` twice.
  */
+function joinInsertions(first: string, second: string): string {
+  return mergeFromImports(second.includes(first) ? second : first + second);
+}
+
 function mergeFromImports(text: string): string {
   const lines = text.split('\n');
   const first = new Map<string, { index: number; names: Set<string> }>();
-  const out: (string | undefined)[] = [];
+  const out: string[] = [];
   for (const line of lines) {
     const m = FROM_IMPORT.exec(line);
     if (!m) { out.push(line); continue; }
