@@ -481,10 +481,17 @@ def run(session, args, env, device, te_installed):
         env_ao["torchao"] = fp8_torchao.env_info(ao_info)
         runnable, errs = cli.gate_backends([PEER_BACKEND], env_ao, device)
         if PEER_BACKEND in runnable and not errs:
+            peer_compile = {"on": True, "off": False}.get(getattr(args, "peer_compile", "same"))
+            if peer_compile and not hasattr(torch, "compile"):
+                log("note: torch %s has no torch.compile: the torchao peer runs eager" % torch.__version__)
+                peer_compile = False
+            compiled = bool(args.compile) if peer_compile is None else peer_compile
+            peer["compile"] = compiled
             arms.append(runner.Arm("torchao-original", "torchao-original: %s with torchao convert_to_float8_training "
-                                   "(tensorwise), lm-head and embeddings in BF16, under torch.autocast(bfloat16)%s"
-                                   % (orig, cpu_note), builder("original"), impl=PEER_BACKEND,
-                                   after_build=load_into(True)))
+                                   "(tensorwise), lm-head and embeddings in BF16, under torch.autocast(bfloat16)%s%s"
+                                   % (orig, ", torch.compile" if compiled else ", eager", cpu_note),
+                                   builder("original"), impl=PEER_BACKEND, after_build=load_into(True),
+                                   compile=peer_compile))
         else:
             peer["reason"] = errs[0].message if errs else "torchao cannot run here"
             if args.peer == "torchao":
@@ -508,7 +515,7 @@ def run(session, args, env, device, te_installed):
     for a in arms:
         session.state["phase"] = "backend"
         log("== %s: %s, %d warm-up + %d measured steps, compile=%s" % (a.name, args.workload, args.warmup,
-                                                                        args.steps, args.compile))
+                                                                        args.steps, runner.wants_compile(rc, a.name)))
         try:
             res = runner.run_backend(rc, a.name)
         except BenchError as err:
@@ -522,7 +529,7 @@ def run(session, args, env, device, te_installed):
             continue
         finally:
             shared["counter"] = None
-        res["compile_requested"] = bool(args.compile)
+        res["compile_requested"] = runner.wants_compile(rc, a.name)
         res["arm"] = a.name
         results[a.name] = res
         emitter.emit("result", **res)
@@ -544,6 +551,10 @@ def run(session, args, env, device, te_installed):
         log("A/B: converted final loss %+.3f %% vs original; FP8 GEMM forwards %s of %s; %s" % (
             100.0 * a["loss_rel_final"], a["fp8_gemms"].get("forwards_fp8"), a["fp8_gemms"].get("forwards_total"),
             a.get("fallback_mode")))
+    vp = a.get("converted_vs_peer")
+    if vp:
+        log("A/B: converted %.3fx the tokens/s of torchao on the original (%s, same process)" % (
+            vp["tokens_per_s_ratio"], "compiled" if vp["peer_compiled"] else "eager"))
     return summary["exit_code"]
 
 
@@ -578,4 +589,14 @@ def ab_summary(results, orig, conv, fallback_name, fallback, peer, device):
             out["tokens_per_s_ratio"] = c["tokens_per_s"] / o["tokens_per_s"]
         if o["step_ms"]["median"]:
             out["step_time_ratio"] = c["step_ms"]["median"] / o["step_ms"]["median"]
+    t = results.get("torchao-original")
+    out["converted_vs_peer"] = None
+    if c and t and t.get("tokens_per_s"):
+        # The converted project against torchao on the original in the same process (issue 21: at least torchao's
+        # best configuration): > 1 means the conversion is ahead.
+        out["converted_vs_peer"] = {"tokens_per_s_ratio": c["tokens_per_s"] / t["tokens_per_s"],
+                                    "peer_compiled": bool(t.get("compile")),
+                                    "peak_memory_ratio": (c["peak_memory_bytes"] / t["peak_memory_bytes"]
+                                                          if t.get("peak_memory_bytes") and c.get("peak_memory_bytes")
+                                                          else None)}
     return out

@@ -94,6 +94,9 @@ def build_parser():
                    help="ab: the converted copy's FP8 fallback module (default fp8_fallback)")
     p.add_argument("--peer", choices=("auto", "torchao", "none"), default="auto",
                    help="ab: also run the original model through torchao float8 training (auto: when torchao imports)")
+    p.add_argument("--peer-compile", choices=("same", "on", "off"), default="same",
+                   help="ab: the torchao peer under torch.compile (on), eager (off) or as the other arms (same, the "
+                        "default); 'on' beside eager arms compares against torchao's best configuration in one process")
     p.add_argument("--prompt-len", type=int, default=512, help="inference: prompt tokens per sequence (prefill)")
     p.add_argument("--new-tokens", type=int, default=64, help="inference: tokens decoded per sequence")
     p.add_argument("--eval-batches", type=int, default=4, help="inference: held-out prompt batches for accuracy")

@@ -156,11 +156,22 @@ class Arm(object):
     whose conversion it applies (bf16: none, torchao-tensorwise...), unless `prepare(rc, model, hp, result)` is given,
     which returns the forward-context factories itself. `autocast`: whether the harness adds torch.autocast(bf16)
     around the forward. `after_build(model, wl, result)` runs on the freshly built model before any conversion (weight
-    capture or loading), `finish(model, result)` after the measured steps."""
+    capture or loading), `finish(model, result)` after the measured steps. `compile`: None follows --compile, True or
+    False overrides it for this arm alone (the torchao peer compiled beside eager arms: torchao's best configuration)."""
 
-    def __init__(self, name, label, builder, impl="bf16", autocast=True, prepare=None, after_build=None, finish=None):
+    def __init__(self, name, label, builder, impl="bf16", autocast=True, prepare=None, after_build=None, finish=None,
+                 compile=None):
         self.name, self.label, self.builder, self.impl = name, label, builder, impl
         self.autocast, self.prepare, self.after_build, self.finish = autocast, prepare, after_build, finish
+        self.compile = compile
+
+
+def wants_compile(rc, backend):
+    """Whether this run compiles: the arm's own setting where it has one, else --compile."""
+    arm = _arm(rc, backend)
+    if arm is not None and arm.compile is not None:
+        return bool(arm.compile)
+    return bool(rc.args.compile)
 
 
 def _arm(rc, backend):
@@ -285,7 +296,7 @@ def _prepare_te(rc, backend, model, hp, result):
     else:
         result["conversion"] = te_convert.convert_to_te(model, te, te_convert.plan_conversion(model, hp, rule="te"))
     attention = backends.BACKENDS[backend].get("attention")
-    kind = backends.te_recipe_kind(backend, rc.args.te_recipe, bool(rc.args.compile))
+    kind = backends.te_recipe_kind(backend, rc.args.te_recipe, wants_compile(rc, backend))
     try:
         if attention:
             result["attention"] = {"kernel": "te.DotProductAttention", "fp8": attention == "te-fp8",
@@ -343,7 +354,7 @@ def _build(rc, backend):
             log("[%s]   skipped %s: %s" % (backend, s["name"], s["reason"]))
     opt, result["optimizer"] = make_optimizer(model.parameters(), args.lr, dev)
     result["compile"] = False
-    if args.compile:
+    if wants_compile(rc, backend):
         if not hasattr(torch, "compile"):
             result["compile_note"] = "torch %s has no torch.compile: ran eager" % torch.__version__
         else:
@@ -591,7 +602,7 @@ def profile_steps(step, start, n, device):
         fam = kernel_family(key)
         families[fam] = families.get(fam, 0.0) + ms
     total = sum(families.values())
-    top = sorted(rows, key=lambda r: -r[1])[:12]
+    top = sorted(rows, key=lambda r: -r[1])[:30]
     return {"steps": n, "clock": "device" if device == "cuda" else "cpu", "total_ms_per_step": total,
             "families_ms_per_step": dict(sorted(families.items(), key=lambda kv: -kv[1])),
             "top_kernels": [{"name": k[:160], "ms_per_step": ms, "calls": c} for k, ms, c in top]}

@@ -226,6 +226,24 @@ def test_torchao_peer_runs_on_the_original_model(pair):
     assert "lm_head" not in [c["name"] for c in peer["conversion"]["converted"]]
     s = r.of("summary")[0]
     assert s["ab"]["peer"]["ran"] is True and "torchao-original" in s["ratios"]
+    vp = s["ab"]["converted_vs_peer"]
+    assert vp["peer_compiled"] is False and vp["tokens_per_s_ratio"] == pytest.approx(
+        r.of("result")[1]["tokens_per_s"] / peer["tokens_per_s"])
+
+
+def test_torchao_peer_compiled_beside_eager_arms(pair):
+    """--peer-compile on: torchao's best configuration (compiled) in the same process as the eager arms."""
+    orig, conv = pair
+    r = ab(orig, conv, "--peer", "torchao", "--peer-compile", "on", pythonpath=[FAKE_TORCHAO])
+    assert r.rc == 0, r.stderr
+    o, c, peer = r.of("result")
+    assert o["compile_requested"] is False and c["compile_requested"] is False
+    import torch
+    if hasattr(torch, "compile"):
+        assert peer["compile"] is True and peer["compile_requested"] is True and "torch.compile" in peer["label"]
+    else:  # torch 1.13: said, and run eager
+        assert peer["compile"] is False and "no torch.compile" in r.stderr
+    assert r.of("summary")[0]["ab"]["converted_vs_peer"]["peer_compiled"] is peer["compile"]
 
 
 @pytest.mark.skipif(te_or_torchao_installed(), reason="torchao importable here")
