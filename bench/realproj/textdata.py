@@ -5,6 +5,12 @@ real English with code in it, never random tokens, and the same on every machine
 tenth is held out: batch indices at or above runner.EVAL_BATCH_BASE (1 000 000) read only from it, so the eval loss is
 over text the steps never saw. batch(step) is a pure function of (step, seed): both arms of an A/B get the same batch
 at the same step.
+
+On CUDA the rows go through pinned memory with non_blocking=True, as both training scripts do (nanoGPT's get_batch:
+`x.pin_memory().to(device, non_blocking=True)`; llama2.c: a pinned DataLoader): a copy from pageable memory makes the
+host wait for the GPU at every step (CUDA syncs the stream before a pageable host-to-device copy), and the forward
+that follows is then paced by the host, which is not how these scripts train (measured: 14-20 % of each eager step was
+GPU idle time with the pageable copy, bench/results/h200/2026-12-04-pinned).
 """
 import os
 
@@ -60,6 +66,8 @@ class TextBatches:
         starts = torch.randint(0, len(src) - self.seq - 1, (self.batch,), generator=g)
         rows = torch.stack([src[s:s + self.seq + 1] for s in starts.tolist()])
         x, y = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+        if str(self.device).startswith("cuda"):
+            x, y = x.pin_memory(), y.pin_memory()
         return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
 
 
