@@ -7,7 +7,7 @@ import traceback
 
 import torch
 
-from . import backends, fp8_torch, fp8_torchao, te_convert
+from . import backends, fp8_torch, fp8_torchao, te_convert, trace
 from .protocol import BenchError, log
 from .workloads import is_oom
 
@@ -560,12 +560,6 @@ KERNEL_FAMILIES = (
 )
 
 
-def is_annotation(name):
-    """A range the profiler draws on the GPU timeline around other kernels ("Optimizer.step#AdamW.step",
-    "ProfilerStep#3"): counting it would count its kernels twice."""
-    return "#" in name or name.startswith("ProfilerStep")
-
-
 def kernel_family(name):
     low = name.lower()
     for family, needles in KERNEL_FAMILIES:
@@ -587,25 +581,30 @@ def profile_steps(step, start, n, device):
         if device == "cuda":
             torch.cuda.synchronize()
     rows = []
-    from torch.autograd import DeviceType
-    for ev in prof.key_averages():
-        if device == "cuda":  # kernels only: an op's own row also carries the device time of what it launched
-            if getattr(ev, "device_type", None) != DeviceType.CUDA or is_annotation(ev.key):
-                continue
-            us = getattr(ev, "self_device_time_total", None) or getattr(ev, "self_cuda_time_total", 0) or 0
-        else:
+    extra = {}
+    if device == "cuda":
+        # Kernels, copies and memsets from the trace itself: key_averages() summed 14-20 % less device time than
+        # the kernels' own durations (plbench/trace.py).
+        activity = trace.device_activity(trace.trace_events(prof))
+        rows = [(name, ms, calls) for name, (ms, calls) in trace.per_name_ms(activity, n).items()]
+        busy, idle = trace.busy_and_idle_us(activity)
+        extra = {"busy_ms_per_step": busy / 1000.0 / n, "idle_ms_per_step": idle / 1000.0 / n}
+    else:
+        for ev in prof.key_averages():
             us = getattr(ev, "self_cpu_time_total", 0)
-        if us > 0:
-            rows.append((ev.key, us / 1000.0 / n, ev.count))
+            if us > 0:
+                rows.append((ev.key, us / 1000.0 / n, ev.count))
     families = {}
     for key, ms, _ in rows:
         fam = kernel_family(key)
         families[fam] = families.get(fam, 0.0) + ms
     total = sum(families.values())
     top = sorted(rows, key=lambda r: -r[1])[:30]
-    return {"steps": n, "clock": "device" if device == "cuda" else "cpu", "total_ms_per_step": total,
-            "families_ms_per_step": dict(sorted(families.items(), key=lambda kv: -kv[1])),
-            "top_kernels": [{"name": k[:160], "ms_per_step": ms, "calls": c} for k, ms, c in top]}
+    out = {"steps": n, "clock": "device" if device == "cuda" else "cpu", "total_ms_per_step": total,
+           "families_ms_per_step": dict(sorted(families.items(), key=lambda kv: -kv[1])),
+           "top_kernels": [{"name": k[:160], "ms_per_step": ms, "calls": c} for k, ms, c in top]}
+    out.update(extra)
+    return out
 
 
 def measure_overhead(rc, backend, step, start, n, harness_span_ms, clock, rounds=3):

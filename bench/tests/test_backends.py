@@ -308,9 +308,31 @@ def test_kernel_families(name, family):
     assert runner.kernel_family(name) == family
 
 
-def test_profiler_annotations_are_not_kernels():
-    assert runner.is_annotation("Optimizer.step#AdamW.step") and runner.is_annotation("ProfilerStep*")
-    assert not runner.is_annotation("nvjet_sm90_qrtst_128x160_128x5_2x1_v_bz_coopA_algo2_TNT")
+def _trace():
+    """A Chrome trace as torch.profiler writes it: two launches (runtime and driver API), their kernels, a copy, the
+    GPU-side annotation of a record_function range (not device work) and a CPU op."""
+    return [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 50},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 10, "dur": 5, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "ts": 20, "dur": 5, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "pl.forward", "ts": 100, "dur": 400, "args": {}},
+        {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_gemm", "ts": 300, "dur": 200, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "amax_kernel", "ts": 100, "dur": 100, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "ts": 150, "dur": 20,
+         "args": {"correlation": 9}},
+        {"ph": "i", "cat": "kernel", "name": "not a duration event", "ts": 0},
+    ]
+
+
+def test_trace_device_activity_and_idle():
+    from plbench import trace
+    act = trace.device_activity(_trace())
+    assert [a[2] for a in act] == ["amax_kernel", "Memcpy HtoD (Pinned -> Device)", "nvjet_sm90_gemm"]
+    assert [a[3] for a in act] == [10, None, 20]  # launched by the runtime and by the driver API; the copy's unknown
+    busy, idle = trace.busy_and_idle_us(act)
+    assert busy == 300 and idle == 100  # the copy overlaps the first kernel; 200..300 is idle
+    rows = trace.per_name_ms(act + [(600.0, 200.0, "nvjet_sm90_gemm", None)], steps=2)
+    assert rows["nvjet_sm90_gemm"] == (pytest.approx(0.2), 2) and rows["amax_kernel"] == (pytest.approx(0.05), 1)
 
 
 def test_profile_steps_through_the_cli():

@@ -18,6 +18,9 @@ import time
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+from plbench import trace  # noqa: E402
+
 PHASES = ("batch", "forward", "backward", "optimizer")
 
 
@@ -62,23 +65,15 @@ def main():
         step(i)
     torch.cuda.synchronize()
     wall_ms = (time.perf_counter() - t) * 200.0
-    path = "/tmp/gap_trace_%d.json" % os.getpid()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=acts) as prof:
         for i in range(a.steps):
             step(100 + i, mark=True)
         torch.cuda.synchronize()
-    prof.export_chrome_trace(path)
-    ev = json.load(open(path))["traceEvents"]
-    os.unlink(path)
+    ev = trace.trace_events(prof)
     ranges = sorted((e["ts"], e["ts"] + e["dur"], e["name"][3:]) for e in ev
                     if e.get("ph") == "X" and str(e.get("name", "")).startswith("pl.") and e.get("cat") != "gpu_user_annotation")
-    launches = {}
-    for e in ev:
-        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
-            launches[e["args"]["correlation"]] = e["ts"]
-    kernels = sorted((e["ts"], e["dur"], e["name"], launches.get(e.get("args", {}).get("correlation")))
-                     for e in ev if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    kernels = trace.device_activity(ev)
 
     def phase_of(ts):
         if ts is None:
