@@ -72,6 +72,10 @@ export interface WireResultEvent {
   /** The FP8 math was emulated (no FP8 GPU): a harness test, not a benchmark. */
   emulated?: boolean;
   recipe?: string | null;
+  /** Whether this run went through torch.compile (what ran: false where torch has no compile); kept in `extra`. */
+  compile?: boolean;
+  /** Whether it was asked to (an A/B's torchao peer under `--peer-compile on` beside eager arms); kept in `extra`. */
+  compile_requested?: boolean;
   peak_memory_bytes?: number | null;
   losses?: Array<number | null>;
   status?: string;
@@ -559,11 +563,14 @@ export const KNOWN_INFERENCE_BACKENDS: ReadonlyArray<{ id: string; label: string
   { id: 'modelopt', label: 'ModelOpt fake-quant (accuracy only)', description: 'Model Optimizer FP8_DEFAULT_CFG fake-quant: an accuracy reference, its speed is not FP8 speed', referenceOnly: true },
 ];
 
+/** The A/B arm of torchao float8 training on the original model (`--peer torchao`). */
+export const PEER_ARM = 'torchao-original';
+
 /** The arms of an A/B run of the user's own project (`--mode ab`, `precision-lens measure`). */
 export const AB_ARMS: ReadonlyArray<{ id: string; label: string; short: string }> = [
   { id: 'original', label: 'Original (BF16)', short: 'original' },
   { id: 'converted', label: 'Converted (FP8)', short: 'converted' },
-  { id: 'torchao-original', label: 'torchao on original', short: 'torchao' },
+  { id: PEER_ARM, label: 'torchao on original', short: 'torchao' },
   // The loss check's second BF16 run (`--repeat-original`): the noise floor of the eval-loss comparison.
   { id: 'original-repeat', label: 'Original again (BF16)', short: 'BF16 again' },
 ];
@@ -572,6 +579,21 @@ const SHORT_LABELS: Readonly<Record<string, string>> = {
   bf16: 'BF16', te: 'TE FP8', 'torch-fp8': 'torch FP8', torchao: 'torchao FP8', modelopt: 'ModelOpt ref',
   ...Object.fromEntries(AB_ARMS.map((a) => [a.id, a.short])),
 };
+
+/** Whether a result ran under torch.compile (its `compile` flag, kept in `extra`); undefined where it does not say. */
+export function compiledOf(r: Pick<BackendResult, 'extra'>): boolean | undefined {
+  const v = r.extra?.compile;
+  return typeof v === 'boolean' ? v : undefined;
+}
+
+/**
+ * An arm's name in a results table: `label` (the backend's name by default), and for the torchao peer of an A/B run
+ * whether it ran compiled or eager ("torchao on original (compiled)"): `measure` compiles it beside eager arms.
+ */
+export function armLabel(r: Pick<BackendResult, 'backend' | 'extra'>, label: string = backendLabel(r.backend)): string {
+  const compiled = r.backend === PEER_ARM ? compiledOf(r) : undefined;
+  return compiled === undefined ? label : `${label} (${compiled ? 'compiled' : 'eager'})`;
+}
 
 /** A short name for a backend id (chart labels in a narrow sidebar). */
 export function shortBackendLabel(id: string): string {

@@ -83,6 +83,9 @@ export function benchmarkView() {
       evalLoss: [...details.querySelectorAll('.results-table tbody tr')].filter((tr) => tr.querySelector('td.eval-loss'))
         .map((tr) => ({ arm: text(tr.querySelector('th')), value: text(tr.querySelector('td.eval-loss')) })),
       verdict: text(details.querySelector('.loss-verdict')) || undefined,
+      // An A/B with the torchao peer: the arms' row names (the peer's says compiled or eager) and the verdict against it.
+      arms: [...details.querySelectorAll('.results-table tbody tr th')].map(text),
+      peerVerdict: text(details.querySelector('.peer-verdict')) || undefined,
     } : undefined,
     lossCheck: (() => {
       const box = document.getElementById('loss-check');

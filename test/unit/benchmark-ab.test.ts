@@ -8,12 +8,13 @@ import * as assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BenchEvent, normalizeBenchEvent, backendLabel } from '../../common/bench-events';
+import { armLabel, BenchEvent, normalizeBenchEvent, backendLabel } from '../../common/bench-events';
 import * as lossCheck from '../../common/loss-check';
 import { LOSS_CHECK_ARMS, LOSS_CHECK_STEPS, lossCheckSteps, lossVerdict } from '../../common/loss-check';
 import { DEFAULT_RUN_OPTIONS, isAbRun, isLossCheckRun, sanitizeRunOptions, type RunOptions } from '../../common/webview-messages';
 import * as measure from '../../server/src/cli/measure';
-import { abBadge, abLines, conversionLine, evalLossText, fp8ForwardsLine, showsEvalLoss } from '../../client/src/benchmark/ab';
+import { abBadge, abLines, abVerdicts, conversionLine, evalLossText, fp8ForwardsLine, showsEvalLoss } from '../../client/src/benchmark/ab';
+import { parseArgs } from '../../server/src/cli/args';
 import { abBlockedReason, RUN_BLOCKED, RUN_BLOCKED_NO_FOLDER } from '../../client/src/benchmark/availability';
 import { runToMarkdown } from '../../client/src/benchmark/markdown';
 import { buildMeasureArgs, outcomeToUserError, startBenchmark } from '../../client/src/benchmark/runner';
@@ -201,6 +202,54 @@ setInterval(() => {}, 1000);
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  describe('against torchao on the original, compiled (measure --peer-compile on)', () => {
+    /** RECORDED with the peer's result as the benchmark now reports it: compiled (as asked), or eager. */
+    const withPeer = (compile: boolean, tokensPerS = 241500) => RECORDED.map((l) => l.includes('"backend":"torchao-original"')
+      ? l.replace('"tokens_per_s":241500', `"tokens_per_s":${tokensPerS}`).replace(/}$/, `,"compile":${compile},"compile_requested":${compile}}`) : l);
+    /** The benchmark's arguments `measure` makes from the sidebar's command line (what the bundled CLI runs). */
+    const benchFromSidebar = (options: RunOptions, extra: Partial<Parameters<typeof buildMeasureArgs>[3]> = {}) => {
+      const cli = buildMeasureArgs('cli.js', '/ws', options, { python: 'py', ...extra });
+      const parsed = parseArgs(cli.slice(1));
+      assert.equal(parsed.kind, 'measure');
+      return measure.benchArgs('bench.py', (parsed as Extract<typeof parsed, { kind: 'measure' }>).options, '/ws', '/copy', 'fp8_fallback');
+    };
+    const flag = (args: string[], name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
+
+    it('"Measure conversion" runs the peer compiled beside eager arms, as every arm with Compile on, eager when asked', () => {
+      assert.equal(flag(benchFromSidebar({ ...AB_OPTIONS, compile: false }), '--peer-compile'), 'on');
+      assert.equal(flag(benchFromSidebar({ ...AB_OPTIONS, compile: true }), '--peer-compile'), 'same');
+      const eager = buildMeasureArgs('cli.js', '/ws', { ...AB_OPTIONS, compile: false }, { python: 'py', peerEager: true });
+      assert.ok(eager.includes('--peer-eager'));
+      assert.equal(flag(benchFromSidebar({ ...AB_OPTIONS, compile: false }, { peerEager: true }), '--peer-compile'), 'off');
+      assert.ok(!buildMeasureArgs('cli.js', '/ws', AB_OPTIONS, { python: 'py' }).includes('--peer-eager'));
+      // No peer, no --peer-eager (measure would refuse it): --peer none, or a loss check without --peer torchao.
+      assert.ok(!buildMeasureArgs('cli.js', '/ws', AB_OPTIONS, { python: 'py', peer: 'none', peerEager: true }).includes('--peer-eager'));
+      assert.equal(flag(benchFromSidebar({ ...LOSS_OPTIONS }, { peerEager: true }), '--peer-compile'), undefined);
+      assert.equal(flag(benchFromSidebar({ ...LOSS_OPTIONS, compile: false }, { peer: 'torchao', peerEager: true }), '--peer-compile'), 'off');
+    });
+
+    it('the peer\'s row says compiled or eager, and the verdict ends the lines, in the history and its Markdown', () => {
+      const run = finishRun(replay(withPeer(true, 258000)), { cancelled: false }, 2000);
+      const peer = run.results.find((r) => r.backend === 'torchao-original')!;
+      assert.equal(armLabel(peer), 'torchao on original (compiled)');
+      const verdict = 'FP8 conversion: 1.06x the tokens/s of torchao (compiled) on the original, same process: the conversion is ahead.';
+      assert.deepEqual(abVerdicts(run.results), [verdict]);
+      assert.equal(abLines(run.results, run.conversion).at(-1), verdict);
+      const entry = toHistoryEntry(run, {})!;
+      assert.equal(entry.results.find((r) => r.backend === 'torchao-original')?.extra?.compile, true, 'the history keeps the flag');
+      const md = runToMarkdown(JSON.parse(JSON.stringify(entry)));
+      assert.match(md, /\| torchao on original \(compiled\) +\| +258,000 /);
+      assert.match(md, /^FP8 conversion: 1\.06x the tokens\/s of torchao \(compiled\) on the original/m);
+      // llama2.c 6 x 4096 on the H200: torchao compiled ahead by 19 %.
+      assert.equal(abVerdicts(replay(withPeer(true, 325800)).results)[0], 'torchao (compiled) on the original is 1.19x faster than this conversion: '
+        + 'for this model, torch.compile with torchao\'s convert_to_float8_training trains faster.');
+      const eager = replay(withPeer(false)).results;
+      assert.equal(armLabel(eager.find((r) => r.backend === 'torchao-original')!), 'torchao on original (eager)');
+      assert.match(abVerdicts(eager)[0], /of torchao \(eager\) on the original/);
+      assert.deepEqual(abVerdicts(replay(LOSS_CHECK_RECORDED, LOSS_OPTIONS).results).length, 1, 'a loss check without the peer: its own verdict only');
+    });
+  });
+
   describe('the loss check (measure --loss-check)', () => {
     it('"Loss check" passes --loss-check and lets measure\'s 200 steps apply unless Steps asks for more', () => {
       const plain = buildMeasureArgs('cli.js', '/ws', { ...AB_OPTIONS, steps: 30 }, { python: 'py' });
@@ -254,7 +303,10 @@ setInterval(() => {}, 1000);
         'FP8 forwards: 17,892 of 17,892 GEMM forwards of the converted model ran in FP8 (84 te.* modules).',
         verdict,
       ]);
-      assert.deepEqual(abLines(replay(RECORDED).results, undefined).length, 1, 'a plain A/B: no verdict line');
+      assert.deepEqual(abLines(replay(RECORDED).results, undefined), [
+        'FP8 forwards: 1,440 of 1,440 GEMM forwards of the converted model ran in FP8 (48 te.* modules).',
+        'FP8 conversion: 1.13x the tokens/s of torchao on the original, same process: the conversion is ahead.',
+      ], 'a plain A/B: no loss verdict; the verdict against the peer (which does not say how it ran)');
     });
 
     it('the history keeps the eval losses and the mark; Markdown has the eval-loss column and the verdict', () => {

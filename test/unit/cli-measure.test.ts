@@ -2,14 +2,15 @@
  * `precision-lens measure` (server/src/cli/measure.ts) through the BUILT command line, with a fake Python that speaks
  * bench/benchmark.py's protocol: the copy is converted by the CLI's own --fix --unsafe-fixes before the benchmark
  * starts (the fake records what it found in it), the table is printed, the copy removed; bad inputs end with 2; the
- * benchmark's own error is passed through with its exit status; --format jsonl forwards the events.
+ * benchmark's own error is passed through with its exit status; --format jsonl forwards the events. The torchao peer
+ * runs compiled beside eager arms (--peer-compile on), its row says so and the verdict against it follows the table.
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs, UsageError } from '../../server/src/cli/args';
+import { parseArgs, USAGE, UsageError } from '../../server/src/cli/args';
 import { benchArgs, copyPythonProject, lossVerdict, MeasureInputError, measureTable } from '../../server/src/cli/measure';
 import { normalizeBenchEvent, type BackendResult } from '../../common/bench-events';
 import { CLI, ensureBuilt, FIXTURES } from './cli-harness';
@@ -35,9 +36,13 @@ process.stderr.write('measuring\\n');
 out({ event: 'result', backend: 'original', tokens_per_s: 100000, peak_memory_bytes: 20 * 2 ** 30, losses: [10.9, 10.5, 10.2] });
 out({ event: 'result', backend: 'converted', tokens_per_s: 135000, peak_memory_bytes: 18 * 2 ** 30, losses: [10.9, 10.52, 10.21],
   fp8_gemms: { modules: 2, forwards_fp8: 6, forwards_total: 6 } });
-out({ event: 'result', backend: 'torchao-original', tokens_per_s: 120000, peak_memory_bytes: 19 * 2 ** 30, losses: [10.9, 10.51, 10.22] });
+// The peer as bench/plbench/ab.py reports it under --peer-compile on: compiled, as asked.
+const peerCompiled = arg('--peer-compile') !== 'off';
+out({ event: 'result', backend: 'torchao-original', tokens_per_s: 120000, peak_memory_bytes: 19 * 2 ** 30, losses: [10.9, 10.51, 10.22],
+  compile: peerCompiled, compile_requested: peerCompiled });
 out({ event: 'summary', mode: 'ab', ratios: { converted: { speedup: 1.35 } }, ab: { original: 'original', converted: 'converted', fallback_module: 'fp8_fallback',
-  fp8_gemms: { modules: 2, forwards_fp8: 6, forwards_total: 6 }, loss_rel_final: 0.001, peak_memory_ratio: 0.9 } });
+  fp8_gemms: { modules: 2, forwards_fp8: 6, forwards_total: 6 }, loss_rel_final: 0.001, peak_memory_ratio: 0.9,
+  converted_vs_peer: { tokens_per_s_ratio: 1.125, peer_compiled: peerCompiled, peak_memory_ratio: 18 / 19 } } });
 `;
 
 /** A fake interpreter on a machine without CUDA: the benchmark's own no-CUDA error event and exit status 4. */
@@ -97,6 +102,7 @@ describe('precision-lens measure', function () {
     assert.equal(a('--workspace'), project);
     assert.equal(a('--fallback-module'), 'fp8_fallback');
     assert.equal(a('--peer'), 'torchao');
+    assert.equal(a('--peer-compile'), 'on', 'the peer compiled beside the eager arms: torchao\'s best configuration');
     assert.equal(a('--steps'), '2');
     assert.equal(a('--warmup'), '1');
     assert.ok(seen.argv.includes('--no-compile'));
@@ -110,8 +116,19 @@ describe('precision-lens measure', function () {
     assert.match(lines[0], /^arm\s+tokens\/s\s+vs original\s+peak memory\s+final loss\s+FP8 forwards$/);
     assert.match(r.stdout, /original \(BF16\)\s+100,000\s+baseline\s+20\.00 GiB\s+10\.2000/);
     assert.match(r.stdout, /converted \(FP8\)\s+135,000\s+1\.35x\s+18\.00 GiB\s+10\.2100\s+6\/6 \(2 modules\)/);
-    assert.match(r.stdout, /torchao on original\s+120,000\s+1\.20x/);
+    assert.match(r.stdout, /torchao on original \(compiled\)\s+120,000\s+1\.20x/);
+    // The verdict against the peer, after the table.
+    assert.equal(lines.at(-1), 'FP8 conversion: 1.13x the tokens/s of torchao (compiled) on the original, same process: the conversion is ahead.');
     assert.deepEqual(copiesLeft(), [], 'the copy is removed');
+  });
+
+  it('--peer-eager keeps the peer eager: its row and the verdict say so', () => {
+    const r = measure([join(FIXTURES, 'runnable'), '--workload', 'model:build', '--python', fakeAb, '--no-compile', '--peer-eager', '--convert-losing-layers']);
+    assert.equal(r.status, 0, r.stderr);
+    const seen = JSON.parse(readFileSync(record, 'utf8')) as { argv: string[] };
+    assert.equal(seen.argv[seen.argv.indexOf('--peer-compile') + 1], 'off');
+    assert.match(r.stdout, /^torchao on original \(eager\)\s+120,000\s+1\.20x/m);
+    assert.match(r.stdout, /^FP8 conversion: 1\.13x the tokens\/s of torchao \(eager\) on the original, same process: the conversion is ahead\.$/m);
   });
 
   it('--keep keeps the converted copy and says where', () => {
@@ -185,6 +202,30 @@ describe('precision-lens measure', function () {
     assert.equal(parseArgs(['measure', '--help']).kind, 'help');
   });
 
+  it('the torchao peer runs compiled unless --peer-eager, or as every arm with --compile; none without a peer', () => {
+    const opts = (argv: string[]) => (parseArgs(['measure', '.', '--workload', 'm:f', ...argv]) as Extract<ReturnType<typeof parseArgs>, { kind: 'measure' }>).options;
+    const peerCompile = (argv: string[]) => {
+      const args = benchArgs('bench.py', opts(argv), '/ws', '/copy', 'fp8_fallback');
+      return args.includes('--peer-compile') ? args[args.indexOf('--peer-compile') + 1] : undefined;
+    };
+    assert.equal(peerCompile([]), 'on', 'the benchmark\'s own compile default: the peer compiled whatever it picks');
+    assert.equal(peerCompile(['--no-compile']), 'on', 'eager arms, the peer compiled');
+    assert.equal(peerCompile(['--peer', 'torchao', '--no-compile']), 'on');
+    assert.equal(peerCompile(['--compile']), 'same', 'every arm compiled already');
+    assert.equal(peerCompile(['--peer-eager']), 'off');
+    assert.equal(peerCompile(['--peer-eager', '--compile']), 'off', 'eager peer beside compiled arms, as asked');
+    assert.equal(peerCompile(['--peer', 'none']), undefined, 'no peer, no flag');
+    assert.equal(peerCompile(['--loss-check']), undefined, 'a loss check leaves the peer out');
+    assert.equal(peerCompile(['--loss-check', '--peer', 'torchao', '--no-compile']), 'on');
+    assert.equal(opts(['--peer-eager']).peerEager, true);
+    // --peer-eager where no peer runs is a mistake, said as one.
+    assert.throws(() => opts(['--peer', 'none', '--peer-eager']), (e: Error) => e instanceof UsageError && /--peer-eager: no torchao peer runs \(--peer none\)/.test(e.message));
+    assert.throws(() => opts(['--loss-check', '--peer-eager']), (e: Error) => e instanceof UsageError && /--loss-check leaves it out unless --peer torchao/.test(e.message));
+    assert.throws(() => opts(['--peer-eager=yes']), UsageError);
+    assert.match(USAGE, /\[--peer-eager\]/);
+    assert.match(USAGE, /--peer-eager keeps it eager/);
+  });
+
   it('copies only the Python project, and refuses one above the bounds', () => {
     const proj = join(scratch, 'bounded');
     for (const d of ['pkg', '.git', 'node_modules', '.venv', 'data', 'pkg/__pycache__']) mkdirSync(join(proj, d), { recursive: true });
@@ -214,6 +255,13 @@ describe('precision-lens measure', function () {
     assert.match(table[2], /^original \(BF16\)\s+1,000\s+baseline\s+600 MiB\s+1\.4000\s+–$/);
     assert.match(table[3], /^converted \(FP8\)\s+1,500\s+1\.50x\s+512 MiB\s+1\.5000\s+30\/40 \(4 modules\)$/);
     assert.match(table[4], /^torchao on original\s+skipped: torchao not installed/);
+    // The peer's row says how it ran (the result's compile flag); an older benchmark that does not say: the plain name.
+    const peer = (compile?: boolean) => measureTable([results[1], normalizeBenchEvent({
+      event: 'result', backend: 'torchao-original', tokens_per_s: 1600, losses: [2, 1.45], ...(compile === undefined ? {} : { compile, compile_requested: compile }),
+    }) as BackendResult]).split('\n')[3];
+    assert.match(peer(true), /^torchao on original \(compiled\)\s+1,600\s+1\.60x/);
+    assert.match(peer(false), /^torchao on original \(eager\)\s+1,600\s+1\.60x/);
+    assert.match(peer(undefined), /^torchao on original\s+1,600\s+1\.60x/);
   });
   it('--loss-check runs the loss comparison: 200 steps of a training recipe, eval losses, the BF16 run twice', () => {
     const parsed = parseArgs(['measure', '.', '--workload', 'model:build', '--loss-check']);

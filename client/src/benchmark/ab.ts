@@ -6,6 +6,7 @@
  */
 import type { BackendResult } from '../../../common/bench-events';
 import { evalLossOf, hasEvalLosses, lossVerdict } from '../../../common/loss-check';
+import { peerVerdict } from '../../../common/peer-verdict';
 import { isAbRun, isLossCheckRun, type ConversionInfo, type RunOptions } from '../../../common/webview-messages';
 import { formatNumber } from './format';
 
@@ -60,10 +61,16 @@ export function toConversionInfo(raw: Record<string, unknown>): ConversionInfo |
 
 /**
  * The lines under an A/B run's table, in order: what the conversion applied, how many GEMM forwards ran in FP8, and
- * (a loss check) the verdict on the eval losses, worded as `precision-lens measure --loss-check` prints it.
+ * the verdicts, worded as `precision-lens measure` prints them: the conversion against torchao on the original (where
+ * the peer ran) and (a loss check) the eval losses.
  */
 export function abLines(results: readonly BackendResult[], conversion: ConversionInfo | undefined): string[] {
-  return [conversionLine(conversion), fp8ForwardsLine(results), lossVerdict(results)].filter((l): l is string => l !== undefined);
+  return [conversionLine(conversion), fp8ForwardsLine(results), ...abVerdicts(results)].filter((l): l is string => l !== undefined);
+}
+
+/** An A/B run's verdicts, in `measure`'s order: against the torchao peer, then the loss check's. */
+export function abVerdicts(results: readonly BackendResult[]): string[] {
+  return [peerVerdict(results), lossVerdict(results)].filter((l): l is string => l !== undefined);
 }
 
 /** Whether the results table gets the eval-loss column: some arm measured one (a loss check). */

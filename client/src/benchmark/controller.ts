@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { BenchEvent, EnvInfo, InferenceFigures, WorkloadInfo } from '../../../common/bench-events';
-import { evalLossOf, LOSS_CHECK_ARMS, lossCheckSteps, lossVerdict } from '../../../common/loss-check';
+import { evalLossOf, LOSS_CHECK_ARMS, lossCheckSteps } from '../../../common/loss-check';
 import {
   BenchmarkViewState, DEFAULT_RUN_OPTIONS, HistoryEntry, HostToWebviewMessage, isAbRun, RunOptions, runBackends, runMode, sanitizeRunOptions, UserError,
 } from '../../../common/webview-messages';
@@ -17,6 +17,7 @@ import { HistoryStore } from './historyStore';
 import { ImportError, jsonOutToHistoryEntry, parseJsonOutText } from './importResults';
 import { findInterpreters, onPythonSelectionChanged, resolveInterpreter } from './interpreter';
 import { pickInterpreter } from './interpreterPicker';
+import { abVerdicts } from './ab';
 import { compareRunsToMarkdown, runToMarkdown } from './markdown';
 import {
   BenchmarkInvocation, BenchmarkOutcome, BenchmarkProcess, buildListWorkloadsArgs, buildMeasureArgs, buildProbeArgs, buildRunArgs, outcomeToUserError,
@@ -420,8 +421,7 @@ export class BenchmarkController implements vscode.Disposable {
       this.deps.benchLog.appendLine(`error: ${run.error.title}: ${run.error.message}${run.error.hint ? ` -- ${run.error.hint}` : ''}`);
     }
     for (const ratio of run.ratios) this.deps.benchLog.appendLine(`ratio ${ratio.backend}/${isAbRun(run.options) ? 'original' : 'bf16'}: speed ${formatRatio(ratio.speedup)}, memory ${formatRatio(ratio.memory)}`);
-    const verdict = lossVerdict(run.results);
-    if (verdict) this.deps.benchLog.appendLine(verdict);
+    for (const verdict of abVerdicts(run.results)) this.deps.benchLog.appendLine(verdict);
     const entry = toHistoryEntry(run, {
       env: this.state.environment.info,
       interpreter,

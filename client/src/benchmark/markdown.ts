@@ -2,7 +2,7 @@
  * "Copy as Markdown": a benchmark run, or two runs side by side, as a GitHub-flavoured Markdown table for a PR.
  * Pure: no `vscode`, no Node APIs.
  */
-import { backendLabel, BackendResult, baselineOf, BASELINE_BACKEND } from '../../../common/bench-events';
+import { armLabel, backendLabel, BackendResult, baselineOf, BASELINE_BACKEND } from '../../../common/bench-events';
 import { abLines, evalLossText, showsEvalLoss } from './ab';
 import { runMode, type HistoryEntry } from '../../../common/webview-messages';
 import { finalLoss, formatBytes, formatDelta, formatMs, formatNumber, formatRatio, formatTimestamp } from './format';
@@ -90,11 +90,11 @@ export function runToMarkdown(run: HistoryEntry): string {
   const ab = baseline !== BASELINE_BACKEND;
   const withEval = showsEvalLoss(run.results);
   const rows = orderedResults(run.results).map((r) => {
-    if (r.skippedReason) return [backendLabel(r.backend), 'skipped', '', '', '', '', ...(withEval ? [''] : []), r.skippedReason];
+    if (r.skippedReason) return [armLabel(r), 'skipped', '', '', '', '', ...(withEval ? [''] : []), r.skippedReason];
     const ratio = ratios.find((x) => x.backend === r.backend);
     const vs = r.backend === baseline ? 'baseline' : ratio ? `${formatRatio(ratio.speedup)} speed, ${formatRatio(ratio.memory)} memory` : '–';
     return [
-      backendLabel(r.backend),
+      armLabel(r),
       formatNumber(r.tokensPerS, 0),
       formatMs(r.stepTimeMedianMs),
       formatMs(r.stepTimeP90Ms),

@@ -195,9 +195,14 @@ export function buildRunArgs(script: string, options: RunOptions, extra: { jsonO
 /**
  * Arguments of the bundled CLI for an A/B run ("Measure conversion"): `precision-lens measure FOLDER --format jsonl`,
  * which copies and converts the project, runs bench/benchmark.py --mode ab on `python` and prints its events.
- * `options.lossCheck` adds `--loss-check` (the training recipe, eval losses, the BF16 arm again).
+ * `options.lossCheck` adds `--loss-check` (the training recipe, eval losses, the BF16 arm again). The torchao peer
+ * runs as `measure` runs it: under torch.compile, its best configuration, even when the form's Compile is off
+ * (bench --peer-compile on); `extra.peerEager` keeps it eager (`--peer-eager`).
  */
-export function buildMeasureArgs(cli: string, folder: string, options: RunOptions, extra: { python: string; jsonOut?: string; peer?: 'torchao' | 'none'; convertLosingLayers?: boolean }): string[] {
+export function buildMeasureArgs(
+  cli: string, folder: string, options: RunOptions,
+  extra: { python: string; jsonOut?: string; peer?: 'torchao' | 'none'; peerEager?: boolean; convertLosingLayers?: boolean },
+): string[] {
   const args = [
     cli, 'measure', folder,
     '--workload', options.workload,
@@ -213,6 +218,9 @@ export function buildMeasureArgs(cli: string, folder: string, options: RunOption
   ];
   if (options.lossCheck) args.push('--loss-check');
   if (extra.peer) args.push('--peer', extra.peer);
+  // --peer-eager only where a peer runs (measure refuses it beside --peer none or a loss check without the peer).
+  const peerRuns = extra.peer === 'torchao' || (extra.peer === undefined && !options.lossCheck);
+  if (extra.peerEager && peerRuns) args.push('--peer-eager');
   if (extra.jsonOut) args.push('--json-out', extra.jsonOut);
   if (extra.convertLosingLayers) args.push('--convert-losing-layers');
   return args;

@@ -58,6 +58,8 @@ export interface MeasureOptions {
   /** The interpreter that runs bench/benchmark.py (default python3). */
   python?: string;
   peer?: 'torchao' | 'none';
+  /** Keep the torchao peer eager (`--peer-compile off`); by default it runs under torch.compile, its best configuration. */
+  peerEager?: boolean;
   steps?: number;
   warmup?: number;
   batch?: number;
@@ -78,6 +80,14 @@ export interface MeasureOptions {
   handleSignals?: boolean;
 }
 
+/**
+ * The benchmark's `--peer` for these options: as given; `none` for a loss check that does not ask for the peer
+ * (it runs the BF16 arm again instead); undefined otherwise (the benchmark's `auto`: torchao where it imports).
+ */
+export function measurePeer(options: Pick<MeasureOptions, 'peer' | 'lossCheck'>): 'torchao' | 'none' | undefined {
+  return options.peer ?? (options.lossCheck ? 'none' : undefined);
+}
+
 /** A workload the user names: `module:function` (a dotted module path, then the function). */
 export const WORKLOAD_PATTERN = /^[A-Za-z_][\w.]*:[A-Za-z_]\w*$/;
 
@@ -96,7 +106,7 @@ export const USAGE = `Usage:
   precision-lens measure [DIR] --workload MODULE:FUNCTION [--python PATH] [--peer torchao|none] [--steps N]
                                [--warmup N] [--compile|--no-compile] [--batch N] [--seq N] [--device auto|cuda|cpu]
                                [--json-out FILE] [--keep] [--format text|jsonl] [--convert-losing-layers]
-                               [--loss-check]
+                               [--loss-check] [--peer-eager]
   precision-lens --help | --version
 
 PATH is a file or a directory; directories are searched for *.py files (skipping .git, node_modules, __pycache__
@@ -124,6 +134,9 @@ the bundled bench/benchmark.py --mode ab on the interpreter given (default pytho
 weights and batches. Progress goes to stderr, a table (tokens/s, ratio to the original, peak memory, final loss, FP8
 forwards) to stdout. The copy is removed at the end unless --keep. Exit codes: 0 measured, 2 usage or I/O error,
 else the benchmark's own status with its message (4: no CUDA device, 8: the workload could not be loaded).
+The torchao peer runs under torch.compile, torchao's best configuration, even where the other arms run eager (with
+--compile all arms compile); --peer-eager keeps it eager. A line after the table compares the conversion's tokens/s
+with the peer's, measured in the same process.
 --loss-check makes it the loss comparison: 200 steps (or --steps) of a real training recipe (AdamW lr 6e-4, linear
 warm-up over a tenth of the steps, cosine to lr/10, gradient clipping 1.0), the eval loss of each arm on 8 batches it
 never trained on, and the original run a second time, whose difference from the first is the noise floor the FP8
@@ -283,6 +296,7 @@ export function parseMeasureArgs(rest: readonly string[]): MeasureOptions {
       case '--keep': noValue(); options.keep = true; break;
       case '--convert-losing-layers': noValue(); options.convertLosingLayers = true; break;
       case '--loss-check': noValue(); options.lossCheck = true; break;
+      case '--peer-eager': noValue(); options.peerEager = true; break;
       case '--format': case '-f': options.format = oneOf(flag, value(), ['text', 'jsonl'] as const); break;
       default: throw new UsageError(`measure: unknown option '${arg}'`);
     }
@@ -290,5 +304,8 @@ export function parseMeasureArgs(rest: readonly string[]): MeasureOptions {
   if (dirs.length > 1) throw new UsageError(`measure: one project folder, got ${dirs.length} (${dirs.join(', ')})`);
   if (workload === undefined) throw new UsageError('measure: missing --workload MODULE:FUNCTION (the function in your project that builds the model; see bench/README.md)');
   if (!WORKLOAD_PATTERN.test(workload)) throw new UsageError(`--workload: expected module:function (e.g. mypkg.model:build), got '${workload}'`);
+  if (options.peerEager && measurePeer(options) === 'none') {
+    throw new UsageError(`--peer-eager: no torchao peer runs (${options.peer === 'none' ? '--peer none' : '--loss-check leaves it out unless --peer torchao'})`);
+  }
   return { ...options, dir: dirs[0] ?? '.', workload };
 }

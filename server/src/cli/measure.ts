@@ -5,8 +5,9 @@
  *      __pycache__ or data folders; bounded) to a temporary folder;
  *   2. converts the copy with the CLI's own `check --fix --unsafe-fixes` (run in-process through `check`, the same
  *      code path as on the command line: no second implementation of the fixes), and says what it applied;
- *   3. runs this package's bench/benchmark.py `--mode ab --workspace DIR --converted COPY` on the interpreter given,
- *      streams its progress to stderr and prints a table of the arms (original, converted, torchao-original);
+ *   3. runs this package's bench/benchmark.py `--mode ab --workspace DIR --converted COPY` on the interpreter given
+ *      (the torchao peer under torch.compile unless --peer-eager), streams its progress to stderr and prints a table
+ *      of the arms (original, converted, torchao-original) and the verdict against the peer;
  *   4. removes the copy unless --keep.
  *
  * `--format jsonl` is what the editor's sidebar runs: stdout carries the benchmark's JSON lines as they come (plus a
@@ -18,11 +19,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { normalizeBenchEvent, type BackendResult } from '../../../common/bench-events';
+import { armLabel, normalizeBenchEvent, PEER_ARM, type BackendResult } from '../../../common/bench-events';
 import { evalLossOf, hasEvalLosses, LOSS_CHECK_STEPS, lossVerdict, REPEAT_ARM } from '../../../common/loss-check';
+import { peerVerdict } from '../../../common/peer-verdict';
 import { resolveSettings } from '../../../common/settings';
 import { findProjectConfig } from '../engine/config';
-import type { MeasureOptions } from './args';
+import { measurePeer, type MeasureOptions } from './args';
 import { SKIPPED_DIRS } from './files';
 
 /** At most this many .py files are copied (a whole monorepo is not "a project"). */
@@ -176,15 +178,19 @@ export function benchScript(from: string = __dirname): string | undefined {
   return undefined;
 }
 
-// The loss check's steps and verdict are shared with the editor's sidebar (common/loss-check.ts): one implementation.
-export { LOSS_CHECK_STEPS, lossVerdict };
+// The loss check's steps and verdict, and the verdict against the torchao peer, are shared with the editor's sidebar
+// (common/loss-check.ts, common/peer-verdict.ts): one implementation.
+export { LOSS_CHECK_STEPS, lossVerdict, peerVerdict };
 
 /** The benchmark's arguments for the A/B of `workspace` against its converted `copy`. */
 export function benchArgs(script: string, options: MeasureOptions, workspace: string, copy: string, fallbackModule: string): string[] {
   const args = [script, '--mode', 'ab', '--workload', options.workload, '--workspace', workspace, '--converted', copy, '--fallback-module', fallbackModule];
   const steps = options.steps ?? (options.lossCheck ? LOSS_CHECK_STEPS : undefined);
-  if (options.peer) args.push('--peer', options.peer);
-  else if (options.lossCheck) args.push('--peer', 'none');
+  const peer = measurePeer(options);
+  if (peer) args.push('--peer', peer);
+  // The torchao peer in its best configuration, torch.compile, even beside eager arms (bench --peer-compile on): the
+  // conversion is compared with the best torchao does in the same process. With --compile every arm compiles anyway.
+  if (peer !== 'none') args.push('--peer-compile', options.peerEager ? 'off' : options.compile === true ? 'same' : 'on');
   if (steps !== undefined) args.push('--steps', String(steps));
   if (options.lossCheck) {
     // nanoGPT's and llama2.c's own recipe, scaled to the run: without a warm-up the first steps spike and the
@@ -205,8 +211,13 @@ const ARM_LABELS: Readonly<Record<string, string>> = {
   original: 'original (BF16)',
   converted: 'converted (FP8)',
   [REPEAT_ARM]: 'original again (BF16)',
-  'torchao-original': 'torchao on original',
+  [PEER_ARM]: 'torchao on original',
 };
+
+/** An arm's name in the table; the torchao peer's says whether it ran compiled or eager. */
+function labelOf(r: BackendResult): string {
+  return armLabel(r, ARM_LABELS[r.backend] ?? r.backend);
+}
 
 function fmt(x: number | undefined, digits = 0): string {
   if (x === undefined || !Number.isFinite(x)) return '–';
@@ -238,7 +249,7 @@ export function fp8ForwardsOf(result: Pick<BackendResult, 'extra'>): { modules?:
 
 /** The table printed at the end: arm, tokens/s, ratio to the original, peak memory, final loss, FP8 forwards. */
 export function measureTable(results: readonly BackendResult[]): string {
-  const order = ['original', 'converted', REPEAT_ARM, 'torchao-original'];
+  const order = ['original', 'converted', REPEAT_ARM, PEER_ARM];
   const sorted = [...results].sort((a, b) => {
     const ia = order.indexOf(a.backend);
     const ib = order.indexOf(b.backend);
@@ -249,11 +260,11 @@ export function measureTable(results: readonly BackendResult[]): string {
   const withEval = hasEvalLosses(results);
   const header = ['arm', 'tokens/s', 'vs original', 'peak memory', 'final loss', ...(withEval ? ['eval loss'] : []), 'FP8 forwards'];
   const rows = sorted.map((r) => {
-    if (r.skippedReason) return [ARM_LABELS[r.backend] ?? r.backend, `skipped: ${r.skippedReason}`, '', '', '', ...(withEval ? [''] : []), ''];
+    if (r.skippedReason) return [labelOf(r), `skipped: ${r.skippedReason}`, '', '', '', ...(withEval ? [''] : []), ''];
     const ratio = r === base ? 'baseline' : base?.tokensPerS && r.tokensPerS !== undefined ? `${(r.tokensPerS / base.tokensPerS).toFixed(2)}x` : '–';
     const g = fp8ForwardsOf(r);
     const fwd = g && g.total !== undefined ? `${fmt(g.fp8)}/${fmt(g.total)}${g.modules !== undefined ? ` (${g.modules} modules)` : ''}` : '–';
-    return [ARM_LABELS[r.backend] ?? r.backend, fmt(r.tokensPerS), ratio, fmtBytes(r.peakMemoryBytes), fmt(lastLoss(r.losses), 4), ...(withEval ? [fmt(evalLossOf(r), 4)] : []), fwd];
+    return [labelOf(r), fmt(r.tokensPerS), ratio, fmtBytes(r.peakMemoryBytes), fmt(lastLoss(r.losses), 4), ...(withEval ? [fmt(evalLossOf(r), 4)] : []), fwd];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
@@ -368,9 +379,9 @@ export async function runMeasure(options: MeasureOptions, io: MeasureIo, check: 
     }
     if (stopSignal) return 130;
     if (!jsonl && results.size > 0) {
-      io.stdout(measureTable([...results.values()]));
-      const verdict = lossVerdict([...results.values()]);
-      if (verdict) io.stdout(`${verdict}\n`);
+      const arms = [...results.values()];
+      io.stdout(measureTable(arms));
+      for (const verdict of [peerVerdict(arms), lossVerdict(arms)]) if (verdict) io.stdout(`${verdict}\n`);
     }
     const code = exit.code ?? 1;
     if (code !== 0 || fatal) {

@@ -7,6 +7,9 @@
  * With "Loss check" ticked, on a fake H200 interpreter that replays a recorded loss check (bench/results/h200/
  * 2026-12-04-loss), the run goes through `measure --loss-check` and the view shows each arm's eval loss, the BF16 arm
  * run again, the verdict line, and a history row marked "A/B · loss check".
+ * With Compile off, on a fake H200 interpreter that replays a recorded A/B (bench/results/h200/2026-12-04-peer), the
+ * torchao peer runs compiled (measure passes --peer-compile on): its row says so, and the verdict against it heads the
+ * result.
  */
 import * as assert from 'assert';
 import * as fs from 'fs';
@@ -153,5 +156,50 @@ describe('benchmark view: Measure conversion with the loss check (a recorded H20
     const row = view.history.find((h) => h.checked);
     assert.match(row?.text ?? '', /A\/B · loss check bench_model:gpt/);
     assert.deepEqual(view.problems, [], 'the table with its eval-loss column and the verdict fit the sidebar');
+  });
+});
+
+describe('benchmark view: Measure conversion against torchao compiled (a recorded H200 A/B replayed)', function () {
+  this.timeout(300_000);
+  const fakeAb = () => workspaceFile(path.join('interpreters', 'h200-ab-python')).fsPath;
+
+  before(async function () {
+    if (!fs.existsSync(SYSTEM_PYTHON)) this.skip();
+    fs.chmodSync(fakeAb(), 0o755);
+    await vscode.commands.executeCommand('precisionLens.benchmark.focus');
+    await usePython(fakeAb());
+    await waitFor(async () => {
+      const s = await getState();
+      return s.interpreter?.path === fakeAb() && s.environment.status === 'ready' && s.abBlocked === undefined ? s : undefined;
+    }, 'the probe of the fake H200 interpreter', { timeoutMs: 120_000, intervalMs: 200 });
+  });
+
+  after(async () => {
+    await usePython(undefined);
+  });
+
+  it('eager arms run the peer compiled: its row says so and the verdict against it heads the result', async () => {
+    const before = await getState();
+    // The fake replays llama2.c's run at 6 x 4096 for an eager A/B whose peer is compiled (--no-compile --peer-compile
+    // on: what measure makes of the form with Compile off) and refuses any other command line.
+    const started = await vscode.commands.executeCommand<boolean>('precisionLens.benchmark.measureConversion', {
+      workload: 'bench_model:gpt', steps: 20, warmup: 5, batch: 6, seq: 4096, compile: false,
+    });
+    assert.equal(started, true);
+    let last: BenchmarkViewState | undefined;
+    const done = await waitFor(async () => {
+      last = await getState();
+      return last.run.id !== before.run.id && ['done', 'failed', 'cancelled'].includes(last.run.status) ? last : undefined;
+    }, 'the A/B to end', { timeoutMs: 180_000, intervalMs: 250, describe: () => JSON.stringify(last?.run).slice(0, 2000) });
+    assert.equal(done.run.status, 'done', JSON.stringify(done.run.error));
+    assert.deepEqual(done.run.results.map((r) => [r.backend, r.extra?.compile]), [['original', false], ['converted', false], ['torchao-original', true]]);
+    assert.equal(done.history[0].results.find((r) => r.backend === 'torchao-original')?.extra?.compile, true, 'the history keeps the flag');
+
+    const view = await waitForView((s) => /^A\/B run of .*: bench_model:gpt$/.test(s.details?.heading ?? '') && s.details?.peerVerdict !== undefined, 'the A/B shown with its verdict');
+    assert.deepEqual(view.details!.arms, ['Original (BF16)', 'Converted (FP8)', 'torchao on original (compiled)']);
+    assert.equal(view.details!.peerVerdict, 'torchao (compiled) on the original is 1.19x faster than this conversion: '
+      + 'for this model, torch.compile with torchao\'s convert_to_float8_training trains faster.');
+    assert.equal(view.details!.verdict, undefined, 'no loss check, no loss verdict');
+    assert.deepEqual(view.problems, [], 'the longer row name and the verdict fit the sidebar');
   });
 });

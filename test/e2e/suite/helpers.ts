@@ -136,7 +136,7 @@ export interface BenchmarkViewSnapshot {
   fields: string[];
   backends: Array<{ id: string; label: string; checked: boolean; disabled: boolean; reason?: string }>;
   history: Array<{ text: string; checked: boolean }>;
-  details?: { heading: string; text: string; evalLoss: Array<{ arm: string; value: string }>; verdict?: string };
+  details?: { heading: string; text: string; evalLoss: Array<{ arm: string; value: string }>; verdict?: string; arms: string[]; peerVerdict?: string };
   /** The "Loss check" box next to Measure conversion, and its help line when shown. */
   lossCheck?: { checked: boolean; disabled: boolean; visible: boolean; help?: string };
   results?: { heading: string };

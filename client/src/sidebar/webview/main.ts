@@ -5,13 +5,14 @@
  * re-created webview looks the same. DOM is built with createElement/textContent only (no innerHTML): text from the
  * benchmark and the file system is never parsed as HTML.
  */
-import { backendLabel as knownBackendLabel, baselineOf, shortBackendLabel, BackendResult, BASELINE_BACKEND, EnvInfo, hasCudaDevice, WorkloadInfo } from '../../../../common/bench-events';
+import { armLabel, backendLabel as knownBackendLabel, baselineOf, shortBackendLabel, BackendResult, BASELINE_BACKEND, EnvInfo, hasCudaDevice, WorkloadInfo } from '../../../../common/bench-events';
 import { isAbRun, isLossCheckRun, runMode } from '../../../../common/webview-messages';
 import type {
   ConversionInfo, BackendChoice, BackendRatio, BenchmarkViewState, HistoryEntry, HostToWebviewMessage, RunMode, RunOptions, RunProgress, RunState, UserError, WebviewToHostMessage,
 } from '../../../../common/webview-messages';
-import { abBadge, abLines as abLineTexts, conversionLine, evalLossText, showsEvalLoss } from '../../benchmark/ab';
+import { abBadge, abLines as abLineTexts, abVerdicts, conversionLine, evalLossText, showsEvalLoss } from '../../benchmark/ab';
 import { LOSS_CHECK_STEPS, lossVerdict } from '../../../../common/loss-check';
+import { peerVerdict } from '../../../../common/peer-verdict';
 import { backendSelectionProblem } from '../../benchmark/availability';
 import { finalLoss, formatBytes, formatDelta, formatMs, formatNumber, formatRatio, formatTimestamp } from '../../benchmark/format';
 import { computeRatios } from '../../benchmark/state';
@@ -625,12 +626,13 @@ function ordered(results: readonly BackendResult[]): BackendResult[] {
 }
 
 /**
- * An A/B run's lines under its table: what the conversion applied and how many GEMM forwards ran in FP8. A loss
- * check's verdict (the last of ab.ts's lines) heads the block instead: it is the answer the run was made for.
+ * An A/B run's lines under its table: what the conversion applied and how many GEMM forwards ran in FP8. The verdicts
+ * (the last of ab.ts's lines: against the torchao peer, the loss check's) head the block instead: they are the
+ * answers the run was made for.
  */
 function abLines(results: readonly BackendResult[], conversion: ConversionInfo | undefined): HTMLElement | null {
-  const verdict = lossVerdict(results);
-  const lines = abLineTexts(results, conversion).filter((l) => l !== verdict);
+  const verdicts = abVerdicts(results);
+  const lines = abLineTexts(results, conversion).filter((l) => !verdicts.includes(l));
   return lines.length > 0 ? h('ul', { class: 'plain ab-lines' }, ...lines.map((l) => h('li', {}, l))) : null;
 }
 
@@ -638,7 +640,7 @@ function lossSeries(results: readonly BackendResult[], suffix = '', extraClass =
   return ordered(results)
     .filter((r) => !r.skippedReason && r.losses.length > 0)
     .map((r, i) => ({
-      label: `${labelOf(r.backend)}${suffix}`,
+      label: `${armLabel(r, labelOf(r.backend))}${suffix}`,
       cls: `${seriesClass(r.backend, i)}${extraClass}`,
       points: r.losses.map((l, j): [number, number | null] => [j * (r.lossStride ?? 1), l]),
     }));
@@ -723,7 +725,7 @@ function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly Back
   const skipped = results.filter((r) => r.skippedReason);
   const ratioOf = (b: string) => ratios.find((r) => r.backend === b);
   const tpsBars: Bar[] = ran.map((r, i) => ({
-    label: shortBackendLabel(r.backend), value: r.tokensPerS, cls: seriesClass(r.backend, i), title: labelOf(r.backend),
+    label: shortBackendLabel(r.backend), value: r.tokensPerS, cls: seriesClass(r.backend, i), title: armLabel(r, labelOf(r.backend)),
     text: `${formatNumber(r.tokensPerS, 0)}${ratioOf(r.backend)?.speedup ? ` (${formatRatio(ratioOf(r.backend)?.speedup)})` : ''}`,
   }));
   const memBars: Bar[] = ran.map((r, i) => ({
@@ -742,7 +744,7 @@ function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly Back
       const ratio = ratioOf(r.backend);
       const base = r.backend === baseline;
       return h('tr', {},
-        h('th', { scope: 'row', title: [r.label, r.recipe].filter(Boolean).join(' · ') || undefined }, labelOf(r.backend), r.emulated ? h('span', { class: 'muted' }, ' (emulated)') : null),
+        h('th', { scope: 'row', title: [r.label, r.recipe].filter(Boolean).join(' · ') || undefined }, armLabel(r, labelOf(r.backend)), r.emulated ? h('span', { class: 'muted' }, ' (emulated)') : null),
         cell(0, formatNumber(r.tokensPerS, 0)),
         cell(1, formatMs(r.stepTimeMedianMs)),
         cell(2, formatMs(r.stepTimeP90Ms)),
@@ -756,9 +758,13 @@ function resultsBlock(results: readonly BackendResult[], ratiosIn: readonly Back
       );
     })),
   );
-  const verdict = baseline === BASELINE_BACKEND ? undefined : lossVerdict(results);
+  // An A/B run's verdicts head the block: against torchao on the original, and the loss check's.
+  const ab = baseline !== BASELINE_BACKEND;
+  const vsPeer = ab ? peerVerdict(results) : undefined;
+  const verdict = ab ? lossVerdict(results) : undefined;
   return h('div', { class: 'result-block' },
     h('div', { class: 'card-head' }, h('h2', {}, title), h('div', { class: 'actions' }, button('Copy as Markdown', copy, { class: 'link' }))),
+    vsPeer ? h('p', { class: 'peer-verdict', role: 'note' }, vsPeer) : null,
     verdict ? h('p', { class: 'loss-verdict', role: 'note' }, verdict) : null,
     ran.length > 0 ? h('h3', {}, 'Throughput (tokens/s)') : null,
     ran.length > 0 ? barChart(tpsBars, { width: chartWidth, label: `tokens per second: ${tpsBars.map((b) => `${b.label} ${b.text}`).join(', ')}` }) : null,
