@@ -12,8 +12,11 @@
 //   docs/screenshots/compare-h200.png the 7B and 70B slice runs selected together: the comparison
 //   docs/screenshots/inference.png    the view's Inference tab, with the H200 --mode inference run of llama-7b-slice
 //                                     imported (bench/results/h200/2026-12-02/infer-llama-7b-slice-eager.json)
+//   docs/screenshots/ab-h200.png      an H200 A/B ("Measure conversion", --mode ab) imported: nanoGPT 12 x 2048 converted
+//                                     vs original BF16 vs torchao compiled, with the verdict against torchao
+//                                     (bench/results/h200/2026-12-04-peer/ab-nanogpt-12x2048-8x2048-eager.json)
 // The view keeps VS Code's default sidebar width in every picture: that is the width it must fit.
-// Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,quickfix,codelens,...,interpreter,results-h200,compare-h200,inference]
+// Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,quickfix,codelens,...,interpreter,results-h200,compare-h200,inference,ab-h200]
 // Each step that fails is reported and the script goes on; the exit code is 1 when any step failed.
 // SCREENSHOTS_DEBUG=DIR saves the window of a failed step as DIR/failed-<step>.png.
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
@@ -30,6 +33,8 @@ const TIMEOUT = 45_000;
 const H200_RUNS = ['llama-7b-slice.json', 'llama-70b-slice.json'];
 /** The inference run the Inference picture shows (benchmark.py --mode inference --json-out). */
 const INFERENCE_RUN = join(repoRoot, 'bench', 'results', 'h200', '2026-12-02', 'infer-llama-7b-slice-eager.json');
+/** The A/B run the A/B picture shows (benchmark.py --mode ab --json-out, what `precision-lens measure` runs). */
+const AB_RUN = join(repoRoot, 'bench', 'results', 'h200', '2026-12-04-peer', 'ab-nanogpt-12x2048-8x2048-eager.json');
 const VIEW_SELECTOR = '.activitybar .action-item a[aria-label^="Precision Lens"], .activitybar .action-item [aria-label^="Precision Lens"]';
 
 if (!findChromium()) {
@@ -177,6 +182,18 @@ try {
     await waitForView(page, (text) => text.includes('Decode (tokens/s)') && text.includes('next-token agreement'), undefined, 'the inference run');
     await scrollView(view, '#benchmark-form');
     await shot(page, 'inference');
+  }, page);
+
+  await step('ab-h200', async () => {
+    await importH200();
+    await runCommand(page, 'Precision Lens: Import Benchmark Results (JSON)');
+    await pickFile(page, AB_RUN);
+    const view = await benchmarkFrame(page);
+    await view.click('#tab-train'); // the tab with Measure conversion
+    await selectRuns(view, ['pl_workload:build']);
+    await waitForView(page, (text) => /A\/B run of .*: pl_workload:build/.test(text) && text.includes('the conversion is ahead'), undefined, 'the A/B run with its verdict');
+    await scrollView(view, 'section.details');
+    await shot(page, 'ab-h200');
   }, page);
 } catch (err) {
   failures.push(`setup: ${err.message}`);

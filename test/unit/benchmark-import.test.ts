@@ -6,6 +6,7 @@
 import * as assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { abBadge, abLines } from '../../client/src/benchmark/ab';
 import { ImportError, jsonOutToHistoryEntry, optionsFromDocument, parseJsonOutText } from '../../client/src/benchmark/importResults';
 import { normalizeBenchEvent, BenchEvent } from '../../common/bench-events';
 import { DEFAULT_RUN_OPTIONS } from '../../common/webview-messages';
@@ -94,6 +95,31 @@ describe('benchmark results import (--json-out)', () => {
     // Without results' fields, the command line decides.
     const bare = optionsFromDocument({ command: ['b.py', '--workload', 'gpt-1.3b', '--backends', 'bf16', '--steps=7', '--no-compile'] }, []);
     assert.deepEqual(bare, { ...TRAIN, workload: 'gpt-1.3b', backends: ['bf16'], steps: 7, warmup: 10, batch: 16, seq: 1024, compile: false });
+  });
+
+  it('an A/B (--mode ab) imports as the sidebar\'s A/B run: arms, the peer compiled, its verdict (nanoGPT 12 x 2048)', () => {
+    const doc = load(join('2026-12-04-peer', 'ab-nanogpt-12x2048-8x2048-eager.json'));
+    const { entry } = jsonOutToHistoryEntry(doc, { finishedAt: FINISHED });
+    assert.equal(entry.options.ab, true, 'marked as an A/B, as Measure conversion marks its runs');
+    assert.equal(entry.options.lossCheck, undefined);
+    assert.deepEqual(entry.options.backends, ['original', 'converted', 'torchao-original']);
+    assert.deepEqual([entry.options.batch, entry.options.seq, entry.options.steps, entry.options.compile], [8, 2048, 20, false]);
+    assert.deepEqual(entry.results.map((r) => [r.backend, r.extra?.compile]), [['original', false], ['converted', false], ['torchao-original', true]]);
+    const summary = doc.summary as { ratios: Record<string, { tokens_per_s: number }> };
+    assert.deepEqual(entry.ratios.map((r) => r.backend), ['converted', 'torchao-original'], 'ratios over the original');
+    assert.ok(Math.abs(entry.ratios[0].speedup! - summary.ratios.converted.tokens_per_s) < 1e-9);
+    assert.equal(abBadge(entry.options, entry.results), 'A/B');
+    assert.deepEqual(abLines(entry.results, entry.conversion), [
+      'FP8 forwards: 1,200 of 1,200 GEMM forwards of the converted model ran in FP8 (48 te.* modules).',
+      'FP8 conversion: 1.06x the tokens/s of torchao (compiled) on the original, same process: the conversion is ahead.',
+    ]);
+  });
+
+  it('an A/B with --repeat-original imports as a loss check', () => {
+    const { entry } = jsonOutToHistoryEntry(load(join('2026-12-04-loss', 'loss-nanogpt-ln-12x2048-8x2048-eager-200.json')), { finishedAt: FINISHED });
+    assert.deepEqual([entry.options.ab, entry.options.lossCheck, entry.options.steps], [true, true, 200]);
+    assert.deepEqual(entry.results.map((r) => r.backend), ['original', 'converted', 'original-repeat']);
+    assert.equal(abBadge(entry.options, entry.results), 'A/B · loss check');
   });
 
   it('a document without "events" is rebuilt from env / errors / results / summary', () => {

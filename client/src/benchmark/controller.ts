@@ -458,7 +458,7 @@ export class BenchmarkController implements vscode.Disposable {
         await this.deps.history.add(entry);
         imported.push(entry);
         const speed = entry.ratios.map((r) => `${r.backend} ${formatRatio(r.speedup)}`).join(', ');
-        this.deps.log.info(`benchmark: imported ${file} (${entry.options.workload}${entry.gpu ? ` on ${entry.gpu}` : ''}${speed ? `, ${speed} vs BF16` : ''})`);
+        this.deps.log.info(`benchmark: imported ${file} (${entry.options.workload}${entry.gpu ? ` on ${entry.gpu}` : ''}${speed ? `, ${speed} vs ${isAbRun(entry.options) ? 'original' : 'BF16'}` : ''})`);
       } catch (e) {
         const why = e instanceof ImportError ? e.message : `${file}: ${(e as Error).message}`;
         this.deps.log.warn(`benchmark: import failed: ${why}`);

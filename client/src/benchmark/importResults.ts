@@ -66,6 +66,9 @@ export function optionsFromDocument(doc: Record<string, unknown>, events: readon
   const requested = backends && backends !== 'auto' ? backends.split(',').map((b) => b.trim()).filter(Boolean) : undefined;
   const ran = events.filter((e) => e.event === 'result').map((e) => (e.event === 'result' ? e.backend : ''));
   const inference = summary.mode === 'inference' || extra.mode === 'inference' || argValue(argv, '--mode') === 'inference';
+  // `--mode ab` (what `precision-lens measure` runs): shown as the sidebar's A/B run of it would be; with
+  // --repeat-original, a loss check.
+  const ab = !inference && (summary.mode === 'ab' || argValue(argv, '--mode') === 'ab');
   const figures = result?.event === 'result' ? result.inference : undefined;
   const backendsRun = requested ?? (Array.isArray(summary.backends) ? summary.backends : ran);
   return sanitizeRunOptions({
@@ -81,6 +84,7 @@ export function optionsFromDocument(doc: Record<string, unknown>, events: readon
     batch: extra.batch ?? argValue(argv, '--batch'),
     seq: extra.seq ?? argValue(argv, '--seq'),
     compile: typeof extra.compile === 'boolean' ? extra.compile : typeof summary.compile === 'boolean' ? summary.compile : flag,
+    ...(ab ? { ab: true, ...(argv.includes('--repeat-original') ? { lossCheck: true } : {}) } : {}),
   }, { ...DEFAULT_RUN_OPTIONS, workload: 'unknown' });
 }
 
