@@ -1,7 +1,7 @@
 """Byte-level batches of real text for the A/B runs on the real projects (bench/realproj/README.md).
 
-The text is this repository's own prose (README.md, docs/, bench/ and the shared notes when present), read as bytes:
-real English with code in it, never random tokens, and the same on every machine that holds this checkout. The last
+The text is this repository's own prose (README.md and the Markdown under docs/ and bench/, results excluded), read as
+bytes: real English with code in it, never random tokens, and the same on every machine that holds this checkout. The last
 tenth is held out: batch indices at or above runner.EVAL_BATCH_BASE (1 000 000) read only from it, so the eval loss is
 over text the steps never saw. batch(step) is a pure function of (step, seed): both arms of an A/B get the same batch
 at the same step.
@@ -32,7 +32,7 @@ def _root():
 def corpus_bytes(min_bytes=1 << 20):
     root = _root()
     files = []
-    for top in ("README.md", "docs", "bench", os.path.join("..", "shared")):
+    for top in ("README.md", "docs", "bench"):
         p = os.path.join(root, top)
         if os.path.isfile(p):
             files.append(p)
