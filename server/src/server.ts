@@ -546,10 +546,11 @@ connection.onRequest('textDocument/codeLens', async (...args: unknown[]): Promis
   const uri = params.textDocument.uri;
   const settings = await settingsFor(uri);
   if (token.isCancellationRequested || !session?.get(uri)) return [];
-  const analysis = session.analyze(uri, settings, factsForFile(workspaceFacts(), uriPath(uri)));
+  const facts = factsForFile(workspaceFacts(), uriPath(uri));
+  const analysis = session.analyze(uri, settings, facts);
   const state = session.get(uri)!;
   if (!analysis || analysis.skipped || isExcluded(settings, uriPath(uri))) return [];
-  return modelCodeLenses(state.text, analysis.ir, settings);
+  return modelCodeLenses(state.text, analysis.ir, settings, facts.anyCompile);
 });
 
 connection.onShutdown(() => {

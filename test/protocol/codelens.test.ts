@@ -48,6 +48,24 @@ describe('model-level FP8 estimate: textDocument/codeLens (out/server.js)', func
     assert.equal(title, lens.command!.title);
     assert.ok(details.some((d) => /6 block\(s\) \(GPTConfig\.n_layer\)/.test(d)), details.join('\n'));
     assert.ok(details.some((d) => /Tokens per step assumed/.test(d)), details.join('\n'));
+    assert.ok(!details.some((d) => /calls torch\.compile/.test(d)), 'no compile note where nothing compiles');
+  });
+
+  it('where a training script of the project calls torch.compile, the details say the estimate is eager and what compiled measured', async () => {
+    const uri = 'file:///ws/proj/model.py';
+    await client.open(uri, gpt(4096, 6));
+    await client.open('file:///ws/proj/train.py', 'import torch\nfrom model import GPT, GPTConfig\n\nmodel = GPT(GPTConfig())\nmodel = torch.compile(model)\nopt = torch.optim.AdamW(model.parameters())\n');
+    const deadline = Date.now() + 10000;
+    let details: string[] = [];
+    while (Date.now() < deadline) {
+      const [lens] = await lenses(uri);
+      details = (lens?.command?.arguments?.[1] as string[] | undefined) ?? [];
+      if (details.some((d) => /calls torch\.compile/.test(d))) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const note = details.find((d) => /calls torch\.compile/.test(d));
+    assert.ok(note, details.join('\n'));
+    assert.match(note!, /^This project calls torch\.compile: the estimate above is eager against eager BF16\. Compiled, te\.\* modules run eager between graphs \(TE 2\.20\.2, torch 2\.11\.0\); measured against compiled BF16 on the NVIDIA H200: nanoGPT 12 x 2048: TE 0\.97-1\.06x, torchao 1\.07-1\.08x; llama2\.c 6 x 4096: TE 1\.27x, torchao 1\.33x\. Measure conversion compares both on your model\.$/);
   });
 
   it('at width 768: FP8 loses here (launch-bound); the lens follows precisionLens.tokensPerStep after a refresh', async () => {

@@ -9,11 +9,11 @@
  * merged: never a number it does not hold.
  */
 import { strict as assert } from 'node:assert';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_SETTINGS, type PrecisionLensSettings } from '../../common/settings';
 import { backendStatus, GainTableError, layerGain, parseGainTable, predictStep, type GainTable } from '../../server/src/analysis/gain';
-import { h200Table, predictModel, predictModelFor, tableBackendOf, torchaoLines } from '../../server/src/analysis/gain-layer';
+import { compiledLines, h200Table, predictModel, predictModelFor, tableBackendOf, torchaoLines } from '../../server/src/analysis/gain-layer';
 import { modelCodeLenses } from '../../server/src/lsp/codelens';
 import { analyse } from './fixes-support';
 import { gpt } from './gpt-model';
@@ -135,6 +135,23 @@ describe('gain: torchao on the shipped H200 table', function () {
     // TE's prediction is unchanged by the torchao rows (the default backend of the settings).
     assert.equal(predictModelFor(a.ir, DEFAULT_SETTINGS, 'te')!.measured, true);
     assert.equal(predictModel(a.ir, DEFAULT_SETTINGS)!.step.backend, 'te-current');
+  });
+
+  it('where the project compiles, the lens details say the estimate is eager and give the compiled A/B figures', async () => {
+    assert.deepEqual(compiledLines(false), []);
+    assert.deepEqual(compiledLines(undefined), []);
+    const data = JSON.parse(readFileSync(join(__dirname, '..', '..', 'server', 'src', 'analysis', 'data', 'compiled-ab-h200.json'), 'utf8')) as { runs: { model: string; layers: number; width: number; source: string }[] };
+    const [line] = compiledLines(true);
+    assert.match(line, /^This project calls torch\.compile: the estimate above is eager against eager BF16\./);
+    for (const r of data.runs) {
+      assert.ok(line.includes(`${r.model} ${r.layers} x ${r.width}: TE `), line);
+      assert.ok(existsSync(join(__dirname, '..', '..', r.source.split(' ')[0])), `the figures' source ${r.source} is in the repository`);
+    }
+    const text = gpt(4096, 6);
+    const ir = (await analyse(text, DEFAULT_SETTINGS)).ir;
+    const details = (compiles: boolean) => modelCodeLenses(text, ir, DEFAULT_SETTINGS, compiles)[0].command!.arguments![1] as string[];
+    assert.equal(details(true).length, details(false).length + 1);
+    assert.equal(details(true)[details(true).length - 1], line);
   });
 
   it('a file with no Linear to predict says nothing for torchao either', async () => {

@@ -11,6 +11,7 @@ import { DEFAULT_TOKENS_PER_STEP, type PrecisionLensSettings } from '../../../co
 import { backendStatus, describeRatio, layerGain, parseGainTable, predictStep, type GainTable, type LayerGain, type StepPrediction } from './gain';
 import type { Layer, ModelIR } from './ir';
 import tableJson from './data/gemm-table-h200.json';
+import compiledAbJson from './data/compiled-ab-h200.json';
 
 let table: GainTable | null | undefined;
 
@@ -272,6 +273,30 @@ export function torchaoLines(ir: ModelIR, settings: PrecisionLensSettings): stri
     ? `${recipe(p.backend)} ${p.prediction.step.speedup.toFixed(2)}x${p.prediction.step.hostBound.fp8 ? ' (launch-bound)' : ''}`
     : `${recipe(p.backend)} ${p.reason}`));
   return [`${head}, against compiled BF16): ${parts.join('; ')}.`];
+}
+
+interface CompiledAbRun {
+  model: string;
+  layers: number;
+  width: number;
+  /** [lowest, highest] over the runs measured. */
+  te_vs_compiled_bf16: number[];
+  torchao_vs_compiled_bf16: number[];
+}
+
+const COMPILED_AB = compiledAbJson as { gpu: string; versions: { transformer_engine: string; torch: string }; runs: CompiledAbRun[] };
+
+/**
+ * Where the project calls torch.compile, what the TE estimate (eager against eager BF16) does not say: te.* modules
+ * graph-break and run eager between compiled graphs (TE 2.20 on torch 2.11), so a compiling script's baseline is
+ * compiled BF16, and what the conversion measured against it on real code (data/compiled-ab-h200.json). One line for
+ * the model lens's details; none when the project does not compile.
+ */
+export function compiledLines(compiles: boolean | undefined): string[] {
+  if (!compiles) return [];
+  const span = ([lo, hi]: number[]) => (Math.abs(hi - lo) < 0.005 ? `${lo.toFixed(2)}x` : `${lo.toFixed(2)}-${hi.toFixed(2)}x`);
+  const runs = COMPILED_AB.runs.map((r) => `${r.model} ${r.layers} x ${r.width}: TE ${span(r.te_vs_compiled_bf16)}, torchao ${span(r.torchao_vs_compiled_bf16)}`);
+  return [`This project calls torch.compile: the estimate above is eager against eager BF16. Compiled, te.* modules run eager between graphs (TE ${COMPILED_AB.versions.transformer_engine}, torch ${COMPILED_AB.versions.torch.split('+')[0]}); measured against compiled BF16 on the ${COMPILED_AB.gpu}: ${runs.join('; ')}. Measure conversion compares both on your model.`];
 }
 
 export interface LosingVerdict {

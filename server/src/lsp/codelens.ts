@@ -5,7 +5,7 @@
  */
 import type { CodeLens } from 'vscode-languageserver/node';
 import type { PrecisionLensSettings } from '../../../common/settings';
-import { predictModel, torchaoLines, type ModelPrediction } from '../analysis/gain-layer';
+import { compiledLines, predictModel, torchaoLines, type ModelPrediction } from '../analysis/gain-layer';
 import type { ClassInfo, ModelIR } from '../analysis/ir';
 import { lineStartsOf } from '../engine/lines';
 
@@ -54,8 +54,11 @@ function classLine(text: string, cls: ClassInfo): number {
   return cls.span.startLine;
 }
 
-/** The document's lenses: one on the model class with the predicted step speedup, or none (no prediction, no class). */
-export function modelCodeLenses(text: string, ir: ModelIR, settings: PrecisionLensSettings): CodeLens[] {
+/**
+ * The document's lenses: one on the model class with the predicted step speedup, or none (no prediction, no class).
+ * `compiles`: the project calls torch.compile (the workspace facts), which the details then say the estimate is not.
+ */
+export function modelCodeLenses(text: string, ir: ModelIR, settings: PrecisionLensSettings, compiles?: boolean): CodeLens[] {
   const cls = modelClass(ir);
   if (!cls) return [];
   const prediction = predictModel(ir, settings);
@@ -64,6 +67,6 @@ export function modelCodeLenses(text: string, ir: ModelIR, settings: PrecisionLe
   const title = gainLensTitle(prediction);
   return [{
     range: { start: { line, character: 0 }, end: { line, character: 0 } },
-    command: { title, command: SHOW_GAIN_COMMAND, arguments: [title, [...prediction.details, ...torchaoLines(ir, settings)]] },
+    command: { title, command: SHOW_GAIN_COMMAND, arguments: [title, [...prediction.details, ...torchaoLines(ir, settings), ...compiledLines(compiles)]] },
   }];
 }
