@@ -12,6 +12,7 @@ import { gpt } from './gpt-model';
 interface Gain {
   gpu: string; speedup: number; bf16_step_ms: number; fp8_step_ms: number; tokens: number; tokens_assumed: boolean;
   blocks: number; blocks_from: string | null; launch_bound: boolean; loses: boolean; summary: string; details: string[];
+  compiled_note: string | null;
 }
 interface InspectGainJson { version: number; files: { file: string; gain?: Gain }[] }
 
@@ -57,6 +58,19 @@ describe('precision-lens inspect: the model-level FP8 estimate (built CLI)', fun
     assert.equal(g.tokens, 32768);
     assert.equal(g.tokens_assumed, false);
     assert.match(g.summary, /^about \d\.\d+x per step at 32k tokens$/);
+    assert.equal(g.compiled_note, null, 'nothing in the folder calls torch.compile');
+  });
+
+  it('with a training script that calls torch.compile, the gain carries the compiled note', () => {
+    const proj = mkdtempSync(join(tmpdir(), 'precision-lens-gain-compile-'));
+    try {
+      writeFileSync(join(proj, 'model.py'), gpt(4096, 6));
+      writeFileSync(join(proj, 'train.py'), 'import torch\nfrom model import GPT, GPTConfig\n\nmodel = torch.compile(GPT(GPTConfig()))\n');
+      const g = gainOf(parseJson<InspectGainJson>(runCli(['inspect', '.', '--format', 'json'], proj)), 'model.py')!;
+      assert.match(g.compiled_note ?? '', /^This project calls torch\.compile: the estimate above is eager against eager BF16\..* llama2\.c 6 x 4096: TE 1\.27x/);
+    } finally {
+      rmSync(proj, { recursive: true, force: true });
+    }
   });
 
   it('a file with no Linear has no gain; files analysed in worker threads have theirs', () => {

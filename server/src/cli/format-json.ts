@@ -6,7 +6,7 @@ import { RULES } from '../../../common/codes';
 import type { Dim, Layer, ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { explanationText } from '../rules/explain';
-import { predictModel, predictModelFor, TORCHAO_BACKENDS } from '../analysis/gain-layer';
+import { compiledLines, predictModel, predictModelFor, TORCHAO_BACKENDS } from '../analysis/gain-layer';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { isAnalysed, type AnalysedFile } from './analyze';
 import { countBySeverity } from './format-text';
@@ -94,7 +94,7 @@ function layerJson(layer: Layer): object {
  * The model-level FP8 estimate of a file (issue 22): the predicted step speedup on the table's GPU, as the editor's
  * CodeLens on the model class says it. undefined when the prediction cannot answer (no Linear of known sizes).
  */
-function gainJson(ir: ModelIR, settings: PrecisionLensSettings): object | undefined {
+function gainJson(ir: ModelIR, settings: PrecisionLensSettings, projectCompiles: boolean): object | undefined {
   const p = predictModel(ir, settings);
   if (!p) return undefined;
   return {
@@ -117,11 +117,15 @@ function gainJson(ir: ModelIR, settings: PrecisionLensSettings): object | undefi
         ? { measured: true, speedup: o.prediction.step.speedup, bf16_step_ms: o.prediction.step.bf16StepMs, fp8_step_ms: o.prediction.step.fp8StepMs, launch_bound: o.prediction.step.hostBound.fp8, summary: o.prediction.short }
         : { measured: false, reason: o.reason }];
     })),
+    // Where a file analysed with it calls torch.compile: the estimate is eager, and what compiled measured (the lens says the same).
+    compiled_note: compiledLines(projectCompiles)[0] ?? null,
   };
 }
 
 /** `settings` gives each file its predicted FP8 gain (`gain`), read at the settings' tokens per step and recipe. */
 export function inspectJson(files: readonly AnalysedFile[], settings?: PrecisionLensSettings): object {
+  // The project's files analysed together: one that calls torch.compile makes the whole project a compiling one.
+  const projectCompiles = files.some((f) => !!f.ir?.calls.some((c) => c.kind === 'compile'));
   return {
     version: 1,
     files: files.map((f) => {
@@ -146,7 +150,7 @@ export function inspectJson(files: readonly AnalysedFile[], settings?: Precision
         entry.importsTe = ir.importsTe;
         entry.hasSyntaxErrors = ir.hasSyntaxErrors;
         if (ir.ptq.quantizeCalls.length || ir.ptq.saves.length) entry.ptq = ptqJson(ir);
-        const gain = settings && !f.skipped && !f.error ? gainJson(ir, settings) : undefined;
+        const gain = settings && !f.skipped && !f.error ? gainJson(ir, settings, projectCompiles) : undefined;
         if (gain) entry.gain = gain;
       }
       if (f.skipped || f.error) entry.notAnalysed = f.skipped ?? f.error;
