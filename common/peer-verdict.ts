@@ -7,6 +7,15 @@
  */
 import { compiledOf, PEER_ARM, type BackendResult } from './bench-events';
 
+/**
+ * The benchmark's `--peer` for a `measure` run (the CLI's options, the sidebar's "Measure conversion"): as given;
+ * `none` for a loss check that does not ask for the peer (it runs the BF16 arm again instead); undefined otherwise
+ * (the benchmark's `auto`: torchao where it imports).
+ */
+export function measurePeer(options: { peer?: 'torchao' | 'none'; lossCheck?: boolean }): 'torchao' | 'none' | undefined {
+  return options.peer ?? (options.lossCheck ? 'none' : undefined);
+}
+
 /** From this ratio to PEER_EVEN_HIGH (both included), the conversion is "about even" with the peer; below, behind. */
 export const PEER_EVEN_LOW = 0.97;
 /** Above this ratio, the conversion is ahead of the peer. */

@@ -196,7 +196,7 @@ async function run(options: CliOptions, io: Io): Promise<number> {
     }
 
     if (options.command === 'inspect') {
-      io.stdout(JSON.stringify(inspectJson(files, settings), null, 2) + '\n');
+      io.stdout(JSON.stringify(inspectJson(files, settings, factsOf(files)), null, 2) + '\n');
       return ioError ? 2 : 0;
     }
     if (options.addNoqa) {

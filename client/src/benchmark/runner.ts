@@ -5,6 +5,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { BenchEvent, ErrorEvent, normalizeBenchEvent } from '../../../common/bench-events';
 import { LOSS_CHECK_STEPS } from '../../../common/loss-check';
+import { measurePeer } from '../../../common/peer-verdict';
 import { runBackends, runMode, type RunOptions, type UserError } from '../../../common/webview-messages';
 import { JsonLineParser } from './lineParser';
 import { killProcessTree, spawnTree } from './processTree';
@@ -219,8 +220,7 @@ export function buildMeasureArgs(
   if (options.lossCheck) args.push('--loss-check');
   if (extra.peer) args.push('--peer', extra.peer);
   // --peer-eager only where a peer runs (measure refuses it beside --peer none or a loss check without the peer).
-  const peerRuns = extra.peer === 'torchao' || (extra.peer === undefined && !options.lossCheck);
-  if (extra.peerEager && peerRuns) args.push('--peer-eager');
+  if (extra.peerEager && measurePeer({ peer: extra.peer, lossCheck: options.lossCheck }) !== 'none') args.push('--peer-eager');
   if (extra.jsonOut) args.push('--json-out', extra.jsonOut);
   if (extra.convertLosingLayers) args.push('--convert-losing-layers');
   return args;

@@ -2,6 +2,7 @@
  * Command-line parsing for `precision-lens`. No dependency: the contract is small and a parser library would cost
  * startup time on every CI run.
  */
+import { measurePeer } from '../../../common/peer-verdict';
 import { RULES, RULE_CODES, isRuleCode, type RuleCode, type Severity } from '../../../common/codes';
 import type { TargetGpu } from '../../../common/settings';
 
@@ -78,14 +79,6 @@ export interface MeasureOptions {
   format: 'text' | 'jsonl';
   /** Install SIGINT/SIGTERM handlers that stop the benchmark and remove the copy (off in tests run in-process). */
   handleSignals?: boolean;
-}
-
-/**
- * The benchmark's `--peer` for these options: as given; `none` for a loss check that does not ask for the peer
- * (it runs the BF16 arm again instead); undefined otherwise (the benchmark's `auto`: torchao where it imports).
- */
-export function measurePeer(options: Pick<MeasureOptions, 'peer' | 'lossCheck'>): 'torchao' | 'none' | undefined {
-  return options.peer ?? (options.lossCheck ? 'none' : undefined);
 }
 
 /** A workload the user names: `module:function` (a dotted module path, then the function). */

@@ -4,7 +4,7 @@
  */
 import { RULES } from '../../../common/codes';
 import type { Dim, Layer, ModelIR } from '../analysis/ir';
-import type { Finding } from '../rules/types';
+import type { Finding, WorkspaceFacts } from '../rules/types';
 import { explanationText } from '../rules/explain';
 import { compiledLines, predictModel, predictModelFor, TORCHAO_BACKENDS } from '../analysis/gain-layer';
 import type { PrecisionLensSettings } from '../../../common/settings';
@@ -123,9 +123,9 @@ function gainJson(ir: ModelIR, settings: PrecisionLensSettings, projectCompiles:
 }
 
 /** `settings` gives each file its predicted FP8 gain (`gain`), read at the settings' tokens per step and recipe. */
-export function inspectJson(files: readonly AnalysedFile[], settings?: PrecisionLensSettings): object {
-  // The project's files analysed together: one that calls torch.compile makes the whole project a compiling one.
-  const projectCompiles = files.some((f) => !!f.ir?.calls.some((c) => c.kind === 'compile'));
+export function inspectJson(files: readonly AnalysedFile[], settings?: PrecisionLensSettings, workspace?: WorkspaceFacts): object {
+  // The files analysed together are the project: one that calls torch.compile makes it a compiling one.
+  const projectCompiles = workspace?.anyCompile === true;
   return {
     version: 1,
     files: files.map((f) => {

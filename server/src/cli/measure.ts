@@ -21,10 +21,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { armLabel, normalizeBenchEvent, PEER_ARM, type BackendResult } from '../../../common/bench-events';
 import { evalLossOf, hasEvalLosses, LOSS_CHECK_STEPS, lossVerdict, REPEAT_ARM } from '../../../common/loss-check';
-import { peerVerdict } from '../../../common/peer-verdict';
+import { measurePeer, peerVerdict } from '../../../common/peer-verdict';
 import { resolveSettings } from '../../../common/settings';
 import { findProjectConfig } from '../engine/config';
-import { measurePeer, type MeasureOptions } from './args';
+import type { MeasureOptions } from './args';
 import { SKIPPED_DIRS } from './files';
 
 /** At most this many .py files are copied (a whole monorepo is not "a project"). */
