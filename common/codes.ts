@@ -30,6 +30,7 @@ export const RULES = {
   PL303: { rule: 'deprecated-te-api', defaultSeverity: 'hint', summary: 'fp8_autocast / fp8_model_init / fp8_recipe= / transformer_engine.pytorch.fp8 are deprecated on TE >= 2.9' },
   PL304: { rule: 'invalid-recipe', defaultSeverity: 'error', summary: 'Format.E5M2 alone, DelayedScaling(interval=...), or a recipe the target GPU lacks' },
   PL305: { rule: 'delayed-scaling-compile', defaultSeverity: 'warning', summary: 'DelayedScaling together with torch.compile (TE raises where the autocast is traced)' },
+  PL306: { rule: 'compiled-without-fp8', defaultSeverity: 'information', summary: 'a training script compiles a model that trains in BF16: torchao FP8 (fp8_for_compile) is the one that compiles' },
   PL401: { rule: 'no-fp8-fallback', defaultSeverity: 'warning', summary: 'FP8 turned on with no capability check or an unguarded TE import: crashes on A100/RTX 4090' },
   PL402: { rule: 'unlogged-precision', defaultSeverity: 'hint', summary: 'the FP8/BF16 choice is never logged' },
   PL501: { rule: 'te-checkpoint-strict', defaultSeverity: 'information', summary: 'load_state_dict(strict=True) across TE and plain modules (_extra_state keys)' },

@@ -75,6 +75,30 @@ def validate_args(args):
     return orig, conv
 
 
+def compile_conversion(conv, fallback_path):
+    """The file of CONV that hands its model to torch.compile through the fallback's fp8_for_compile (the PL306 fix:
+    FP8 through torchao where the script compiles), or None: the te.* conversion under fp8_autocast_context."""
+    import ast
+    for root, dirs, files in os.walk(conv):
+        dirs[:] = sorted(d for d in dirs if not _skip_dir(d, os.path.join(root, d)))
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            if not name.endswith(".py") or os.path.realpath(path) == os.path.realpath(fallback_path):
+                continue
+            try:
+                with open(path, "rb") as f:
+                    text = f.read()
+                if b"fp8_for_compile" not in text:
+                    continue
+                tree = ast.parse(text)
+            except (OSError, SyntaxError, ValueError):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "fp8_for_compile":
+                    return path
+    return None
+
+
 def fallback_module_name(text):
     """`fp8_fallback`, `pkg.fp8_fallback`, or the setting's relative path form (`src/utils/fp8_fallback.py`) as a
     dotted module name."""
@@ -354,6 +378,7 @@ def run(session, args, env, device, te_installed):
         args.fp8_lm_head = False
     args.compile_scope = "model"  # the whole model, every arm alike
 
+    compile_path = compile_conversion(conv, fallback_path)
     projects = Projects({"original": orig, "converted": conv})
     fns = {}
     lines = []
@@ -418,6 +443,8 @@ def run(session, args, env, device, te_installed):
                 traceback.print_exc()
                 raise BenchError("no_fallback", "%s failed to import: %s: %s" % (fallback_path, type(exc).__name__, exc),
                                  "fix the converted copy's fallback module (traceback on stderr)")
+        if compile_path:
+            return prepare_compile_path(rc, fb, model, result)
         if not callable(getattr(fb, "fp8_autocast_context", None)):
             raise BenchError("no_fallback", "%s defines no fp8_autocast_context" % fallback_path,
                              "run `precision-lens check %s --fix --unsafe-fixes` first" % conv)
@@ -447,7 +474,46 @@ def run(session, args, env, device, te_installed):
         log("[converted] %s: %s" % (fb.__name__, mode_line or ("FP8" if ok else "BF16 fallback: %s" % reason)))
         return [fb.fp8_autocast_context]
 
+    def prepare_compile_path(rc, fb, model, result):
+        """The converted script hands its model to torch.compile through fp8_for_compile (PL306): the arm does the same
+        where it compiles, under the script's own BF16 autocast; eager, the script runs the model as it is (BF16)."""
+        if not callable(getattr(fb, "fp8_for_compile", None)):
+            raise BenchError("no_fallback", "%s defines no fp8_for_compile, which %s calls" % (fallback_path, compile_path),
+                             "delete the fallback module and run `precision-lens check %s --fix --unsafe-fixes` again" % conv)
+        compiled = runner.wants_compile(rc, "converted") and hasattr(torch, "compile")
+        if compiled:
+            with keep_fallback_lines(lines):
+                fb.fp8_for_compile(model)
+        kinds = {}
+        for m in model.modules():
+            if type(m).__name__ == "Float8Linear":
+                kinds["Float8Linear"] = kinds.get("Float8Linear", 0) + 1
+        mode_line = next((l for l in lines if l.startswith(("Running in FP8 mode", "Running in BF16 fallback"))), None)
+        ok = bool(kinds)
+        shared["compile_path"] = {"modules": kinds.get("Float8Linear", 0), "forwards_fp8": None, "forwards_total": None,
+                                  "module_types": kinds, "norm_modules": 0, "state_check": None,
+                                  "counted": "torchao Float8Linear modules after fp8_for_compile (each of their forwards "
+                                             "runs its GEMM in FP8; forwards are not hooked, which would break the graph)"}
+        shared["fallback"] = result["fallback"] = {
+            "module": fb.__name__, "file": fallback_path, "files_found": fallback_files, "used_by_model": False,
+            "fp8_available": ok, "reason": None if ok else (mode_line or "eager: fp8_for_compile is applied with torch.compile only"),
+            "mode": "fp8" if ok else "bf16-fallback", "mode_line": mode_line, "log": lines[:20], "recipe": None,
+            "path": "fp8_for_compile (torchao float8 training under torch.compile)", "called_in": compile_path,
+        }
+        result["fallback_mode"] = "fp8" if ok else "bf16-fallback"
+        result["recipe"] = "torchao float8 training, tensorwise (fp8_for_compile)" if ok else \
+            "BF16 autocast: %s" % (mode_line or "eager, as the converted script runs without torch.compile")
+        result["precision"] = "torch.autocast(bfloat16) with %s.fp8_for_compile(model) before torch.compile, as %s does" % (
+            fb.__name__, os.path.relpath(compile_path, conv))
+        log("[converted] %s: %s" % (fb.__name__, mode_line or "eager: fp8_for_compile applies under torch.compile only"))
+        dev_type = "cuda" if device == "cuda" else "cpu"
+        return [lambda: torch.autocast(dev_type, dtype=torch.bfloat16)]
+
     def finish_converted(model, result):
+        if shared.get("compile_path") is not None:
+            result["fp8_gemms"] = shared.pop("compile_path")
+            log("[converted] torchao Float8Linear modules %d" % result["fp8_gemms"]["modules"])
+            return
         c = shared.pop("counter", None)
         shared["counter"] = None
         result["fp8_gemms"] = c.report() if c is not None else {"modules": 0, "forwards_fp8": None,
@@ -459,8 +525,11 @@ def run(session, args, env, device, te_installed):
     arms = [
         runner.Arm("original", "original: %s as it is, forward + loss under torch.autocast(bfloat16)%s" % (orig, cpu_note),
                    builder("original"), impl="bf16", after_build=capture_original),
-        runner.Arm("converted", "converted: %s, the original's weights, forward + loss under its %s."
-                   "fp8_autocast_context()%s" % (conv, fallback_name, cpu_note),
+        runner.Arm("converted", ("converted: %s, the original's weights, forward + loss under its %s."
+                                 "fp8_autocast_context()%s" % (conv, fallback_name, cpu_note)) if not compile_path else
+                   ("converted: %s, the original's weights, %s.fp8_for_compile(model) under torch.compile as %s "
+                    "does, forward + loss under torch.autocast(bfloat16)%s"
+                    % (conv, fallback_name, os.path.relpath(compile_path, conv), cpu_note)),
                    builder("converted"), autocast=False, prepare=prepare_converted, after_build=load_into(False),
                    finish=finish_converted),
     ]

@@ -394,3 +394,69 @@ def test_lr_factor_warmup_then_cosine_to_a_tenth():
     assert lr_factor(SimpleNamespace(lr_warmup=0, lr_schedule="constant"), 10) is None
     g = lr_factor(SimpleNamespace(lr_warmup=2, lr_schedule="constant"), 10)
     assert [g(i) for i in (0, 1, 2, 9)] == [0.5, 1.0, 1.0, 1.0]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The compile path: the converted script hands its model to torch.compile through fp8_for_compile (PL306)
+
+COMPILE_FIXTURES = os.path.join(HERE, "fixtures", "ab-compile")
+
+
+@pytest.fixture
+def compile_pair(tmp_path):
+    orig, conv = str(tmp_path / "orig"), str(tmp_path / "conv")
+    shutil.copytree(os.path.join(COMPILE_FIXTURES, "orig"), orig)
+    shutil.copytree(os.path.join(COMPILE_FIXTURES, "conv"), conv)
+    return orig, conv
+
+
+def test_compile_fixture_is_the_generated_fix():
+    conv = os.path.join(COMPILE_FIXTURES, "conv")
+    with open(os.path.join(conv, "train.py")) as f:
+        train = f.read()
+    assert "torch.compile(fp8_for_compile(model), " in train and "from fp8_fallback import fp8_for_compile" in train
+    for name in ("model.py", "wl.py"):  # torchao owns the Linears: no te.* conversion
+        with open(os.path.join(conv, name)) as a, open(os.path.join(COMPILE_FIXTURES, "orig", name)) as b:
+            assert a.read() == b.read(), name
+    with open(os.path.join(conv, "fp8_fallback.py")) as f:
+        assert "def fp8_for_compile(" in f.read()
+
+
+def test_compile_path_eager_runs_the_model_as_the_script_does(compile_pair):
+    """Eager, the converted script never calls fp8_for_compile: the converted arm is the model as it is, BF16."""
+    orig, conv = compile_pair
+    r = ab(orig, conv, "--peer", "none")
+    assert r.rc == 0, r.stderr
+    o, c = r.of("result")
+    assert "fp8_for_compile(model) under torch.compile as train.py does" in c["label"]
+    assert c["fp8_gemms"]["modules"] == 0 and c["fp8_gemms"]["module_types"] == {}
+    assert c["fallback_mode"] == "bf16-fallback" and "eager" in c["recipe"]
+    assert c["fallback"]["called_in"] == os.path.realpath(os.path.join(conv, "train.py"))
+    # Same weights, same batches, same BF16 autocast: the same losses
+    assert c["losses"] == pytest.approx(o["losses"], rel=1e-5)
+    assert "torch.autocast(bfloat16) with fp8_fallback.fp8_for_compile(model)" in c["precision"]
+
+
+def test_compile_path_compiled_calls_fp8_for_compile(compile_pair):
+    """Compiled, the arm calls the fallback's fp8_for_compile before torch.compile, as the script does: on the CPU it
+    says why it stays BF16 (no CUDA device), and the losses match the original's."""
+    import torch
+    if not hasattr(torch, "compile"):
+        pytest.skip("torch %s has no torch.compile" % torch.__version__)
+    orig, conv = compile_pair
+    r = ab(orig, conv, "--peer", "none", "--compile")
+    assert r.rc == 0, r.stderr
+    o, c = r.of("result")
+    assert c["compile"] is True and c["compile_requested"] is True
+    assert c["fallback"]["mode_line"] == "Running in BF16 fallback (torch.compile): no CUDA device"
+    assert c["losses"] == pytest.approx(o["losses"], rel=1e-3)
+
+
+def test_compile_path_without_fp8_for_compile_in_the_module(compile_pair):
+    """A fallback module written before fp8_for_compile existed: one clear error, not a traceback."""
+    orig, conv = compile_pair
+    path = os.path.join(conv, "fp8_fallback.py")
+    edit(path, "def fp8_for_compile(", "def _gone_fp8_for_compile(")
+    r = ab(orig, conv, "--peer", "none")
+    (err,) = r.errors("no_fallback")
+    assert "defines no fp8_for_compile, which" in err["message"] and "train.py calls" in err["message"]

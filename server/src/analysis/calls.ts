@@ -87,7 +87,7 @@ export function closeParen(src: string, open: number): number {
 }
 
 /** A receiver that names a module (the whole model or a part), not a tensor: `model`, `self.net`, `gpt`, `encoder`. */
-const MODEL_WORD = /^[\w.]*(model|net|module|transformer|encoder|decoder|llm|gpt|bert|llama|policy|backbone|block|layer|head|lm)s?$/i;
+export const MODEL_WORD = /^[\w.]*(model|net|module|transformer|encoder|decoder|llm|gpt|bert|llama|policy|backbone|block|layer|head|lm)s?$/i;
 /** Also a module built in place: `nn.Linear(16, 16).half()`. */
 function isModuleReceiver(r: string): boolean {
   // `model.cuda().half()`, `model.to(device).bfloat16()`: the module the device moves return.
@@ -100,7 +100,7 @@ const RECIPE_FIELDS: Record<string, string[]> = {
   Float8CurrentScaling: ['fp8_format'],
 };
 const CALL_LAST = /^(backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
-const CONVERSION = /^(convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/;
+const CONVERSION = /^(fp8_for_compile|convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/;
 const CONTEXT_LAST = /autocast$|fp8_model_init$|quantized_model_init$/;
 /** Weight quantization stacks that swap nn.Linear for their own modules (bitsandbytes / QLoRA, GPTQ, AWQ, HQQ). */
 const QUANT_LAST = /^(BitsAndBytesConfig|prepare_model_for_kbit_training|Linear4bit|Linear8bitLt|LinearNF4|LinearFP4|replace_with_bnb_linear|GPTQConfig|AwqConfig|HqqConfig)$/;
@@ -376,6 +376,7 @@ function conversion(
   const resolved = resolveName(imports, callee);
   const filterArg = args.find((a) => a.name !== undefined && /^(module_filter_fn|filter_fn|filter_fqns|module_filter_func|skip_fqn_list|skip_modules|modules_to_not_convert|exclude_modules)$/.test(a.name));
   const conv: Fp8ConversionCall = { span: spanOf(node), callee, hasFilter: false, filterExcludesHead: false };
+  if (last === 'fp8_for_compile') return { ...conv, hasFilter: true, filterText: 'its own lm-head and size rules', filterExcludesHead: true, fallback: true };
   if (last === 'Accelerator') {
     const mpArg = args.find((a) => a.name === 'mixed_precision');
     const handlers = args.find((a) => a.name === 'kwargs_handlers');

@@ -327,6 +327,11 @@ export interface Fp8ConversionCall {
   filterText?: string;
   /** Whether that filter visibly excludes the lm-head (names it, or skips the last module). */
   filterExcludesHead: boolean;
+  /**
+   * The FP8 fallback's fp8_for_compile: torchao's conversion behind a run-time check of the GPU and torchao, the
+   * lm-head and small layers kept in BF16 by the function itself (PL201 and PL401 have nothing to say about it).
+   */
+  fallback?: true;
 }
 
 /** A te.* recipe construction (DelayedScaling(...), Float8CurrentScaling(...)...). */

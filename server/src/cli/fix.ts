@@ -239,9 +239,14 @@ export async function fixFiles(parser: PythonParser, files: AnalysedFile[], sett
   const created = new Set<string>();
   // Training scripts last, their findings re-derived first: the conversions of the model files make the facts that
   // tell a training script its step must enter FP8 autocast (PL302), so one run converts the model and wraps the step.
+  // Except a script that compiles its model (PL306): it goes first, and its fp8_for_compile is the project's FP8 stack,
+  // which the model files' findings then see (no te.* conversion under torchao's).
   const training = (f: AnalysedFile) => !!f.ir && trains(f.ir);
-  for (const file of [...files.filter((f) => !training(f)), ...files.filter(training)]) {
-    if (training(file) && opts.unsafe) runFileRules(file, settings, factsOf(files));
+  const compiling = (f: AnalysedFile) => opts.unsafe && f.findings.some((x) => x.code === 'PL306');
+  const first = files.filter(compiling);
+  const order = [...first, ...files.filter((f) => !compiling(f) && !training(f)), ...files.filter((f) => !compiling(f) && training(f))];
+  for (const file of order) {
+    if (opts.unsafe && (training(file) || first.length)) runFileRules(file, settings, factsOf(files));
     await fixFile(parser, file, files, settings, opts, created, outcome);
     opts.trees?.release(parser, file);
   }

@@ -2,7 +2,8 @@
  * The analysis engine shared by the language server and the CLI: text -> tree -> model IR -> findings.
  * No LSP or VS Code import here; the server adds caching, incremental parsing and debouncing around it.
  */
-import type { PrecisionLensSettings } from '../../../common/settings';
+import { DEFAULT_SETTINGS, type PrecisionLensSettings } from '../../../common/settings';
+import { predictedLoss } from '../analysis/gain-layer';
 import { analyzeTree, emptyIR, type AnalysisCache } from '../analysis/index';
 
 export { emptyIR };
@@ -178,6 +179,19 @@ export interface FileFacts {
   te: boolean;
   /** Modules this file imports -> the other stack it uses (empty when it uses none). */
   stackImports: Record<string, string>;
+  /**
+   * Builds torch.nn.Linear layers that could run in FP8 (`candidates`), and whether one of them is predicted to gain
+   * from it (`gains`: the H200 table at the default tokens per step, analysis/gain-layer.ts predictedLoss): PL306 does
+   * not offer FP8 to a compiled model that only has layers FP8 slows down.
+   */
+  candidates: boolean;
+  gains: boolean;
+}
+
+/** The layers FP8 could take (torch.nn.Linear, not the lm-head or a tiny router), and whether one is predicted to gain. */
+function fp8Candidates(ir: ModelIR): { candidates: boolean; gains: boolean } {
+  const linears = ir.layers.filter((l) => !l.isTe && l.kind === 'linear' && l.convertible !== false && l.role !== 'lm_head');
+  return { candidates: linears.length > 0, gains: linears.some((l) => !predictedLoss(ir, l, DEFAULT_SETTINGS)) };
 }
 
 const fileFactsCache = new WeakMap<ModelIR, FileFacts>();
@@ -188,7 +202,7 @@ export function fileFactsOf(ir: ModelIR): FileFacts {
   const stack = otherStackOf(ir);
   const stackImports: Record<string, string> = {};
   if (stack) for (const mod of importedModules(ir)) stackImports[mod] ??= stack;
-  facts = { autocast: hasAutocast(ir), compile: ir.calls.some((c) => c.kind === 'compile'), training: trains(ir), te: fp8Layers(ir).length > 0, stackImports };
+  facts = { autocast: hasAutocast(ir), compile: ir.calls.some((c) => c.kind === 'compile'), training: trains(ir), te: fp8Layers(ir).length > 0, stackImports, ...fp8Candidates(ir) };
   fileFactsCache.set(ir, facts);
   return facts;
 }
@@ -199,6 +213,8 @@ export function mergeFileFacts(files: Iterable<FileFacts>, base: WorkspaceFacts 
   let anyCompile = false;
   let anyTraining = false;
   let anyTeLayers = false;
+  let candidates = false;
+  let gains = false;
   const stackImports: Record<string, string> = {};
   for (const f of files) {
     for (const [mod, stack] of Object.entries(f.stackImports)) stackImports[mod] ??= stack;
@@ -206,8 +222,12 @@ export function mergeFileFacts(files: Iterable<FileFacts>, base: WorkspaceFacts 
     anyCompile ||= f.compile;
     anyTraining ||= f.training;
     anyTeLayers ||= f.te;
+    candidates ||= f.candidates;
+    gains ||= f.gains;
   }
   const facts: WorkspaceFacts = { ...base, anyAutocastRegion, anyCompile, anyTraining, anyTeLayers };
+  // Known only where some file builds layers FP8 could take (a training script alone tells nothing about its model).
+  if (candidates) facts.anyFp8Gains = gains;
   if (Object.keys(stackImports).length) facts.stackImports = { ...base.stackImports, ...stackImports };
   return facts;
 }

@@ -44,6 +44,8 @@ export const FUSED_CLASS_NAME = 'TE_LAYERNORM_LINEAR';
 /** The factory for transformers' Conv1D (a Linear whose weight is stored [in, out]): te.Linear in a wrapper that keeps
  *  Conv1D's checkpoint keys and layout where FP8 runs, the Conv1D as written elsewhere. */
 export const CONV1D_FACTORY = 'fp8_conv1d_or';
+/** Wraps the model a training script hands to torch.compile: torchao's float8 training where FP8 runs. */
+export const COMPILE_FACTORY = 'fp8_for_compile';
 
 /** Factories that build te.* where FP8 runs and the model's own class (behind a lambda) elsewhere, per layer kind. */
 export const KEEP_CLASS_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', string> = {
@@ -63,6 +65,7 @@ export const FALLBACK_EXPORTS = [
   'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or',
   'fp8_linear_from', 'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONV1D_FACTORY, CONTEXT_FACTORY, 'FP8_RECIPE',
   'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', FUSE_FACTORY, FUSED_CLASS_NAME, 'te', 'te_recipe',
+  COMPILE_FACTORY,
 ] as const;
 
 export interface FallbackSourceOptions {
@@ -669,6 +672,82 @@ def ${FUSE_FACTORY}(norm, module, attr=None):
 `;
 }
 
+/**
+ * fp8_for_compile: FP8 for a model the script compiles, through torchao's float8 training (tensorwise dynamic scaling),
+ * whose casts torch.compile fuses into the neighbouring kernels; te.* modules run eager between graphs there (measured
+ * on an H200: data/compiled-ab-h200.json). The layers are chosen when it runs, from the model itself: the lm-head (a
+ * Linear whose weight is an embedding's, or whose output is a vocabulary) and layers below torchao's own size filter
+ * or off the % 16 rule stay in BF16, as do names given in keep. Parameters stay the same objects (an optimizer built
+ * before keeps working) and checkpoint keys do not change.
+ */
+function compiled(): string {
+  return `
+
+def _pl_torchao_float8():
+    """(convert_to_float8_training, "") where torchao's float8 training imports, else (None, reason)."""
+    try:
+        from torchao.float8 import convert_to_float8_training
+    except ImportError as err:
+        return None, "torchao's float8 training is not installed (pip install torchao): %s" % err
+    except Exception as err:  # a build for another torch
+        return None, "torchao failed to import: %s" % err
+    return convert_to_float8_training, ""
+
+
+def _pl_compile_keep(model, keep):
+    """name -> why, for the nn.Linear layers of model that stay in BF16."""
+    embeddings = [m for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    tables = {id(m.weight) for m in embeddings}
+    vocab = {m.num_embeddings for m in embeddings if m.num_embeddings >= 1000}
+    linears = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    # The lm-head by its size: the last Linear with a vocabulary's outputs (a block's may match when width == vocab).
+    head = next((name for name, m in reversed(linears) if m.out_features in vocab), None)
+    kept = {}
+    for name, m in linears:
+        if name in keep or name.split(".")[-1] in keep:
+            kept[name] = "kept by the caller"
+        elif id(m.weight) in tables:
+            kept[name] = "lm-head tied to the token embedding"
+        elif name == head:
+            kept[name] = "lm-head: %d outputs, the vocabulary" % m.out_features
+        elif m.in_features % 16 or m.out_features % 16:
+            kept[name] = "%d x %d is off the FP8 rule (multiples of 16)" % (m.in_features, m.out_features)
+        elif min(m.in_features, m.out_features) < 1024 or (m.in_features <= 4096 and m.out_features <= 1024):
+            kept[name] = "%d x %d is too small for FP8 to pay" % (m.in_features, m.out_features)
+    return kept
+
+
+def ${COMPILE_FACTORY}(model, keep=()):
+    """model converted to torchao's float8 training where FP8 runs (a GPU of compute capability 8.9 or more, torchao
+    installed), to hand to torch.compile: model = torch.compile(${COMPILE_FACTORY}(model)). Elsewhere model as it is,
+    in BF16 under the script's autocast. The lm-head, layers off the multiple-of-16 rule and layers too small to gain
+    stay in BF16 (embeddings are not Linear layers), and so do the layers named in keep. Logs the mode and the layers
+    kept. Returns model."""
+    if not torch.cuda.is_available():
+        reason = "no CUDA device"
+    elif torch.cuda.get_device_capability() < (8, 9):
+        major, minor = torch.cuda.get_device_capability()
+        reason = "%s (sm_%d%d) has no FP8 GEMMs (compute capability 8.9 or more)" % (torch.cuda.get_device_name(), major, minor)
+    else:
+        convert, reason = _pl_torchao_float8()
+        kept = _pl_compile_keep(model, set(keep)) if convert is not None else {}
+        linears = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+        if convert is not None and len(kept) == len(linears):
+            reason = "no Linear layer that FP8 pays for (%s)" % ("; ".join("%s: %s" % kv for kv in sorted(kept.items())[:4]) or "none")
+        elif convert is not None:
+            convert(model, module_filter_fn=lambda module, fqn: fqn not in kept)
+            print("Running in FP8 mode for torch.compile: torchao float8 training (tensorwise), %d of %d Linear layers"
+                  % (len(linears) - len(kept), len(linears)), flush=True)
+            if kept:
+                named = ["%s (%s)" % kv for kv in sorted(kept.items())]
+                more = " and %d more" % (len(named) - 8) if len(named) > 8 else ""
+                print("FP8: %d layer(s) kept in BF16: %s%s" % (len(kept), "; ".join(named[:8]), more), flush=True)
+            return model
+    print("Running in BF16 fallback (torch.compile): %s" % reason, flush=True)
+    return model
+`;
+}
+
 function context(o: FallbackSourceOptions): string {
   const te = o.teName;
   const autocast = o.api === 'modern'
@@ -726,5 +805,7 @@ ${WRAPPER_END_MARKER}
 
 /** The fallback's Python source, from its first marker line to its last (a module of its own, or an inline block). */
 export function fallbackSource(o: FallbackSourceOptions): string {
-  return header(o) + tryImport(o) + support(o) + factories(o) + fusion(o) + context(o);
+  // fp8_for_compile serves a training script's torch.compile call: the project's module has it, a model file's inline
+  // block (a file outside any workspace folder) does not need it.
+  return header(o) + tryImport(o) + support(o) + factories(o) + fusion(o) + (o.module ? compiled() : '') + context(o);
 }

@@ -14,6 +14,7 @@ import type { Layer, ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { findTrainingSteps, fp8ContextHeader, moveBackwardOut, nestInUserAutocast, selectedStatements, userAutocastSteps, wrapStatements } from './autocast';
 import { loadNonStrict } from './checkpoint';
+import { fp8ForCompile } from './compiled';
 import { conversionArgumentRefusal, conversionFix, convertAllFix, fusionFix } from './convert';
 import { findFusions } from '../analysis/fusion';
 import { applyEdits, EditSet, type TextEdit } from './edits';
@@ -123,6 +124,7 @@ export function refusedTitle(ir: ModelIR, finding: Finding): string {
     case 'PL303': return 'Migrate to the Transformer Engine >= 2.9 API';
     case 'PL304': return 'Repair the FP8 recipe';
     case 'PL305': return 'Use Float8CurrentScaling';
+    case 'PL306': return 'Compile the model with torchao FP8 (fp8_for_compile)';
     case 'PL401': return 'Guard FP8 with a capability check';
     case 'PL402': return 'Log the precision mode';
     case 'PL501': return 'Load the checkpoint with strict=False';
@@ -187,6 +189,8 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
       return recipe ? repairRecipe(ctx, recipe, finding.span) : refuse('No automatic fix: the recipe call is unknown.');
     case 'PL305':
       return recipe ? replaceDelayedScaling(ctx, recipe) : refuse('No automatic fix: the recipe call is unknown.');
+    case 'PL306':
+      return call ? fp8ForCompile(ctx, call) : refuse('No automatic fix: the torch.compile call is unknown.');
     case 'PL401':
       if (finding.conversionIndex !== undefined) {
         return refuse('No automatic fix: guard the conversion yourself (if torch.cuda.get_device_capability() >= (8, 9): convert, else train in BF16) and log the mode; the FP8 fallback wrapper is for Transformer Engine.');

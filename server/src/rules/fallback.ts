@@ -24,7 +24,7 @@ export const fallbackRules: RuleModule = {
     const findings: Finding[] = [];
     const hasCheck = ir.calls.some((c) => c.kind === 'fp8_check');
     // FP8 through a whole-model conversion (torchao, accelerate) fails the same way on GPUs without FP8 GEMMs.
-    const conv = ir.fp8Conversions.find((c) => !/Accelerator/.test(c.callee));
+    const conv = ir.fp8Conversions.find((c) => !/Accelerator/.test(c.callee) && !c.fallback);
     if (conv && !hasCheck && !ir.importsTe) {
       findings.push({
         code: 'PL401', span: conv.span, severity: 'warning', conversionIndex: ir.fp8Conversions.indexOf(conv),

@@ -68,7 +68,10 @@ function findingOf(ir: ModelIR, text: string, f: Fusion, spans: SpanMaker): Find
 
 export const fusionRules: RuleModule = {
   codes: ['PL104', 'PL105'],
-  check({ ir, text, settings }: RuleContext): Finding[] {
+  check({ ir, text, settings, workspace }: RuleContext): Finding[] {
+    // Another FP8 or quantization stack owns the Linears (this file's, or a training script's that imports it: torchao
+    // through fp8_for_compile, QLoRA): no te.* layer, fused or not (conversion.ts says the same for PL101).
+    if (ir.fp8Conversions.length || ir.quantization.length || workspace.otherStack !== undefined) return [];
     const spans = new SpanMaker(text);
     // Where the Linear is predicted to lose in FP8 it stays torch.nn (PL101 says so): there is nothing to fuse into.
     return findFusions(ir, text)

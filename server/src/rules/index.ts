@@ -4,6 +4,7 @@
 import type { RuleCode } from '../../../common/codes';
 import { autocastRules } from './autocast';
 import { checkpointRules } from './checkpoint';
+import { compiledRules } from './compiled';
 import { conversionRules } from './conversion';
 import { fallbackRules } from './fallback';
 import { fusionRules } from './fusion';
@@ -11,7 +12,7 @@ import { precisionRules } from './precision';
 import { ptqRules } from './ptq';
 import type { Finding, RuleContext, RuleModule } from './types';
 
-export const RULE_MODULES: readonly RuleModule[] = [conversionRules, fusionRules, precisionRules, autocastRules, fallbackRules, checkpointRules, ptqRules];
+export const RULE_MODULES: readonly RuleModule[] = [conversionRules, fusionRules, precisionRules, autocastRules, compiledRules, fallbackRules, checkpointRules, ptqRules];
 
 /** Runs every enabled rule; findings come back ordered by position with the configured severities. */
 export function runRules(ctx: RuleContext): Finding[] {

@@ -21,6 +21,11 @@ export interface WorkspaceFacts {
   stackImports?: Record<string, string>;
   /** Whether any analysed file builds te.* layers (directly or through the FP8 fallback's factories). */
   anyTeLayers?: boolean;
+  /**
+   * Whether a torch.nn.Linear of the analysed files is predicted to gain from FP8 (false: the files build such layers
+   * and FP8 slows every one down; undefined: no file builds any, the model is elsewhere).
+   */
+  anyFp8Gains?: boolean;
   /** Whether any analysed file calls torch.compile. */
   anyCompile?: boolean;
   /** TE version of the selected interpreter, if known ("2.10.0"). */

@@ -18,7 +18,7 @@ const TE_LAYER = /\b(?:te|pytorch)\.(?:Linear|LayerNorm|RMSNorm|LayerNormLinear|
 /** A training step: backward(), an optimizer step, a trainer's fit. */
 const TRAIN = /\.backward\s*\(|\b\w*(optim|optimizer|opt)\w*\s*\.\s*step\s*\(|\.fit\s*\(/;
 /** A whole-model FP8 conversion or weight-quantization stack (one stack at a time: no te.* conversions then). */
-const OTHER_STACK = /\bconvert_to_float8_training\s*\(|\bBitsAndBytesConfig\s*\(|\bload_in_(?:4|8)bit\s*=\s*True|\bprepare_model_for_kbit_training\s*\(|mixed_precision\s*=\s*["']fp8["']/;
+const OTHER_STACK = /\bconvert_to_float8_training\s*\(|(?<!def )\bfp8_for_compile\s*\(|\bBitsAndBytesConfig\s*\(|\bload_in_(?:4|8)bit\s*=\s*True|\bprepare_model_for_kbit_training\s*\(|mixed_precision\s*=\s*["']fp8["']/;
 const COMPILE = /\btorch\.compile\s*\(|\bcompile\s*\(\s*model/;
 
 export interface ScanResult {
