@@ -65,7 +65,7 @@ describe('model-level FP8 estimate: textDocument/codeLens (out/server.js)', func
     }
     const note = details.find((d) => /calls torch\.compile/.test(d));
     assert.ok(note, details.join('\n'));
-    assert.match(note!, /^This project calls torch\.compile: the estimate above is eager against eager BF16\. Compiled, te\.\* modules run eager between graphs \(TE 2\.20\.2, torch 2\.11\.0\); measured against compiled BF16 on the NVIDIA H200: nanoGPT 12 x 2048: TE 0\.97-1\.06x, torchao 1\.07-1\.08x; llama2\.c 6 x 4096: TE 1\.27x, torchao 1\.33x\. Measure conversion compares both on your model\.$/);
+    assert.match(note!, /^This project calls torch\.compile: the estimate above is eager against eager BF16\. Compiled, te\.\* modules run eager between graphs \(TE 2\.20\.2, torch 2\.11\.0\); measured against compiled BF16 on the NVIDIA H200: nanoGPT 12 x 2048: TE 0\.97-1\.06x, torchao 1\.07-1\.08x; llama2\.c 6 x 4096: TE 1\.27x, torchao 1\.33x\. For a model the script compiles, PL306 converts it with torchao \(fp8_for_compile\); Measure conversion compares both on your model\.$/);
   });
 
   it('at width 768: FP8 loses here (launch-bound); the lens follows precisionLens.tokensPerStep after a refresh', async () => {

@@ -13,6 +13,7 @@ import * as lossCheck from '../../common/loss-check';
 import { LOSS_CHECK_ARMS, LOSS_CHECK_STEPS, lossCheckSteps, lossVerdict } from '../../common/loss-check';
 import { DEFAULT_RUN_OPTIONS, isAbRun, isLossCheckRun, sanitizeRunOptions, type RunOptions } from '../../common/webview-messages';
 import * as measure from '../../server/src/cli/measure';
+import { measureTable } from '../../server/src/cli/measure';
 import { abBadge, abLines, abVerdicts, conversionLine, evalLossText, fp8ForwardsLine, showsEvalLoss } from '../../client/src/benchmark/ab';
 import { parseArgs } from '../../server/src/cli/args';
 import { abBlockedReason, RUN_BLOCKED, RUN_BLOCKED_NO_FOLDER } from '../../client/src/benchmark/availability';
@@ -84,6 +85,18 @@ describe('benchmark A/B run (Measure conversion)', function () {
     assert.equal(conversionLine({ applied: 0, files: 0, fixes: [] }), 'Converted copy: nothing was converted, both arms ran the same code.');
     assert.equal(backendLabel('original'), 'Original (BF16)');
     assert.equal(backendLabel('torchao-original'), 'torchao on original');
+  });
+
+  it('the compile path (PL306, fp8_for_compile): the recorded H200 run says torchao modules, in the sidebar and the CLI table', () => {
+    const lines = readFileSync(join(ROOT, 'bench', 'results', 'h200', '2026-12-04-compiled-path', 'ab-llama2c-ao-6x4096-6x4096-compiled-out.txt'), 'utf8')
+      .split('\n').filter((l) => l.startsWith('{'));
+    const run = replay(lines);
+    assert.equal(fp8ForwardsLine(run.results), 'FP8: 42 torchao Float8Linear modules under torch.compile (fp8_for_compile); each of their forwards runs in FP8.');
+    const table = measureTable(run.results);
+    assert.match(table, /all \(42 Float8Linear\)/);
+    const converted = run.results.find((r) => r.backend === 'converted')!;
+    const original = run.results.find((r) => r.backend === 'original')!;
+    assert.ok(Math.abs(converted.tokensPerS! / original.tokensPerS! - 1.337) < 0.001, String(converted.tokensPerS! / original.tokensPerS!));
   });
 
   it('lands in the history marked as an A/B run, with fp8_gemms and the conversion; Markdown says so', () => {

@@ -15,6 +15,8 @@ export interface Fp8Gemms {
   modules?: number;
   forwardsFp8?: number;
   forwardsTotal?: number;
+  /** The modules are torchao's Float8Linear (the compile path, fp8_for_compile): FP8 on every forward, none hooked. */
+  torchao?: boolean;
 }
 
 /** The converted arm's `fp8_gemms` (kept in the result's `extra`), or undefined. */
@@ -24,7 +26,9 @@ export function fp8GemmsOf(results: readonly BackendResult[]): Fp8Gemms | undefi
     if (typeof g !== 'object' || g === null) continue;
     const o = g as Record<string, unknown>;
     const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
-    return { modules: n(o.modules), forwardsFp8: n(o.forwards_fp8), forwardsTotal: n(o.forwards_total) };
+    const types = o.module_types;
+    const torchao = typeof types === 'object' && types !== null && 'Float8Linear' in types;
+    return { modules: n(o.modules), forwardsFp8: n(o.forwards_fp8), forwardsTotal: n(o.forwards_total), ...(torchao ? { torchao } : {}) };
   }
   return undefined;
 }
@@ -36,6 +40,9 @@ export function fp8GemmsOf(results: readonly BackendResult[]): Fp8Gemms | undefi
 export function fp8ForwardsLine(results: readonly BackendResult[]): string | undefined {
   const g = fp8GemmsOf(results);
   if (!g) return undefined;
+  if (g.torchao && g.forwardsTotal === undefined) {
+    return `FP8: ${formatNumber(g.modules ?? 0, 0)} torchao Float8Linear module${g.modules === 1 ? '' : 's'} under torch.compile (fp8_for_compile); each of their forwards runs in FP8.`;
+  }
   const modules = g.modules !== undefined ? ` (${formatNumber(g.modules, 0)} te.* module${g.modules === 1 ? '' : 's'})` : '';
   if (g.forwardsTotal === undefined || g.forwardsFp8 === undefined) return `FP8 forwards: not counted${modules}.`;
   if (g.forwardsTotal === 0) return `FP8 forwards: the converted model ran no te.* GEMM${modules}: nothing ran in FP8.`;

@@ -294,7 +294,7 @@ const COMPILED_AB = compiledAbJson as { gpu: string; versions: { transformer_eng
  */
 export function compiledLines(compiles: boolean | undefined): string[] {
   if (!compiles) return [];
-  return [`This project calls torch.compile: the estimate above is eager against eager BF16. Compiled, te.* modules run eager between graphs (TE ${COMPILED_AB.versions.transformer_engine}, torch ${COMPILED_AB.versions.torch.split('+')[0]}); ${compiledRunsText(false)}. Measure conversion compares both on your model.`];
+  return [`This project calls torch.compile: the estimate above is eager against eager BF16. Compiled, te.* modules run eager between graphs (TE ${COMPILED_AB.versions.transformer_engine}, torch ${COMPILED_AB.versions.torch.split('+')[0]}); ${compiledRunsText(false)}. For a model the script compiles, PL306 converts it with torchao (fp8_for_compile); Measure conversion compares both on your model.`];
 }
 
 /** What real code measured compiled, TE against torchao: "Measured against compiled BF16 on the NVIDIA H200: nanoGPT ...". */

@@ -239,12 +239,14 @@ function lastLoss(losses: ReadonlyArray<number | null>): number | undefined {
 }
 
 /** `forwards_fp8 / forwards_total (modules)` of a result's fp8_gemms, or undefined. */
-export function fp8ForwardsOf(result: Pick<BackendResult, 'extra'>): { modules?: number; fp8?: number; total?: number } | undefined {
+export function fp8ForwardsOf(result: Pick<BackendResult, 'extra'>): { modules?: number; fp8?: number; total?: number; torchao?: boolean } | undefined {
   const g = result.extra?.fp8_gemms;
   if (typeof g !== 'object' || g === null) return undefined;
   const r = g as Record<string, unknown>;
   const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
-  return { modules: n(r.modules), fp8: n(r.forwards_fp8), total: n(r.forwards_total) };
+  const types = r.module_types;
+  const torchao = typeof types === 'object' && types !== null && 'Float8Linear' in types;
+  return { modules: n(r.modules), fp8: n(r.forwards_fp8), total: n(r.forwards_total), ...(torchao ? { torchao } : {}) };
 }
 
 /** The table printed at the end: arm, tokens/s, ratio to the original, peak memory, final loss, FP8 forwards. */
@@ -263,7 +265,8 @@ export function measureTable(results: readonly BackendResult[]): string {
     if (r.skippedReason) return [labelOf(r), `skipped: ${r.skippedReason}`, '', '', '', ...(withEval ? [''] : []), ''];
     const ratio = r === base ? 'baseline' : base?.tokensPerS && r.tokensPerS !== undefined ? `${(r.tokensPerS / base.tokensPerS).toFixed(2)}x` : '–';
     const g = fp8ForwardsOf(r);
-    const fwd = g && g.total !== undefined ? `${fmt(g.fp8)}/${fmt(g.total)}${g.modules !== undefined ? ` (${g.modules} modules)` : ''}` : '–';
+    const fwd = g && g.total !== undefined ? `${fmt(g.fp8)}/${fmt(g.total)}${g.modules !== undefined ? ` (${g.modules} modules)` : ''}`
+      : g?.torchao && g.modules !== undefined ? `all (${g.modules} Float8Linear)` : '–';
     return [labelOf(r), fmt(r.tokensPerS), ratio, fmtBytes(r.peakMemoryBytes), fmt(lastLoss(r.losses), 4), ...(withEval ? [fmt(evalLossOf(r), 4)] : []), fwd];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));

@@ -18,7 +18,7 @@ export function fp8ForCompile(ctx: FixContext, call: NotableCall): FixOutcome {
   const span = call.argSpans?.$0;
   if (!arg || !span) return refuse('No automatic fix: the compiled value is not a model held in a name (torch.compile(model)).');
   if (!ctx.fallbackModule) {
-    return refuse(`No automatic fix: ${COMPILE_FACTORY} lives in the project's FP8 fallback module, and this file is in no workspace folder; open its project folder.`);
+    return refuse(`No automatic fix: ${COMPILE_FACTORY} lives in the project's FP8 fallback module, which cannot be written from here (a file outside any workspace folder, or an editor that cannot create files).`);
   }
   const bring = bringInFallback(ctx, [COMPILE_FACTORY]);
   if (bring.refusal) return refuse(`No automatic fix: ${bring.refusal}`);
