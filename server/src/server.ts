@@ -3,7 +3,7 @@
  * is debounced off the keystroke path; findings become diagnostics; fixes become code actions.
  */
 import { fileURLToPath } from 'node:url';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import {
   CodeActionKind, CodeLensRefreshRequest, createConnection, ErrorCodes, ResponseError, type CancellationToken, DidChangeWatchedFilesNotification, MarkupKind, ProposedFeatures, TextDocumentSyncKind,
@@ -16,6 +16,7 @@ import { resolveSettings, SETTINGS_SECTION, type PrecisionLensSettings } from '.
 import { clearProjectConfigCache, findProjectConfig, overlaySettings } from './engine/config';
 import { ignoreOnLineEdit, isExcluded } from './engine/suppress';
 import { locateFallbackModule } from './engine/fallback-location';
+import { fallbackLacks } from './fixes/fallback';
 import { fixOutcome, sourceFixOutcome, type FallbackModule } from './fixes';
 import { factsForFile } from './engine/engine';
 import { WorkspaceFactsView } from './workspace/facts';
@@ -445,6 +446,13 @@ function fallbackModuleFor(uri: string, text: string, settings: PrecisionLensSet
   if (!uri.startsWith('file:')) return undefined;
   const open = new Set([...(session?.all() ?? [])].map((d) => uriPath(d.uri)));
   const found = locateFallbackModule(uriPath(uri), workspaceRoots, settings.fallbackModule, (p) => open.has(p) || existsSync(p), text);
+  if (found?.exists) {
+    // What an existing module defines: one written by an earlier version may lack a function a fix would import.
+    const doc = [...(session?.all() ?? [])].find((d) => uriPath(d.uri) === found.path);
+    try {
+      found.lacks = fallbackLacks(doc ? doc.text : readFileSync(found.path, 'utf8'));
+    } catch { /* unreadable: the import will say so */ }
+  }
   return found && (found.exists || canCreateFiles) ? found : undefined;
 }
 

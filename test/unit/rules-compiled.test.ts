@@ -7,6 +7,7 @@ import * as assert from 'node:assert/strict';
 import { DEFAULT_SETTINGS, type PrecisionLensSettings } from '../../common/settings';
 import { analyzeTree } from '../../server/src/analysis';
 import { applyEdits, fixOutcome } from '../../server/src/fixes';
+import { fallbackLacks } from '../../server/src/fixes/fallback';
 import { runRules } from '../../server/src/rules';
 import type { WorkspaceFacts } from '../../server/src/rules/types';
 import { parser, pyCompileError } from './fixes-support';
@@ -93,6 +94,18 @@ describe('PL306: a compiled model that trains in BF16', () => {
     assert.equal(after.ir.fp8Conversions[0]?.callee, 'fp8_for_compile');
     assert.equal(after.ir.fp8Conversions[0]?.fallback, true);
     assert.deepEqual(runRules({ ir: after.ir, text: out, settings: DEFAULT_SETTINGS, workspace: {} }).filter((f) => f.code === 'PL401' || f.code === 'PL201'), []);
+  });
+
+  it('a project module written before fp8_for_compile existed: refused with what to do, not an import that fails at start', async () => {
+    const { ir, findings } = await check(SCRIPT);
+    const old = 'def fp8_linear(in_features, out_features, bias=True, **kwargs):\n    pass\n';
+    const env = { fallbackModule: { importFrom: 'fp8_fallback', path: '/p/fp8_fallback.py', exists: true, lacks: fallbackLacks(old) } };
+    assert.ok(env.fallbackModule.lacks.includes('fp8_for_compile') && !env.fallbackModule.lacks.includes('fp8_linear'));
+    const { fixes, refusals } = fixOutcome(SCRIPT, ir, findings[0], DEFAULT_SETTINGS, env);
+    assert.deepEqual(fixes, []);
+    assert.equal(refusals[0], "No automatic fix: the project's fp8_fallback.py was written before fp8_for_compile existed; delete it and apply the fix again to have it written anew.");
+    // The module as this version writes it lacks nothing.
+    assert.deepEqual(fallbackLacks(fixOutcome(SCRIPT, ir, findings[0], DEFAULT_SETTINGS, { fallbackModule: { ...env.fallbackModule, exists: false } }).fixes[0].createFiles![0].text), []);
   });
 
   it('no fix outside a project (no fallback module to hold fp8_for_compile): the reason is said', async () => {

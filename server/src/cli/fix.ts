@@ -15,6 +15,7 @@ import type { PythonParser } from '../engine/parser';
 import type { ModelIR } from '../analysis/ir';
 import type { Finding } from '../rules/types';
 import { locateFallbackModule } from '../engine/fallback-location';
+import { fallbackLacks } from '../fixes/fallback';
 import { unifiedDiff } from './unified-diff';
 import { buildIR, factsOf, runFileRules, type AnalysedFile } from './analyze';
 import { trains } from '../engine/engine';
@@ -199,6 +200,11 @@ export interface FixMode {
 function envFor(file: AnalysedFile, settings: PrecisionLensSettings, mode: FixMode, created: ReadonlySet<string>): FixEnv {
   if (!mode.projectRoot) return mode.env;
   const fallbackModule = locateFallbackModule(file.input.absolute, [mode.projectRoot], settings.fallbackModule, (p) => created.has(p) || fs.existsSync(p), file.text);
+  if (fallbackModule?.exists && !created.has(fallbackModule.path)) {
+    try {
+      fallbackModule.lacks = fallbackLacks(fs.readFileSync(fallbackModule.path, 'utf8'));
+    } catch { /* unreadable: the import will say so */ }
+  }
   return fallbackModule ? { ...mode.env, fallbackModule } : mode.env;
 }
 

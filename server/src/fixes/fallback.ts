@@ -5,7 +5,7 @@
 import { wrapperRanges } from '../analysis/known';
 import { escapeRegExp } from '../analysis/spans';
 import { replace, type TextEdit } from './edits';
-import { fallbackSource } from './fallback-source';
+import { FALLBACK_EXPORTS, fallbackSource } from './fallback-source';
 import { addImport } from './imports';
 import { perContext } from './memo';
 import type { CreatedFile, FixContext } from './types';
@@ -71,4 +71,10 @@ function importEdit(ctx: FixContext, mod: string, names: readonly string[]): Tex
     return replace(start, start + m[1].length, (sorted ? all.sort() : all).join(', '));
   }
   return addImport(ctx.model, `from ${mod} import ${names.join(', ')}`);
+}
+
+/** The fallback's functions (fp8_*) that a module's text does not define: it was written by an earlier version. */
+export function fallbackLacks(moduleText: string): string[] {
+  const defined = new Set([...moduleText.matchAll(/^def\s+(\w+)\s*\(/gm)].map((m) => m[1]));
+  return FALLBACK_EXPORTS.filter((n) => n.startsWith('fp8_') && !defined.has(n));
 }

@@ -41,6 +41,11 @@ export interface FallbackModule {
   path: string;
   /** The file is there: fixes import it; otherwise the first fix that needs it creates it. */
   exists: boolean;
+  /**
+   * The fallback's functions an existing module does not define (one written by an earlier version: no
+   * fp8_for_compile): a fix that needs one refuses instead of writing an import that fails when the script starts.
+   */
+  lacks?: string[];
 }
 
 /** Facts about the user's environment that generated code depends on. */

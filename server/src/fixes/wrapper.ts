@@ -291,6 +291,10 @@ export function bringInFallback(ctx: FixContext, names: readonly string[]): Fall
   const module = ctx.fallbackModule;
   if (module) {
     const file = module.path.split(/[\\/]/).pop()!;
+    const old = module.exists ? missing.filter((n) => module.lacks?.includes(n)) : [];
+    if (old.length) {
+      return { edits: [], createFiles: [], where: module.importFrom, refusal: `the project's ${file} was written before ${old.join(', ')} existed; delete it and apply the fix again to have it written anew.` };
+    }
     const createFiles = moduleFiles(ctx);
     const edits = missing.length ? [importNames(ctx, module.importFrom, missing)] : [];
     return { edits, createFiles, where: module.exists ? module.importFrom : `${file}, created once for the project` };
