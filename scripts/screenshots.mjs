@@ -15,8 +15,11 @@
 //   docs/screenshots/ab-h200.png      an H200 A/B ("Measure conversion", --mode ab) imported: nanoGPT 12 x 2048 converted
 //                                     vs original BF16 vs torchao compiled, with the verdict against torchao
 //                                     (bench/results/h200/2026-12-04-peer/ab-nanogpt-12x2048-8x2048-eager.json)
+//   docs/screenshots/ab-compiled-h200.png  the compile path (PL306) A/B imported: llama2.c 6 x 4096 converted by one
+//                                     command (torch.compile(fp8_for_compile(model))) vs compiled BF16 vs torchao
+//                                     (bench/results/h200/2026-12-04-compiled-path/ab-llama2c-ao-6x4096-6x4096-compiled.json)
 // The view keeps VS Code's default sidebar width in every picture: that is the width it must fit.
-// Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,quickfix,codelens,...,interpreter,results-h200,compare-h200,inference,ab-h200]
+// Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,quickfix,codelens,...,interpreter,results-h200,compare-h200,inference,ab-h200,ab-compiled-h200]
 // Each step that fails is reported and the script goes on; the exit code is 1 when any step failed.
 // SCREENSHOTS_DEBUG=DIR saves the window of a failed step as DIR/failed-<step>.png.
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
@@ -35,6 +38,8 @@ const H200_RUNS = ['llama-7b-slice.json', 'llama-70b-slice.json'];
 const INFERENCE_RUN = join(repoRoot, 'bench', 'results', 'h200', '2026-12-02', 'infer-llama-7b-slice-eager.json');
 /** The A/B run the A/B picture shows (benchmark.py --mode ab --json-out, what `precision-lens measure` runs). */
 const AB_RUN = join(repoRoot, 'bench', 'results', 'h200', '2026-12-04-peer', 'ab-nanogpt-12x2048-8x2048-eager.json');
+/** The compile path's A/B (PL306: the converted train.py compiles fp8_for_compile(model)), every arm compiled. */
+const AB_COMPILED_RUN = join(repoRoot, 'bench', 'results', 'h200', '2026-12-04-compiled-path', 'ab-llama2c-ao-6x4096-6x4096-compiled.json');
 const VIEW_SELECTOR = '.activitybar .action-item a[aria-label^="Precision Lens"], .activitybar .action-item [aria-label^="Precision Lens"]';
 
 if (!findChromium()) {
@@ -194,6 +199,18 @@ try {
     await waitForView(page, (text) => /A\/B run of .*: pl_workload:build/.test(text) && text.includes('the conversion is ahead'), undefined, 'the A/B run with its verdict');
     await scrollView(view, 'section.details');
     await shot(page, 'ab-h200');
+  }, page);
+
+  await step('ab-compiled-h200', async () => {
+    await importH200();
+    await runCommand(page, 'Precision Lens: Import Benchmark Results (JSON)');
+    await pickFile(page, AB_COMPILED_RUN);
+    const view = await benchmarkFrame(page);
+    await view.click('#tab-train');
+    await selectRuns(view, ['pl_workload:build']);
+    await waitForView(page, (text) => /A\/B run of .*: pl_workload:build/.test(text) && text.includes('torchao Float8Linear'), undefined, 'the compile-path A/B run');
+    await scrollView(view, 'section.details');
+    await shot(page, 'ab-compiled-h200');
   }, page);
 } catch (err) {
   failures.push(`setup: ${err.message}`);
