@@ -68,6 +68,19 @@ describe('PL306: a compiled model that trains in BF16', () => {
     });
   }
 
+  it('model.compile() (nn.Module.compile, in place): the fix writes fp8_for_compile(model).compile()', async () => {
+    const text = SCRIPT.replace('    model = torch.compile(model)  # requires PyTorch 2.0', '    model.compile(mode="max-autotune")');
+    const { ir, findings } = await check(text);
+    assert.equal(findings.length, 1);
+    assert.equal(findings[0].message, 'model is compiled but trains in BF16; fp8_for_compile(model).compile() adds torchao FP8, which compiles');
+    const env = { fallbackModule: { importFrom: 'fp8_fallback', path: '/p/fp8_fallback.py', exists: false } };
+    const [fix] = fixOutcome(text, ir, findings[0], DEFAULT_SETTINGS, env).fixes;
+    const out = applyEdits(text, fix.edits);
+    assert.match(out, /^ {4}fp8_for_compile\(model\)\.compile\(mode="max-autotune"\)$/m);
+    assert.equal(pyCompileError(out), undefined);
+    assert.deepEqual((await check(out)).findings, []);
+  });
+
   it('speaks where FP8 is predicted to lose only with convertLosingLayers', async () => {
     const { findings } = await check(SCRIPT, { anyFp8Gains: false }, { ...DEFAULT_SETTINGS, convertLosingLayers: true });
     assert.equal(findings.length, 1);

@@ -12,15 +12,34 @@ import type { NotableCall } from '../analysis/ir';
 import { escapeRegExp } from '../analysis/spans';
 import type { Finding, RuleContext, RuleModule } from './types';
 
-/** The model a `torch.compile(...)` call compiles, as written (`model`, `self.model`); undefined for a function. */
-export function compiledModelArg(call: NotableCall, text: string): string | undefined {
+/** The model a compile call compiles, as written, and where it is written (what the fix wraps). */
+export interface CompiledModel {
+  text: string;
+  start: number;
+  end: number;
+}
+
+/**
+ * The model `torch.compile(model, ...)` or `model.compile(...)` (nn.Module.compile, in place) compiles: a name
+ * (`model`, `self.model`) that reads as a model; undefined for a function or anything else.
+ */
+export function compiledModel(call: NotableCall, text: string): CompiledModel | undefined {
   if (call.kind !== 'compile' || call.text.startsWith('@')) return undefined;
-  const arg = call.args.$0;
-  if (!arg || !call.argSpans?.$0 || !/^[A-Za-z_][\w.]*$/.test(arg) || !MODEL_WORD.test(arg)) return undefined;
-  const last = arg.split('.').pop()!;
+  let found: CompiledModel | undefined;
+  const span = call.argSpans?.$0;
+  if (call.args.$0 !== undefined && span) {
+    // `torch.compile(model)`, `th.compile(model)`; `net.compile(x)` on a module passes x on as torch.compile's option.
+    if (call.receiver && MODEL_WORD.test(call.receiver)) return undefined;
+    found = { text: call.args.$0, start: span.startOffset, end: span.endOffset };
+  } else if (call.receiver && text.startsWith(call.receiver, call.span.startOffset)) {
+    // `model.compile()`: nn.Module.compile compiles the module in place.
+    found = { text: call.receiver, start: call.span.startOffset, end: call.span.startOffset + call.receiver.length };
+  }
+  if (!found || !/^[A-Za-z_][\w.]*$/.test(found.text) || !MODEL_WORD.test(found.text)) return undefined;
+  const last = found.text.split('.').pop()!;
   // `def model(...)`: a function that happens to have a model's name.
   if (new RegExp(`^[ \\t]*(?:async[ \\t]+)?def[ \\t]+${escapeRegExp(last)}[ \\t]*\\(`, 'm').test(text)) return undefined;
-  return arg;
+  return found;
 }
 
 export const compiledRules: RuleModule = {
@@ -35,17 +54,19 @@ export const compiledRules: RuleModule = {
     if (workspace.anyFp8Gains === false && !settings.convertLosingLayers) return [];
     const findings: Finding[] = [];
     ir.calls.forEach((call, callIndex) => {
-      const arg = compiledModelArg(call, text);
+      const arg = compiledModel(call, text)?.text;
       if (!arg) return;
+      const inPlace = call.args.$0 === undefined;
+      const written = inPlace ? `fp8_for_compile(${arg}).compile()` : `torch.compile(fp8_for_compile(${arg}))`;
       findings.push({
         code: 'PL306', span: call.span, severity: 'information', callIndex,
-        message: `${arg} is compiled but trains in BF16; torch.compile(fp8_for_compile(${arg})) adds torchao FP8, which compiles`,
+        message: `${arg} is compiled but trains in BF16; ${written} adds torchao FP8, which compiles`,
         explanation: {
           facts: [
             `Under torch.compile, te.* modules run eager between compiled graphs, while torchao's float8 training is traced with the model and its casts fuse into the neighbouring kernels. ${compiledRunsText()}.`,
           ],
           consequence: 'As written the compiled model runs its GEMMs in BF16; FP8 GEMMs ran 1.8-1.9x faster on Hopper.',
-          fix: `The fix wraps the argument: torch.compile(fp8_for_compile(${arg})). fp8_for_compile, from the project's FP8 fallback module, converts the model with torchao's convert_to_float8_training (tensorwise) where the GPU has FP8 (compute capability 8.9 or more) and torchao is installed, keeps the lm-head, layers off the multiple-of-16 rule and layers too small to gain in BF16, logs what it did, and returns the model unchanged elsewhere; parameters and checkpoint keys stay the same. Runs without torch.compile stay in BF16: to train eager in FP8, turn PL306 off and convert the layers to te.* instead.`,
+          fix: `The fix wraps the model: ${written}. fp8_for_compile, from the project's FP8 fallback module, converts the model with torchao's convert_to_float8_training (tensorwise) where the GPU has FP8 (compute capability 8.9 or more) and torchao is installed, keeps the lm-head, layers off the multiple-of-16 rule and layers too small to gain in BF16, logs what it did, and returns the model unchanged elsewhere; parameters and checkpoint keys stay the same. Runs without torch.compile stay in BF16: to train eager in FP8, turn PL306 off and convert the layers to te.* instead.`,
         },
       });
     });
