@@ -81,6 +81,24 @@ describe('PL306: a compiled model that trains in BF16', () => {
     assert.deepEqual((await check(out)).findings, []);
   });
 
+  it('te.* layers count where they are the script\'s: in its folder or imported by it, not a te.* example elsewhere', async () => {
+    const at = (teFiles: string[]) => check(SCRIPT, { anyTeLayers: true, teFiles, path: '/repo/proj/train.py' });
+    assert.equal((await at(['/repo/examples/gpt/te_model.py'])).findings.length, 1, 'elsewhere in the monorepo: speaks');
+    assert.equal((await at(['/repo/proj/te_model.py'])).findings.length, 0, 'in the script\'s folder: quiet');
+    assert.equal((await at(['/repo/proj/nets/te_model.py'])).findings.length, 0, 'below it: quiet');
+    assert.equal((await at(['/repo/lib/model.py'])).findings.length, 1, 'a model.py that `from model import` does not reach (another folder)');
+    const pkg = SCRIPT.replace('from model import GPT', 'from mylib.nets import GPT');
+    assert.equal((await check(pkg, { anyTeLayers: true, teFiles: ['/repo/src/mylib/nets/__init__.py'], path: '/repo/proj/train.py' })).findings.length, 0, 'a package it imports: quiet');
+    assert.equal((await check(SCRIPT, { anyTeLayers: true })).findings.length, 0, 'paths unknown: any te.* layer counts');
+  });
+
+  it('the predicted loss counts for the model in reach: a small example elsewhere does not silence it', async () => {
+    const at = (ws: WorkspaceFacts) => check(SCRIPT, { ...ws, path: '/repo/proj/train.py' });
+    assert.equal((await at({ fp8LoseFiles: ['/repo/examples/small/model.py'] })).findings.length, 1, 'a losing model elsewhere');
+    assert.equal((await at({ fp8LoseFiles: ['/repo/proj/model.py'] })).findings.length, 0, 'the script\'s own model loses');
+    assert.equal((await at({ fp8LoseFiles: ['/repo/proj/model.py'], fp8GainFiles: ['/repo/proj/big.py'] })).findings.length, 1, 'one of its models gains');
+  });
+
   it('speaks where FP8 is predicted to lose only with convertLosingLayers', async () => {
     const { findings } = await check(SCRIPT, { anyFp8Gains: false }, { ...DEFAULT_SETTINGS, convertLosingLayers: true });
     assert.equal(findings.length, 1);

@@ -11,10 +11,9 @@ import { availableParallelism } from 'node:os';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import type { ModelIR } from '../analysis/ir';
-import { workspaceFactsOf } from '../engine/engine';
 import { PythonParser } from '../engine/parser';
 import type { Finding, WorkspaceFacts } from '../rules/types';
-import { buildIR, readInput, runFileRules, type AnalysedFile } from './analyze';
+import { buildIR, factsOf, readInput, runFileRules, type AnalysedFile } from './analyze';
 import { fixabilityOf, fixTitlesFor, type BatchClass } from './fix';
 import type { FixEnv } from '../fixes';
 import type { InputFile } from './files';
@@ -110,7 +109,7 @@ async function takeAndAnalyse(parser: PythonParser, init: Pick<WorkerInit, 'inpu
 }
 
 function partialFacts(files: readonly { file: AnalysedFile }[]): WorkspaceFacts {
-  return workspaceFactsOf(files.flatMap(({ file }) => (file.ir ? [file.ir] : [])));
+  return factsOf(files.map(({ file }) => file));
 }
 
 /** Merges per-thread facts; undefined when a fact is not a plain "any file has X" boolean (then merging is not exact). */
@@ -118,6 +117,10 @@ export function mergeFacts(parts: readonly WorkspaceFacts[]): WorkspaceFacts | u
   const merged: Record<string, unknown> = {};
   for (const part of parts) {
     for (const [key, value] of Object.entries(part)) {
+      if ((key === 'teFiles' || key === 'fp8GainFiles' || key === 'fp8LoseFiles') && Array.isArray(value)) {
+        merged[key] = [...((merged[key] as string[] | undefined) ?? []), ...value];
+        continue;
+      }
       if (key === 'stackImports' && value && typeof value === 'object') {
         // module -> stack: the union (the first thread's stack for a module wins, as in input order it is arbitrary)
         merged[key] = { ...(value as Record<string, string>), ...(merged[key] as Record<string, string> | undefined) };

@@ -8,9 +8,9 @@
  */
 import { MODEL_WORD } from '../analysis/calls';
 import { compiledRunsText } from '../analysis/gain-layer';
-import type { NotableCall } from '../analysis/ir';
+import type { ModelIR, NotableCall } from '../analysis/ir';
 import { escapeRegExp } from '../analysis/spans';
-import type { Finding, RuleContext, RuleModule } from './types';
+import type { Finding, RuleContext, RuleModule, WorkspaceFacts } from './types';
 
 /** The model a compile call compiles, as written, and where it is written (what the fix wraps). */
 export interface CompiledModel {
@@ -42,6 +42,39 @@ export function compiledModel(call: NotableCall, text: string): CompiledModel | 
   return found;
 }
 
+/**
+ * Whether te.* layers are this script's business: a file that builds them in the script's folder (or below it), or
+ * imported by the script (`from model import GPT`, `from pkg.model import GPT`). Where the paths are not known, any
+ * te.* layer of the analysed files counts.
+ */
+export function teInReach(ir: ModelIR, workspace: WorkspaceFacts): boolean {
+  if (!workspace.teFiles || !workspace.path) return workspace.anyTeLayers === true;
+  return inReach(ir, workspace.path, workspace.teFiles).length > 0;
+}
+
+/**
+ * Whether the model the script trains is known and FP8 is predicted to slow every one of its Linears down: among the
+ * files in reach that build candidates, none gains. Where the paths are not known, the workspace's answer.
+ */
+export function fp8Loses(ir: ModelIR, workspace: WorkspaceFacts): boolean {
+  if (!workspace.path || (!workspace.fp8GainFiles && !workspace.fp8LoseFiles)) return workspace.anyFp8Gains === false;
+  if (inReach(ir, workspace.path, workspace.fp8GainFiles ?? []).length) return false;
+  return inReach(ir, workspace.path, workspace.fp8LoseFiles ?? []).length > 0;
+}
+
+/** The files among `files` in the script's folder (or below it) or imported by it by package (`from pkg.model import GPT`). */
+function inReach(ir: ModelIR, script: string, files: readonly string[]): string[] {
+  const norm = (p: string) => p.replace(/\\/g, '/');
+  const dir = `${norm(script).replace(/\/[^/]*$/, '')}/`;
+  const imported = ir.imports.map((b) => b.target.replace(/^\.+/, '').split('.'));
+  // A bare module name (`from model import GPT`) is the script's folder's; a dotted one names its package's path.
+  return files.map(norm).filter((file) => file.startsWith(dir) || imported.some((parts) => parts.some((_, i) => {
+    if (i === 0) return false;
+    const mod = parts.slice(0, i + 1).join('/');
+    return file.endsWith(`/${mod}.py`) || file.endsWith(`/${mod}/__init__.py`);
+  })));
+}
+
 export const compiledRules: RuleModule = {
   codes: ['PL306'],
   check({ ir, text, workspace, settings }: RuleContext): Finding[] {
@@ -49,9 +82,9 @@ export const compiledRules: RuleModule = {
     // A training script: a model compiled elsewhere (an inference server) is not trained in FP8.
     if (!ir.calls.some((c) => c.kind === 'backward' || c.kind === 'optimizer_step')) return [];
     // FP8 is there already, or another stack owns the layers (te.* layers, a torchao / accelerate conversion, QLoRA).
-    if (ir.importsTe || ir.fp8Conversions.length || ir.quantization.length || workspace.otherStack || workspace.anyTeLayers) return [];
+    if (ir.importsTe || ir.fp8Conversions.length || ir.quantization.length || workspace.otherStack || teInReach(ir, workspace)) return [];
     // The model's layers are known, and FP8 is predicted to slow every one of them down (a GPT-2 small).
-    if (workspace.anyFp8Gains === false && !settings.convertLosingLayers) return [];
+    if (!settings.convertLosingLayers && fp8Loses(ir, workspace)) return [];
     const findings: Finding[] = [];
     ir.calls.forEach((call, callIndex) => {
       const arg = compiledModel(call, text)?.text;

@@ -22,10 +22,21 @@ export interface WorkspaceFacts {
   /** Whether any analysed file builds te.* layers (directly or through the FP8 fallback's factories). */
   anyTeLayers?: boolean;
   /**
+   * Where known, the paths of the files that build te.* layers: PL306 asks whether one is in the training script's
+   * folder (or below it) or imported by it, so a te.* example elsewhere in a monorepo does not silence it.
+   */
+  teFiles?: string[];
+  /**
    * Whether a torch.nn.Linear of the analysed files is predicted to gain from FP8 (false: the files build such layers
    * and FP8 slows every one down; undefined: no file builds any, the model is elsewhere).
    */
   anyFp8Gains?: boolean;
+  /**
+   * Where known, the paths of the files that build Linears FP8 could take, split by whether one of them is predicted
+   * to gain (`fp8GainFiles`) or none is (`fp8LoseFiles`): PL306 reads those in reach of the training script.
+   */
+  fp8GainFiles?: string[];
+  fp8LoseFiles?: string[];
   /** Whether any analysed file calls torch.compile. */
   anyCompile?: boolean;
   /** TE version of the selected interpreter, if known ("2.10.0"). */

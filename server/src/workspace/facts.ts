@@ -4,6 +4,7 @@
  * all open documents is redone only when one of them contributes something else (the session's factsGeneration),
  * or the scan or the environment changed, so a keystroke costs O(1) here instead of O(open documents).
  */
+import { fileURLToPath } from 'node:url';
 import { basename } from 'node:path';
 import { fileFactsOf, mergeFileFacts } from '../engine/engine';
 import type { WorkspaceFacts } from '../rules/types';
@@ -41,12 +42,27 @@ function merge(session: AnalysisSession | undefined, scan: ScanResult | undefine
   const stackImports = { ...open.stackImports };
   for (const [file, mods] of scan?.stackFiles ?? []) for (const mod of mods) stackImports[mod] ??= `the FP8 conversion or quantization in ${basename(file)}`;
   const scanned = scan && !scan.truncated;
+  // Where the te.* layers are: the open documents' analyses and the scan's files (PL306 reads them by folder and import).
+  const teFiles = new Set<string>(scan?.teFiles ?? []);
+  const gainFiles: string[] = [];
+  const loseFiles: string[] = [];
+  for (const d of session?.all() ?? []) {
+    if (!d.analysis || !d.uri.startsWith('file:')) continue;
+    const f = fileFactsOf(d.analysis.ir);
+    const path = fileURLToPath(d.uri);
+    if (f.te) teFiles.add(path);
+    if (f.candidates) (f.gains ? gainFiles : loseFiles).push(path);
+  }
   return {
     anyAutocastRegion: open.anyAutocastRegion || (scan && scan.autocastFiles.size > 0) ? true : scanned ? false : undefined,
     anyTraining: open.anyTraining || (scan && scan.trainFiles.size > 0) ? true : scanned ? false : undefined,
     anyTeLayers: open.anyTeLayers || (scan && scan.teFiles.size > 0) ? true : scanned ? false : undefined,
     ...(Object.keys(stackImports).length ? { stackImports } : {}),
     anyCompile: open.anyCompile || (scan ? scan.compileFiles.size > 0 : undefined),
+    ...(open.anyFp8Gains !== undefined ? { anyFp8Gains: open.anyFp8Gains } : {}),
+    ...(teFiles.size ? { teFiles: [...teFiles].sort() } : {}),
+    ...(gainFiles.length ? { fp8GainFiles: gainFiles.sort() } : {}),
+    ...(loseFiles.length ? { fp8LoseFiles: loseFiles.sort() } : {}),
     teVersion,
   };
 }
