@@ -8,6 +8,7 @@ import { DEFAULT_SETTINGS, type PrecisionLensSettings } from '../../common/setti
 import { analyzeTree } from '../../server/src/analysis';
 import { applyEdits, fixOutcome } from '../../server/src/fixes';
 import { fallbackLacks } from '../../server/src/fixes/fallback';
+import { bareStackDirs, stackFor } from '../../server/src/engine/engine';
 import { runRules } from '../../server/src/rules';
 import type { WorkspaceFacts } from '../../server/src/rules/types';
 import { parser, pyCompileError } from './fixes-support';
@@ -97,6 +98,28 @@ describe('PL306: a compiled model that trains in BF16', () => {
     assert.equal((await at({ fp8LoseFiles: ['/repo/examples/small/model.py'] })).findings.length, 1, 'a losing model elsewhere');
     assert.equal((await at({ fp8LoseFiles: ['/repo/proj/model.py'] })).findings.length, 0, 'the script\'s own model loses');
     assert.equal((await at({ fp8LoseFiles: ['/repo/proj/model.py'], fp8GainFiles: ['/repo/proj/big.py'] })).findings.length, 1, 'one of its models gains');
+  });
+
+  it('the stack fp8_for_compile makes reaches the model the script imports, not a model.py of another folder', () => {
+    const ws = { stackImports: { model: 'fp8_for_compile' }, stackDirs: { model: ['/repo/proj'] } };
+    assert.equal(stackFor(ws, '/repo/proj/model.py'), 'fp8_for_compile');
+    assert.equal(stackFor(ws, '/repo/examples/gpt/model.py'), undefined);
+    assert.equal(stackFor({ stackImports: { model: 'fp8_for_compile' } }, '/anywhere/model.py'), 'fp8_for_compile', 'folders unknown: by name');
+    const pkg = { stackImports: { pkg: 's', 'pkg.model': 's' }, stackDirs: { pkg: ['/repo/proj'] } };
+    assert.equal(stackFor(pkg, '/repo/proj/pkg/__init__.py'), 's', 'the package beside the script');
+    assert.equal(stackFor(pkg, '/elsewhere/pkg/model.py'), 's', 'a dotted import names the path itself');
+    assert.deepEqual(bareStackDirs([['/repo/proj/train.py', ['model', 'torch', 'torch.nn']], ['/repo/other/train.py', ['model']]]), { model: ['/repo/proj', '/repo/other'], torch: ['/repo/proj'] });
+  });
+
+  it('PL305 counts a compile call whose folder holds the recipe\'s file, not one of another project', async () => {
+    const recipe = 'from transformer_engine.common.recipe import DelayedScaling, Format\n\nrecipe = DelayedScaling(fp8_format=Format.HYBRID)\n';
+    const tree = (await parser()).parse(recipe)!;
+    const ir = analyzeTree(tree, recipe);
+    tree.delete();
+    const pl305 = (workspace: WorkspaceFacts) => runRules({ ir, text: recipe, settings: DEFAULT_SETTINGS, workspace }).filter((f) => f.code === 'PL305').length;
+    assert.equal(pl305({ anyCompile: true, compileFiles: ['/repo/proj/train.py'], path: '/repo/proj/nets/model.py' }), 1);
+    assert.equal(pl305({ anyCompile: true, compileFiles: ['/repo/other/train.py'], path: '/repo/proj/model.py' }), 0);
+    assert.equal(pl305({ anyCompile: true }), 1, 'paths unknown: any compile call counts');
   });
 
   it('speaks where FP8 is predicted to lose only with convertLosingLayers', async () => {

@@ -117,8 +117,13 @@ export function mergeFacts(parts: readonly WorkspaceFacts[]): WorkspaceFacts | u
   const merged: Record<string, unknown> = {};
   for (const part of parts) {
     for (const [key, value] of Object.entries(part)) {
-      if ((key === 'teFiles' || key === 'fp8GainFiles' || key === 'fp8LoseFiles') && Array.isArray(value)) {
+      if ((key === 'teFiles' || key === 'fp8GainFiles' || key === 'fp8LoseFiles' || key === 'compileFiles') && Array.isArray(value)) {
         merged[key] = [...((merged[key] as string[] | undefined) ?? []), ...value];
+        continue;
+      }
+      if (key === 'stackDirs' && value && typeof value === 'object') {
+        const into = (merged[key] ??= {}) as Record<string, string[]>;
+        for (const [mod, dirs] of Object.entries(value as Record<string, string[]>)) into[mod] = [...new Set([...(into[mod] ?? []), ...dirs])];
         continue;
       }
       if (key === 'stackImports' && value && typeof value === 'object') {

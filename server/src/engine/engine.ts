@@ -256,11 +256,25 @@ export function stackFor(ws: WorkspaceFacts, path: string): string | undefined {
   if (!map) return undefined;
   const parts = path.replace(/\\/g, '/').replace(/\.py$/, '').split('/').filter(Boolean);
   if (parts[parts.length - 1] === '__init__') parts.pop();
+  // The folder the file's top-level name lives in: a bare `from model import GPT` reaches only the model.py there.
+  const home = `/${parts.slice(0, -1).join('/')}`;
   for (let i = parts.length - 1; i >= 0; i--) {
-    const hit = map[parts.slice(i).join('.')];
-    if (hit) return hit;
+    const key = parts.slice(i).join('.');
+    const hit = map[key];
+    const dirs = i === parts.length - 1 ? ws.stackDirs?.[key] : undefined;
+    if (hit && (!dirs || dirs.some((d) => d.replace(/\\/g, '/').replace(/\/+$/, '') === home))) return hit;
   }
   return undefined;
+}
+
+/** For the bare module names files import with another stack, the folders of those files (WorkspaceFacts.stackDirs). */
+export function bareStackDirs(files: Iterable<readonly [path: string, modules: readonly string[]]>): Record<string, string[]> | undefined {
+  const out: Record<string, string[]> = {};
+  for (const [path, modules] of files) {
+    const dir = path.replace(/\\/g, '/').replace(/\/[^/]*$/, '');
+    for (const mod of modules) if (!mod.includes('.') && !(out[mod] ??= []).includes(dir)) out[mod].push(dir);
+  }
+  return Object.keys(out).length ? out : undefined;
 }
 
 /** The workspace facts for one file: `otherStack` resolved for its path. */

@@ -7,7 +7,7 @@ import { fp8Layers } from '../analysis/autocast';
 import type { TargetGpu } from '../../../common/settings';
 import { asClause } from './explain';
 import { supportsOldTe, TE_VERSION_CHECK } from './format';
-import type { Finding, RuleContext, RuleModule } from './types';
+import type { Finding, RuleContext, RuleModule, WorkspaceFacts } from './types';
 
 /** Minimum compute capability per recipe, and the GPU families that have it (FP8-FACTS.md, "Recipes and GPUs"). */
 const RECIPE_GPUS: Record<string, { families: TargetGpu[]; needs: string }> = {
@@ -156,11 +156,21 @@ export const autocastRules: RuleModule = {
       });
     }
 
-    const compiled = ir.calls.some((c) => c.kind === 'compile') || workspace.anyCompile === true;
+    const compiled = ir.calls.some((c) => c.kind === 'compile') || compiledAround(workspace);
     ir.recipes.forEach((recipe, recipeIndex) => findings.push(...recipeFindings(recipe, recipeIndex, ctx, compiled)));
     return findings;
   },
 };
+
+/**
+ * Whether a file that calls torch.compile covers this one: its folder holds this file (the training script compiles
+ * the model it imports from beside it or below it). Where the paths are not known, any compile call counts.
+ */
+function compiledAround(workspace: WorkspaceFacts): boolean {
+  if (!workspace.compileFiles || !workspace.path) return workspace.anyCompile === true;
+  const file = workspace.path.replace(/\\/g, '/');
+  return workspace.compileFiles.some((c) => file.startsWith(`${c.replace(/\\/g, '/').replace(/\/[^/]*$/, '')}/`));
+}
 
 /** The call's text on one line, shortened: `loss.backward()`. */
 function shortCall(text: string): string {

@@ -19,6 +19,11 @@ export interface WorkspaceFacts {
   otherStack?: string;
   /** Module names (`model`, `pkg.model`) imported by files that use another stack -> that stack. */
   stackImports?: Record<string, string>;
+  /**
+   * Where known, for a bare module name of stackImports (`model`), the folders of the files that import it: the
+   * model.py of another folder (a monorepo's other project) is not the one they import.
+   */
+  stackDirs?: Record<string, string[]>;
   /** Whether any analysed file builds te.* layers (directly or through the FP8 fallback's factories). */
   anyTeLayers?: boolean;
   /**
@@ -39,6 +44,11 @@ export interface WorkspaceFacts {
   fp8LoseFiles?: string[];
   /** Whether any analysed file calls torch.compile. */
   anyCompile?: boolean;
+  /**
+   * Where known, the paths of the files that call torch.compile: PL305 counts those whose folder holds the recipe's
+   * file (the script that compiles the model it imports), not a compiling script of another project of a monorepo.
+   */
+  compileFiles?: string[];
   /** TE version of the selected interpreter, if known ("2.10.0"). */
   teVersion?: string;
   /** The file being checked (factsForFile sets it): per-file-ignores read it. */
