@@ -22,6 +22,9 @@
  *   the script's own.
  * - `TE_LINEAR`, `TE_LAYERNORM`, `TE_RMSNORM`: the te.* classes (a class nothing is an instance of when TE is absent),
  *   for isinstance tests and optimizer parameter groups.
+ * - `fp8_for_compile(model, keep=())` (the module only, not the inline block): for a model a training script compiles
+ *   (PL306), torchao's convert_to_float8_training where the GPU has FP8 and torchao is installed, the lm-head and
+ *   layers too small or off the multiple-of-16 rule kept in BF16; the model unchanged elsewhere; the mode logged.
  */
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { WRAPPER_END_MARKER, WRAPPER_MARKER } from '../analysis/known';
@@ -90,7 +93,8 @@ function header(o: FallbackSourceOptions): string {
 Written by Precision Lens once for the project; every file that builds FP8 layers or runs FP8 autocast imports it, so
 the project has one FP8 state and logs its mode once. Build layers with fp8_linear / fp8_layernorm / fp8_rmsnorm, run
 the forward pass and the loss under \`with ${CONTEXT_FACTORY}():\` and call backward() after the block. TE_LINEAR,
-TE_LAYERNORM and TE_RMSNORM name the te.* classes for isinstance tests and optimizer parameter groups.
+TE_LAYERNORM and TE_RMSNORM name the te.* classes for isinstance tests and optimizer parameter groups. A script that
+compiles its model hands it over as torch.compile(${COMPILE_FACTORY}(model)): torchao's float8 training, which compiles.
 """
 `
     : `# FP8 through Transformer Engine where this machine supports it, BF16 everywhere else (no TE, no GPU, A100...).
