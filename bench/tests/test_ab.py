@@ -27,12 +27,16 @@ def te_or_torchao_installed():
     return False
 
 
+def copy_pair(tmp_path, fixtures):
+    orig, conv = str(tmp_path / "orig"), str(tmp_path / "conv")
+    shutil.copytree(os.path.join(fixtures, "orig"), orig)
+    shutil.copytree(os.path.join(fixtures, "conv"), conv)
+    return orig, conv
+
+
 @pytest.fixture
 def pair(tmp_path):
-    orig, conv = str(tmp_path / "orig"), str(tmp_path / "conv")
-    shutil.copytree(os.path.join(FIXTURES, "orig"), orig)
-    shutil.copytree(os.path.join(FIXTURES, "conv"), conv)
-    return orig, conv
+    return copy_pair(tmp_path, FIXTURES)
 
 
 def ab(orig, conv, *extra, **kw):
@@ -404,10 +408,7 @@ COMPILE_FIXTURES = os.path.join(HERE, "fixtures", "ab-compile")
 
 @pytest.fixture
 def compile_pair(tmp_path):
-    orig, conv = str(tmp_path / "orig"), str(tmp_path / "conv")
-    shutil.copytree(os.path.join(COMPILE_FIXTURES, "orig"), orig)
-    shutil.copytree(os.path.join(COMPILE_FIXTURES, "conv"), conv)
-    return orig, conv
+    return copy_pair(tmp_path, COMPILE_FIXTURES)
 
 
 def test_compile_fixture_is_the_generated_fix():
