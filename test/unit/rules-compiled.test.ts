@@ -162,6 +162,15 @@ describe('PL306: a compiled model that trains in BF16', () => {
     assert.deepEqual(fallbackLacks(fixOutcome(SCRIPT, ir, findings[0], DEFAULT_SETTINGS, { fallbackModule: { ...env.fallbackModule, exists: false } }).fixes[0].createFiles![0].text), []);
   });
 
+  it('a model sharded before it is compiled: refused, with where the conversion goes instead', async () => {
+    const text = SCRIPT.replace('if compile:', 'model = FSDP(model)\nif compile:');
+    const { ir, findings } = await check(text);
+    const env = { fallbackModule: { importFrom: 'fp8_fallback', path: '/p/fp8_fallback.py', exists: false } };
+    const { fixes, refusals } = fixOutcome(text, ir, findings[0], DEFAULT_SETTINGS, env);
+    assert.deepEqual(fixes, []);
+    assert.equal(refusals[0], 'No automatic fix: the model is sharded (FSDP, line 6) before it is compiled; call fp8_for_compile(model) before sharding it, then compile.');
+  });
+
   it('no fix outside a project (no fallback module to hold fp8_for_compile): the reason is said', async () => {
     const { ir, findings } = await check(SCRIPT);
     const { fixes, refusals } = fixOutcome(SCRIPT, ir, findings[0], DEFAULT_SETTINGS, {});

@@ -19,6 +19,12 @@ export function fp8ForCompile(ctx: FixContext, call: NotableCall): FixOutcome {
   if (!model) return refuse('No automatic fix: the compiled value is not a model held in a name (torch.compile(model)).');
   const arg = model.text;
   const inPlace = call.args.$0 === undefined;
+  // A model sharded before it is compiled (FSDP's flat parameters, fully_shard's DTensors): torchao's Float8Linear must
+  // take the Linears before the sharding does, so the wrap goes where the model is built, by hand.
+  const shard = /\b(FullyShardedDataParallel|FSDP|fully_shard)\s*\(/.exec(ctx.text.slice(0, call.span.startOffset));
+  if (shard) {
+    return refuse(`No automatic fix: the model is sharded (${shard[1]}, line ${ctx.text.slice(0, shard.index).split('\n').length}) before it is compiled; call ${COMPILE_FACTORY}(${arg}) before sharding it, then compile.`);
+  }
   if (!ctx.fallbackModule) {
     return refuse(`No automatic fix: ${COMPILE_FACTORY} lives in the project's FP8 fallback module, which cannot be written from here (a file outside any workspace folder, or an editor that cannot create files).`);
   }
