@@ -122,6 +122,17 @@ describe('precision-lens measure', function () {
     assert.deepEqual(copiesLeft(), [], 'the copy is removed');
   });
 
+  it('a script that compiles its model is converted through fp8_for_compile (PL306); --no-compile then says the arm runs BF16', () => {
+    const project = join(FIXTURES, '..', 'compile-project');
+    const r = measure([project, '--workload', 'train:build', '--python', fakeAb, '--no-compile', '--convert-losing-layers']);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stderr, /PL306 Compile model with torchao FP8/);
+    assert.match(r.stderr, /warning: the conversion compiles the model with torchao FP8 \(PL306\), and --no-compile runs it as the script does without compiling: in BF16/);
+    const compiled = measure([project, '--workload', 'train:build', '--python', fakeAb, '--convert-losing-layers']);
+    assert.equal(compiled.status, 0, compiled.stderr);
+    assert.doesNotMatch(compiled.stderr, /--no-compile runs it/);
+  });
+
   it('--peer-eager keeps the peer eager: its row and the verdict say so', () => {
     const r = measure([join(FIXTURES, 'runnable'), '--workload', 'model:build', '--python', fakeAb, '--no-compile', '--peer-eager', '--convert-losing-layers']);
     assert.equal(r.status, 0, r.stderr);

@@ -165,6 +165,11 @@ export async function convertCopy(copy: string, check: CheckRunner, gain: { toke
   };
 }
 
+/** Whether the conversion's `--show-fixes` lines include PL306's (the model compiled through fp8_for_compile). */
+export function compilePathIn(lines: readonly string[]): boolean {
+  return lines.some((l) => /\bPL306\b/.test(l));
+}
+
 /** bench/benchmark.py of this package: next to out/ in the bundle, three folders up from server/src/cli in the sources. */
 export function benchScript(from: string = __dirname): string | undefined {
   let dir = from;
@@ -321,6 +326,10 @@ export async function runMeasure(options: MeasureOptions, io: MeasureIo, check: 
       copy: project.copy, kept: options.keep, fallback_module: conversion.fallbackModule,
     });
     if (conversion.appliedFixes === 0) io.stderr('precision-lens: warning: nothing was converted: both arms run the same code\n');
+    if (options.compile === false && compilePathIn(conversion.lines)) {
+      // PL306's conversion is torchao under torch.compile: the converted script calls fp8_for_compile only when it compiles.
+      io.stderr('precision-lens: warning: the conversion compiles the model with torchao FP8 (PL306), and --no-compile runs it as the script does without compiling: in BF16. Measure without --no-compile, or turn PL306 off in pyproject.toml for the te.* conversion\n');
+    }
     if (stopSignal) {
       event({ event: 'cancelled', code: 'cancelled', signal: stopSignal, phase: 'convert', message: 'cancelled before the benchmark started' });
       return 130;
