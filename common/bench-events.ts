@@ -587,6 +587,30 @@ export function compiledOf(r: Pick<BackendResult, 'extra'>): boolean | undefined
 }
 
 /**
+ * `fp8_gemms` of an A/B run's converted arm: how many FP8 GEMM modules it had and how many of their forwards ran with
+ * FP8 on (te.* modules, hooked), or, on the compile path (fp8_for_compile), torchao's Float8Linear modules, whose
+ * forwards are all FP8 and not counted.
+ */
+export interface Fp8Gemms {
+  modules?: number;
+  forwardsFp8?: number;
+  forwardsTotal?: number;
+  /** The modules are torchao's Float8Linear (the compile path, fp8_for_compile): FP8 on every forward, none hooked. */
+  torchao?: boolean;
+}
+
+/** A result's `fp8_gemms` (kept in `extra`), or undefined where it has none: one reader for the sidebar and `measure`. */
+export function fp8GemmsOfResult(r: Pick<BackendResult, 'extra'>): Fp8Gemms | undefined {
+  const g = r.extra?.fp8_gemms;
+  if (typeof g !== 'object' || g === null) return undefined;
+  const o = g as Record<string, unknown>;
+  const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+  const types = o.module_types;
+  const torchao = typeof types === 'object' && types !== null && 'Float8Linear' in types;
+  return { modules: n(o.modules), forwardsFp8: n(o.forwards_fp8), forwardsTotal: n(o.forwards_total), ...(torchao ? { torchao } : {}) };
+}
+
+/**
  * An arm's name in a results table: `label` (the backend's name by default), and for the torchao peer of an A/B run
  * whether it ran compiled or eager ("torchao on original (compiled)"): `measure` compiles it beside eager arms.
  */

@@ -79,23 +79,20 @@ def compile_conversion(conv, fallback_path):
     """The file of CONV that hands its model to torch.compile through the fallback's fp8_for_compile (the PL306 fix:
     FP8 through torchao where the script compiles), or None: the te.* conversion under fp8_autocast_context."""
     import ast
-    for root, dirs, files in os.walk(conv):
-        dirs[:] = sorted(d for d in dirs if not _skip_dir(d, os.path.join(root, d)))
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            if not name.endswith(".py") or os.path.realpath(path) == os.path.realpath(fallback_path):
+    for path in _project_files(conv):
+        if not path.endswith(".py") or os.path.realpath(path) == os.path.realpath(fallback_path):
+            continue
+        try:
+            with open(path, "rb") as f:
+                text = f.read()
+            if b"fp8_for_compile" not in text:
                 continue
-            try:
-                with open(path, "rb") as f:
-                    text = f.read()
-                if b"fp8_for_compile" not in text:
-                    continue
-                tree = ast.parse(text)
-            except (OSError, SyntaxError, ValueError):
-                continue
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "fp8_for_compile":
-                    return path
+            tree = ast.parse(text)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "fp8_for_compile":
+                return path
     return None
 
 
@@ -112,6 +109,14 @@ def _skip_dir(name, path):
     return name.startswith(".") or name in SKIP_DIRS or os.path.isfile(os.path.join(path, "pyvenv.cfg"))
 
 
+def _project_files(folder):
+    """Every file below FOLDER, in a stable order, virtual environments, dot folders and node_modules skipped."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not _skip_dir(d, os.path.join(root, d)))
+        for f in sorted(files):
+            yield os.path.join(root, f)
+
+
 def find_fallback(conv, name):
     """The fallback module's files in CONV, nearest first: CONV/a/b/name.py for a dotted name, else any */name.py
     below CONV (virtual environments, dot folders and node_modules skipped). Raises no_fallback."""
@@ -121,12 +126,9 @@ def find_fallback(conv, name):
     if os.path.isfile(direct):
         found.append(os.path.realpath(direct))
     else:
-        for root, dirs, files in os.walk(conv):
-            dirs[:] = sorted(d for d in dirs if not _skip_dir(d, os.path.join(root, d)))
-            for f in files:
-                path = os.path.join(root, f)
-                if (os.sep + path).endswith(os.sep + rel):
-                    found.append(os.path.realpath(path))
+        for path in _project_files(conv):
+            if (os.sep + path).endswith(os.sep + rel):
+                found.append(os.path.realpath(path))
         found.sort(key=lambda p: (p.count(os.sep), p))
     short = os.path.basename(rel)
     if not found:

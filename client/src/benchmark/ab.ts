@@ -4,31 +4,17 @@
  * check, the original again (`original-repeat`) instead of torchao, and each arm's eval loss. Pure (no `vscode`, no
  * Node): the webview, the Markdown export and the unit tests read these lines.
  */
-import type { BackendResult } from '../../../common/bench-events';
+import { fp8GemmsOfResult, type BackendResult, type Fp8Gemms } from '../../../common/bench-events';
 import { evalLossOf, hasEvalLosses, lossVerdict } from '../../../common/loss-check';
 import { peerVerdict } from '../../../common/peer-verdict';
 import { isAbRun, isLossCheckRun, type ConversionInfo, type RunOptions } from '../../../common/webview-messages';
 import { formatNumber } from './format';
 
-/** `fp8_gemms` of the converted arm: how many te.* GEMM modules ran, and how many of their forwards were in FP8. */
-export interface Fp8Gemms {
-  modules?: number;
-  forwardsFp8?: number;
-  forwardsTotal?: number;
-  /** The modules are torchao's Float8Linear (the compile path, fp8_for_compile): FP8 on every forward, none hooked. */
-  torchao?: boolean;
-}
-
-/** The converted arm's `fp8_gemms` (kept in the result's `extra`), or undefined. */
+/** The converted arm's `fp8_gemms`, or undefined. */
 export function fp8GemmsOf(results: readonly BackendResult[]): Fp8Gemms | undefined {
   for (const r of results) {
-    const g = r.extra?.fp8_gemms;
-    if (typeof g !== 'object' || g === null) continue;
-    const o = g as Record<string, unknown>;
-    const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
-    const types = o.module_types;
-    const torchao = typeof types === 'object' && types !== null && 'Float8Linear' in types;
-    return { modules: n(o.modules), forwardsFp8: n(o.forwards_fp8), forwardsTotal: n(o.forwards_total), ...(torchao ? { torchao } : {}) };
+    const g = fp8GemmsOfResult(r);
+    if (g) return g;
   }
   return undefined;
 }

@@ -7,7 +7,7 @@ import { analyzeTree, emptyIR } from '../analysis';
 import { dimsForFile } from '../workspace/dims';
 import { sitesForFile } from '../workspace/sites';
 import type { ModelIR } from '../analysis/ir';
-import { bareStackDirs, factsForFile, fileFactsOf, findingsOf, inScope, mayHaveFindings, sizeText, skipReason, workspaceFactsOf } from '../engine/engine';
+import { factsForFile, fileFactsOf, pathFacts, findingsOf, inScope, mayHaveFindings, sizeText, skipReason, workspaceFactsOf } from '../engine/engine';
 import { isWasmTrap, ParserTrap, type PythonParser } from '../engine/parser';
 import { pythonSource } from '../engine/lines';
 import type { Finding, WorkspaceFacts } from '../rules/types';
@@ -165,20 +165,7 @@ export function runFileRules(file: AnalysedFile, settings: PrecisionLensSettings
 
 export function factsOf(files: readonly AnalysedFile[], base: WorkspaceFacts = {}): WorkspaceFacts {
   const facts = workspaceFactsOf(files.flatMap((f) => (f.ir ? [f.ir] : [])), base);
-  const of = (want: (f: ReturnType<typeof fileFactsOf>) => boolean) => files.filter((f) => f.ir && want(fileFactsOf(f.ir))).map((f) => f.input.absolute);
-  const teFiles = of((f) => f.te);
-  const compileFiles = of((f) => f.compile);
-  const fp8GainFiles = of((f) => f.candidates && f.gains);
-  const fp8LoseFiles = of((f) => f.candidates && !f.gains);
-  const stackDirs = bareStackDirs(files.flatMap((f) => (f.ir ? [[f.input.absolute, Object.keys(fileFactsOf(f.ir).stackImports)] as const] : [])));
-  return {
-    ...facts,
-    ...(stackDirs ? { stackDirs } : {}),
-    ...(teFiles.length ? { teFiles } : {}),
-    ...(compileFiles.length ? { compileFiles } : {}),
-    ...(fp8GainFiles.length ? { fp8GainFiles } : {}),
-    ...(fp8LoseFiles.length ? { fp8LoseFiles } : {}),
-  };
+  return { ...facts, ...pathFacts(files.flatMap((f) => (f.ir ? [[f.input.absolute, fileFactsOf(f.ir)] as const] : []))) };
 }
 
 /** Both passes over every input; `trees`: where trees are kept for a later parse of the same file (--fix). */

@@ -201,11 +201,25 @@ function envFor(file: AnalysedFile, settings: PrecisionLensSettings, mode: FixMo
   if (!mode.projectRoot) return mode.env;
   const fallbackModule = locateFallbackModule(file.input.absolute, [mode.projectRoot], settings.fallbackModule, (p) => created.has(p) || fs.existsSync(p), file.text);
   if (fallbackModule?.exists && !created.has(fallbackModule.path)) {
-    try {
-      fallbackModule.lacks = fallbackLacks(fs.readFileSync(fallbackModule.path, 'utf8'));
-    } catch { /* unreadable: the import will say so */ }
+    const lacks = lacksOf(created, fallbackModule.path);
+    if (lacks) fallbackModule.lacks = lacks;
   }
   return fallbackModule ? { ...mode.env, fallbackModule } : mode.env;
+}
+
+/** Per --fix run (its set of created files), what each existing module lacks: read once, not every round of every file. */
+const lacksByRun = new WeakMap<ReadonlySet<string>, Map<string, string[] | undefined>>();
+function lacksOf(run: ReadonlySet<string>, path: string): string[] | undefined {
+  let known = lacksByRun.get(run);
+  if (!known) lacksByRun.set(run, known = new Map());
+  if (!known.has(path)) {
+    let lacks: string[] | undefined;
+    try {
+      lacks = fallbackLacks(fs.readFileSync(path, 'utf8'));
+    } catch { /* unreadable: the import will say so */ }
+    known.set(path, lacks);
+  }
+  return known.get(path);
 }
 
 /** A unified diff in git's naming: `a/tmp/x.py`, not `a//tmp/x.py` (what `patch -p1` from / expects). */

@@ -19,7 +19,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { armLabel, normalizeBenchEvent, PEER_ARM, type BackendResult } from '../../../common/bench-events';
+import { armLabel, fp8GemmsOfResult, normalizeBenchEvent, PEER_ARM, type BackendResult } from '../../../common/bench-events';
 import { evalLossOf, hasEvalLosses, LOSS_CHECK_STEPS, lossVerdict, REPEAT_ARM } from '../../../common/loss-check';
 import { measurePeer, peerVerdict } from '../../../common/peer-verdict';
 import { resolveSettings } from '../../../common/settings';
@@ -243,17 +243,6 @@ function lastLoss(losses: ReadonlyArray<number | null>): number | undefined {
   return undefined;
 }
 
-/** `forwards_fp8 / forwards_total (modules)` of a result's fp8_gemms, or undefined. */
-export function fp8ForwardsOf(result: Pick<BackendResult, 'extra'>): { modules?: number; fp8?: number; total?: number; torchao?: boolean } | undefined {
-  const g = result.extra?.fp8_gemms;
-  if (typeof g !== 'object' || g === null) return undefined;
-  const r = g as Record<string, unknown>;
-  const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
-  const types = r.module_types;
-  const torchao = typeof types === 'object' && types !== null && 'Float8Linear' in types;
-  return { modules: n(r.modules), fp8: n(r.forwards_fp8), total: n(r.forwards_total), ...(torchao ? { torchao } : {}) };
-}
-
 /** The table printed at the end: arm, tokens/s, ratio to the original, peak memory, final loss, FP8 forwards. */
 export function measureTable(results: readonly BackendResult[]): string {
   const order = ['original', 'converted', REPEAT_ARM, PEER_ARM];
@@ -269,8 +258,8 @@ export function measureTable(results: readonly BackendResult[]): string {
   const rows = sorted.map((r) => {
     if (r.skippedReason) return [labelOf(r), `skipped: ${r.skippedReason}`, '', '', '', ...(withEval ? [''] : []), ''];
     const ratio = r === base ? 'baseline' : base?.tokensPerS && r.tokensPerS !== undefined ? `${(r.tokensPerS / base.tokensPerS).toFixed(2)}x` : '–';
-    const g = fp8ForwardsOf(r);
-    const fwd = g && g.total !== undefined ? `${fmt(g.fp8)}/${fmt(g.total)}${g.modules !== undefined ? ` (${g.modules} modules)` : ''}`
+    const g = fp8GemmsOfResult(r);
+    const fwd = g && g.forwardsTotal !== undefined ? `${fmt(g.forwardsFp8)}/${fmt(g.forwardsTotal)}${g.modules !== undefined ? ` (${g.modules} modules)` : ''}`
       : g?.torchao && g.modules !== undefined ? `all (${g.modules} Float8Linear)` : '–';
     return [labelOf(r), fmt(r.tokensPerS), ratio, fmtBytes(r.peakMemoryBytes), fmt(lastLoss(r.losses), 4), ...(withEval ? [fmt(evalLossOf(r), 4)] : []), fwd];
   });

@@ -4,6 +4,7 @@
  */
 import { DEFAULT_SETTINGS, type PrecisionLensSettings } from '../../../common/settings';
 import { predictedLoss } from '../analysis/gain-layer';
+import { folderOf, slashed } from './paths';
 import { analyzeTree, emptyIR, type AnalysisCache } from '../analysis/index';
 
 export { emptyIR };
@@ -254,7 +255,7 @@ export function importedModules(ir: ModelIR): string[] {
 export function stackFor(ws: WorkspaceFacts, path: string): string | undefined {
   const map = ws.stackImports;
   if (!map) return undefined;
-  const parts = path.replace(/\\/g, '/').replace(/\.py$/, '').split('/').filter(Boolean);
+  const parts = slashed(path).replace(/\.py$/, '').split('/').filter(Boolean);
   if (parts[parts.length - 1] === '__init__') parts.pop();
   // The folder the file's top-level name lives in: a bare `from model import GPT` reaches only the model.py there.
   const home = `/${parts.slice(0, -1).join('/')}`;
@@ -262,7 +263,7 @@ export function stackFor(ws: WorkspaceFacts, path: string): string | undefined {
     const key = parts.slice(i).join('.');
     const hit = map[key];
     const dirs = i === parts.length - 1 ? ws.stackDirs?.[key] : undefined;
-    if (hit && (!dirs || dirs.some((d) => d.replace(/\\/g, '/').replace(/\/+$/, '') === home))) return hit;
+    if (hit && (!dirs || dirs.some((d) => slashed(d).replace(/\/+$/, '') === home))) return hit;
   }
   return undefined;
 }
@@ -271,10 +272,41 @@ export function stackFor(ws: WorkspaceFacts, path: string): string | undefined {
 export function bareStackDirs(files: Iterable<readonly [path: string, modules: readonly string[]]>): Record<string, string[]> | undefined {
   const out: Record<string, string[]> = {};
   for (const [path, modules] of files) {
-    const dir = path.replace(/\\/g, '/').replace(/\/[^/]*$/, '');
+    const dir = folderOf(path);
     for (const mod of modules) if (!mod.includes('.') && !(out[mod] ??= []).includes(dir)) out[mod].push(dir);
   }
   return Object.keys(out).length ? out : undefined;
+}
+
+/**
+ * The facts that need the files' paths (which project a te.* layer, a compile call, a predicted loss or another
+ * stack's import belongs to), from each file's path and share; `scanned` adds what the editor's workspace scan found
+ * in files not open. One implementation for the CLI's inputs and the editor's documents.
+ */
+export function pathFacts(
+  files: Iterable<readonly [path: string, facts: FileFacts]>,
+  scanned: { te?: Iterable<string>; compile?: Iterable<string>; importers?: Iterable<readonly [string, readonly string[]]> } = {},
+): Pick<WorkspaceFacts, 'teFiles' | 'compileFiles' | 'fp8GainFiles' | 'fp8LoseFiles' | 'stackDirs'> {
+  const te = new Set(scanned.te ?? []);
+  const compile = new Set(scanned.compile ?? []);
+  const importers = [...(scanned.importers ?? [])];
+  const gain: string[] = [];
+  const lose: string[] = [];
+  for (const [path, f] of files) {
+    if (f.te) te.add(path);
+    if (f.compile) compile.add(path);
+    const mods = Object.keys(f.stackImports);
+    if (mods.length) importers.push([path, mods]);
+    if (f.candidates) (f.gains ? gain : lose).push(path);
+  }
+  const stackDirs = bareStackDirs(importers);
+  return {
+    ...(stackDirs ? { stackDirs } : {}),
+    ...(te.size ? { teFiles: [...te].sort() } : {}),
+    ...(compile.size ? { compileFiles: [...compile].sort() } : {}),
+    ...(gain.length ? { fp8GainFiles: gain.sort() } : {}),
+    ...(lose.length ? { fp8LoseFiles: lose.sort() } : {}),
+  };
 }
 
 /** The workspace facts for one file: `otherStack` resolved for its path. */

@@ -5,6 +5,7 @@
 import type { RecipeCall } from '../analysis/ir';
 import { fp8Layers } from '../analysis/autocast';
 import type { TargetGpu } from '../../../common/settings';
+import { folderOf, isWithin } from '../engine/paths';
 import { asClause } from './explain';
 import { supportsOldTe, TE_VERSION_CHECK } from './format';
 import type { Finding, RuleContext, RuleModule, WorkspaceFacts } from './types';
@@ -168,8 +169,8 @@ export const autocastRules: RuleModule = {
  */
 function compiledAround(workspace: WorkspaceFacts): boolean {
   if (!workspace.compileFiles || !workspace.path) return workspace.anyCompile === true;
-  const file = workspace.path.replace(/\\/g, '/');
-  return workspace.compileFiles.some((c) => file.startsWith(`${c.replace(/\\/g, '/').replace(/\/[^/]*$/, '')}/`));
+  const file = workspace.path;
+  return workspace.compileFiles.some((c) => isWithin(file, folderOf(c)));
 }
 
 /** The call's text on one line, shortened: `loss.backward()`. */

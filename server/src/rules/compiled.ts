@@ -10,6 +10,7 @@ import { MODEL_WORD } from '../analysis/calls';
 import { compiledRunsText } from '../analysis/gain-layer';
 import type { ModelIR, NotableCall } from '../analysis/ir';
 import { escapeRegExp } from '../analysis/spans';
+import { folderOf, isWithin, slashed } from '../engine/paths';
 import type { Finding, RuleContext, RuleModule, WorkspaceFacts } from './types';
 
 /** The model a compile call compiles, as written, and where it is written (what the fix wraps). */
@@ -64,11 +65,10 @@ export function fp8Loses(ir: ModelIR, workspace: WorkspaceFacts): boolean {
 
 /** The files among `files` in the script's folder (or below it) or imported by it by package (`from pkg.model import GPT`). */
 function inReach(ir: ModelIR, script: string, files: readonly string[]): string[] {
-  const norm = (p: string) => p.replace(/\\/g, '/');
-  const dir = `${norm(script).replace(/\/[^/]*$/, '')}/`;
+  const dir = folderOf(script);
   const imported = ir.imports.map((b) => b.target.replace(/^\.+/, '').split('.'));
   // A bare module name (`from model import GPT`) is the script's folder's; a dotted one names its package's path.
-  return files.map(norm).filter((file) => file.startsWith(dir) || imported.some((parts) => parts.some((_, i) => {
+  return files.map(slashed).filter((file) => isWithin(file, dir) || imported.some((parts) => parts.some((_, i) => {
     if (i === 0) return false;
     const mod = parts.slice(0, i + 1).join('/');
     return file.endsWith(`/${mod}.py`) || file.endsWith(`/${mod}/__init__.py`);

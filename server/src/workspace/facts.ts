@@ -6,7 +6,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { basename } from 'node:path';
-import { bareStackDirs, fileFactsOf, mergeFileFacts } from '../engine/engine';
+import { fileFactsOf, mergeFileFacts, pathFacts } from '../engine/engine';
 import type { WorkspaceFacts } from '../rules/types';
 import type { AnalysisSession } from '../lsp/session';
 import type { ScanResult } from './scan';
@@ -42,34 +42,20 @@ function merge(session: AnalysisSession | undefined, scan: ScanResult | undefine
   const stackImports = { ...open.stackImports };
   for (const [file, mods] of scan?.stackFiles ?? []) for (const mod of mods) stackImports[mod] ??= `the FP8 conversion or quantization in ${basename(file)}`;
   const scanned = scan && !scan.truncated;
-  // Where the te.* layers are: the open documents' analyses and the scan's files (PL306 reads them by folder and import).
-  const teFiles = new Set<string>(scan?.teFiles ?? []);
-  const compileFiles = new Set<string>(scan?.compileFiles ?? []);
-  const importers: [string, string[]][] = [...(scan?.stackFiles ?? [])].map(([file, mods]) => [file, mods]);
-  const gainFiles: string[] = [];
-  const loseFiles: string[] = [];
-  for (const d of session?.all() ?? []) {
-    if (!d.analysis || !d.uri.startsWith('file:')) continue;
-    const f = fileFactsOf(d.analysis.ir);
-    const path = fileURLToPath(d.uri);
-    if (f.te) teFiles.add(path);
-    if (f.compile) compileFiles.add(path);
-    if (Object.keys(f.stackImports).length) importers.push([path, Object.keys(f.stackImports)]);
-    if (f.candidates) (f.gains ? gainFiles : loseFiles).push(path);
-  }
-  const stackDirs = bareStackDirs(importers);
+  // Which project a te.* layer, a compile call, a predicted loss or another stack's import belongs to: the open
+  // documents' analyses and the scan's files (PL305 and PL306 read them by folder and import).
+  const byPath = pathFacts(
+    [...(session?.all() ?? [])].flatMap((d) => (d.analysis && d.uri.startsWith('file:') ? [[fileURLToPath(d.uri), fileFactsOf(d.analysis.ir)] as const] : [])),
+    { te: scan?.teFiles, compile: scan?.compileFiles, importers: scan?.stackFiles },
+  );
   return {
     anyAutocastRegion: open.anyAutocastRegion || (scan && scan.autocastFiles.size > 0) ? true : scanned ? false : undefined,
     anyTraining: open.anyTraining || (scan && scan.trainFiles.size > 0) ? true : scanned ? false : undefined,
     anyTeLayers: open.anyTeLayers || (scan && scan.teFiles.size > 0) ? true : scanned ? false : undefined,
     ...(Object.keys(stackImports).length ? { stackImports } : {}),
-    ...(stackDirs ? { stackDirs } : {}),
     anyCompile: open.anyCompile || (scan ? scan.compileFiles.size > 0 : undefined),
     ...(open.anyFp8Gains !== undefined ? { anyFp8Gains: open.anyFp8Gains } : {}),
-    ...(teFiles.size ? { teFiles: [...teFiles].sort() } : {}),
-    ...(compileFiles.size ? { compileFiles: [...compileFiles].sort() } : {}),
-    ...(gainFiles.length ? { fp8GainFiles: gainFiles.sort() } : {}),
-    ...(loseFiles.length ? { fp8LoseFiles: loseFiles.sort() } : {}),
+    ...byPath,
     teVersion,
   };
 }
