@@ -49,6 +49,8 @@ export const FUSED_CLASS_NAME = 'TE_LAYERNORM_LINEAR';
 export const CONV1D_FACTORY = 'fp8_conv1d_or';
 /** Wraps the model a training script hands to torch.compile: torchao's float8 training where FP8 runs. */
 export const COMPILE_FACTORY = 'fp8_for_compile';
+/** torch's scaled_dot_product_attention, run by TE's fused attention where FP8 runs (te.DotProductAttention, BF16). */
+export const ATTENTION_FACTORY = 'fp8_attention';
 
 /** Factories that build te.* where FP8 runs and the model's own class (behind a lambda) elsewhere, per layer kind. */
 export const KEEP_CLASS_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', string> = {
@@ -68,7 +70,7 @@ export const FALLBACK_EXPORTS = [
   'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or',
   'fp8_linear_from', 'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONV1D_FACTORY, CONTEXT_FACTORY, 'FP8_RECIPE',
   'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', FUSE_FACTORY, FUSED_CLASS_NAME, 'te', 'te_recipe',
-  COMPILE_FACTORY,
+  COMPILE_FACTORY, ATTENTION_FACTORY,
 ] as const;
 
 export interface FallbackSourceOptions {
@@ -677,6 +679,90 @@ def ${FUSE_FACTORY}(norm, module, attr=None):
 }
 
 /**
+ * fp8_attention: a drop-in for torch.nn.functional.scaled_dot_product_attention, [batch, heads, seq, head_dim] in and
+ * out. Where FP8 runs it hands the call to te.DotProductAttention (cuDNN's fused attention, in BF16: FP8 attention did
+ * not pay on the H200, bench/results/h200 2026-12-02), which took 55-61 ms where torch's flash attention took 98 ms on
+ * the 7B slice; the same softmax(q k^T * scale) v with the same causal mask. Whatever TE's kernel does not take the
+ * same way (a mask, dropout, FP32 inputs, a CPU tensor, unequal lengths under a causal mask, a head size off its rules,
+ * a compiled region, which fuses torch's own) goes to torch's function with the arguments as given, the reason logged
+ * once.
+ */
+function attention(o: FallbackSourceOptions): string {
+  const te = o.teName;
+  return `
+
+_PL_ATTENTION = {}
+_PL_ATTENTION_LOGGED = set()
+
+
+def _pl_compiling():
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "is_compiling"):
+        return compiler.is_compiling()
+    dynamo = getattr(torch, "_dynamo", None)
+    return bool(dynamo is not None and hasattr(dynamo, "is_compiling") and dynamo.is_compiling())
+
+
+def _pl_attention_problem(q, k, v, attn_mask, dropout_p, is_causal, kwargs):
+    """Why te.DotProductAttention would not compute this call as torch's function does, or None."""
+    if ${te} is None or not hasattr(${te}, "DotProductAttention"):
+        return "this Transformer Engine has no DotProductAttention"
+    if _pl_compiling():
+        return "a compiled region (torch.compile fuses torch's attention)"
+    if attn_mask is not None:
+        return "an attention mask"
+    if dropout_p:
+        return "attention dropout %s" % dropout_p
+    if set(kwargs) - {"enable_gqa"}:
+        return "arguments %s" % ", ".join(sorted(set(kwargs) - {"enable_gqa"}))
+    if not (q.is_cuda and k.is_cuda and v.is_cuda):
+        return "tensors not on a GPU"
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return "inputs of %d dimensions (TE takes batch, heads, seq, head_dim)" % q.dim()
+    if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        return "%s inputs (TE's kernel takes BF16 or FP16: run it under autocast)" % q.dtype
+    b, h, s, d = q.shape
+    if k.shape != v.shape or k.shape[0] != b or k.shape[-1] != d or h % k.shape[1]:
+        return "query %s, key %s and value %s shapes" % (tuple(q.shape), tuple(k.shape), tuple(v.shape))
+    if k.shape[1] != h and not kwargs.get("enable_gqa"):
+        return "fewer key heads than query heads without enable_gqa"
+    if is_causal and k.shape[2] != s:
+        return "a causal mask over unequal query and key lengths"
+    if d % 8 or d > 256:
+        return "head size %d (TE's fused attention takes multiples of 8 up to 256)" % d
+    return None
+
+
+def ${ATTENTION_FACTORY}(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
+    """torch.nn.functional.scaled_dot_product_attention(q, k, v, ...), q, k and v [batch, heads, seq, head_dim], run by
+    Transformer Engine's fused attention (te.DotProductAttention, BF16) where FP8 runs: the same result, a faster
+    kernel. Elsewhere, and for whatever that kernel does not take the same way (a mask, dropout, FP32 inputs, a CPU
+    tensor, a compiled region), torch's function with the arguments as given; the reason is logged once."""
+    problem = _pl_attention_problem(q, k, v, attn_mask, dropout_p, is_causal, kwargs) if fp8_available()[0] else ""
+    if problem is None:
+        b, h, s, d = q.shape
+        key = (h, k.shape[1], d, bool(is_causal), scale, q.device)
+        core = _PL_ATTENTION.get(key)
+        if core is None:
+            if not _PL_ATTENTION:
+                print("FP8: attention through te.DotProductAttention (fused, BF16), %d heads of %d" % (h, d), flush=True)
+            core = _PL_ATTENTION[key] = ${te}.DotProductAttention(
+                h, d, num_gqa_groups=k.shape[1], attention_dropout=0.0, qkv_format="bshd",
+                attn_mask_type="causal" if is_causal else "no_mask", softmax_scale=scale)
+        # bshd views of the bhsd tensors (no copy where the caller transposed from bshd, as most models do).
+        out = core(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        return out.view(b, s, h, d).transpose(1, 2)
+    if problem and problem not in _PL_ATTENTION_LOGGED:
+        _PL_ATTENTION_LOGGED.add(problem)
+        print("FP8: attention stays torch's scaled_dot_product_attention here: %s" % problem, flush=True)
+    if scale is not None:
+        kwargs["scale"] = scale
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
+                                                            is_causal=is_causal, **kwargs)
+`;
+}
+
+/**
  * fp8_for_compile: FP8 for a model the script compiles, through torchao's float8 training (tensorwise dynamic scaling),
  * whose casts torch.compile fuses into the neighbouring kernels; te.* modules run eager between graphs there (measured
  * on an H200: data/compiled-ab-h200.json). The layers are chosen when it runs, from the model itself: the lm-head (a
@@ -811,5 +897,5 @@ ${WRAPPER_END_MARKER}
 export function fallbackSource(o: FallbackSourceOptions): string {
   // fp8_for_compile serves a training script's torch.compile call: the project's module has it, a model file's inline
   // block (a file outside any workspace folder) does not need it.
-  return header(o) + tryImport(o) + support(o) + factories(o) + fusion(o) + (o.module ? compiled() : '') + context(o);
+  return header(o) + tryImport(o) + support(o) + factories(o) + fusion(o) + attention(o) + (o.module ? compiled() : '') + context(o);
 }
