@@ -22,6 +22,7 @@ export const RULES = {
   PL104: { rule: 'fuse-norm-linear', defaultSeverity: 'hint', summary: 'a norm feeding only a Linear: te.LayerNormLinear' },
   PL105: { rule: 'fuse-norm-mlp', defaultSeverity: 'hint', summary: 'norm -> fc1 -> activation -> fc2: te.LayerNormMLP' },
   PL106: { rule: 'parallel-linear-to-te', defaultSeverity: 'information', summary: 'Column/RowParallelLinear can become te.Linear(parallel_mode=...)' },
+  PL107: { rule: 'te-attention', defaultSeverity: 'information', summary: 'torch\'s scaled_dot_product_attention in a model that runs te.* layers: fp8_attention runs TE\'s fused attention' },
   PL110: { rule: 'fp8-shape', defaultSeverity: 'information', summary: 'known dims break the FP8 GEMM rule for training (in % 16, out % 16)' },
   PL201: { rule: 'fp8-lm-head', defaultSeverity: 'warning', summary: 'the lm-head is, or will be, run in FP8' },
   PL202: { rule: 'fp8-embedding', defaultSeverity: 'warning', summary: 'an embedding (or a head tied to it) is, or will be, quantized to FP8' },

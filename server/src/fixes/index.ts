@@ -15,6 +15,7 @@ import type { Finding } from '../rules/types';
 import { findTrainingSteps, fp8ContextHeader, moveBackwardOut, nestInUserAutocast, selectedStatements, userAutocastSteps, wrapStatements } from './autocast';
 import { loadNonStrict } from './checkpoint';
 import { fp8ForCompile } from './compiled';
+import { teAttention } from './attention';
 import { conversionArgumentRefusal, conversionFix, convertAllFix, fusionFix } from './convert';
 import { findFusions } from '../analysis/fusion';
 import { applyEdits, EditSet, type TextEdit } from './edits';
@@ -117,6 +118,7 @@ export function refusedTitle(ir: ModelIR, finding: Finding): string {
     case 'PL101': case 'PL102': case 'PL103': case 'PL106': case 'PL110':
       return `Convert ${label ?? 'the layer'} to ${layer?.teEquivalent ?? 'te.*'}`;
     case 'PL104': return `Fuse ${label ?? 'the norm'} and its Linear into te.LayerNormLinear`;
+    case 'PL107': return 'Run the attention in TE\'s fused kernel (fp8_attention)';
     case 'PL105': return `Fuse the MLP block of ${label ?? 'the norm'} into te.LayerNormMLP`;
     case 'PL201': case 'PL202': return label ? `Keep ${label} in BF16` : 'Keep the lm-head and the embedding in BF16';
     case 'PL301': return 'Move backward() out of the FP8 autocast block';
@@ -207,6 +209,8 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
       const fused = fusionFix(ctx, fusion, finding.code);
       return fused.fix ? outcome([fused.fix]) : refuse(fused.refusal!);
     }
+    case 'PL107':
+      return call ? teAttention(ctx, call) : refuse('No automatic fix: the attention call is unknown.');
     case 'PL110':
       return layer && !layer.isTe
         ? refuse('Not converted: its shape breaks the FP8 rule (in_features % 16 == 0, out_features % 16 == 0), and padding changes the model and its checkpoint, so that is left to you.')

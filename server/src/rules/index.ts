@@ -2,6 +2,7 @@
  * All rule families, and the one place where user settings (rule off, severity override) are applied.
  */
 import type { RuleCode } from '../../../common/codes';
+import { attentionRules } from './attention';
 import { autocastRules } from './autocast';
 import { checkpointRules } from './checkpoint';
 import { compiledRules } from './compiled';
@@ -12,7 +13,7 @@ import { precisionRules } from './precision';
 import { ptqRules } from './ptq';
 import type { Finding, RuleContext, RuleModule } from './types';
 
-export const RULE_MODULES: readonly RuleModule[] = [conversionRules, fusionRules, precisionRules, autocastRules, compiledRules, fallbackRules, checkpointRules, ptqRules];
+export const RULE_MODULES: readonly RuleModule[] = [conversionRules, fusionRules, attentionRules, precisionRules, autocastRules, compiledRules, fallbackRules, checkpointRules, ptqRules];
 
 /** Runs every enabled rule; findings come back ordered by position with the configured severities. */
 export function runRules(ctx: RuleContext): Finding[] {
