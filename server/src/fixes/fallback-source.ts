@@ -715,8 +715,6 @@ def _pl_attention_problem(q, k, v, attn_mask, dropout_p, is_causal, kwargs):
         return "attention dropout %s" % dropout_p
     if set(kwargs) - {"enable_gqa"}:
         return "arguments %s" % ", ".join(sorted(set(kwargs) - {"enable_gqa"}))
-    if not (q.is_cuda and k.is_cuda and v.is_cuda):
-        return "tensors not on a GPU"
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return "inputs of %d dimensions (TE takes batch, heads, seq, head_dim)" % q.dim()
     if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or v.dtype != q.dtype:
@@ -730,6 +728,8 @@ def _pl_attention_problem(q, k, v, attn_mask, dropout_p, is_causal, kwargs):
         return "a causal mask over unequal query and key lengths"
     if d % 8 or d > 256:
         return "head size %d (TE's fused attention takes multiples of 8 up to 256)" % d
+    if not (q.is_cuda and k.is_cuda and v.is_cuda):
+        return "tensors not on a GPU"
     return None
 
 

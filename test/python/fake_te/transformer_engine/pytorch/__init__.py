@@ -107,6 +107,32 @@ class LayerNormLinear(Linear):
         return super().forward(y, is_first_microbatch)
 
 
+class DotProductAttention(torch.nn.Module):
+    """TE's constructor signature; softmax(q k^T * scale) v written out in FP32 over (batch, seq, heads, head_dim)
+    inputs, grouped key/value heads repeated, output (batch, seq, heads * head_dim) as TE returns it for "bshd"."""
+
+    def __init__(self, num_attention_heads, kv_channels, num_gqa_groups=None, attention_dropout=0.0,
+                 qkv_format="sbhd", attn_mask_type="causal", softmax_scale=None, **kwargs):
+        super().__init__()
+        assert qkv_format == "bshd" and attn_mask_type in ("causal", "no_mask") and attention_dropout == 0.0
+        self.heads, self.groups = num_attention_heads, num_gqa_groups or num_attention_heads
+        self.head_dim, self.causal = kv_channels, attn_mask_type == "causal"
+        self.scale = softmax_scale if softmax_scale is not None else kv_channels ** -0.5
+
+    def forward(self, q, k, v):
+        b, s, h, d = q.shape
+        assert (h, d) == (self.heads, self.head_dim) and k.shape[2] == self.groups, "shapes differ from the constructor's"
+        CALLS.append("dot_product_attention")
+        r, dtype = h // self.groups, q.dtype
+        q, k, v = (t.transpose(1, 2).float() for t in (q, k, v))
+        k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)
+        scores = q @ k.transpose(-2, -1) * self.scale
+        if self.causal:
+            scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ v
+        return out.to(dtype).transpose(1, 2).reshape(b, s, h * d)
+
+
 @contextlib.contextmanager
 def _region(api, enabled, recipe):
     CALLS.append((api, enabled, type(recipe).__name__))
