@@ -54,6 +54,12 @@ case "${1:-}" in
     ;;
   wait)
     c=${2:?carry folder}; limit=${3:-500}; t0=$(date +%s)
+    # setup installed a prebuilt transformer_engine_torch (CARRY/tewheel) and started no build: nothing to wait for
+    # (waiting for a build that never started burned the whole limit of device time, 2026-12-04).
+    if ls "$c"/tewheel/transformer_engine_torch-*.whl >/dev/null 2>&1 && [ ! -f /tmp/tebuild.log ]; then
+      python3 -c "import transformer_engine.pytorch as te, transformer_engine; print('TE', transformer_engine.__version__, te.is_fp8_available(return_reason=True))"
+      exit
+    fi
     while [ ! -f /tmp/tebuild.done ] && [ $(( $(date +%s) - t0 )) -lt "$limit" ]; do sleep 5; done
     tail -5 /tmp/tebuild.log; grep "^TIME" /tmp/tebuild.log
     [ -f /tmp/tebuild.done ] || { echo "build still running after ${limit}s"; exit 3; }
