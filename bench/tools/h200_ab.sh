@@ -16,6 +16,9 @@
 #             6 x 4096 with 6 x 4096 tokens; the same shapes for llama2.c so the two families compare)
 #   PASSES    "eager compiled" [both]; STEPS [20]; WARMUP [5]; PEER [torchao]
 #   LOSS_CONFIG [2048:12:8:2048]; LOSS_STEPS [200]; LOSS_PASS [eager]
+#   LOSS_SEEDS "1234 7 11 ..." []: one loss run per seed (other weights and batches each; files -seedN), then
+#             bench/tools/loss_table.py's verdict over them: per-seed ratios averaged, +- 2 standard errors from the
+#             BF16 repeats and the seeds' spread (one run per arm cannot resolve 1 % where BF16 alone spreads 2.6 %)
 #   LOSS_ARGS the loss run's training recipe [--lr 6e-4 --lr-warmup 20 --lr-schedule cosine --clip-grad 1.0
 #             --eval-loss-batches 8 --repeat-original]: nanoGPT's and llama2.c's own (warm-up, cosine to lr/10, clip
 #             1.0), the eval loss on batches never trained on, and the original run twice (the noise floor)
@@ -34,7 +37,7 @@ T=bench/tools
 STEPS=${STEPS:-20}; WARMUP=${WARMUP:-5}; STEP_S=${STEP_S:-300}; PEER=${PEER:-torchao}
 CONFIGS=${CONFIGS:-2048:12:8:2048 4096:6:6:4096}
 PASSES=${PASSES:-eager compiled}
-LOSS_CONFIG=${LOSS_CONFIG:-2048:12:8:2048}; LOSS_STEPS=${LOSS_STEPS:-200}; LOSS_PASS=${LOSS_PASS:-eager}
+LOSS_CONFIG=${LOSS_CONFIG:-2048:12:8:2048}; LOSS_STEPS=${LOSS_STEPS:-200}; LOSS_PASS=${LOSS_PASS:-eager}; LOSS_SEEDS=${LOSS_SEEDS:-}
 LOSS_ARGS=${LOSS_ARGS:---lr 6e-4 --lr-warmup 20 --lr-schedule cosine --clip-grad 1.0 --eval-loss-batches 8 --repeat-original}
 EXTRA_ARGS=${EXTRA_ARGS:-}
 
@@ -92,9 +95,16 @@ case "${1:-}" in
     [ $# -gt 0 ] || { echo "usage: h200_ab.sh loss PROJECT_DIR..."; exit 2; }
     IFS=: read -r w l b s <<<"$LOSS_CONFIG"
     for p in "$@"; do
-      run_ab "loss-$(basename "$p")-${l}x${w}-${b}x${s}-$LOSS_PASS-${LOSS_STEPS}" "$p" "$w" "$l" "$b" "$s" "$LOSS_PASS" "$LOSS_STEPS" none "$LOSS_ARGS"
+      if [ -z "$LOSS_SEEDS" ]; then
+        run_ab "loss-$(basename "$p")-${l}x${w}-${b}x${s}-$LOSS_PASS-${LOSS_STEPS}" "$p" "$w" "$l" "$b" "$s" "$LOSS_PASS" "$LOSS_STEPS" none "$LOSS_ARGS"
+      else
+        for seed in $LOSS_SEEDS; do
+          run_ab "loss-$(basename "$p")-${l}x${w}-${b}x${s}-$LOSS_PASS-${LOSS_STEPS}-seed$seed" "$p" "$w" "$l" "$b" "$s" "$LOSS_PASS" "$LOSS_STEPS" none "$LOSS_ARGS --seed $seed"
+        done
+      fi
     done
     ls -l "$OUT"
+    python3 $T/loss_table.py "$OUT"/loss-*.json
     ;;
   *)
     sed -n 2,24p "$0"; exit 2

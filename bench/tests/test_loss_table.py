@@ -1,0 +1,66 @@
+"""bench/tools/loss_table.py: the verdict on "FP8's eval loss within 1 % of BF16's" over several seeds. Synthetic loss
+runs in benchmark.py's JSON shape (results with backend, seed and eval_loss; summary.ab.converted names the project);
+only the arithmetic of the verdict is checked, no figure means anything."""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
+import loss_table  # noqa: E402
+
+TOOL = os.path.join(os.path.dirname(HERE), "tools", "loss_table.py")
+
+
+def _run(tmp_path, project, seed, original, converted, repeat=None):
+    results = [{"backend": "original", "seed": seed, "eval_loss": original},
+               {"backend": "converted", "seed": seed, "eval_loss": converted}]
+    if repeat is not None:
+        results.append({"backend": "original-repeat", "seed": seed, "eval_loss": repeat})
+    doc = {"results": results, "summary": {"ab": {"converted": "/x/.realproj/%s/conv" % project}}}
+    path = tmp_path / ("loss-%s-seed%d.json" % (project, seed))
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_seeds_at_different_levels_are_compared_within_each_seed(tmp_path):
+    # Each seed's losses sit at another level (2.0, 2.5, 3.0); FP8 is 0.2 % above its own seed's BF16 every time.
+    files = [_run(tmp_path, "p", s, lvl, lvl * 1.002, lvl * 1.001) for s, lvl in ((1, 2.0), (2, 2.5), (3, 3.0))]
+    _, out = loss_table.table(files, 0.01)
+    p = out["p"]
+    assert abs(p["rel"] - (1.002 / 1.0005 - 1)) < 1e-9
+    assert p["verdict"] == "within", p
+    assert p["two_se"] < 0.005
+
+
+def test_a_consistent_gap_beyond_the_bound_is_above_or_below(tmp_path):
+    worse = [_run(tmp_path, "worse", s, 2.0 + s / 10, (2.0 + s / 10) * 1.03, 2.0 + s / 10 + 0.001) for s in (1, 2, 3)]
+    better = [_run(tmp_path, "better", s, 2.0 + s / 10, (2.0 + s / 10) * 0.97, 2.0 + s / 10 + 0.001) for s in (1, 2, 3)]
+    _, out = loss_table.table(worse + better, 0.01)
+    assert out["worse"]["verdict"] == "above"
+    assert out["better"]["verdict"] == "below"
+
+
+def test_noise_as_large_as_the_bound_leaves_it_unresolved(tmp_path):
+    # The BF16 repeat of each seed moves 3 %: one run per arm cannot say 1 %.
+    files = [_run(tmp_path, "noisy", s, 2.0, 2.0 * (1.005 if s % 2 else 0.995), 2.06) for s in (1, 2)]
+    _, out = loss_table.table(files, 0.01)
+    assert out["noisy"]["verdict"] == "unresolved"
+    assert out["noisy"]["noise"] > 0.02
+
+
+def test_one_seed_without_a_repeat_is_unresolved_and_says_why(tmp_path):
+    files = [_run(tmp_path, "lone", 1, 2.0, 2.001)]
+    text, out = loss_table.table(files, 0.01)
+    assert out["lone"]["verdict"] == "unresolved"
+    assert "no repeat: noise unknown" in text
+
+
+def test_command_line_prints_the_table(tmp_path):
+    files = [_run(tmp_path, "q", s, 2.0, 2.004, 2.0) for s in (1, 2)]
+    r = subprocess.run([sys.executable, TOOL, *files, "--json"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("| project | seeds |")
+    assert "| q | 2 | 1: +0.20 %, 2: +0.20 % | 0.00 % | +0.20 % +- 0.00 | within |" in r.stdout
+    assert json.loads(r.stdout.strip().splitlines()[-1])["q"]["verdict"] == "within"

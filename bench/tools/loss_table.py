@@ -1,0 +1,108 @@
+"""Whether FP8's eval loss is within a bound of BF16's, over several seeds: the 200-step loss runs of `h200_ab.sh
+loss` (`benchmark.py --mode ab --eval-loss-batches N --repeat-original`), one JSON per seed, grouped by project.
+
+    python3 bench/tools/loss_table.py bench/results/h200/DIR/loss-*.json [--bound 0.01]
+
+Per project: each seed's FP8 eval loss (the converted arm) relative to its BF16 one (the original arm, and its repeat:
+the same seed run twice differs only by the GPU's nondeterminism), their mean over the seeds with two standard errors
+(from the repeats' noise, or the seeds' spread when larger), and the verdict: "within" when the whole interval lies inside
++-bound, "above" (FP8 worse) or "below" (FP8 better) when it lies beyond, "unresolved" otherwise (more seeds narrow it). One run per arm, as the runs
+before 2026-12-05 had, cannot resolve 1 % where BF16 alone spreads 2.6 %.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+
+def runs_of(path):
+    """(project, seed, {arm: eval loss}) of one loss run's JSON."""
+    with open(path) as f:
+        doc = json.load(f)
+    converted = ((doc.get("summary") or {}).get("ab") or {}).get("converted") or path
+    project = os.path.basename(os.path.dirname(os.path.normpath(converted))) or converted
+    arms, seed = {}, None
+    for r in doc.get("results", []):
+        if r.get("eval_loss") is not None and r.get("backend") in ("original", "original-repeat", "converted"):
+            arms[r["backend"]] = float(r["eval_loss"])
+            seed = r.get("seed", seed)
+    return project, seed, arms
+
+
+def mean_sd(xs):
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else float("nan")
+    return m, sd
+
+
+def paired(runs, bound):
+    """Each seed's FP8 loss relative to that seed's BF16 mean (seeds differ in weights and batches, so their losses
+    differ in level: they are compared within a seed, never pooled), averaged over the seeds, with two standard errors:
+    the run-to-run noise of one run (from the BF16 repeats: the same seed twice) or the spread of the seeds' ratios,
+    whichever is larger. Returns (mean ratio - 1, two standard errors or nan, verdict, run noise or nan)."""
+    rels, pairs, k = [], [], []
+    for arms in runs:
+        bf16 = [arms[a] for a in ("original", "original-repeat") if a in arms]
+        ref = sum(bf16) / len(bf16)
+        rels.append(arms["converted"] / ref - 1)
+        k.append(len(bf16))
+        if len(bf16) == 2:
+            pairs.append((bf16[0] - bf16[1]) / ref)
+    rel = sum(rels) / len(rels)
+    # One run's relative noise: a difference of two runs has twice its variance.
+    noise = math.sqrt(sum(d * d for d in pairs) / (2 * len(pairs))) if pairs else float("nan")
+    var = [noise ** 2 * (1 + 1 / kk) for kk in k] if pairs else []
+    se = math.sqrt(sum(var)) / len(rels) if var else float("nan")
+    if len(rels) >= 2:
+        se = max(se if se == se else 0.0, mean_sd(rels)[1] / math.sqrt(len(rels)))
+    if se != se:
+        return rel, se, "unresolved", noise
+    lo, hi = rel - 2 * se, rel + 2 * se
+    if -bound <= lo and hi <= bound:
+        return rel, 2 * se, "within", noise
+    if lo > bound:
+        return rel, 2 * se, "above", noise
+    if hi < -bound:
+        return rel, 2 * se, "below", noise
+    return rel, 2 * se, "unresolved", noise
+
+
+def table(paths, bound):
+    projects = {}
+    for p in paths:
+        project, seed, arms = runs_of(p)
+        if "original" in arms and "converted" in arms:
+            projects.setdefault(project, []).append((seed, arms))
+    lines = ["| project | seeds | FP8 vs BF16 per seed | one BF16 run's noise | FP8 vs BF16, mean (+- 2 SE) | within %.0f %%? |" % (bound * 100),
+             "|---|---|---|---|---|---|"]
+    out = {}
+    for project, runs in sorted(projects.items(), key=lambda kv: kv[0]):
+        runs.sort(key=lambda r: str(r[0]))
+        rel, two_se, v, noise = paired([a for _, a in runs], bound)
+        per_seed = ", ".join("%s: %+.2f %%" % (s, (a["converted"] / (sum(a[k] for k in ("original", "original-repeat") if k in a)
+                                                                  / sum(1 for k in ("original", "original-repeat") if k in a)) - 1) * 100)
+                             for s, a in runs)
+        lines.append("| %s | %d | %s | %s | %+.2f %% %s | %s |" % (
+            project, len(runs), per_seed, "%.2f %%" % (noise * 100) if noise == noise else "-", rel * 100,
+            "+- %.2f" % (two_se * 100) if two_se == two_se else "(no repeat: noise unknown)", v))
+        out[project] = {"seeds": [s for s, _ in runs], "runs": [a for _, a in runs], "rel": rel, "two_se": two_se,
+                        "noise": noise, "verdict": v}
+    return "\n".join(lines), out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--bound", type=float, default=0.01)
+    ap.add_argument("--json", action="store_true", help="print the per-project figures as JSON after the table")
+    args = ap.parse_args(argv)
+    text, out = table(args.files, args.bound)
+    print(text)
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
