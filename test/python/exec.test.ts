@@ -108,7 +108,7 @@ describe(`fixes: converted models train without Transformer Engine (${PYTHON}, t
     const { text, applied } = await convertExample(readFileSync(LLAMA_INPUT, 'utf8'));
     // One action converts and brings in the fallback; the training step is wrapped in its autocast context.
     assert.deepEqual(applied, [
-      'Convert 10 layers in this file to FP8 (with fallback; skipped 2: embedding, lm-head)',
+      'Convert 10 layers in this file to FP8 (with fallback; attention through fp8_attention; skipped 2: embedding, lm-head)',
       'Wrap the training step in FP8 autocast (backward() stays outside)',
     ]);
     assert.match(text, /self\.attn_norm = fp8_rmsnorm\(dim, eps=1e-6\)/);

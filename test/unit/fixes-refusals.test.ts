@@ -64,7 +64,7 @@ describe('fixes: refusals and safety', () => {
   it('convert all skips protected and failing layers and reports them', async () => {
     const { text, ir } = await load('gpt_convert_all.py');
     const all = sourceFixes(text, ir, MECHANICS_SETTINGS).find((f) => f.id === 'convert-all:file')!;
-    assert.equal(all.title, 'Convert 5 layers in this file to FP8 (with fallback; skipped 3: shape, embedding, lm-head)');
+    assert.equal(all.title, 'Convert 5 layers in this file to FP8 (with fallback; attention through fp8_attention; skipped 3: shape, embedding, lm-head)');
     // One runnable edit: the factories and the fallback that defines them, never a bare TE import.
     assert.doesNotMatch(applyEdits(text, all.edits), /^import transformer_engine/m);
     // Offered, but not for a batch --fix: it brings in new code (the fallback).

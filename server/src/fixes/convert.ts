@@ -10,9 +10,10 @@ import { classRefsOf, extendClassTests, type ClassRef } from './class-tests';
 import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
 import { convertsThroughFallback } from './fallback';
 import { bringInFallback } from './wrapper';
-import { CLASS_PARAM_FACTORY, CONV1D_FACTORY, FUSE_FACTORY, FUSED_CLASS_NAME, KEEP_CLASS_FACTORY, PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
+import { ATTENTION_FACTORY, CLASS_PARAM_FACTORY, CONV1D_FACTORY, FUSE_FACTORY, FUSED_CLASS_NAME, KEEP_CLASS_FACTORY, PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
 import { findFusions, type Fusion } from '../analysis/fusion';
 import { fusionEdits, type FusionEdits } from './fuse';
+import { attentionCalls } from '../rules/attention';
 import { addImport, teAccess } from './imports';
 import { planParallel } from './parallel';
 import { constructorSite, splitCallArgs, type CallArg, type CallArgs } from './source';
@@ -455,7 +456,7 @@ function classRefsFor(ctx: FixContext, layers: readonly Layer[], viaFallback: bo
  * The whole edit for converting `layers` (already converted one by one): the class tests extended, the fallback
  * brought in, the imports added once. A refusal when the class tests or the fallback cannot follow.
  */
-function completeConversion(ctx: FixContext, layers: readonly Layer[], convs: readonly LayerConversion[], fusions: readonly FusionEdits[] = []): {
+function completeConversion(ctx: FixContext, layers: readonly Layer[], convs: readonly LayerConversion[], fusions: readonly FusionEdits[] = [], attention: readonly TextEdit[] = []): {
   edits: TextEdit[]; createFiles: Fix['createFiles']; tests: number; where?: string; refusal?: string;
   /** The edit brings in new code (the fallback, an import), beyond the calls it rewrites. */
   addsCode?: boolean;
@@ -464,16 +465,16 @@ function completeConversion(ctx: FixContext, layers: readonly Layer[], convs: re
   const tests = extendClassTests(ctx.text, ctx.model, classRefsFor(ctx, layers, viaFallback, fusions.length > 0));
   if (tests.refusal) return { edits: [], createFiles: [], tests: 0, refusal: `Not converted: the file tests the layer class and ${tests.refusal}` };
   // A fusion wraps a whole value that a conversion may edit at its ends too: its opening goes first, its closing last.
-  const edits = [...fusions.map((f) => f.open), ...convs.flatMap((c) => c.edits), ...tests.edits, ...fusions.map((f) => f.close)];
+  const edits = [...fusions.map((f) => f.open), ...convs.flatMap((c) => c.edits), ...tests.edits, ...fusions.map((f) => f.close), ...attention];
   const lines = new Set(convs.flatMap((c) => c.importLines));
   for (const line of lines) edits.push(addImport(ctx.model, line));
   if (!viaFallback) return { edits, createFiles: [], tests: tests.count, addsCode: lines.size > 0 };
-  const names = [...convs.flatMap((c) => c.fallbackNames), ...tests.names, ...(fusions.length ? [FUSE_FACTORY] : [])];
+  const names = [...convs.flatMap((c) => c.fallbackNames), ...tests.names, ...(fusions.length ? [FUSE_FACTORY] : []), ...(attention.length ? [ATTENTION_FACTORY] : [])];
   const bring = bringInFallback(ctx, names);
   if (bring.refusal) return { edits: [], createFiles: [], tests: 0, refusal: `Not converted: ${bring.refusal}` };
   return {
     edits: [...edits, ...bring.edits], createFiles: bring.createFiles, tests: tests.count, where: bring.where,
-    addsCode: lines.size > 0 || bring.edits.length > 0 || bring.createFiles.length > 0 || fusions.length > 0,
+    addsCode: lines.size > 0 || bring.edits.length > 0 || bring.createFiles.length > 0 || fusions.length > 0 || attention.length > 0,
   };
 }
 
@@ -499,6 +500,20 @@ export function conversionFix(ctx: FixContext, layer: Layer, code: Fix['codes'][
       ...(loss ? { predictedLoss: loss.why } : {}),
     },
   };
+}
+
+/**
+ * PL107's edit within a batch conversion through the fallback: torch's attention calls (no mask) in the classes whose
+ * layers the batch converts (any in the file for the file's), renamed fp8_attention; none where PL107 is off.
+ */
+function batchAttention(ctx: FixContext, converted: readonly Layer[], convs: readonly LayerConversion[], wholeFile: boolean): TextEdit[] {
+  if (ctx.settings.rules.PL107 === 'off' || !convs.some((c) => c.fallbackNames.length)) return [];
+  const classes = new Set(converted.map((l) => l.ownerClass).filter((c): c is string => !!c));
+  const spans = ctx.ir.classes.filter((c) => classes.has(c.name)).map((c) => c.span);
+  return attentionCalls(ctx.ir).map((i) => ctx.ir.calls[i])
+    .filter((call) => ctx.text.startsWith(call.callee, call.span.startOffset))
+    .filter((call) => wholeFile || spans.some((sp) => sp.startOffset <= call.span.startOffset && call.span.endOffset <= sp.endOffset))
+    .map((call) => replace(call.span.startOffset, call.span.startOffset + call.callee.length, ATTENTION_FACTORY));
 }
 
 /**
@@ -604,11 +619,13 @@ export function convertAllFix(ctx: FixContext, layers: Layer[], scope: { id: str
     return { refusal: `No layer ${scope.where} can be converted${skipList ? ` (${skipList})` : ''}.` };
   }
   const fusions = batchFusions(ctx, layers, converted, convs);
-  const done = completeConversion(ctx, converted, convs, fusions);
+  const attention = batchAttention(ctx, converted, convs, scope.id === 'file');
+  const done = completeConversion(ctx, converted, convs, fusions, attention);
   if (done.refusal) return { refusal: done.refusal };
   const noun = convs.length === 1 ? 'layer' : 'layers';
   const fused = fusions.length ? `fusing ${fusions.length} norm${fusions.length === 1 ? '' : 's'} into te.LayerNormLinear` : '';
-  const notes = [done.where ? 'with fallback' : '', fused, done.tests ? testsNote(done.tests).slice(2) : '', skipList].filter(Boolean).join('; ');
+  const attended = attention.length ? `attention through ${ATTENTION_FACTORY}${attention.length > 1 ? ` (${attention.length} calls)` : ''}` : '';
+  const notes = [done.where ? 'with fallback' : '', fused, attended, done.tests ? testsNote(done.tests).slice(2) : '', skipList].filter(Boolean).join('; ');
   const safe = convs.every((c) => c.safe) && !done.addsCode && !done.tests;
   return {
     fix: {
