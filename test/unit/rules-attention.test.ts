@@ -6,7 +6,7 @@
 import * as assert from 'node:assert/strict';
 import { DEFAULT_SETTINGS } from '../../common/settings';
 import { analyzeTree } from '../../server/src/analysis';
-import { applyEdits, fixOutcome } from '../../server/src/fixes';
+import { applyEdits, fixOutcome, sourceFixes } from '../../server/src/fixes';
 import { fallbackLacks } from '../../server/src/fixes/fallback';
 import { fallbackSource } from '../../server/src/fixes/fallback-source';
 import { runRules } from '../../server/src/rules';
@@ -115,5 +115,26 @@ describe('PL107: torch\'s attention in a model whose layers run through TE', () 
     assert.doesNotMatch(out, /import fp8_attention/);
     assert.match(out, /y = fp8_attention\(q, k, v/);
     assert.equal(pyCompileError(out), undefined);
+  });
+
+  it('convert-all renames the attention in the classes it converts, says so, and leaves it where PL107 is off', async () => {
+    const plain = MODEL.replace('from fp8_fallback import fp8_linear\n', '').replace('fp8_linear(d, 3 * d)', 'torch.nn.Linear(4096, 3 * 4096)')
+      + '\n\nclass Other(torch.nn.Module):\n    def forward(self, q, k, v):\n        return F.scaled_dot_product_attention(q, k, v)\n';
+    const { ir } = await check(plain);
+    const settings = { ...DEFAULT_SETTINGS, convertLosingLayers: true };
+    const env = { fallbackModule: MODULE };
+    const byClass = sourceFixes(plain, ir, settings, { className: 'Attention', env }).find((f) => f.id === 'convert-all:class:Attention')!;
+    assert.match(byClass.title, /^Convert 1 layer in class Attention to FP8 \(with fallback; attention through fp8_attention\)$/);
+    const out = applyEdits(plain, byClass.edits);
+    assert.match(out, /^ {8}y = fp8_attention\(q, k, v, attn_mask=None, is_causal=True\)$/m);
+    assert.match(out, /^ {8}return F\.scaled_dot_product_attention\(q, k, v\)$/m, 'another class: untouched');
+    assert.match(out, /^from fp8_fallback import fp8_attention, fp8_linear$/m);
+    assert.equal(pyCompileError(out), undefined);
+    const file = sourceFixes(plain, ir, settings, { env }).find((f) => f.id === 'convert-all:file')!;
+    assert.match(file.title, /attention through fp8_attention \(2 calls\)/);
+    const off = { ...settings, rules: { PL107: 'off' as const } };
+    const quiet = sourceFixes(plain, ir, off, { env }).find((f) => f.id === 'convert-all:file')!;
+    assert.doesNotMatch(quiet.title, /attention/);
+    assert.doesNotMatch(applyEdits(plain, quiet.edits), /fp8_attention/);
   });
 });
