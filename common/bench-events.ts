@@ -610,6 +610,14 @@ export function fp8GemmsOfResult(r: Pick<BackendResult, 'extra'>): Fp8Gemms | un
   return { modules: n(o.modules), forwardsFp8: n(o.forwards_fp8), forwardsTotal: n(o.forwards_total), ...(torchao ? { torchao } : {}) };
 }
 
+/** What a converted arm's fp8_attention ran (PL107; the A/B's `attention`, kept in `extra`), as one line, or undefined. */
+export function attentionOfResult(r: Pick<BackendResult, 'extra'>): string | undefined {
+  const a = r.extra?.attention;
+  if (typeof a !== 'object' || a === null) return undefined;
+  const summary = (a as Record<string, unknown>).summary;
+  return typeof summary === 'string' && summary ? summary : undefined;
+}
+
 /**
  * An arm's name in a results table: `label` (the backend's name by default), and for the torchao peer of an A/B run
  * whether it ran compiled or eager ("torchao on original (compiled)"): `measure` compiles it beside eager arms.

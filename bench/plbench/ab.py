@@ -460,6 +460,7 @@ def run(session, args, env, device, te_installed):
                 ok, reason = bool(state), ""
         te = te_module() if te_installed or "transformer_engine.pytorch" in sys.modules else None
         shared["counter"] = Fp8Counter(model, te, bool(args.compile) and hasattr(torch, "compile"))
+        shared["fb"] = fb
         recipe = getattr(fb, "FP8_RECIPE", None)
         mode_line = next((l for l in lines if l.startswith(("Running in FP8 mode", "Running in BF16 fallback"))), None)
         shared["fallback"] = result["fallback"] = {
@@ -518,6 +519,10 @@ def run(session, args, env, device, te_installed):
             return
         c = shared.pop("counter", None)
         shared["counter"] = None
+        attention = attention_report(shared.pop("fb", None))
+        if attention is not None:
+            result["attention"] = attention
+            log("[converted] attention: %s" % attention["summary"])
         result["fp8_gemms"] = c.report() if c is not None else {"modules": 0, "forwards_fp8": None,
                                                                  "forwards_total": 0}
         g = result["fp8_gemms"]
@@ -629,12 +634,32 @@ def run(session, args, env, device, te_installed):
     return summary["exit_code"]
 
 
+def attention_report(fb):
+    """What the converted copy's fp8_attention (PL107) ran, from the fallback module's own state after the arm: the
+    te.DotProductAttention modules it built (one per shape: attention ran in TE's fused kernel) and the reasons it
+    logged for calls it left to torch's scaled_dot_product_attention. None for a module without fp8_attention."""
+    cores = getattr(fb, "_PL_ATTENTION", None)
+    if not isinstance(cores, dict):
+        return None
+    kept = sorted(str(r) for r in (getattr(fb, "_PL_ATTENTION_LOGGED", None) or ()))
+    if cores:
+        summary = "te.DotProductAttention (fused, BF16), %d shape%s" % (len(cores), "" if len(cores) == 1 else "s")
+    else:
+        summary = "torch's scaled_dot_product_attention"
+    if kept:
+        summary += "; torch's for: %s" % "; ".join(kept)
+    return {"te_modules": len(cores), "torch_reasons": kept, "summary": summary,
+            "counted": "te.DotProductAttention modules fp8_attention built (one per shape), and the reasons it logged "
+                       "for the calls it left to torch"}
+
+
 def ab_summary(results, orig, conv, fallback_name, fallback, peer, device):
     o, c = results.get("original"), results.get("converted")
     out = {"original": orig, "converted": conv, "fallback_module": fallback_name,
            "fallback_file": (fallback or {}).get("file"), "fallback_mode": (fallback or {}).get("mode"),
            "fp8_available": (fallback or {}).get("fp8_available"), "fallback_reason": (fallback or {}).get("reason"),
            "fp8_gemms": (c or {}).get("fp8_gemms") or {"modules": 0, "forwards_fp8": None, "forwards_total": 0},
+           "attention": (c or {}).get("attention"),
            "loss_rel_final": None, "loss_first_diff": None, "peak_memory_ratio": None, "tokens_per_s_ratio": None,
            "step_time_ratio": None, "batches_match": (c or {}).get("batches_match_original"), "peer": peer,
            "not_a_benchmark": device == "cpu"}

@@ -219,6 +219,31 @@ def test_fp8_gemms_counted_under_fake_te(pair, tmp_path):
     assert abs(o["losses"][0] - c["losses"][0]) < 1e-4
 
 
+def test_attention_reported_from_the_fallbacks_state(pair, tmp_path):
+    # fp8_attention (PL107) keeps what it built and why it left calls to torch in the module: the A/B reads it after
+    # the converted arm. Here a fallback whose attention ran in TE's kernel for one shape and kept torch's for a mask.
+    orig, conv = pair
+    fake = _fake_te_with_state(tmp_path)
+    with open(os.path.join(conv, "fp8_fallback.py"), "w") as f:
+        f.write(FP8_FALLBACK_FAKE + '\n_PL_ATTENTION = {(4, 4, 8, True, None, "cpu"): None}\n'
+                '_PL_ATTENTION_LOGGED = {"an attention mask"}\n')
+    r = ab(orig, conv, "--peer", "none", pythonpath=[fake])
+    assert r.rc == 0, r.stderr
+    att = r.of("result")[1]["attention"]
+    assert att["te_modules"] == 1 and att["torch_reasons"] == ["an attention mask"]
+    assert att["summary"] == "te.DotProductAttention (fused, BF16), 1 shape; torch's for: an attention mask"
+    assert r.of("summary")[0]["ab"]["attention"] == att
+    assert "[converted] attention: te.DotProductAttention (fused, BF16), 1 shape" in r.stderr
+
+
+def test_no_attention_report_without_fp8_attention(pair):
+    orig, conv = pair  # the fixture's module was generated before fp8_attention existed
+    r = ab(orig, conv, "--peer", "none")
+    assert r.rc == 0, r.stderr
+    assert "attention" not in r.of("result")[1]
+    assert r.of("summary")[0]["ab"]["attention"] is None
+
+
 def test_torchao_peer_runs_on_the_original_model(pair):
     orig, conv = pair
     r = ab(orig, conv, "--peer", "torchao", pythonpath=[FAKE_TORCHAO])

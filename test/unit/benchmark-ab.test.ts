@@ -320,6 +320,9 @@ setInterval(() => {}, 1000);
         'FP8 forwards: 1,440 of 1,440 GEMM forwards of the converted model ran in FP8 (48 te.* modules).',
         'FP8 conversion: 1.13x the tokens/s of torchao on the original, same process: the conversion is ahead.',
       ], 'a plain A/B: no loss verdict; the verdict against the peer (which does not say how it ran)');
+      const withAttention = replay(RECORDED).results.map((r) => (r.backend === 'converted'
+        ? { ...r, extra: { ...r.extra, attention: { summary: "te.DotProductAttention (fused, BF16), 1 shape; torch's for: an attention mask", te_modules: 1 } } } : r));
+      assert.equal(abLines(withAttention, undefined)[1], "Attention: te.DotProductAttention (fused, BF16), 1 shape; torch's for: an attention mask.", 'what fp8_attention ran, after the FP8 forwards');
     });
 
     it('the history keeps the eval losses and the mark; Markdown has the eval-loss column and the verdict', () => {

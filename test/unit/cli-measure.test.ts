@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, USAGE, UsageError } from '../../server/src/cli/args';
 import { benchArgs, copyPythonProject, lossVerdict, MeasureInputError, measureTable } from '../../server/src/cli/measure';
-import { normalizeBenchEvent, type BackendResult } from '../../common/bench-events';
+import { attentionOfResult, normalizeBenchEvent, type BackendResult } from '../../common/bench-events';
 import { CLI, ensureBuilt, FIXTURES } from './cli-harness';
 
 /** A fake interpreter: records its argv and the converted copy's state to $FAKE_RECORD, prints the A/B protocol. */
@@ -262,6 +262,9 @@ describe('precision-lens measure', function () {
       { event: 'result', backend: 'original', tokens_per_s: 1000, peak_memory_bytes: 600 * 2 ** 20, losses: [2, 1.4] },
       { event: 'result', backend: 'torchao-original', skipped: true, reason: 'torchao not installed' },
     ].map((e) => normalizeBenchEvent(e) as BackendResult);
+    assert.equal(attentionOfResult(normalizeBenchEvent({ ...(results[0].extra ?? {}), event: 'result', backend: 'converted', attention: { summary: 'te.DotProductAttention (fused, BF16), 1 shape', te_modules: 1 } }) as BackendResult),
+      'te.DotProductAttention (fused, BF16), 1 shape', 'what fp8_attention ran, read from the result');
+    assert.equal(attentionOfResult(results[0]), undefined, 'a result without it');
     const table = measureTable(results).split('\n');
     assert.match(table[2], /^original \(BF16\)\s+1,000\s+baseline\s+600 MiB\s+1\.4000\s+–$/);
     assert.match(table[3], /^converted \(FP8\)\s+1,500\s+1\.50x\s+512 MiB\s+1\.5000\s+30\/40 \(4 modules\)$/);

@@ -4,7 +4,7 @@
  * check, the original again (`original-repeat`) instead of torchao, and each arm's eval loss. Pure (no `vscode`, no
  * Node): the webview, the Markdown export and the unit tests read these lines.
  */
-import { fp8GemmsOfResult, type BackendResult, type Fp8Gemms } from '../../../common/bench-events';
+import { attentionOfResult, fp8GemmsOfResult, type BackendResult, type Fp8Gemms } from '../../../common/bench-events';
 import { evalLossOf, hasEvalLosses, lossVerdict } from '../../../common/loss-check';
 import { peerVerdict } from '../../../common/peer-verdict';
 import { isAbRun, isLossCheckRun, type ConversionInfo, type RunOptions } from '../../../common/webview-messages';
@@ -58,7 +58,13 @@ export function toConversionInfo(raw: Record<string, unknown>): ConversionInfo |
  * the peer ran) and (a loss check) the eval losses.
  */
 export function abLines(results: readonly BackendResult[], conversion: ConversionInfo | undefined): string[] {
-  return [conversionLine(conversion), fp8ForwardsLine(results), ...abVerdicts(results)].filter((l): l is string => l !== undefined);
+  return [conversionLine(conversion), fp8ForwardsLine(results), attentionLine(results), ...abVerdicts(results)].filter((l): l is string => l !== undefined);
+}
+
+/** "Attention: te.DotProductAttention (fused, BF16), 1 shape.": what the converted copy's fp8_attention ran (PL107). */
+export function attentionLine(results: readonly BackendResult[]): string | undefined {
+  const a = results.map(attentionOfResult).find((x) => x !== undefined);
+  return a ? `Attention: ${a}.` : undefined;
 }
 
 /** An A/B run's verdicts, in `measure`'s order: against the torchao peer, then the loss check's. */
