@@ -40,7 +40,8 @@ def paired(runs, bound):
     """Each seed's FP8 loss relative to that seed's BF16 mean (seeds differ in weights and batches, so their losses
     differ in level: they are compared within a seed, never pooled), averaged over the seeds, with two standard errors:
     the run-to-run noise of one run (from the BF16 repeats: the same seed twice) or the spread of the seeds' ratios,
-    whichever is larger. Returns (mean ratio - 1, two standard errors or nan, verdict, run noise or nan)."""
+    whichever is larger. Returns (per-seed ratios - 1, their mean, two standard errors or nan, verdict, run noise or
+    nan)."""
     rels, pairs, k = [], [], []
     for arms in runs:
         bf16 = [arms[a] for a in ("original", "original-repeat") if a in arms]
@@ -57,15 +58,15 @@ def paired(runs, bound):
     if len(rels) >= 2:
         se = max(se if se == se else 0.0, mean_sd(rels)[1] / math.sqrt(len(rels)))
     if se != se:
-        return rel, se, "unresolved", noise
+        return rels, rel, se, "unresolved", noise
     lo, hi = rel - 2 * se, rel + 2 * se
     if -bound <= lo and hi <= bound:
-        return rel, 2 * se, "within", noise
+        return rels, rel, 2 * se, "within", noise
     if lo > bound:
-        return rel, 2 * se, "above", noise
+        return rels, rel, 2 * se, "above", noise
     if hi < -bound:
-        return rel, 2 * se, "below", noise
-    return rel, 2 * se, "unresolved", noise
+        return rels, rel, 2 * se, "below", noise
+    return rels, rel, 2 * se, "unresolved", noise
 
 
 def table(paths, bound):
@@ -79,10 +80,8 @@ def table(paths, bound):
     out = {}
     for project, runs in sorted(projects.items(), key=lambda kv: kv[0]):
         runs.sort(key=lambda r: str(r[0]))
-        rel, two_se, v, noise = paired([a for _, a in runs], bound)
-        per_seed = ", ".join("%s: %+.2f %%" % (s, (a["converted"] / (sum(a[k] for k in ("original", "original-repeat") if k in a)
-                                                                  / sum(1 for k in ("original", "original-repeat") if k in a)) - 1) * 100)
-                             for s, a in runs)
+        rels, rel, two_se, v, noise = paired([a for _, a in runs], bound)
+        per_seed = ", ".join("%s: %+.2f %%" % (s, r * 100) for (s, _), r in zip(runs, rels))
         lines.append("| %s | %d | %s | %s | %+.2f %% %s | %s |" % (
             project, len(runs), per_seed, "%.2f %%" % (noise * 100) if noise == noise else "-", rel * 100,
             "+- %.2f" % (two_se * 100) if two_se == two_se else "(no repeat: noise unknown)", v))

@@ -14,6 +14,7 @@ import { ATTENTION_FACTORY, CLASS_PARAM_FACTORY, CONV1D_FACTORY, FUSE_FACTORY, F
 import { findFusions, type Fusion } from '../analysis/fusion';
 import { fusionEdits, type FusionEdits } from './fuse';
 import { attentionCalls } from '../rules/attention';
+import { attentionRename } from './attention';
 import { addImport, teAccess } from './imports';
 import { planParallel } from './parallel';
 import { constructorSite, splitCallArgs, type CallArg, type CallArgs } from './source';
@@ -511,9 +512,8 @@ function batchAttention(ctx: FixContext, converted: readonly Layer[], convs: rea
   const classes = new Set(converted.map((l) => l.ownerClass).filter((c): c is string => !!c));
   const spans = ctx.ir.classes.filter((c) => classes.has(c.name)).map((c) => c.span);
   return attentionCalls(ctx.ir).map((i) => ctx.ir.calls[i])
-    .filter((call) => ctx.text.startsWith(call.callee, call.span.startOffset))
     .filter((call) => wholeFile || spans.some((sp) => sp.startOffset <= call.span.startOffset && call.span.endOffset <= sp.endOffset))
-    .map((call) => replace(call.span.startOffset, call.span.startOffset + call.callee.length, ATTENTION_FACTORY));
+    .flatMap((call) => attentionRename(ctx, call) ?? []);
 }
 
 /**
