@@ -2,7 +2,7 @@
  * The language server: wiring only. LSP events feed the AnalysisSession (incremental trees, per-URI cache); analysis
  * is debounced off the keystroke path; findings become diagnostics; fixes become code actions.
  */
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import {
@@ -20,6 +20,7 @@ import { fallbackLacks } from './fixes/fallback';
 import { fixOutcome, sourceFixOutcome, type FallbackModule } from './fixes';
 import { factsForFile } from './engine/engine';
 import { WorkspaceFactsView } from './workspace/facts';
+import { ImportedModelGains } from './workspace/gains';
 import { hoverMarkdown } from './lsp/hover';
 import { modelCodeLenses } from './lsp/codelens';
 import { explainRefusalAction, findingToDiagnostic, fixToCodeAction, refusedToCodeAction, REWRITE_KIND, SOURCE_KIND, spanToRange, type DiagnosticData } from './lsp/convert';
@@ -178,8 +179,18 @@ function uriPath(uri: string): string {
   }
 }
 
+/** The models compiling scripts import, read from disk when not open: PL306 knows their predicted gain as the CLI does. */
+const importedGains = new ImportedModelGains({
+  parser: () => parser,
+  settings: (path) => settingsFor(pathToFileURL(path).toString()),
+  workspaceFiles: () => scan?.pythonFiles ?? [],
+  isOpen: (path) => [...(session?.all() ?? [])].some((d) => d.uri.startsWith('file:') && uriPath(d.uri) === path),
+  changed: () => reanalyzeIfFactsChanged(),
+  log,
+});
+
 /** What the workspace as a whole says (merged once per change of what the open documents contribute). */
-const workspace = new WorkspaceFactsView(() => session);
+const workspace = new WorkspaceFactsView(() => session, importedGains);
 function workspaceFacts(): WorkspaceFacts {
   return workspace.facts(scan, environment.teVersion);
 }
@@ -198,6 +209,7 @@ async function publish(uri: string): Promise<void> {
   const state = session.get(uri);
   if (!analysis || !state) return;
   if (parser?.needsRenewal) renewParser(`the parser trapped (${parser.traps} so far)`);
+  if (uri.startsWith('file:')) importedGains.track(uriPath(uri), analysis.ir);
   // [tool.precision-lens] exclude / extend-exclude: the file is out of the project's checks, here as in the CLI.
   const excluded = isExcluded(settings, uriPath(uri));
   const diagnostics: Diagnostic[] = excluded ? [] : analysis.findings.map((f, i) => findingToDiagnostic(f, i, analysis.version, relatedInformation ? uri : undefined));
@@ -334,6 +346,7 @@ connection.onInitialize(async (params): Promise<InitializeResult> => {
 function scanUpdated(result: ScanResult, paths?: readonly string[]): void {
   scan = result;
   if (session) session.workspaceFiles = result.pythonFiles;
+  for (const path of paths ?? []) importedGains.touched(path);
   log(paths
     ? `workspace files changed: ${paths.length} Python file${paths.length === 1 ? '' : 's'} read again`
     : `workspace scan: ${result.files} Python files, ${result.autocastFiles.size} with FP8 autocast${result.truncated ? ' (truncated)' : ''}`);

@@ -4,10 +4,11 @@
  * once the script has it, the model file's te.* conversions are no longer offered (torchao owns its Linears).
  */
 import * as assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { spawnSync } from 'node:child_process';
 import { gpt } from '../unit/gpt-model';
 import { TestClient } from './lsp-client';
 
@@ -67,5 +68,34 @@ describe('server: PL306, a compiled model gets torchao FP8 (out/server.js)', fun
     assert.deepEqual(after.diagnostics.filter((x) => x.code === 'PL306'), []);
     const modelAfter = await client.diagnostics(model, (p) => !p.diagnostics.some((x) => x.code === 'PL101'));
     assert.deepEqual(modelAfter.diagnostics.filter((x) => /^PL10/.test(String(x.code))), []);
+  });
+
+  /** What `precision-lens check DIR` (the built CLI) says about the folder's PL306. */
+  function cliPl306(folder: string): number {
+    const r = spawnSync(process.execPath, [join(__dirname, '..', '..', 'out', 'cli.js'), 'check', folder, '--format', 'json'], { encoding: 'utf8' });
+    assert.ok(r.status === 0 || r.status === 1, r.stderr);
+    return (JSON.parse(r.stdout) as { diagnostics: { code: string }[] }).diagnostics.filter((f) => f.code === 'PL306').length;
+  }
+
+  it('with only the script open, reads the model it imports from disk: quiet where the model is predicted to lose, as the CLI is', async () => {
+    // GPT-2 small's width: every Linear predicted slower in FP8 (0.6x), so FP8 is not offered to the compiled model.
+    writeFileSync(join(dir, 'gpt_wide.py'), gpt(768, 12));
+    writeFileSync(join(dir, 'train.py'), TRAIN);
+    assert.equal(cliPl306(dir), 0);
+    await client.initialize(dir);
+    const train = pathToFileURL(join(dir, 'train.py')).toString();
+    await client.open(train, TRAIN);
+    // Before the model file is read the script may be told; once read, the diagnostic goes (a later publish).
+    const quiet = await client.diagnostics(train, (p) => !p.diagnostics.some((d) => d.code === 'PL306'));
+    assert.deepEqual(quiet.diagnostics.filter((d) => d.code === 'PL306'), []);
+
+    // The model file widened on disk (the watcher reports it): FP8 now pays, and the script is told.
+    writeFileSync(join(dir, 'gpt_wide.py'), gpt(4096, 6));
+    const later = new Date(Date.now() + 5000);
+    utimesSync(join(dir, 'gpt_wide.py'), later, later);
+    assert.equal(cliPl306(dir), 1);
+    await client.connection.sendNotification('workspace/didChangeWatchedFiles', { changes: [{ uri: pathToFileURL(join(dir, 'gpt_wide.py')).toString(), type: 2 }] });
+    const told = await client.diagnostics(train, (p) => p.diagnostics.some((d) => d.code === 'PL306'));
+    assert.equal(told.diagnostics.filter((d) => d.code === 'PL306').length, 1);
   });
 });

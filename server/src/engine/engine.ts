@@ -285,7 +285,11 @@ export function bareStackDirs(files: Iterable<readonly [path: string, modules: r
  */
 export function pathFacts(
   files: Iterable<readonly [path: string, facts: FileFacts]>,
-  scanned: { te?: Iterable<string>; compile?: Iterable<string>; importers?: Iterable<readonly [string, readonly string[]]> } = {},
+  scanned: {
+    te?: Iterable<string>; compile?: Iterable<string>; importers?: Iterable<readonly [string, readonly string[]]>;
+    /** Files not open whose candidates/gains share was read from disk (workspace/gains.ts: the models a compiling script imports). */
+    gains?: Iterable<readonly [string, Pick<FileFacts, 'candidates' | 'gains'>]>;
+  } = {},
 ): Pick<WorkspaceFacts, 'teFiles' | 'compileFiles' | 'fp8GainFiles' | 'fp8LoseFiles' | 'stackDirs'> {
   const te = new Set(scanned.te ?? []);
   const compile = new Set(scanned.compile ?? []);
@@ -298,6 +302,9 @@ export function pathFacts(
     const mods = Object.keys(f.stackImports);
     if (mods.length) importers.push([path, mods]);
     if (f.candidates) (f.gains ? gain : lose).push(path);
+  }
+  for (const [path, f] of scanned.gains ?? []) {
+    if (f.candidates && !gain.includes(path) && !lose.includes(path)) (f.gains ? gain : lose).push(path);
   }
   const stackDirs = bareStackDirs(importers);
   return {

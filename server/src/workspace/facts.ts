@@ -9,12 +9,13 @@ import { basename } from 'node:path';
 import { fileFactsOf, mergeFileFacts, pathFacts } from '../engine/engine';
 import type { WorkspaceFacts } from '../rules/types';
 import type { AnalysisSession } from '../lsp/session';
+import type { ImportedModelGains } from './gains';
 import type { ScanResult } from './scan';
 
 export class WorkspaceFactsView {
-  private cached?: { generation: number; scan?: ScanResult; teVersion?: string; facts: WorkspaceFacts; key: string };
+  private cached?: { generation: number; gainsGeneration: number; scan?: ScanResult; teVersion?: string; facts: WorkspaceFacts; key: string };
 
-  constructor(private readonly session: () => AnalysisSession | undefined) {}
+  constructor(private readonly session: () => AnalysisSession | undefined, private readonly imported?: ImportedModelGains) {}
 
   /** PL302 stays quiet (undefined) until the scan has proven there is no autocast. */
   facts(scan: ScanResult | undefined, teVersion: string | undefined): WorkspaceFacts {
@@ -29,24 +30,26 @@ export class WorkspaceFactsView {
   private current(scan: ScanResult | undefined, teVersion: string | undefined): NonNullable<WorkspaceFactsView['cached']> {
     const session = this.session();
     const generation = session?.factsGeneration ?? -1;
+    const gainsGeneration = this.imported?.generation ?? 0;
     const c = this.cached;
-    if (c && c.generation === generation && c.scan === scan && c.teVersion === teVersion) return c;
-    const facts = merge(session, scan, teVersion);
-    this.cached = { generation, scan, teVersion, facts, key: JSON.stringify(facts) };
+    if (c && c.generation === generation && c.gainsGeneration === gainsGeneration && c.scan === scan && c.teVersion === teVersion) return c;
+    const facts = merge(session, scan, teVersion, this.imported);
+    this.cached = { generation, gainsGeneration, scan, teVersion, facts, key: JSON.stringify(facts) };
     return this.cached;
   }
 }
 
-function merge(session: AnalysisSession | undefined, scan: ScanResult | undefined, teVersion: string | undefined): WorkspaceFacts {
+function merge(session: AnalysisSession | undefined, scan: ScanResult | undefined, teVersion: string | undefined, imported?: ImportedModelGains): WorkspaceFacts {
   const open = mergeFileFacts([...(session?.all() ?? [])].flatMap((d) => (d.analysis ? [fileFactsOf(d.analysis.ir)] : [])));
   const stackImports = { ...open.stackImports };
   for (const [file, mods] of scan?.stackFiles ?? []) for (const mod of mods) stackImports[mod] ??= `the FP8 conversion or quantization in ${basename(file)}`;
   const scanned = scan && !scan.truncated;
   // Which project a te.* layer, a compile call, a predicted loss or another stack's import belongs to: the open
-  // documents' analyses and the scan's files (PL305 and PL306 read them by folder and import).
+  // documents' analyses, the scan's files and the models the compiling scripts import, read from disk (PL305 and
+  // PL306 read them by folder and import).
   const byPath = pathFacts(
     [...(session?.all() ?? [])].flatMap((d) => (d.analysis && d.uri.startsWith('file:') ? [[fileURLToPath(d.uri), fileFactsOf(d.analysis.ir)] as const] : [])),
-    { te: scan?.teFiles, compile: scan?.compileFiles, importers: scan?.stackFiles },
+    { te: scan?.teFiles, compile: scan?.compileFiles, importers: scan?.stackFiles, gains: imported?.facts() },
   );
   return {
     anyAutocastRegion: open.anyAutocastRegion || (scan && scan.autocastFiles.size > 0) ? true : scanned ? false : undefined,
