@@ -7,7 +7,7 @@
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { settingsWith } from '../unit/fixes-support';
 import { convertExample, EXAMPLE_INPUT } from './convert-example';
@@ -475,6 +475,57 @@ describe('fixes: norms that call their weight `scale` keep that checkpoint key o
     if (atLeast(2, 1)) assert.match(run.stdout, /^assign: True True$/m, out);
     assert.match(run.stdout, /^pickled: mlp_norm\.scale out_norm\.scale sa_norm\.scale$/m, out);
     assert.match(run.stdout, /^grad: True$/m, out);
+  });
+});
+
+describe("fixes: torchtune's GemmaRMSNorm (1 + scale) converts to te.RMSNorm(zero_centered_gamma=True) on both paths", function () {
+  this.timeout(450_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'gemma_norm_imported.py');
+  // torchtune itself is not installed here: a stand-in package with its GemmaRMSNorm's computation.
+  const stub = join(__dirname, '..', 'fixtures', 'fixes', 'torchtune_stub');
+
+  it('without TE the class as written; with FP8 (the fake TE) te.RMSNorm with zero_centered_gamma: the original\'s state_dict loads strictly, the output is the original\'s, a fresh norm starts at zeros, and it loads back', async function () {
+    if (!TORCH) this.skip();
+    const source = readFileSync(input, 'utf8');
+    const { text } = await convertExample(source, { ...settingsWith({}), convertLosingLayers: true });
+    // The Linear too (convertLosingLayers), with sa_norm fused into it: te.LayerNormLinear carries zero_centered_gamma.
+    assert.match(text, /self\.proj = fp8_fuse_norm\(self\.sa_norm, fp8_linear\(embed_dim, embed_dim\)\)/);
+    assert.match(text, /self\.sa_norm = fp8_rmsnorm_or\(lambda: GemmaRMSNorm\(embed_dim, eps=norm_eps\), embed_dim, eps=norm_eps, zero_centered_gamma=True, weight_name="scale"\)/);
+    assert.match(text, /self\.mlp_norm = fp8_rmsnorm_or\(lambda: GemmaRMSNorm\(embed_dim\), embed_dim, eps=1e-6, zero_centered_gamma=True, weight_name="scale"\)/);
+    const { dir, file } = scratch('converted.py', text);
+    writeFileSync(join(dir, 'original.py'), source);
+    cpSync(join(stub, 'torchtune'), join(dir, 'torchtune'), { recursive: true });
+    const plain = runPython([file], dir);
+    assert.equal(plain.status, 0, plain.output);
+    assert.match(plain.stdout, /^Running in BF16 fallback/m, plain.output);
+    assert.match(plain.stdout, /^keys: mlp_norm\.scale sa_norm\.scale$/m, plain.output);
+    const probe = [
+      ...FAKE_GPU,
+      'import original as o, converted as c',
+      'torch.manual_seed(0)',
+      'ref = o.Block()',
+      'with torch.no_grad():',
+      '    for n in (ref.sa_norm, ref.mlp_norm): n.scale.uniform_(-0.5, 0.5)',
+      'new = c.Block()',
+      'print("types:", " ".join("%s.%s" % (type(n).__module__.split(".")[0], type(n).__name__) for n in (new.sa_norm, new.mlp_norm)))',
+      'print("fresh:", all(bool((n.weight == 0).all()) and n.zero_centered_gamma for n in (new.sa_norm, new.mlp_norm)))',
+      'print("strict load:", new.load_state_dict(ref.state_dict(), strict=True))',
+      'x = torch.randn(2, 16, 64)',
+      'print("same output:", torch.allclose(ref(x), new(x), rtol=0, atol=1e-5))',
+      // mlp_norm stands alone (sa_norm runs inside the fused proj): the same (1 + scale) on its own too.
+      'print("same norm:", torch.allclose(ref.mlp_norm(x), new.mlp_norm(x), rtol=0, atol=1e-6))',
+      'back = o.Block()',
+      'print("round trip:", back.load_state_dict(new.state_dict(), strict=True), torch.allclose(back(x), ref(x), rtol=0, atol=1e-6))',
+    ].join('\n');
+    const run = runWithFakeTe(probe, dir);
+    const out = run.output;
+    assert.equal(run.status, 0, out);
+    assert.match(run.stdout, /^types: transformer_engine\.RMSNorm transformer_engine\.RMSNorm$/m, out);
+    assert.match(run.stdout, /^fresh: True$/m, out);
+    assert.match(run.stdout, /^strict load: <All keys matched successfully>$/m, out);
+    assert.match(run.stdout, /^same output: True$/m, out);
+    assert.match(run.stdout, /^same norm: True$/m, out);
+    assert.match(run.stdout, /^round trip: <All keys matched successfully> True$/m, out);
   });
 });
 

@@ -71,6 +71,11 @@ export interface CatalogueEntry {
 export interface ForwardRead {
   from: string;
   scaleName?: string;
+  /**
+   * Its forward scales by (1 + weight), its weight starting at zeros (Gemma's RMSNorm): te.* computes the same with
+   * zero_centered_gamma=True, whose weight is stored and initialised the same way.
+   */
+  unitOffset?: boolean;
 }
 
 /** The library file a row's signature was read from, at the commit of the version read. */
@@ -292,6 +297,16 @@ export const CATALOGUE: CatalogueEntry[] = [
     te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' }, eps: '1e-6' }, source: read('pytorch/torchtune', 'torchtune/modules/rms_norm.py', '1b0918f2e68bb9ea6a5399243b9027b60024c504'),
     forwardRead: { from: 'torchtune 0.6.1 (PyPI wheel), torchtune/modules/rms_norm.py: F.rms_norm(x.float(), weight=self.scale, eps=self.eps).to(x.dtype)', scaleName: 'scale' } },
   // A subclass of nn.LayerNorm (same arguments) whose forward computes in float32 and casts back (type_as(x)).
+  // Gemma's RMSNorm as torchtune writes it: x.float() * rsqrt(mean(x^2) + eps) * (1 + scale.float()), cast back; scale
+  // starts at zeros.
+  { name: 'torchtune.models.gemma.rms_norm.GemmaRMSNorm', library: 'torchtune', kind: 'rmsnorm', params: ['dim', 'eps'], imported: true,
+    te: { cls: 'te.RMSNorm', renames: { dim: 'normalized_shape' }, eps: '1e-6' }, source: read('pytorch/torchtune', 'torchtune/models/gemma/rms_norm.py', 'cad98befb55e74cbaf5c28df21f8d9ae302a7be3'),
+    forwardRead: { from: 'torchtune (commit cad98be), torchtune/models/gemma/rms_norm.py: x.float() * rsqrt(mean(x^2) + eps) * (1 + scale.float()), cast back; scale starts at zeros', scaleName: 'scale', unitOffset: true } },
+
+  { name: 'torchtune.models.gemma.gemma_norm_embedding.GemmaNormEmbeddings', library: 'torchtune', kind: 'embedding', params: ['num_embeddings', 'embedding_dim'],
+    role: { role: 'embedding', note: "Gemma's token embedding (an nn.Embedding whose output is scaled by sqrt(embedding_dim))" },
+    source: read('pytorch/torchtune', 'torchtune/models/gemma/gemma_norm_embedding.py', '175782f7419a78060b30f207bb041f83afc3c529') },
+
   { name: 'torchtune.modules.layer_norm.Fp32LayerNorm', library: 'torchtune', kind: 'layernorm', params: ['normalized_shape', 'eps', 'elementwise_affine', 'bias', 'device', 'dtype'], imported: true,
     te: { cls: 'te.LayerNorm' }, source: read('pytorch/torchtune', 'torchtune/modules/layer_norm.py', '73a83608c99483c0ec8a63d56716776cf86c03e6') },
   // Not an nn.Module: a callable holding the tied module, F.linear(x, tied_module.weight) without bias.

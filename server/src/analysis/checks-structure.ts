@@ -268,6 +268,10 @@ const importedNorm: Check = {
   run({ rec, L, sofar }) {
     if (L.kind !== 'rmsnorm' || !rec.ctor.imported || sofar !== 'ok') return undefined;
     const read = rec.ctor.importedForward;
+    if (read?.unitOffset) {
+      L.zeroCenteredGamma = true;
+      return ok(`${rec.ctor.display}'s forward is an RMSNorm over the last axis scaled by (1 + weight) (read in ${read.from}): it maps onto te.RMSNorm(zero_centered_gamma=True), whose weight is stored and initialised the same way.`);
+    }
     if (read) return ok(`${rec.ctor.display}'s forward is a plain RMSNorm over the last axis (read in ${read.from}).`);
     return guarded(`${rec.ctor.display} is imported from ${rec.ctor.imported.replace(/\.[^.]+$/, '')}: its forward is not in this file (some scale by 1 + weight, as Gemma's does, which needs zero_centered_gamma=True). Check it before converting.`);
   },

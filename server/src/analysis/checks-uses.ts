@@ -5,6 +5,7 @@
 import type { EvalScope, Evaluator } from './dims';
 import type { LayerRec } from './layers';
 import { ctorParams } from './classes';
+import { codeOnly } from './spans';
 
 /**
  * How a layer's own class reads its `.weight` besides calling it: a layer never called but read
@@ -13,6 +14,10 @@ import { ctorParams } from './classes';
  */
 export function weightUse(rec: LayerRec, ev: Evaluator): { convertible: false | 'uncertain' | 'beside-call'; reason: string } | undefined {
   const L = rec.layer;
+  const kept = localParamsOnly(rec, ev);
+  if (kept) {
+    return { convertible: false, reason: `${L.name} is built only for its parameters and never called (\`${kept}\`): te.Linear runs FP8 only in its own forward, so converting it gains nothing and changes the tensors kept. Keep it.` };
+  }
   const cls = rec.scope.cls;
   if (!cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return undefined;
   const use = attrUses(ev.source(), cls).get(L.attr);
@@ -33,6 +38,30 @@ export function weightUse(rec: LayerRec, ev: Evaluator): { convertible: false | 
   return undefined;
 }
 
+/**
+ * A layer bound to a local name whose every later use in its function reads its weight or bias (`in_proj =
+ * nn.Linear(...)`, then `self.in_proj_weight = in_proj.weight`): the module is thrown away, its parameters kept for a
+ * functional op (AudioCraft's attention, after torch's MultiheadAttention). Returns the first such read, as written.
+ */
+function localParamsOnly(rec: LayerRec, ev: Evaluator): string | undefined {
+  const name = rec.layer.name;
+  const fn = rec.scope.fn;
+  if (!fn || !name || !/^[A-Za-z_]\w*$/.test(name)) return undefined;
+  const raw = ev.source().slice(rec.call.node.endIndex, fn.end);
+  const text = codeOnly(raw);
+  let first: string | undefined;
+  for (const hit of text.matchAll(new RegExp(`(?<![\\w.])${name}\\b(\\s*\\.\\s*(\\w+))?`, 'g'))) {
+    if (hit[2] !== 'weight' && hit[2] !== 'bias') return undefined;
+    if (first === undefined) {
+      const at = hit.index ?? 0;
+      const lineStart = text.lastIndexOf('\n', at) + 1;
+      const lineEnd = text.indexOf('\n', at);
+      first = raw.slice(lineStart, lineEnd < 0 ? raw.length : lineEnd).trim().slice(0, 80);
+    }
+  }
+  return first;
+}
+
 /** How a class uses `self.<attr>`: called or passed (`other`), its weight/bias read as tensors (`params`), replaced. */
 interface AttrUse { params: boolean; other: boolean; replaced?: string; replacedText?: string; attrs?: Set<string>; reads?: number[] }
 /** Per class (keyed by its node: a statement copy kept across edits keeps it), how each `self.<attr>` is used. */
@@ -50,7 +79,9 @@ export function attrUses(src: string, cls: { rec: { node: object; start: number;
   let m = attrUseCache.get(cls.rec.node);
   if (m) return m;
   m = new Map();
-  const text = src.slice(cls.rec.start, cls.rec.end);
+  // Comments and strings blanked: `# self.linear.weight: (384, 128)` or a docstring naming it reads nothing.
+  const raw = src.slice(cls.rec.start, cls.rec.end);
+  const text = codeOnly(raw);
   for (const hit of text.matchAll(SELF_USE)) {
     const attr = hit[1];
     if (hit[2] !== undefined && hit[3] === undefined) continue; // `self.x = ...`: the assignment that builds it
@@ -69,7 +100,7 @@ export function attrUses(src: string, cls: { rec: { node: object; start: number;
       // the line's end looked for once per attribute, not per assignment (thousands on one line read it again each)
       if (u.replacedText === undefined) {
         const lineEnd = text.indexOf('\n', at);
-        u.replacedText = text.slice(at, lineEnd < 0 ? text.length : lineEnd).trim().replace(/\s+/g, ' ').slice(0, 80);
+        u.replacedText = raw.slice(at, lineEnd < 0 ? raw.length : lineEnd).trim().replace(/\s+/g, ' ').slice(0, 80);
       }
       continue;
     }
@@ -79,7 +110,9 @@ export function attrUses(src: string, cls: { rec: { node: object; start: number;
   }
   // `parametrize.register_parametrization(self.e, "weight", ...)` (minLoRA, orthogonal maps): a reparametrised weight.
   // `nn.utils.weight_norm(self.fc)` applied after construction as well.
-  for (const hit of text.matchAll(/(?:register_parametrization\s*\(\s*self\s*\.\s*(\w+)\s*,\s*["'](weight|bias)["']|\b(?:weight_norm|spectral_norm|orthogonal)\s*\(\s*self\s*\.\s*(\w+)\s*[,)])/g)) {
+  // Read in the text as written (the parameter's name is a string), where the call itself is code.
+  for (const hit of raw.matchAll(/(?:register_parametrization\s*\(\s*self\s*\.\s*(\w+)\s*,\s*["'](weight|bias)["']|\b(?:weight_norm|spectral_norm|orthogonal)\s*\(\s*self\s*\.\s*(\w+)\s*[,)])/g)) {
+    if (text[hit.index ?? 0] !== raw[hit.index ?? 0]) continue;
     const attr = hit[1] ?? hit[3];
     let u = m.get(attr);
     if (!u) { u = { params: false, other: false }; m.set(attr, u); }

@@ -14,7 +14,7 @@
  * Computed once per IR (the rule and the fixes ask for it).
  */
 import { closeParen } from './calls';
-import { escapeRegExp } from './spans';
+import { codeOnly, escapeRegExp } from './spans';
 import type { ClassInfo, Layer, ModelIR } from './ir';
 
 export interface Fusion {
@@ -194,33 +194,6 @@ export function findFusions(ir: ModelIR, text: string): Fusion[] {
   let out = memo.get(ir);
   if (!out) memo.set(ir, out = computeFusions(ir, text));
   return out;
-}
-
-/**
- * The text with comments and the contents of string literals blanked (same length, newlines kept), so that a name in
- * a comment (`(B, nh, T, hs) x (B, nh, hs, T)`) or a docstring is not read as a use.
- */
-export function codeOnly(text: string): string {
-  const out = text.split('');
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (c === '#') {
-      for (; i < text.length && text[i] !== '\n'; i++) out[i] = ' ';
-      continue;
-    }
-    if (c !== '"' && c !== "'") continue;
-    const triple = text.startsWith(c.repeat(3), i);
-    const quote = triple ? c.repeat(3) : c;
-    let j = i + quote.length;
-    for (; j < text.length; j++) {
-      if (text[j] === '\\') { if (text[j + 1] !== '\n') out[j + 1] = ' '; out[j] = ' '; j++; continue; }
-      if (text.startsWith(quote, j)) break;
-      if (!triple && text[j] === '\n') break;
-      if (text[j] !== '\n') out[j] = ' ';
-    }
-    i = j + quote.length - 1;
-  }
-  return out.join('');
 }
 
 function computeFusions(ir: ModelIR, raw: string): Fusion[] {

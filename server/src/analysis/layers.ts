@@ -284,11 +284,12 @@ function unknownLibraryBlock(ctx: LayerContext, text: string, resolved: string, 
 }
 
 /**
- * A norm factory imported from another module (`from .layers import create_norm` ... `create_norm(kind, dim)`): it
+ * A norm factory imported from another module (`from .layers import create_norm` ... `create_norm(kind, dim)`, AudioCraft's
+ * `create_norm_fn(norm, dim)`): it
  * builds a norm whose class is decided in that module, so it is reported, not converted, naming where it is decided.
  */
 function importedNormFactory(ctx: LayerContext, text: string, resolved: string, last: string): { resolved: string; ctor: CtorInfo } | undefined {
-  if (!/^(create|make|build|get|init|new)_?\w*norm(_layer)?$/i.test(last) || !/^[a-z]/.test(last) || resolved === text) return undefined;
+  if (!/^(create|make|build|get|init|new)_?\w*norm(_layer|_fn|_func|_module)?$/i.test(last) || !/^[a-z]/.test(last) || resolved === text) return undefined;
   if (!ctx.imports.map.has(text.split('.')[0]) || ctx.walk.functions.some((f) => f.name === last) || /^(torch|math|numpy|np)\./.test(resolved)) return undefined;
   const module = resolved.slice(0, resolved.length - last.length - 1) || resolved;
   const kind: LayerKind = /rms/i.test(last) ? 'rmsnorm' : 'layernorm';
@@ -749,8 +750,8 @@ interface ClassExpr {
 /** What a constructor converts to, as one comparable key and as words for messages. */
 function conversionOf(c: CtorInfo): { key: string; words: string } {
   const li = c.local?.info;
-  const key = `${c.kind}|${c.isTe}|${c.te ?? ''}|${c.parallelMode ?? ''}|${!!c.transposedWeight}|${!!c.imported}|${c.importedForward ? `read:${c.importedForward.scaleName ?? 'weight'}` : ''}|${!!li?.zeroCenteredGamma}|${li?.zeroCenteredConditional ?? ''}|${li?.forwardExtra ?? ''}`;
-  const words = c.isTe ? 'already TE' : c.te ? `${c.te}${c.parallelMode ? ` (${c.parallelMode}-parallel)` : ''}${li?.zeroCenteredGamma ? ' (zero_centered_gamma)' : ''}` : 'no te.* twin';
+  const key = `${c.kind}|${c.isTe}|${c.te ?? ''}|${c.parallelMode ?? ''}|${!!c.transposedWeight}|${!!c.imported}|${c.importedForward ? `read:${c.importedForward.scaleName ?? 'weight'}${c.importedForward.unitOffset ? '+1' : ''}` : ''}|${!!li?.zeroCenteredGamma}|${li?.zeroCenteredConditional ?? ''}|${li?.forwardExtra ?? ''}`;
+  const words = c.isTe ? 'already TE' : c.te ? `${c.te}${c.parallelMode ? ` (${c.parallelMode}-parallel)` : ''}${li?.zeroCenteredGamma || c.importedForward?.unitOffset ? ' (zero_centered_gamma)' : ''}` : 'no te.* twin';
   return { key, words };
 }
 

@@ -275,7 +275,7 @@ function ctorFactsReader(ctx: LayerContext, cache: AnalysisCache): (name: string
       // class kept for the fallback, weight_name), the transposed weight (Conv1D's wrapper).
       const li = c?.ctor.local?.info;
       f = c ? cache.intern([c.resolved, c.ctor.kind, c.ctor.isTe, c.ctor.params.join('+'), c.ctor.te, c.ctor.parallelMode, li?.name, c.ctor.display, c.ctor.factory,
-        li?.forwardExtra, li?.scaleName, !!li?.channelAxis, c.ctor.transposedWeight, c.ctor.importedForward?.scaleName].join('\u0001')) : '-';
+        li?.forwardExtra, li?.scaleName, !!li?.channelAxis, c.ctor.transposedWeight, c.ctor.importedForward?.scaleName, !!c.ctor.importedForward?.unitOffset].join('\u0001')) : '-';
       ctorFacts.set(name, f);
     }
     return f;

@@ -65,3 +65,30 @@ export function stringValue(text: string): string | undefined {
   if (/f/i.test(m[1]) && /\{/.test(m[3])) return undefined;
   return m[3];
 }
+
+/**
+ * The text with comments and the contents of string literals blanked (same length, newlines kept), so that a name in
+ * a comment (`(B, nh, T, hs) x (B, nh, hs, T)`) or a docstring is not read as a use.
+ */
+export function codeOnly(text: string): string {
+  const out = text.split('');
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '#') {
+      for (; i < text.length && text[i] !== '\n'; i++) out[i] = ' ';
+      continue;
+    }
+    if (c !== '"' && c !== "'") continue;
+    const triple = text.startsWith(c.repeat(3), i);
+    const quote = triple ? c.repeat(3) : c;
+    let j = i + quote.length;
+    for (; j < text.length; j++) {
+      if (text[j] === '\\') { if (text[j + 1] !== '\n') out[j + 1] = ' '; out[j] = ' '; j++; continue; }
+      if (text.startsWith(quote, j)) break;
+      if (!triple && text[j] === '\n') break;
+      if (text[j] !== '\n') out[j] = ' ';
+    }
+    i = j + quote.length - 1;
+  }
+  return out.join('');
+}

@@ -66,7 +66,7 @@ function ctorFacts(c: LayerRec['ctor']): string {
   let f = ctorFactsCache.get(c);
   if (f === undefined) {
     const info = c.local?.info;
-    f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}\u0001${c.imported}\u0001${c.importedForward?.scaleName ?? (c.importedForward ? 'weight' : '')}\u0001${c.noTe}`
+    f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}\u0001${c.imported}\u0001${c.importedForward?.scaleName ?? (c.importedForward ? 'weight' : '')}\u0001${!!c.importedForward?.unitOffset}\u0001${c.noTe}`
       + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}`
         + `\u0001${JSON.stringify(info.channelAxis ?? null)}\u0001${JSON.stringify(c.local?.normDefaults ?? null)}\u0001${c.local?.rmsBias}`
         + `\u0001${info.extraParams?.join(',')}\u0001${info.forwardExtra}\u0001${info.weightReplacedBy}\u0001${info.grouped}\u0001${info.extraInputs?.join(',')}\u0001${info.weightless}\u0001${info.scaleName}\u0001${info.weightTransformed}` : '');
@@ -157,7 +157,7 @@ function teArgsNorm(rec: LayerRec): Record<string, string> {
   if (o.eps !== undefined) a.eps = o.eps;
   if (o.dtype !== undefined) a.params_dtype = o.dtype;
   if (o.device !== undefined) a.device = o.device;
-  if (rec.ctor.local?.info.zeroCenteredGamma) a.zero_centered_gamma = 'True';
+  if (rec.ctor.local?.info.zeroCenteredGamma || rec.ctor.importedForward?.unitOffset) a.zero_centered_gamma = 'True';
   return a;
 }
 

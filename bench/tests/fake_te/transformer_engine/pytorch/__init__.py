@@ -22,9 +22,18 @@ class Linear(nn.Linear):
 
 
 class LayerNorm(nn.LayerNorm):
+    # zero_centered_gamma as TE has it: the weight starts at zeros and the norm scales by (1 + weight).
     def __init__(self, normalized_shape, eps=1e-5, sequence_parallel=None, params_dtype=None,
                  zero_centered_gamma=False, device="cuda", dtype=None):
         super().__init__(normalized_shape, eps=eps, device=device, dtype=dtype or params_dtype)
+        self.zero_centered_gamma = zero_centered_gamma
+        if zero_centered_gamma:
+            with torch.no_grad():
+                self.weight.zero_()
+
+    def forward(self, x):
+        gamma = self.weight + 1 if self.zero_centered_gamma else self.weight
+        return nn.functional.layer_norm(x, self.normalized_shape, gamma, self.bias, self.eps)
 
 
 class RMSNorm(nn.Module):
@@ -32,11 +41,14 @@ class RMSNorm(nn.Module):
                  zero_centered_gamma=False, device="cuda", dtype=None):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(normalized_shape, device=device, dtype=dtype or params_dtype))
+        self.zero_centered_gamma = zero_centered_gamma
+        init = torch.zeros if zero_centered_gamma else torch.ones
+        self.weight = nn.Parameter(init(normalized_shape, device=device, dtype=dtype or params_dtype))
 
     def forward(self, x):
         xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+        gamma = self.weight + 1 if self.zero_centered_gamma else self.weight
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * gamma
 
 
 class DotProductAttention(nn.Module):
@@ -92,18 +104,19 @@ class LayerNormLinear(nn.Module):
     """TE's parameter names and semantics: norm (LayerNorm or RMSNorm) then Linear."""
 
     def __init__(self, in_features, out_features, eps=1e-5, bias=True, normalization="LayerNorm", params_dtype=None,
-                 device="cuda", init_method=None, **kwargs):
+                 device="cuda", init_method=None, zero_centered_gamma=False, **kwargs):
         super().__init__()
         assert normalization in ("LayerNorm", "RMSNorm"), "Unsupported normalization type!"
-        self.eps, self.normalization = eps, normalization
+        self.eps, self.normalization, self.zero_centered_gamma = eps, normalization, zero_centered_gamma
         kw = {"device": device, "dtype": params_dtype}
-        self.layer_norm_weight = nn.Parameter(torch.ones(in_features, **kw))
+        self.layer_norm_weight = nn.Parameter((torch.zeros if zero_centered_gamma else torch.ones)(in_features, **kw))
         self.layer_norm_bias = nn.Parameter(torch.zeros(in_features, **kw)) if normalization == "LayerNorm" else None
         self.weight = nn.Parameter(torch.empty(out_features, in_features, **kw).normal_(0, 0.023))
         self.bias = nn.Parameter(torch.zeros(out_features, **kw)) if bias else None
 
     def forward(self, x):
-        y = _norm(x, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.normalization)
+        gamma = self.layer_norm_weight + 1 if self.zero_centered_gamma else self.layer_norm_weight
+        y = _norm(x, gamma, self.layer_norm_bias, self.eps, self.normalization)
         return nn.functional.linear(y, self.weight, self.bias)
 
 
@@ -112,13 +125,14 @@ class LayerNormMLP(nn.Module):
     first half times the second half), fc2."""
 
     def __init__(self, hidden_size, ffn_hidden_size, eps=1e-5, bias=True, normalization="LayerNorm",
-                 activation="gelu", params_dtype=None, device="cuda", init_method=None, **kwargs):
+                 activation="gelu", params_dtype=None, device="cuda", init_method=None, zero_centered_gamma=False, **kwargs):
         super().__init__()
         assert normalization in ("LayerNorm", "RMSNorm"), "Unsupported normalization type!"
         self.eps, self.normalization, self.activation = eps, normalization, activation
+        self.zero_centered_gamma = zero_centered_gamma
         kw = {"device": device, "dtype": params_dtype}
         fc1_out = 2 * ffn_hidden_size if activation == "swiglu" else ffn_hidden_size
-        self.layer_norm_weight = nn.Parameter(torch.ones(hidden_size, **kw))
+        self.layer_norm_weight = nn.Parameter((torch.zeros if zero_centered_gamma else torch.ones)(hidden_size, **kw))
         self.layer_norm_bias = nn.Parameter(torch.zeros(hidden_size, **kw)) if normalization == "LayerNorm" else None
         self.fc1_weight = nn.Parameter(torch.empty(fc1_out, hidden_size, **kw).normal_(0, 0.023))
         self.fc2_weight = nn.Parameter(torch.empty(hidden_size, ffn_hidden_size, **kw).normal_(0, 0.023))
@@ -126,7 +140,8 @@ class LayerNormMLP(nn.Module):
         self.fc2_bias = nn.Parameter(torch.zeros(hidden_size, **kw)) if bias else None
 
     def forward(self, x):
-        y = _norm(x, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.normalization)
+        gamma = self.layer_norm_weight + 1 if self.zero_centered_gamma else self.layer_norm_weight
+        y = _norm(x, gamma, self.layer_norm_bias, self.eps, self.normalization)
         h = nn.functional.linear(y, self.fc1_weight, self.fc1_bias)
         if self.activation == "swiglu":
             gate, up = h.chunk(2, dim=-1)

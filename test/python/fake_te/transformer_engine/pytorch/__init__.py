@@ -60,11 +60,14 @@ class LayerNorm(torch.nn.Module):
                  zero_centered_gamma=False, device="cuda", dtype=None):
         super().__init__()
         self.eps, self.zero_centered_gamma = eps, zero_centered_gamma
-        self.weight = torch.nn.Parameter(torch.ones(normalized_shape, device=_check_device(device), dtype=dtype or params_dtype))
+        # zero_centered_gamma as TE has it: the weight starts at zeros and the norm scales by (1 + weight).
+        init = torch.zeros if zero_centered_gamma else torch.ones
+        self.weight = torch.nn.Parameter(init(normalized_shape, device=_check_device(device), dtype=dtype or params_dtype))
         self.bias = torch.nn.Parameter(torch.zeros(normalized_shape, device=_check_device(device), dtype=dtype or params_dtype))
 
     def forward(self, x):
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
+        gamma = self.weight + 1 if self.zero_centered_gamma else self.weight
+        return F.layer_norm(x, self.weight.shape, gamma, self.bias, self.eps)
 
 
 class RMSNorm(torch.nn.Module):
@@ -72,10 +75,12 @@ class RMSNorm(torch.nn.Module):
                  zero_centered_gamma=False, device="cuda", dtype=None):
         super().__init__()
         self.eps, self.zero_centered_gamma = eps, zero_centered_gamma
-        self.weight = torch.nn.Parameter(torch.ones(normalized_shape, device=_check_device(device), dtype=dtype or params_dtype))
+        init = torch.zeros if zero_centered_gamma else torch.ones
+        self.weight = torch.nn.Parameter(init(normalized_shape, device=_check_device(device), dtype=dtype or params_dtype))
 
     def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        gamma = self.weight + 1 if self.zero_centered_gamma else self.weight
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * gamma
 
 
 class LayerNormLinear(Linear):
