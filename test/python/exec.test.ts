@@ -529,6 +529,47 @@ describe("fixes: torchtune's GemmaRMSNorm (1 + scale) converts to te.RMSNorm(zer
   });
 });
 
+describe('fixes: a Linear passed **kwargs of unknown names converts through fp8_linear_from, checked when built', function () {
+  this.timeout(450_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'linear_kwargs_passthrough.py');
+
+  it('without TE torch.nn.Linear as written; with FP8 (the fake TE) te.Linear taking the names passed (bias=False), the original\'s state_dict loads strictly and the output is the original\'s', async function () {
+    if (!TORCH) this.skip();
+    const source = readFileSync(input, 'utf8');
+    const { text } = await convertExample(source, settingsWith({}));
+    assert.match(text, /self\.linear = fp8_linear_from\(torch\.nn\.Linear, torch\.nn\.Linear, in_features, out_features, \*\*kwargs\)/);
+    const { dir, file } = scratch('converted.py', text);
+    writeFileSync(join(dir, 'original.py'), source);
+    const plain = runPython([file], dir);
+    assert.equal(plain.status, 0, plain.output);
+    assert.match(plain.stdout, /^Running in BF16 fallback/m, plain.output);
+    assert.match(plain.stdout, /^bias: None$/m, plain.output);
+    const probe = [
+      ...FAKE_GPU,
+      'import original as o, converted as c',
+      'torch.manual_seed(0)',
+      'ref = o.Block()',
+      'new = c.Block()',
+      'print("type:", type(new.attn.linear).__module__.split(".")[0], type(new.attn.linear).__name__, new.attn.linear.bias)',
+      'print("strict load:", new.load_state_dict(ref.state_dict(), strict=True))',
+      'x = torch.randn(2, 16, 2048)',
+      'print("same output:", torch.allclose(ref(x), new(x), rtol=0, atol=1e-4))',
+      // Arguments it cannot read as a Linear's own (a fourth positional, the device): built as written, and said.
+      'import sys',
+      'fallback = sys.modules[c.fp8_linear_from.__module__]',
+      'kept = c.fp8_linear_from(torch.nn.Linear, torch.nn.Linear, 2048, 2048, True, "cpu")',
+      'print("kept:", type(kept).__module__.split(".")[0], fallback._PL_KEPT[-1].split(": ", 1)[1])',
+    ].join('\n');
+    const run = runWithFakeTe(probe, dir);
+    const out = run.output;
+    assert.equal(run.status, 0, out);
+    assert.match(run.stdout, /^kept: torch built as written, with arguments te\.Linear is not given here \(positional\)$/m, out);
+    assert.match(run.stdout, /^type: transformer_engine Linear None$/m, out);
+    assert.match(run.stdout, /^strict load: <All keys matched successfully>$/m, out);
+    assert.match(run.stdout, /^same output: True$/m, out);
+  });
+});
+
 describe("fixes: GPT-2's Conv1D converts through fp8_conv1d_or and keeps Conv1D's checkpoint on both paths", function () {
   this.timeout(450_000);
   const input = join(__dirname, '..', 'fixtures', 'fixes', 'conv1d_gpt2.py');

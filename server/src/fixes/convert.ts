@@ -94,6 +94,8 @@ interface ArgPlan {
   importLine?: string;
   /** The source call's arguments. */
   call?: CallArgs;
+  /** Refused for *args/**kwargs whose names the file does not show (the fallback can check them when the layer is built). */
+  uncheckedSplat?: boolean;
 }
 
 function isTrue(value: string): boolean {
@@ -109,7 +111,7 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
   const present = new Set<string>();
   const positional = call.args.filter((a) => !a.name && !/^\*/.test(a.value.trim()));
   const splats = call.args.filter((a) => /^\*/.test(a.value) && !a.name);
-  const splatRefusal = { edits, droppedMeaningful, refusal: 'it passes *args/**kwargs, whose names cannot be checked.', label: '*args/**kwargs' };
+  const splatRefusal = { edits, droppedMeaningful, refusal: 'it passes *args/**kwargs, whose names cannot be checked.', label: '*args/**kwargs', uncheckedSplat: true };
   if (splats.length && (layer.kind !== 'linear' && layer.kind !== 'parallel-linear')) return splatRefusal;
   const named = splats.length ? namedSplats(ctx.text, layer, splats) : [];
   if (!named) return splatRefusal;
@@ -335,6 +337,7 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   const keeper = keepsClass && layer.kind !== 'parallel-linear' ? KEEP_CLASS_FACTORY[layer.kind as keyof typeof KEEP_CLASS_FACTORY] : PARALLEL_FACTORY;
   const target = viaFactory ? (parallel ? keeper : FACTORY[layer.kind]!) : `${access.prefix}${cls}`;
   const args = planArgs(ctx, layer, viaFactory);
+  if (args.refusal && splatCheckedAtRunTime(layer, args, viaFactory)) return runtimeSplatConversion(ctx, layer);
   if (args.refusal) return refused(`Not converted: ${args.refusal}`, target, args.label);
   const site = constructorSite(ctx.text, layer);
   const importLines = args.importLine ? [args.importLine] : [];
@@ -401,6 +404,29 @@ function classParamConversion(ctx: FixContext, layer: Layer, param: { name: stri
   return { edits: [callee], safe: false, target, fallbackNames: [target], importLines: [] };
 }
 
+/**
+ * A plain torch.nn.Linear passed *args/**kwargs whose names the file does not show (litgpt's LoRA layers:
+ * `torch.nn.Linear(in_features, out_features, **kwargs)`), converting through the fallback: its names are checked when
+ * the layer is built instead (fp8_linear_from), so the conversion is offered rather than refused.
+ */
+function splatCheckedAtRunTime(layer: Layer, args: ArgPlan, viaFactory: boolean): boolean {
+  return !!args.uncheckedSplat && viaFactory && layer.kind === 'linear' && layer.resolved === 'torch.nn.Linear'
+    && !layer.fallbackKeepsClass && !layer.convertsWhen && !layer.classParam;
+}
+
+/**
+ * `fp8_linear_from(nn.Linear, nn.Linear, in_features, out_features, **kwargs)`: the arguments as written; the fallback
+ * builds te.Linear where FP8 runs, the sizes pass the FP8 rule and the arguments are a Linear's own (sizes, bias,
+ * device, dtype), and torch.nn.Linear as written otherwise, logging why.
+ */
+function runtimeSplatConversion(ctx: FixContext, layer: Layer): LayerConversion {
+  const target = CLASS_PARAM_FACTORY.linear;
+  const site = constructorSite(ctx.text, layer);
+  const callee = ctx.text.slice(site.calleeStart, site.calleeEnd).trim();
+  const sep = /^[ \t]*\r?\n/.test(ctx.text.slice(site.open + 1)) ? ',' : ', ';
+  return { edits: [replace(site.calleeStart, site.open + 1, `${target}(${callee}, ${callee}${sep}`)], safe: false, target, fallbackNames: [target], importLines: [] };
+}
+
 /** Why the layer's arguments as written keep it from converting (see argumentRefusal), or undefined. */
 export function conversionArgumentRefusal(ctx: FixContext, layer: Layer): string | undefined {
   if (skipReason(layer) || !teClass(layer)) return undefined;
@@ -408,8 +434,10 @@ export function conversionArgumentRefusal(ctx: FixContext, layer: Layer): string
     const why = conv1dRefusal(splitCallArgs(ctx.text, constructorSite(ctx.text, layer).open));
     return why ? `Not converted: ${why}` : undefined;
   }
-  const refusal = planArgs(ctx, layer, convertsThroughFallback(ctx)).refusal;
-  return refusal ? `Not converted: ${refusal}` : undefined;
+  const plan = planArgs(ctx, layer, convertsThroughFallback(ctx));
+  const viaFactory = convertsThroughFallback(ctx) || layer.facets?.shape.state === 'guarded' || !!layer.fallbackKeepsClass || !!layer.convertsWhen;
+  if (plan.refusal && splatCheckedAtRunTime(layer, plan, viaFactory)) return undefined;
+  return plan.refusal ? `Not converted: ${plan.refusal}` : undefined;
 }
 
 /** Stable id part for a layer: owner and attribute path, or its constructor text, plus its ordinal among equals. */

@@ -342,9 +342,13 @@ def _pl_linear_from(cls, classes, args, kwargs):
 def fp8_linear_from(cls, default, *args, **kwargs):
     """te.Linear when FP8 runs here, cls (a class chosen at run time, e.g. partial(nn.Conv2d, kernel_size=1) if
     use_conv else nn.Linear) is default, the class the code was checked with, or torch.nn.Linear, built plainly, and
-    the shape allows it; else cls(*args, **kwargs) as written."""
+    the shape allows it; else cls(*args, **kwargs) as written. Also a torch.nn.Linear passed **kwargs whose names the
+    code does not show: they are checked here, and a Linear built with others is kept and logged."""
     plan = _pl_linear_from(cls, (default, torch.nn.Linear), args, kwargs) if fp8_available()[0] else None
     if plan is None:
+        if fp8_available()[0] and fp8_is_class(cls, default, torch.nn.Linear):
+            _, _, kw = _pl_call_arguments(cls, args, kwargs)
+            _PL_KEPT.append("%s Linear: built as written, with arguments te.Linear is not given here (%s)" % (_pl_caller(), ", ".join(sorted(kw)) or "positional"))
         return cls(*args, **kwargs)
     in_features, out_features, bias, te_kwargs = plan
     problem = _pl_shape_problem(in_features, out_features)
