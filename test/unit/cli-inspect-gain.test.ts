@@ -13,6 +13,7 @@ interface Gain {
   gpu: string; speedup: number; bf16_step_ms: number; fp8_step_ms: number; tokens: number; tokens_assumed: boolean;
   blocks: number; blocks_from: string | null; launch_bound: boolean; loses: boolean; summary: string; details: string[];
   compiled_note: string | null;
+  attention_note: string | null;
 }
 interface InspectGainJson { version: number; files: { file: string; gain?: Gain }[] }
 
@@ -59,6 +60,24 @@ describe('precision-lens inspect: the model-level FP8 estimate (built CLI)', fun
     assert.equal(g.tokens_assumed, false);
     assert.match(g.summary, /^about \d\.\d+x per step at 32k tokens$/);
     assert.equal(g.compiled_note, null, 'nothing in the folder calls torch.compile');
+    // Its attention is torch's SDPA: the estimate counts it in both arms and says what TE's fused attention measured.
+    assert.match(g.attention_note ?? '', /^Attention is torch's scaled_dot_product_attention, counted the same in both arms; fp8_attention \(PL107\) hands it to TE's fused attention: on the NVIDIA H200 .*nanoGPT 12 x 2048 1\.24x -> 1\.29x.*llama2\.c 6 x 4096 1\.43-1\.45x -> 1\.53x\.$/);
+  });
+
+  it('the attention note: fp8_attention imported says the estimate counts it as torch\'s; no attention call, no note', () => {
+    const proj = mkdtempSync(join(tmpdir(), 'precision-lens-gain-attn-'));
+    try {
+      const wide = gpt(4096, 6);
+      writeFileSync(join(proj, 'via.py'), wide.replace('import torch.nn.functional as F', 'import torch.nn.functional as F\nfrom fp8_fallback import fp8_attention').replace('F.scaled_dot_product_attention(', 'fp8_attention('));
+      writeFileSync(join(proj, 'none.py'), wide.replace(/y = F\.scaled_dot_product_attention\([^)]*\)/, 'y = v'));
+      const out = parseJson<InspectGainJson>(runCli(['inspect', 'via.py', 'none.py', '--format', 'json'], proj));
+      assert.match(gainOf(out, 'via.py')?.attention_note ?? '', /^Attention runs through fp8_attention \(TE's fused attention where FP8 runs\), which this estimate counts as torch's BF16 SDPA: /);
+      const none = gainOf(out, 'none.py');
+      assert.ok(none, 'the model without attention still has its estimate');
+      assert.equal(none.attention_note, null);
+    } finally {
+      rmSync(proj, { recursive: true, force: true });
+    }
   });
 
   it('with a training script that calls torch.compile, the gain carries the compiled note', () => {

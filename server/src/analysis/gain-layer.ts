@@ -12,6 +12,7 @@ import { backendStatus, describeRatio, layerGain, parseGainTable, predictStep, t
 import type { Layer, ModelIR } from './ir';
 import tableJson from './data/gemm-table-h200.json';
 import compiledAbJson from './data/compiled-ab-h200.json';
+import attentionAbJson from './data/attention-ab-h200.json';
 
 let table: GainTable | null | undefined;
 
@@ -295,6 +296,37 @@ const COMPILED_AB = compiledAbJson as { gpu: string; versions: { transformer_eng
 export function compiledLines(compiles: boolean | undefined): string[] {
   if (!compiles) return [];
   return [`This project calls torch.compile: the estimate above is eager against eager BF16. Compiled, te.* modules run eager between graphs (TE ${COMPILED_AB.versions.transformer_engine}, torch ${COMPILED_AB.versions.torch.split('+')[0]}); ${compiledRunsText(false)}. For a model the script compiles, PL306 converts it with torchao (fp8_for_compile); Measure conversion compares both on your model.`];
+}
+
+interface AttentionAbRun {
+  model: string;
+  layers: number;
+  width: number;
+  /** Converted / original BF16, [lowest, highest] over the runs: attention through torch's SDPA, and through fp8_attention. */
+  without: number[];
+  with: number[];
+}
+
+const ATTENTION_AB = attentionAbJson as { gpu: string; versions: { transformer_engine: string; torch: string }; runs: AttentionAbRun[] };
+
+/**
+ * What the estimate does not count about attention, for a model converted to te.* (the TE backends): the block table
+ * times torch's SDPA in both arms, while PL107's fp8_attention hands the call to TE's fused attention where FP8 runs,
+ * which measured faster on real code (data/attention-ab-h200.json). One line when the file calls torch's attention or
+ * already calls fp8_attention; none otherwise.
+ */
+export function attentionLines(ir: ModelIR, settings: PrecisionLensSettings): string[] {
+  if (!gainBackend(settings).startsWith('te-')) return [];
+  // fp8_attention imported from the project's fallback module (the inline block's is not told apart here).
+  const viaFallback = ir.imports.some((b) => b.local === 'fp8_attention' && /(^|\.)fp8_attention$/.test(b.target));
+  const torchCall = ir.calls.some((c) => c.kind === 'attention');
+  if (!viaFallback && !torchCall) return [];
+  const span = ([lo, hi]: number[]) => (Math.abs(hi - lo) < 0.005 ? `${lo.toFixed(2)}x` : `${lo.toFixed(2)}-${hi.toFixed(2)}x`);
+  const runs = ATTENTION_AB.runs.map((r) => `${r.model} ${r.layers} x ${r.width} ${span(r.without)} -> ${span(r.with)}`).join(', ');
+  const head = viaFallback
+    ? "Attention runs through fp8_attention (TE's fused attention where FP8 runs), which this estimate counts as torch's BF16 SDPA"
+    : "Attention is torch's scaled_dot_product_attention, counted the same in both arms; fp8_attention (PL107) hands it to TE's fused attention";
+  return [`${head}: on the ${ATTENTION_AB.gpu} the converted step measured, without and with it (TE ${ATTENTION_AB.versions.transformer_engine}, eager): ${runs}.`];
 }
 
 /** What real code measured compiled, TE against torchao: "Measured against compiled BF16 on the NVIDIA H200: nanoGPT ...". */

@@ -6,7 +6,7 @@ import { RULES } from '../../../common/codes';
 import type { Dim, Layer, ModelIR } from '../analysis/ir';
 import type { Finding, WorkspaceFacts } from '../rules/types';
 import { explanationText } from '../rules/explain';
-import { compiledLines, predictModel, predictModelFor, TORCHAO_BACKENDS } from '../analysis/gain-layer';
+import { attentionLines, compiledLines, predictModel, predictModelFor, TORCHAO_BACKENDS } from '../analysis/gain-layer';
 import type { PrecisionLensSettings } from '../../../common/settings';
 import { isAnalysed, type AnalysedFile } from './analyze';
 import { countBySeverity } from './format-text';
@@ -119,6 +119,8 @@ function gainJson(ir: ModelIR, settings: PrecisionLensSettings, projectCompiles:
     })),
     // Where a file analysed with it calls torch.compile: the estimate is eager, and what compiled measured (the lens says the same).
     compiled_note: compiledLines(projectCompiles)[0] ?? null,
+    // Attention through TE's fused kernel (PL107) is not in the estimate: what it measured on real code (the lens says the same).
+    attention_note: attentionLines(ir, settings)[0] ?? null,
   };
 }
 

@@ -5,7 +5,7 @@
  */
 import type { CodeLens } from 'vscode-languageserver/node';
 import type { PrecisionLensSettings } from '../../../common/settings';
-import { compiledLines, predictModel, torchaoLines, type ModelPrediction } from '../analysis/gain-layer';
+import { attentionLines, compiledLines, predictModel, torchaoLines, type ModelPrediction } from '../analysis/gain-layer';
 import type { ClassInfo, ModelIR } from '../analysis/ir';
 import { lineStartsOf } from '../engine/lines';
 
@@ -67,6 +67,6 @@ export function modelCodeLenses(text: string, ir: ModelIR, settings: PrecisionLe
   const title = gainLensTitle(prediction);
   return [{
     range: { start: { line, character: 0 }, end: { line, character: 0 } },
-    command: { title, command: SHOW_GAIN_COMMAND, arguments: [title, [...prediction.details, ...torchaoLines(ir, settings), ...compiledLines(compiles)]] },
+    command: { title, command: SHOW_GAIN_COMMAND, arguments: [title, [...prediction.details, ...attentionLines(ir, settings), ...torchaoLines(ir, settings), ...compiledLines(compiles)]] },
   }];
 }
