@@ -43,10 +43,13 @@ export function weightUse(rec: LayerRec, ev: Evaluator): { convertible: false | 
  * nn.Linear(...)`, then `self.in_proj_weight = in_proj.weight`): the module is thrown away, its parameters kept for a
  * functional op (AudioCraft's attention, after torch's MultiheadAttention). Returns the first such read, as written.
  */
+const LOCAL_USES_WINDOW = 20_000;
 function localParamsOnly(rec: LayerRec, ev: Evaluator): string | undefined {
   const name = rec.layer.name;
   const fn = rec.scope.fn;
-  if (!fn || !name || !/^[A-Za-z_]\w*$/.test(name)) return undefined;
+  // Bounded: a throwaway module is used within a few lines; a function's rest longer than this is not read (the
+  // layer keeps its other checks' verdict), so a file of thousands of local layers stays linear.
+  if (!fn || !name || !/^[A-Za-z_]\w*$/.test(name) || fn.end - rec.call.node.endIndex > LOCAL_USES_WINDOW) return undefined;
   const raw = ev.source().slice(rec.call.node.endIndex, fn.end);
   const text = codeOnly(raw);
   let first: string | undefined;
