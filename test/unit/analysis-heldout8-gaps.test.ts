@@ -4,7 +4,8 @@
  * comment or a docstring is not a read (litgpt's LoRAQKVLinear documents `self.linear.weight` beside its call); an
  * imported norm factory named `create_norm_fn` (AudioCraft) is reported like `create_norm`; torchtune's GemmaRMSNorm (read
  * in its source: 1 + scale) converts to te.RMSNorm(zero_centered_gamma=True) keeping its `scale` key, and its
- * GemmaNormEmbeddings is the token embedding.
+ * GemmaNormEmbeddings is the token embedding; `config.norm_class(...)` is read through a file's subclass of litgpt's
+ * Config, and listed (not converted) where `config` has no known class.
  */
 import * as assert from 'node:assert/strict';
 import { analyze, fixture, initParser, layer } from './analysis-helpers';
@@ -92,5 +93,31 @@ describe('held-out set 8 gaps', () => {
     assert.equal(e.kind, 'embedding');
     assert.equal(e.role, 'embedding');
     assert.notEqual(e.convertible, true);
+  });
+
+  it("config.norm_class(...): through a local subclass of litgpt's Config its candidates; untyped, listed and not converted", () => {
+    const body = [
+      'class GPT(nn.Module):',
+      '    def __init__(self, config__ANN__) -> None:',
+      '        super().__init__()',
+      '        self.transformer = nn.ModuleDict(dict(',
+      '            wte=nn.Embedding(config.padded_vocab_size, config.n_embd),',
+      '            ln_f=config.norm_class(config.n_embd, eps=config.norm_eps),',
+      '        ))',
+      '        self.extra = self.norm_class(config.n_embd)',
+      '',
+    ];
+    const head = ['from dataclasses import dataclass', 'import torch.nn as nn', 'from litgpt.config import Config as BaseConfig', '',
+      '@dataclass', 'class Config(BaseConfig):', '    lora_r: int = 4', '', ''];
+    const typed = analyze([...head, ...body].join('\n').replace('__ANN__', ': Config'));
+    const t = layer(typed, 'transformer.ln_f');
+    assert.equal(t.convertible, 'uncertain', t.reasons.join('\n'));
+    assert.match(t.reasons.join(' '), /Its class comes from config\.norm_class \(chosen by config\.norm_class_name\), chosen at run time among classes that convert differently \(nn\.LayerNorm -> te\.LayerNorm; litgpt\.model\.RMSNorm -> te\.RMSNorm\)/);
+    const untyped = analyze([...head, ...body].join('\n').replace('__ANN__', ''));
+    const u = layer(untyped, 'transformer.ln_f');
+    assert.equal(u.convertible, false);
+    assert.match(u.reasons.join(' '), /^config\.norm_class\(\.\.\.\) builds a norm whose class config chooses at run time .* not converted here\./);
+    // self.norm_class(...) with nothing defining it: no guess.
+    assert.equal(untyped.layers.some((l) => l.name === 'self.extra'), false);
   });
 });

@@ -232,6 +232,20 @@ function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; c
 }
 
 /**
+ * A norm class held by an object the analysis cannot type (`config.norm_class(config.n_embd, eps=...)` with `config`
+ * unannotated, `cfg.norm_layer(dim)`), where nothing else resolved it (an annotated litgpt Config gives its candidates:
+ * libraryAttrCtor): it builds a norm whose class is chosen elsewhere, so it is listed, not converted, saying where to
+ * look.
+ */
+const CONFIGURED_NORM = /^(norm_class|norm_cls|norm_layer|norm_module|norm_fn)$/;
+function configuredNormClass(text: string): ClassSite | undefined {
+  const m = /^([A-Za-z_]\w*)\.([A-Za-z_]\w*)$/.exec(text);
+  if (!m || !CONFIGURED_NORM.test(m[2]) || m[1] === 'self' || m[1] === 'cls') return undefined;
+  return { resolved: text, ctor: { kind: 'layernorm', isTe: false, params: ['normalized_shape', 'eps'], display: text,
+    noTe: `${text}(...) builds a norm whose class ${text.split('.')[0]} chooses at run time (a LayerNorm, an RMSNorm, another): not converted here. Annotate ${text.split('.')[0]} with its class where it is a library's config (litgpt's Config is known), or convert where the class is chosen.` } };
+}
+
+/**
  * The module a class named at a call was imported from (`.common` for `from .common import LayerNorm2d`), for the
  * rules that read an imported class by its name: undefined when the name is not imported by this file, is one of the
  * file's own classes, or resolves to torch or Transformer Engine (relative imports too unless `relative`).
@@ -407,7 +421,7 @@ function collectCall(c: Collector, i: number): void {
   const found = ctorFor(ctx, text);
   if (!found) {
     const viaParam: ClassSite | undefined = paramDefaultCtor(ctx, call, text) ?? assignedClassCtor(ctx, call, text) ?? attrClassCtor(ctx, call, text)
-      ?? unfilledNormParam(ctx, call, text);
+      ?? unfilledNormParam(ctx, call, text) ?? configuredNormClass(text);
     if (viaParam) {
       // Rare; not memoised (a returned class depends on another statement): rebuilt at each analysis.
       const rec = makeLayer(ctx, call, calleeOf(call) as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
@@ -1639,6 +1653,22 @@ function configClassExprs(ctx: LayerContext, attr: string): SyntaxNode[] {
 }
 
 /**
+ * The catalogue's row for a config class's attribute: the class's own, or through the file's subclasses of it
+ * (litgpt's lora.py: `class Config(BaseConfig)`, `BaseConfig` being litgpt.config.Config), a few levels deep.
+ */
+function configAttrRow(ctx: LayerContext, owner: string, attr: string): ReturnType<typeof lookupClassAttribute> {
+  let names = [owner];
+  for (let depth = 0; depth < 4 && names.length; depth++) {
+    for (const name of names) {
+      const row = lookupClassAttribute(name, attr);
+      if (row) return row;
+    }
+    names = names.flatMap((n) => ctx.classes.get(n.replace(/^local:/, ''))?.info.resolvedBases ?? []);
+  }
+  return undefined;
+}
+
+/**
  * `config.norm_class(...)` where `config` is a parameter annotated with a library config class whose attribute the
  * catalogue lists (litgpt's Config.norm_class): its candidate classes, a local class standing for the library's own
  * when the file defines one of that name (litgpt's model.py defines RMSNorm).
@@ -1647,7 +1677,7 @@ function libraryAttrCtor(ctx: LayerContext, call: CallRec, head: string, attr: s
   const fn = call.scope.fn;
   const ann = fn ? paramsOf(ctx.src, fn).find((p) => p.name === head)?.annotation : undefined;
   if (!ann || !/^[A-Za-z_][\w.]*$/.test(ann)) return undefined;
-  const row = lookupClassAttribute(resolveName(ctx.imports, ann), attr);
+  const row = configAttrRow(ctx, resolveName(ctx.imports, ann), attr);
   if (!row) return undefined;
   const found: { node: string; c: ClassExpr }[] = [];
   for (const name of row.candidates) {
