@@ -341,6 +341,15 @@ export const CATALOGUE: CatalogueEntry[] = [
     source: read('Dao-AILab/flash-attention', 'flash_attn/ops/triton/layer_norm.py', '0a721daebe4fa7149f06ecf3d3eabeb6dcd0f1fa') },
   { name: 'flash_attn.ops.fused_dense.FusedDense', library: 'flash_attn', kind: 'linear', params: ['in_features', 'out_features', 'bias', 'return_residual', 'device', 'dtype'],
     te: { cls: 'te.Linear', renames: TORCH_DTYPE }, source: read('Dao-AILab/flash-attention', 'flash_attn/ops/fused_dense.py', '081c2b012a08ef90346d6adf7e54f55a58b58e9f') },
+  // Its tensor-parallel Linears take the process group positionally and shard their own way: RowParallelLinear keeps
+  // the bias on rank 0 only, and since 2.6 both split unevenly in multiples of multiple_of (the first ranks take one
+  // more); te.Linear(parallel_mode=..., tp_group=...) splits evenly and keeps the bias on every rank.
+  ...(['ColumnParallelLinear', 'RowParallelLinear'].map((c): CatalogueEntry => ({
+    name: `flash_attn.ops.fused_dense.${c}`, library: 'flash_attn', kind: 'parallel-linear',
+    params: ['in_features', 'out_features', 'process_group', 'bias', 'sequence_parallel', 'multiple_of', 'device', 'dtype'],
+    noTe: `flash-attn's ${c} shards its weight${c === 'RowParallelLinear' ? ' and keeps its bias on rank 0 only' : ''} its own way (since 2.6 unevenly, in multiples of multiple_of), which te.Linear(parallel_mode="${c.startsWith('Column') ? 'column' : 'row'}", tp_group=process_group) does not reproduce: convert by hand, with a checkpoint mapping for the shards.`,
+    source: read('Dao-AILab/flash-attention', 'flash_attn/ops/fused_dense.py', '081c2b012a08ef90346d6adf7e54f55a58b58e9f', 'flash-attn 2.8.3 (PyPI sdist) adds multiple_of and splits unevenly'),
+  }))),
   { name: 'flash_attn.modules.embedding.GPT2Embeddings', library: 'flash_attn', kind: 'other',
     params: ['embed_dim', 'vocab_size', 'max_position_embeddings', 'padding_idx', 'device', 'dtype'],
     role: { role: 'embedding', note: "flash-attn's word + position embedding module" },

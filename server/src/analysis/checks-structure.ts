@@ -6,7 +6,7 @@
 import type { Layer } from './ir';
 import type { Evaluator } from './dims';
 import type { Check, Fact } from './checks';
-import { attrUses, optionValue, unitOffset, weightUse } from './checks-uses';
+import { attrUses, branchBesideCall, optionValue, unitOffset, weightUse } from './checks-uses';
 import { teMapping } from './catalogue';
 
 const isLinear = (k: string): boolean => k === 'linear' || k === 'parallel-linear';
@@ -337,6 +337,12 @@ const normReadDirectly: Check = {
     if (!use) return undefined;
     const odd = [...(use.attrs ?? [])].filter((a) => !NORM_PLAIN_ATTRS.test(a));
     if (!use.params && !odd.length) return undefined;
+    // Read only on a branch whose other branch calls the norm (flash-attn's Block: `if not self.fused_dropout_add_ln:
+    // self.norm1(...)`, else its fused kernel reads self.norm1.weight): the conversion serves the call, as for a Linear.
+    const branch = !odd.length && use.reads ? branchBesideCall(ev.source().slice(cls.rec.start, cls.rec.end), L.attr, use.reads) : undefined;
+    if (branch) {
+      return ok(`${cls.info.name} reads self.${L.attr}.weight directly only on the branch \`${branch}\`, whose other branch calls self.${L.attr}: the conversion serves the call; that branch would hand ${teNorm(L.kind)}'s weight to its own kernel, so keep it off or convert it with that code.`);
+    }
     return guarded(`${cls.info.name} also reads ${odd.length ? `self.${L.attr}.${odd[0]}` : `self.${L.attr}.weight`} directly (a fused kernel or functional op)${odd.length ? `, which ${teNorm(L.kind)} does not have` : ''}: convert only together with that code.`);
   },
 };

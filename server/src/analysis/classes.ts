@@ -242,7 +242,8 @@ const channelAxisCache = new WeakMap<SyntaxNode, ClassInfo['channelAxis'] | null
 
 /**
  * Whether a norm class normalises over the channel axis (dim 1 of NCHW) rather than the last one, from its own text:
- * forward reduces over dim 1 or permutes around the norm (timm LayerNorm2d, RmsNorm2d), or a `channels_first` data
+ * forward reduces over dim 1 or permutes / transposes around the norm (timm LayerNorm2d, RmsNorm2d, torchaudio's
+ * wav2vec2 LayerNorm), or a `channels_first` data
  * format option (ConvNeXt's LayerNorm). te.LayerNorm / te.RMSNorm always normalise over the last dimension.
  */
 function channelAxisOf(src: string, m: ClassModel): ClassInfo['channelAxis'] | undefined {
@@ -257,9 +258,13 @@ function channelAxisOf(src: string, m: ClassModel): ClassInfo['channelAxis'] | u
     out = { when: 'option', evidence: 'its data_format option: "channels_first" normalises over dim 1', optionDefault: def };
   } else if (fwd) {
     const dim1 = /\.\s*(mean|var|std|var_mean|norm|sum|amax)\s*\(\s*(?:dim\s*=\s*)?[([]?\s*1\s*[,)\]]|torch\s*\.\s*(mean|var|var_mean|std)\s*\([^,()]+,\s*(?:dim\s*=\s*)?[([]?\s*1\s*[,)\]]/.exec(fwd);
-    const permute = /\.\s*permute\s*\(\s*0\s*,\s*2\s*,\s*3\s*,\s*1\b|\bmovedim\s*\(\s*1\s*,\s*-1|rearrange\s*\([^)]*['"]\s*b\s+c\s+h\s+w\s*->\s*b\s+h\s+w\s+c/.exec(fwd);
+    // ... or swaps the last two axes around it (torchaudio's wav2vec2 LayerNorm over (batch, channels, time)).
+    const permute = /\.\s*permute\s*\(\s*0\s*,\s*2\s*,\s*3\s*,\s*1\b|\bmovedim\s*\(\s*1\s*,\s*-1|rearrange\s*\([^)]*['"]\s*b\s+c\s+h\s+w\s*->\s*b\s+h\s+w\s+c|\.\s*transpose\s*\(\s*(?:-2\s*,\s*-1|-1\s*,\s*-2|1\s*,\s*2|2\s*,\s*1|1\s*,\s*-1|-1\s*,\s*1)\s*\)/.exec(fwd);
     if (dim1) out = { when: 'always', evidence: `forward reduces over dim 1 (\`${dim1[0].replace(/\s+/g, '')}\`)` };
-    else if (permute) out = { when: 'always', evidence: `forward moves the channel axis last around the norm (\`${permute[0].replace(/\s+/g, '')}\`)` };
+    else if (permute) {
+      const how = /transpose/.test(permute[0]) ? 'forward swaps the last two axes around the norm' : 'forward moves the channel axis last around the norm';
+      out = { when: 'always', evidence: `${how} (\`${permute[0].replace(/\s+/g, '')}\`)` };
+    }
   }
   channelAxisCache.set(m.rec.node, out ?? null);
   return out;

@@ -988,7 +988,24 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
   if (!c || c.ctor.kind === 'other') return undefined;
   if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: chosenVia(`${text} = ${rhs}`, c), ...runTimeCheck(text, c) };
   if (c.candidates) return { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates };
+  // `if norm_layer is None: norm_layer = partial(nn.LayerNorm, eps=1e-5)` for a parameter that defaults to None
+  // (torchvision's Swin): the parameter's default, written in the body; a caller may pass another class, which the
+  // conversion checks at run time (fp8_layernorm_from), as for a default in the signature.
+  const dflt = scopeFn && noneDefaultAssigned(ctx, scopeFn, text, right) ? defaultClassName(ctx, right) : undefined;
+  if (dflt) return { resolved: c.resolved, ctor: c.ctor, via: `the parameter ${text} (${rhs} when None)`, param: { name: text, defaultClass: dflt } };
   return right.type === 'call' ? { resolved: c.resolved, ctor: c.ctor, via: `${text} = ${rhs}` } : { resolved: c.resolved, ctor: c.ctor };
+}
+
+/** Whether `right` is assigned to `name` as the body of `if name is None:`, `name` being a parameter of fn whose default is None. */
+function noneDefaultAssigned(ctx: LayerContext, fn: FuncRec, name: string, right: SyntaxNode): boolean {
+  if (paramsOf(ctx.src, fn).find((p) => p.name === name)?.def?.type !== 'none') return false;
+  let q: SyntaxNode | null = right.parent;
+  while (q && q.type !== 'if_statement' && q.type !== 'function_definition') {
+    if (q.type === 'else_clause' || q.type === 'elif_clause') return false;
+    q = q.parent;
+  }
+  const cond = q?.type === 'if_statement' ? q.childForFieldName('condition') : null;
+  return !!cond && new RegExp(`^${name}\\s+is\\s+None$`).test(ctx.src.slice(cond.startIndex, cond.endIndex).trim());
 }
 
 /** A class chosen at run time and called by name: the conversion can check at run time that the class reported was chosen. */

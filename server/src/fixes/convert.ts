@@ -22,6 +22,7 @@ import { splatKeys } from './splat';
 
 export { constructorSite } from './source';
 import type { Fix, FixContext } from './types';
+import { wrapperRanges } from '../analysis/known';
 
 /** Factory per layer kind; they take te.* argument names (params_dtype) and map them back for torch.nn. */
 export const FACTORY: Partial<Record<Layer['kind'], string>> = {
@@ -337,7 +338,7 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   const keeper = keepsClass && layer.kind !== 'parallel-linear' ? KEEP_CLASS_FACTORY[layer.kind as keyof typeof KEEP_CLASS_FACTORY] : PARALLEL_FACTORY;
   const target = viaFactory ? (parallel ? keeper : FACTORY[layer.kind]!) : `${access.prefix}${cls}`;
   const args = planArgs(ctx, layer, viaFactory);
-  if (args.refusal && splatCheckedAtRunTime(layer, args, viaFactory)) return runtimeSplatConversion(ctx, layer);
+  if (args.refusal && splatCheckedAtRunTime(ctx, layer, args, viaFactory)) return runtimeSplatConversion(ctx, layer);
   if (args.refusal) return refused(`Not converted: ${args.refusal}`, target, args.label);
   const site = constructorSite(ctx.text, layer);
   const importLines = args.importLine ? [args.importLine] : [];
@@ -409,9 +410,15 @@ function classParamConversion(ctx: FixContext, layer: Layer, param: { name: stri
  * `torch.nn.Linear(in_features, out_features, **kwargs)`), converting through the fallback: its names are checked when
  * the layer is built instead (fp8_linear_from), so the conversion is offered rather than refused.
  */
-function splatCheckedAtRunTime(layer: Layer, args: ArgPlan, viaFactory: boolean): boolean {
-  return !!args.uncheckedSplat && viaFactory && layer.kind === 'linear' && layer.resolved === 'torch.nn.Linear'
-    && !layer.fallbackKeepsClass && !layer.convertsWhen && !layer.classParam;
+function splatCheckedAtRunTime(ctx: FixContext, layer: Layer, args: ArgPlan, viaFactory: boolean): boolean {
+  if (!args.uncheckedSplat || !viaFactory || layer.kind !== 'linear' || layer.resolved !== 'torch.nn.Linear'
+    || layer.fallbackKeepsClass || layer.convertsWhen || layer.classParam) return false;
+  // Splats of plain names only (`**kwargs`), as a caller's arguments are passed on; and never the fallback's own code
+  // (an inline block's fp8_linear builds torch.nn.Linear(..., **_pl_torch_kwargs(kwargs)) where FP8 does not run).
+  const site = constructorSite(ctx.text, layer);
+  if (wrapperRanges(ctx.text).some(([a, b]) => site.calleeStart >= a && site.calleeStart < b)) return false;
+  const call = splitCallArgs(ctx.text, site.open);
+  return !!call && call.args.filter((a) => /^\*/.test(a.value.trim())).every((a) => /^\*{1,2}\s*[A-Za-z_]\w*$/.test(a.value.trim()));
 }
 
 /**
@@ -436,7 +443,7 @@ export function conversionArgumentRefusal(ctx: FixContext, layer: Layer): string
   }
   const plan = planArgs(ctx, layer, convertsThroughFallback(ctx));
   const viaFactory = convertsThroughFallback(ctx) || layer.facets?.shape.state === 'guarded' || !!layer.fallbackKeepsClass || !!layer.convertsWhen;
-  if (plan.refusal && splatCheckedAtRunTime(layer, plan, viaFactory)) return undefined;
+  if (plan.refusal && splatCheckedAtRunTime(ctx, layer, plan, viaFactory)) return undefined;
   return plan.refusal ? `Not converted: ${plan.refusal}` : undefined;
 }
 
