@@ -2,7 +2,8 @@
  * General rules from held-out set 9's first run (docs/realcode.md), each on code of its own: flash-attn's tensor-parallel
  * Linears are refused with the reason (they shard their own way) and said so as a diagnostic; a norm whose forward
  * swaps the last two axes around it is kept; a norm's weight read on a branch beside its call converts, as a Linear's
- * does; `if norm_layer is None: norm_layer = partial(nn.LayerNorm, ...)` is the parameter's default, checked at run time.
+ * does; `if norm_layer is None: norm_layer = partial(nn.LayerNorm, ...)` is the parameter's default, checked at run time;
+ * flash-attn's ParallelGPT2Embeddings is the token embedding.
  */
 import * as assert from 'node:assert/strict';
 import { findingsOf } from '../../server/src/engine/engine';
@@ -114,5 +115,24 @@ describe('held-out set 9 gaps', () => {
     // Assigned under another condition (or in an else): not the default, so not a run-time-checked conversion.
     const other = layer(analyze(src('        if flag:\n            norm_layer = partial(nn.LayerNorm, eps=1e-5)')), 'self.norm');
     assert.equal(other.classParam, undefined);
+  });
+
+  it("flash-attn's ParallelGPT2Embeddings and BertEmbeddings are the embedding", () => {
+    const ir = analyze([
+      'import torch.nn as nn',
+      'from flash_attn.modules.embedding import BertEmbeddings, ParallelGPT2Embeddings',
+      '',
+      'class GPTModel(nn.Module):',
+      '    def __init__(self, config, process_group):',
+      '        super().__init__()',
+      '        self.embeddings = ParallelGPT2Embeddings(config.hidden_size, config.vocab_size, config.max_position_embeddings, process_group=process_group)',
+      '        self.bert = BertEmbeddings(config.hidden_size, config.vocab_size, config.max_position_embeddings, config.type_vocab_size)',
+      '',
+    ].join('\n'));
+    for (const name of ['self.embeddings', 'self.bert']) {
+      const e = layer(ir, name);
+      assert.equal(e.role, 'embedding', `${name}: ${e.reasons.join(' ')}`);
+      assert.notEqual(e.convertible, true);
+    }
   });
 });
