@@ -3,7 +3,8 @@
  * Linears are refused with the reason (they shard their own way) and said so as a diagnostic; a norm whose forward
  * swaps the last two axes around it is kept; a norm's weight read on a branch beside its call converts, as a Linear's
  * does; `if norm_layer is None: norm_layer = partial(nn.LayerNorm, ...)` is the parameter's default, checked at run time;
- * flash-attn's ParallelGPT2Embeddings is the token embedding.
+ * flash-attn's ParallelGPT2Embeddings is the token embedding; a norm class whose (base's) weight exists on some paths
+ * only (OLMo's LayerNormBase) is uncertain.
  */
 import * as assert from 'node:assert/strict';
 import { findingsOf } from '../../server/src/engine/engine';
@@ -134,5 +135,37 @@ describe('held-out set 9 gaps', () => {
       assert.equal(e.role, 'embedding', `${name}: ${e.reasons.join(' ')}`);
       assert.notEqual(e.convertible, true);
     }
+  });
+
+  it("a norm class whose base builds its weight on some paths only (OLMo's LayerNormBase) is uncertain, with the line", () => {
+    const src = (optional: boolean) => [
+      'import torch',
+      'import torch.nn as nn',
+      'import torch.nn.functional as F',
+      '',
+      'class LayerNormBase(nn.Module):',
+      '    def __init__(self, size, elementwise_affine=True):',
+      '        super().__init__()',
+      '        self.normalized_shape = (size,)',
+      '        self.eps = 1e-5',
+      ...(optional
+        ? ['        if elementwise_affine:', '            self.weight = nn.Parameter(torch.ones(self.normalized_shape))', '            self.bias = nn.Parameter(torch.zeros(self.normalized_shape))',
+          '        else:', '            self.register_parameter("bias", None)', '            self.register_parameter("weight", None)']
+        : ['        self.weight = nn.Parameter(torch.ones(self.normalized_shape))', '        self.bias = nn.Parameter(torch.zeros(self.normalized_shape))']),
+      '',
+      'class LayerNorm(LayerNormBase):',
+      '    def forward(self, x):',
+      '        return F.layer_norm(x, self.normalized_shape, weight=self.weight, bias=self.bias, eps=self.eps)',
+      '',
+      'class Block(nn.Module):',
+      '    def __init__(self, d_model=2048):',
+      '        super().__init__()',
+      '        self.attn_norm = LayerNorm(d_model)',
+      '',
+    ].join('\n');
+    const n = layer(analyze(src(true)), 'self.attn_norm');
+    assert.equal(n.convertible, 'uncertain', n.reasons.join('\n'));
+    assert.match(n.reasons.join(' '), /LayerNorm has a weight only on some paths \(`self\.register_parameter\("weight", None\)` on the others\), while te\.LayerNorm always has one/);
+    assert.equal(layer(analyze(src(false)), 'self.attn_norm').convertible, true);
   });
 });

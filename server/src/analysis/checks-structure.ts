@@ -288,6 +288,20 @@ const weightlessNorm: Check = {
 };
 
 /**
+ * A norm class that builds its weight on some paths only (OLMo's LayerNormBase: `register_parameter("weight", None)`
+ * unless its config or elementwise_affine asks for one): te.* norms always have a weight, so whether the conversion is
+ * exact depends on how each norm is built, which the class decides at run time.
+ */
+const optionalWeight: Check = {
+  name: 'norm-weight-optional', facet: 'structure',
+  run({ rec, L, sofar }) {
+    const line = rec.ctor.local?.info.weightOptional;
+    if (!isNorm(L.kind) || sofar === 'fails' || !line) return undefined;
+    return guarded(`${L.localClass ?? rec.ctor.display} has a weight only on some paths (\`${line}\` on the others), while ${teNorm(L.kind)} always has one: the conversion is exact only for norms built with their weight, which this class decides at run time. Convert by hand where it always has one.`);
+  },
+};
+
+/**
  * A norm whose weight parameter has another name (`self.scale = nn.Parameter(torch.ones(d))`: k-diffusion, torchtune):
  * te.* computes the same, but its parameter is `weight` and the conversion cannot keep the state_dict key, so it stays
  * guarded and the reason names the keys that change.
@@ -485,6 +499,6 @@ const classChosenAtRunTime: Check = {
 /** In order; each sees the state of the checks before it. */
 export const STRUCTURE_CHECKS: readonly Check[] = [
   catalogueNoTe, linearWeightUse, tokenMixing, parallelLayout, transposedWeight, specialWeights, linearForwardExtra, localLinear, viaFactory,
-  layerNormArgs, rmsNormArgs, recognisedNorm, importedNorm, weightlessNorm, normWeightTransformed, scaleName, gatedNorm, normForwardExtra, normReadDirectly, normParamReplaced,
+  layerNormArgs, rmsNormArgs, recognisedNorm, importedNorm, weightlessNorm, optionalWeight, normWeightTransformed, scaleName, gatedNorm, normForwardExtra, normReadDirectly, normParamReplaced,
   noTeTwin, channelAxis, reparametrisingWrapper, teToTorchCopy, torchScript, classCandidatesAgree, classChosenAtRunTime,
 ];

@@ -223,6 +223,8 @@ function normClassFacts(src: string, m: ClassModel, byName: Map<string, ClassMod
   if (axis) m.info.channelAxis = axis;
   // A bias created in a local base class (`LayerNormBase.__init__`, OLMo) is the subclass's bias too.
   if (m.hasBias === false && baseDefinesBias(src, m, byName)) m.hasBias = true;
+  const optional = weightRemoval(src, m, byName);
+  if (optional) m.info.weightOptional = optional;
   if (m.init) {
     for (const p of ctorParams(src, m.init)) {
       if ((p.name === 'bias' || p.name === 'elementwise_affine' || p.name === 'affine') && p.def) {
@@ -268,6 +270,25 @@ function channelAxisOf(src: string, m: ClassModel): ClassInfo['channelAxis'] | u
   }
   channelAxisCache.set(m.rec.node, out ?? null);
   return out;
+}
+
+/**
+ * The line where `m` or a local base of it removes its weight on some path (`self.register_parameter("weight", None)`,
+ * `self.weight = None`) while building it on another (a Parameter assigned to self.weight): the weight is optional.
+ */
+function weightRemoval(src: string, m: ClassModel, byName: Map<string, ClassModel>, depth = 0): string | undefined {
+  if (depth > 4) return undefined;
+  const text = src.slice(m.rec.start, m.rec.end);
+  const removed = /self\.register_parameter\(\s*["']weight["']\s*,\s*None\s*\)|self\.weight\s*=\s*None\b/.exec(text);
+  if (removed && /self\.weight\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\s*\(/.test(text)) return removed[0].replace(/\s+/g, ' ');
+  for (const rb of m.info.resolvedBases) {
+    if (!rb.startsWith('local:')) continue;
+    const base = byName.get(rb.slice(6));
+    if (!base || base === m) continue;
+    const hit = weightRemoval(src, base, byName, depth + 1);
+    if (hit) return hit;
+  }
+  return undefined;
 }
 
 /** Whether a local base class of `m` creates a bias parameter (`self.bias = nn.Parameter(...)`). */

@@ -249,6 +249,11 @@ export interface ClassInfo {
   extraInputs?: string[];
   /** A norm class with no learnable weight at all (no Parameter, no norm module inside): te.* norms always have one. */
   weightless?: boolean;
+  /**
+   * A norm class (or a local base of it) that builds its weight on some paths only and removes it on the others
+   * (`self.register_parameter("weight", None)`, `self.weight = None`: OLMo's LayerNormBase, under its config): the line.
+   */
+  weightOptional?: string;
   /** A norm class whose scale parameter has another name than `weight` (`gain`): checkpoint keys change with te.*. */
   scaleName?: string;
   /** A norm class whose forward transforms its weight before scaling by it (`torch.exp(self.scale)[:, None, None]`,

@@ -69,7 +69,7 @@ function ctorFacts(c: LayerRec['ctor']): string {
     f = `${c.kind}\u0001${c.isTe}\u0001${c.te}\u0001${c.display}\u0001${c.parallelMode}\u0001${c.transposedWeight}\u0001${c.imported}\u0001${c.importedForward?.scaleName ?? (c.importedForward ? 'weight' : '')}\u0001${!!c.importedForward?.unitOffset}\u0001${c.noTe}`
       + (info ? `\u0001${info.layerKindReason}\u0001${info.zeroCenteredGamma}\u0001${info.zeroCenteredConditional}\u0001${info.ownImplementation}\u0001${c.local?.hasBias}`
         + `\u0001${JSON.stringify(info.channelAxis ?? null)}\u0001${JSON.stringify(c.local?.normDefaults ?? null)}\u0001${c.local?.rmsBias}`
-        + `\u0001${info.extraParams?.join(',')}\u0001${info.forwardExtra}\u0001${info.weightReplacedBy}\u0001${info.grouped}\u0001${info.extraInputs?.join(',')}\u0001${info.weightless}\u0001${info.scaleName}\u0001${info.weightTransformed}` : '');
+        + `\u0001${info.extraParams?.join(',')}\u0001${info.forwardExtra}\u0001${info.weightReplacedBy}\u0001${info.grouped}\u0001${info.extraInputs?.join(',')}\u0001${info.weightless}\u0001${info.weightOptional}\u0001${info.scaleName}\u0001${info.weightTransformed}` : '');
     ctorFactsCache.set(c, f);
   }
   return f;
