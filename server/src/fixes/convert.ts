@@ -5,6 +5,7 @@
  */
 import { paramAt, teMapping, teRenames } from '../analysis/catalogue';
 import type { Layer, ModelIR } from '../analysis/ir';
+import { wrapperRanges } from '../analysis/known';
 import { predictedLoss } from '../analysis/gain-layer';
 import { classRefsOf, extendClassTests, type ClassRef } from './class-tests';
 import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
@@ -22,7 +23,6 @@ import { splatKeys } from './splat';
 
 export { constructorSite } from './source';
 import type { Fix, FixContext } from './types';
-import { wrapperRanges } from '../analysis/known';
 
 /** Factory per layer kind; they take te.* argument names (params_dtype) and map them back for torch.nn. */
 export const FACTORY: Partial<Record<Layer['kind'], string>> = {
