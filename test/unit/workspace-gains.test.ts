@@ -5,7 +5,7 @@
  * open in the editor left to its own analysis, a deleted file forgotten.
  */
 import * as assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_SETTINGS } from '../../common/settings';
@@ -99,7 +99,6 @@ describe('workspace/gains: the models a compiling script imports', () => {
     });
 
     it('a script that does not compile, and a model open in the editor, are not read', async () => {
-      mkdirSync(join(dir, 'sub'));
       const model = join(dir, 'model.py');
       writeFileSync(model, gpt(768, 12));
       const eager = tracker();

@@ -6,7 +6,7 @@
 import type { Layer } from './ir';
 import type { Evaluator } from './dims';
 import type { Check, Fact } from './checks';
-import { attrUses, branchBesideCall, optionValue, unitOffset, weightUse } from './checks-uses';
+import { attrUses, branchBesideCall, classSource, optionValue, unitOffset, weightUse } from './checks-uses';
 import { teMapping } from './catalogue';
 
 const isLinear = (k: string): boolean => k === 'linear' || k === 'parallel-linear';
@@ -353,7 +353,7 @@ const normReadDirectly: Check = {
     if (!use.params && !odd.length) return undefined;
     // Read only on a branch whose other branch calls the norm (flash-attn's Block: `if not self.fused_dropout_add_ln:
     // self.norm1(...)`, else its fused kernel reads self.norm1.weight): the conversion serves the call, as for a Linear.
-    const branch = !odd.length && use.reads ? branchBesideCall(ev.source().slice(cls.rec.start, cls.rec.end), L.attr, use.reads) : undefined;
+    const branch = !odd.length && use.reads ? branchBesideCall(classSource(ev, cls), L.attr, use.reads) : undefined;
     if (branch) {
       return ok(`${cls.info.name} reads self.${L.attr}.weight directly only on the branch \`${branch}\`, whose other branch calls self.${L.attr}: the conversion serves the call; that branch would hand ${teNorm(L.kind)}'s weight to its own kernel, so keep it off or convert it with that code.`);
     }

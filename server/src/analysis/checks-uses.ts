@@ -28,7 +28,7 @@ export function weightUse(rec: LayerRec, ev: Evaluator): { convertible: false | 
   if (use.params && !use.other) {
     return { convertible: false, reason: `${cls.info.name} never calls self.${L.attr}; it only reads its weight/bias (for a functional op): te.Linear runs FP8 only in its own forward, so converting it gains nothing and can break that op (FP8 weights under fp8_model_init). Keep it.` };
   }
-  const branch = use.params && use.reads ? branchBesideCall(src(ev, cls), L.attr, use.reads) : undefined;
+  const branch = use.params && use.reads ? branchBesideCall(classSource(ev, cls), L.attr, use.reads) : undefined;
   if (branch) {
     return { convertible: 'beside-call', reason: `${cls.info.name} reads self.${L.attr}.weight directly only on the branch \`${branch}\`, whose other branch calls self.${L.attr}: te.Linear runs FP8 on the call, and the direct read gets its high-precision weight (do not combine with fp8_model_init).` };
   }
@@ -171,7 +171,8 @@ export function unitOffset(rec: LayerRec, ev: Evaluator, cond: string, te: strin
   return `${L.localClass} scales by (1 + weight) when ${p.name} is true: it maps onto ${te}(zero_centered_gamma=${expr}), the same expression, so either way the offset matches.`;
 }
 
-function src(ev: Evaluator, cls: { rec: { start: number; end: number } }): string {
+/** The text of a layer's class. */
+export function classSource(ev: Evaluator, cls: { rec: { start: number; end: number } }): string {
   return ev.source().slice(cls.rec.start, cls.rec.end);
 }
 

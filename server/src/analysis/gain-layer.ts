@@ -310,13 +310,12 @@ interface AttentionAbRun {
 const ATTENTION_AB = attentionAbJson as { gpu: string; versions: { transformer_engine: string; torch: string }; runs: AttentionAbRun[] };
 
 /**
- * What the estimate does not count about attention, for a model converted to te.* (the TE backends): the block table
+ * What the estimate does not count about attention, for a model converted to te.* (the estimate's backends): the block table
  * times torch's SDPA in both arms, while PL107's fp8_attention hands the call to TE's fused attention where FP8 runs,
  * which measured faster on real code (data/attention-ab-h200.json). One line when the file calls torch's attention or
  * already calls fp8_attention; none otherwise.
  */
-export function attentionLines(ir: ModelIR, settings: PrecisionLensSettings): string[] {
-  if (!gainBackend(settings).startsWith('te-')) return [];
+export function attentionLines(ir: ModelIR): string[] {
   // fp8_attention imported from the project's fallback module (the inline block's is not told apart here).
   const viaFallback = ir.imports.some((b) => b.local === 'fp8_attention' && /(^|\.)fp8_attention$/.test(b.target));
   const torchCall = ir.calls.some((c) => c.kind === 'attention');

@@ -120,7 +120,7 @@ function gainJson(ir: ModelIR, settings: PrecisionLensSettings, projectCompiles:
     // Where a file analysed with it calls torch.compile: the estimate is eager, and what compiled measured (the lens says the same).
     compiled_note: compiledLines(projectCompiles)[0] ?? null,
     // Attention through TE's fused kernel (PL107) is not in the estimate: what it measured on real code (the lens says the same).
-    attention_note: attentionLines(ir, settings)[0] ?? null,
+    attention_note: attentionLines(ir)[0] ?? null,
   };
 }
 

@@ -112,7 +112,7 @@ function planArgs(ctx: FixContext, layer: Layer, viaFactory: boolean): ArgPlan {
   const present = new Set<string>();
   const positional = call.args.filter((a) => !a.name && !/^\*/.test(a.value.trim()));
   const splats = call.args.filter((a) => /^\*/.test(a.value) && !a.name);
-  const splatRefusal = { edits, droppedMeaningful, refusal: 'it passes *args/**kwargs, whose names cannot be checked.', label: '*args/**kwargs', uncheckedSplat: true };
+  const splatRefusal = { edits, droppedMeaningful, refusal: 'it passes *args/**kwargs, whose names cannot be checked.', label: '*args/**kwargs', uncheckedSplat: true, call };
   if (splats.length && (layer.kind !== 'linear' && layer.kind !== 'parallel-linear')) return splatRefusal;
   const named = splats.length ? namedSplats(ctx.text, layer, splats) : [];
   if (!named) return splatRefusal;
@@ -333,7 +333,7 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   // checks it (`when=`) and builds the norm as written, behind the lambda, where it does not.
   const keepsClass = !!layer.fallbackKeepsClass || !!layer.convertsWhen;
   const parallel = layer.kind === 'parallel-linear' || keepsClass;
-  const viaFactory = convertsThroughFallback(ctx) || layer.facets?.shape.state === 'guarded' || keepsClass;
+  const viaFactory = throughFactory(ctx, layer);
   const access = teAccess(ctx.ir);
   const keeper = keepsClass && layer.kind !== 'parallel-linear' ? KEEP_CLASS_FACTORY[layer.kind as keyof typeof KEEP_CLASS_FACTORY] : PARALLEL_FACTORY;
   const target = viaFactory ? (parallel ? keeper : FACTORY[layer.kind]!) : `${access.prefix}${cls}`;
@@ -352,6 +352,11 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   // never applies it, only --unsafe-fixes does (through the fallback, so the file still runs without TE).
   const safe = false;
   return { edits: [callee, ...args.edits], safe, target, fallbackNames: viaFactory ? [target] : [], importLines };
+}
+
+/** Whether a layer's conversion goes through the fallback's factory (see convertLayer). */
+function throughFactory(ctx: FixContext, layer: Layer): boolean {
+  return convertsThroughFallback(ctx) || layer.facets?.shape.state === 'guarded' || !!layer.fallbackKeepsClass || !!layer.convertsWhen;
 }
 
 /**
@@ -415,10 +420,9 @@ function splatCheckedAtRunTime(ctx: FixContext, layer: Layer, args: ArgPlan, via
     || layer.fallbackKeepsClass || layer.convertsWhen || layer.classParam) return false;
   // Splats of plain names only (`**kwargs`), as a caller's arguments are passed on; and never the fallback's own code
   // (an inline block's fp8_linear builds torch.nn.Linear(..., **_pl_torch_kwargs(kwargs)) where FP8 does not run).
-  const site = constructorSite(ctx.text, layer);
-  if (wrapperRanges(ctx.text).some(([a, b]) => site.calleeStart >= a && site.calleeStart < b)) return false;
-  const call = splitCallArgs(ctx.text, site.open);
-  return !!call && call.args.filter((a) => /^\*/.test(a.value.trim())).every((a) => /^\*{1,2}\s*[A-Za-z_]\w*$/.test(a.value.trim()));
+  const start = constructorSite(ctx.text, layer).calleeStart;
+  if (wrapperRanges(ctx.text).some(([a, b]) => start >= a && start < b)) return false;
+  return !!args.call && args.call.args.filter((a) => /^\*/.test(a.value.trim())).every((a) => /^\*{1,2}\s*[A-Za-z_]\w*$/.test(a.value.trim()));
 }
 
 /**
@@ -442,8 +446,7 @@ export function conversionArgumentRefusal(ctx: FixContext, layer: Layer): string
     return why ? `Not converted: ${why}` : undefined;
   }
   const plan = planArgs(ctx, layer, convertsThroughFallback(ctx));
-  const viaFactory = convertsThroughFallback(ctx) || layer.facets?.shape.state === 'guarded' || !!layer.fallbackKeepsClass || !!layer.convertsWhen;
-  if (plan.refusal && splatCheckedAtRunTime(ctx, layer, plan, viaFactory)) return undefined;
+  if (plan.refusal && splatCheckedAtRunTime(ctx, layer, plan, throughFactory(ctx, layer))) return undefined;
   return plan.refusal ? `Not converted: ${plan.refusal}` : undefined;
 }
 

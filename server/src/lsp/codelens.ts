@@ -67,6 +67,6 @@ export function modelCodeLenses(text: string, ir: ModelIR, settings: PrecisionLe
   const title = gainLensTitle(prediction);
   return [{
     range: { start: { line, character: 0 }, end: { line, character: 0 } },
-    command: { title, command: SHOW_GAIN_COMMAND, arguments: [title, [...prediction.details, ...attentionLines(ir, settings), ...torchaoLines(ir, settings), ...compiledLines(compiles)]] },
+    command: { title, command: SHOW_GAIN_COMMAND, arguments: [title, [...prediction.details, ...attentionLines(ir), ...torchaoLines(ir, settings), ...compiledLines(compiles)]] },
   }];
 }

@@ -60,14 +60,14 @@ export interface ImportedGainsHost {
 export function importedFiles(script: string, ir: ModelIR, workspaceFiles: readonly string[], exists: (path: string) => boolean): string[] {
   const dir = dirname(script);
   const out: string[] = [];
-  const listed = workspaceFiles.map(slashed);
+  let listed: string[] | undefined;
   for (const b of ir.imports) {
     if (out.length >= MAX_FILES_PER_SCRIPT) break;
     const parts = b.target.replace(/^\.+/, '').split('.').filter(Boolean);
     for (let i = parts.length; i >= 1; i--) {
       const mod = parts.slice(0, i).join('/');
       const near = [join(dir, `${mod}.py`), join(dir, mod, '__init__.py')].find(exists);
-      const hit = near ?? (parts.length > 1 && i > 1 ? workspaceFiles[listed.findIndex((f) => f.endsWith(`/${mod}.py`) || f.endsWith(`/${mod}/__init__.py`))] : undefined);
+      const hit = near ?? (parts.length > 1 && i > 1 ? workspaceFiles[(listed ??= workspaceFiles.map(slashed)).findIndex((f) => f.endsWith(`/${mod}.py`) || f.endsWith(`/${mod}/__init__.py`))] : undefined);
       if (hit) {
         if (hit !== script && !out.includes(hit)) out.push(hit);
         break;
@@ -92,13 +92,23 @@ export class ImportedModelGains {
   private running = false;
   /** Bumped whenever a tracked file's answer changes: the workspace facts' cache key. */
   generation = 0;
+  /** Per script, the files its imports named, for the imports and workspace list they were resolved from (a keystroke
+   *  in the script that leaves its imports as they were stats nothing again). */
+  private readonly resolved = new Map<string, { imports: string; workspace: readonly string[]; files: string[] }>();
 
   constructor(private readonly host: ImportedGainsHost) {}
 
   /** A script was analysed: when it compiles a model, the files it imports are brought up to date (later, not now). */
   track(script: string, ir: ModelIR): void {
     if (!fileFactsOf(ir).compile) return;
-    for (const file of importedFiles(script, ir, this.host.workspaceFiles(), isFile)) {
+    const workspace = this.host.workspaceFiles();
+    const imports = ir.imports.map((b) => b.target).join('\n');
+    let r = this.resolved.get(script);
+    if (!r || r.imports !== imports || r.workspace !== workspace) {
+      r = { imports, workspace, files: importedFiles(script, ir, workspace, isFile) };
+      this.resolved.set(script, r);
+    }
+    for (const file of r.files) {
       if (this.host.isOpen(file)) continue;
       if (!this.entries.has(file) && this.entries.size >= MAX_TRACKED) break;
       this.queue.add(file);
