@@ -6,6 +6,7 @@ import type { PrecisionLensSettings } from '../../../common/settings';
 import { analyzeTree, emptyIR } from '../analysis';
 import { dimsForFile } from '../workspace/dims';
 import { sitesForFile } from '../workspace/sites';
+import { importedGainsOf, type ImportedGain } from '../workspace/gains';
 import type { ModelIR } from '../analysis/ir';
 import { factsForFile, fileFactsOf, pathFacts, findingsOf, inScope, mayHaveFindings, sizeText, skipReason, workspaceFactsOf } from '../engine/engine';
 import { isWasmTrap, ParserTrap, type PythonParser } from '../engine/parser';
@@ -38,6 +39,8 @@ export interface AnalysedFile {
   error?: string;
   /** Analysed by a worker thread, whose IR stayed there (see parallel.ts); `ir` tells otherwise. */
   analysed?: boolean;
+  /** A compiling script's imported model files that are not inputs, read for their predicted FP8 gain (PL306). */
+  importedGains?: [string, ImportedGain][];
   /** Fix titles per finding (same order), computed by the worker thread that holds the IR. */
   titles?: string[][];
   /** Per finding (same order), whether --fix or --fix --unsafe-fixes could fix it; from the worker thread. */
@@ -92,6 +95,17 @@ export async function buildIR(parser: PythonParser, file: AnalysedFile, findings
   const started = performance.now();
   try {
     await parseAndAnalyse(parser, file, findingsOnly, settings, others, trees);
+    file.importedGains = undefined;
+    if (file.ir && settings) {
+      // Given train.py alone, the model it imports still says whether FP8 pays (as `check DIR` and the editor know).
+      try {
+        file.importedGains = importedGainsOf(parser, file.input.absolute, file.ir, settings, others.map((o) => o.absolute));
+      } catch (e) {
+        if (!isWasmTrap(e) && !(e instanceof ParserTrap)) throw e;
+        // The imported file broke the parser: it says nothing; the next file gets a fresh runtime.
+        if (isWasmTrap(e)) parser.retire(e);
+      }
+    }
   } finally {
     file.analysisMs ??= performance.now() - started;
   }
@@ -165,7 +179,8 @@ export function runFileRules(file: AnalysedFile, settings: PrecisionLensSettings
 
 export function factsOf(files: readonly AnalysedFile[], base: WorkspaceFacts = {}): WorkspaceFacts {
   const facts = workspaceFactsOf(files.flatMap((f) => (f.ir ? [f.ir] : [])), base);
-  return { ...facts, ...pathFacts(files.flatMap((f) => (f.ir ? [[f.input.absolute, fileFactsOf(f.ir)] as const] : []))) };
+  const imported = files.flatMap((f) => f.importedGains ?? []);
+  return { ...facts, ...pathFacts(files.flatMap((f) => (f.ir ? [[f.input.absolute, fileFactsOf(f.ir)] as const] : [])), { gains: imported }) };
 }
 
 /** Both passes over every input; `trees`: where trees are kept for a later parse of the same file (--fix). */

@@ -85,6 +85,61 @@ function isFile(path: string): boolean {
   }
 }
 
+/** A model file's candidates/gains share, from its text analysed as the CLI analyses an input (its sizes from the
+ *  settings and config files, construction sites from the other files); undefined when it cannot be analysed here. */
+export function gainOfText(parser: PythonParser, path: string, text: string, settings: PrecisionLensSettings, dims: ReturnType<typeof dimsForFile>, others: readonly string[]): ImportedGain | undefined {
+  if (parser.needsRenewal || skipReason(text, settings)) return undefined;
+  const sites = others.length ? sitesForFile(path, text, others.map((p) => ({ path: p, shown: relative(dirname(path), p) }))) : undefined;
+  const tree = parser.parse(text);
+  if (!tree) return undefined;
+  try {
+    const { candidates, gains } = fileFactsOf(analyzeTree(tree, text, undefined, { dims, sites }));
+    return { candidates, gains };
+  } finally {
+    parser.release(tree);
+  }
+}
+
+/** What the CLI read of the files a compiling input imports, by path and modification: `check train.py` and each --fix
+ *  round read model.py once. */
+const readOnce = new Map<string, { key: string; result?: ImportedGain }>();
+
+/**
+ * The CLI's side (cli/analyze.ts): the model files a compiling input imports that are not inputs themselves, read
+ * from disk and analysed for their share, so `precision-lens check train.py` knows what `check DIR` knows. Bounded as
+ * the editor's reader: MAX_FILES_PER_SCRIPT per script, each under MAX_BYTES and the run's maximum file size.
+ */
+export function importedGainsOf(parser: PythonParser, script: string, ir: ModelIR, settings: PrecisionLensSettings, inputs: readonly string[]): [string, ImportedGain][] {
+  if (!fileFactsOf(ir).compile) return [];
+  const out: [string, ImportedGain][] = [];
+  for (const path of importedFiles(script, ir, inputs, isFile)) {
+    if (inputs.includes(path)) continue;
+    let stat;
+    try {
+      stat = statSync(path);
+    } catch {
+      continue;
+    }
+    if (stat.size > Math.min(MAX_BYTES, settings.maxFileSize)) continue;
+    const dims = dimsForFile(settings, path);
+    const key = JSON.stringify([stat.mtimeMs, stat.size, dims, settings.maxFileSize, inputs.length]);
+    let entry = readOnce.get(path);
+    if (entry?.key !== key) {
+      let text: string;
+      try {
+        text = readFileSync(path, 'utf8');
+      } catch {
+        continue;
+      }
+      const result = gainOfText(parser, path, text, settings, dims, inputs);
+      entry = { key, ...(result ? { result } : {}) };
+      readOnce.set(path, entry);
+    }
+    if (entry.result) out.push([path, entry.result]);
+  }
+  return out;
+}
+
 export class ImportedModelGains {
   private readonly entries = new Map<string, Entry>();
   /** Files to (re)analyse, in order; each runs in its own event-loop turn. */
@@ -172,17 +227,7 @@ export class ImportedModelGains {
 
   private analyse(path: string, text: string, settings: PrecisionLensSettings, dims: ReturnType<typeof dimsForFile>): ImportedGain | undefined {
     const parser = this.host.parser();
-    if (!parser || parser.needsRenewal || skipReason(text, settings)) return undefined;
-    const others = this.host.workspaceFiles();
-    const sites = others.length ? sitesForFile(path, text, others.map((p) => ({ path: p, shown: relative(dirname(path), p) }))) : undefined;
-    const tree = parser.parse(text);
-    if (!tree) return undefined;
-    try {
-      const { candidates, gains } = fileFactsOf(analyzeTree(tree, text, undefined, { dims, sites }));
-      return { candidates, gains };
-    } finally {
-      parser.release(tree);
-    }
+    return parser ? gainOfText(parser, path, text, settings, dims, this.host.workspaceFiles()) : undefined;
   }
 
   private bump(): void {
