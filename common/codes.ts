@@ -42,6 +42,7 @@ export const RULES = {
   PL604: { rule: 'ptq-e5m2', defaultSeverity: 'warning', summary: 'E5M2 chosen for weights or activations in inference quantization (E4M3 is the inference format)' },
   PL605: { rule: 'ptq-target-gpu', defaultSeverity: 'error', summary: 'a quantization format the target GPU family lacks (FP8 on Ampere, MXFP8/NVFP4 before Blackwell)' },
   PL606: { rule: 'ptq-state-dict-save', defaultSeverity: 'warning', summary: 'a ModelOpt-quantized model saved with torch.save(state_dict()), which drops the quantizer state' },
+  PL701: { rule: 'checkpoint-te-recompute', defaultSeverity: 'warning', summary: 'torch\'s activation checkpoint around te.* layers: the recompute runs outside FP8 autocast, in BF16' },
 } as const satisfies Record<string, Omit<RuleMeta, 'code'>>;
 
 export type RuleCode = keyof typeof RULES;

@@ -99,7 +99,7 @@ const RECIPE_FIELDS: Record<string, string[]> = {
   DelayedScaling: ['margin', 'fp8_format', 'amax_history_len', 'amax_compute_algo'],
   Float8CurrentScaling: ['fp8_format'],
 };
-const CALL_LAST = /^(scaled_dot_product_attention|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
+const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
 const CONVERSION = /^(fp8_for_compile|convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/;
 const CONTEXT_LAST = /autocast$|fp8_model_init$|quantized_model_init$/;
 /** Weight quantization stacks that swap nn.Linear for their own modules (bitsandbytes / QLoRA, GPTQ, AWQ, HQQ). */
@@ -285,6 +285,12 @@ function namedCallFact(scan: CallScan, site: CallSite): boolean {
       // torch's attention function (`F.`, `torch.nn.functional.`, imported bare); not a method of something else.
       const r = resolveName(imports, callee);
       if (r === 'torch.nn.functional.scaled_dot_product_attention' || r === 'torch._C._nn.scaled_dot_product_attention') push('attention');
+      return true;
+    }
+    case 'checkpoint': {
+      // torch's activation checkpoint (`torch.utils.checkpoint.checkpoint`, `checkpoint` imported from it, or the module
+      // under another name); TE's own (`te.checkpoint`, `te.distributed.checkpoint`) and other libraries' are not it.
+      if (resolveName(imports, callee) === 'torch.utils.checkpoint.checkpoint') push('checkpoint');
       return true;
     }
     case 'compile': {

@@ -22,6 +22,8 @@
  *   the script's own.
  * - `TE_LINEAR`, `TE_LAYERNORM`, `TE_RMSNORM`: the te.* classes (a class nothing is an instance of when TE is absent),
  *   for isinstance tests and optimizer parameter groups.
+ * - `fp8_checkpoint(function, *args, **kwargs)`: torch.utils.checkpoint.checkpoint, through TE's checkpoint where FP8
+ *   runs, so the backward's recompute runs the te.* layers in FP8 again (PL701).
  * - `fp8_for_compile(model, keep=())` (the module only, not the inline block): for a model a training script compiles
  *   (PL306), torchao's convert_to_float8_training where the GPU has FP8 and torchao is installed, the lm-head and
  *   layers too small or off the multiple-of-16 rule kept in BF16; the model unchanged elsewhere; the mode logged.
@@ -51,6 +53,8 @@ export const CONV1D_FACTORY = 'fp8_conv1d_or';
 export const COMPILE_FACTORY = 'fp8_for_compile';
 /** torch's scaled_dot_product_attention, run by TE's fused attention where FP8 runs (te.DotProductAttention, BF16). */
 export const ATTENTION_FACTORY = 'fp8_attention';
+/** torch.utils.checkpoint.checkpoint, through TE's checkpoint where FP8 runs (its recompute runs in FP8 again, PL701). */
+export const CHECKPOINT_FACTORY = 'fp8_checkpoint';
 
 /** Factories that build te.* where FP8 runs and the model's own class (behind a lambda) elsewhere, per layer kind. */
 export const KEEP_CLASS_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', string> = {
@@ -70,7 +74,7 @@ export const FALLBACK_EXPORTS = [
   'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or',
   'fp8_linear_from', 'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONV1D_FACTORY, CONTEXT_FACTORY, 'FP8_RECIPE',
   'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', FUSE_FACTORY, FUSED_CLASS_NAME, 'te', 'te_recipe',
-  COMPILE_FACTORY, ATTENTION_FACTORY,
+  COMPILE_FACTORY, ATTENTION_FACTORY, CHECKPOINT_FACTORY,
 ] as const;
 
 export interface FallbackSourceOptions {
@@ -767,6 +771,30 @@ def ${ATTENTION_FACTORY}(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False
 }
 
 /**
+ * fp8_checkpoint: a drop-in for torch.utils.checkpoint.checkpoint (PL701). torch's recomputes the checkpointed forward
+ * during the backward, outside TE's autocast: the te.* layers recompute in BF16. Where FP8 runs it is TE's checkpoint,
+ * which enters the forward's FP8 autocast and recipe again for the recompute; its keywords are torch's (use_reentrant,
+ * context_fn, determinism_check, debug) except preserve_rng_state, as TE restores the RNG states itself. Elsewhere
+ * torch's checkpoint, called as written.
+ */
+function checkpoint(o: FallbackSourceOptions): string {
+  const te = o.teName;
+  return `
+
+def ${CHECKPOINT_FACTORY}(function, *args, **kwargs):
+    """torch.utils.checkpoint.checkpoint(function, *args, **kwargs), through Transformer Engine's checkpoint where FP8
+    runs: its recompute in the backward runs the te.* layers in FP8 with the forward's recipe, where torch's runs them
+    outside the FP8 autocast, in BF16. Elsewhere torch's checkpoint, called as written."""
+    te_checkpoint = getattr(getattr(${te}, "distributed", None), "checkpoint", None) if ${te} is not None else None
+    if te_checkpoint is not None and fp8_available()[0]:
+        kwargs.pop("preserve_rng_state", None)  # TE restores the CPU and CUDA RNG states itself
+        return te_checkpoint(function, *args, **kwargs)
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+    return torch_checkpoint(function, *args, **kwargs)
+`;
+}
+
+/**
  * fp8_for_compile: FP8 for a model the script compiles, through torchao's float8 training (tensorwise dynamic scaling),
  * whose casts torch.compile fuses into the neighbouring kernels; te.* modules run eager between graphs there (measured
  * on an H200: data/compiled-ab-h200.json). The layers are chosen when it runs, from the model itself: the lm-head (a
@@ -901,5 +929,5 @@ ${WRAPPER_END_MARKER}
 export function fallbackSource(o: FallbackSourceOptions): string {
   // fp8_for_compile serves a training script's torch.compile call: the project's module has it, a model file's inline
   // block (a file outside any workspace folder) does not need it.
-  return header(o) + tryImport(o) + support(o) + factories(o) + fusion(o) + attention(o) + (o.module ? compiled() : '') + context(o);
+  return header(o) + tryImport(o) + support(o) + factories(o) + fusion(o) + attention(o) + checkpoint(o) + (o.module ? compiled() : '') + context(o);
 }

@@ -3,6 +3,7 @@
  */
 import type { RuleCode } from '../../../common/codes';
 import { attentionRules } from './attention';
+import { scaleRules } from './scale';
 import { autocastRules } from './autocast';
 import { checkpointRules } from './checkpoint';
 import { compiledRules } from './compiled';
@@ -13,7 +14,7 @@ import { precisionRules } from './precision';
 import { ptqRules } from './ptq';
 import type { Finding, RuleContext, RuleModule } from './types';
 
-export const RULE_MODULES: readonly RuleModule[] = [conversionRules, fusionRules, attentionRules, precisionRules, autocastRules, compiledRules, fallbackRules, checkpointRules, ptqRules];
+export const RULE_MODULES: readonly RuleModule[] = [conversionRules, fusionRules, attentionRules, precisionRules, autocastRules, compiledRules, fallbackRules, checkpointRules, ptqRules, scaleRules];
 
 /** Runs every enabled rule; findings come back ordered by position with the configured severities. */
 export function runRules(ctx: RuleContext): Finding[] {

@@ -168,3 +168,7 @@ def is_mxfp8_available(return_reason=False):
 
 if os.environ.get("FAKE_TE_API") == "legacy":
     del autocast, is_fp8_available, is_mxfp8_available
+
+
+from . import distributed  # noqa: E402  (TE exports te.distributed.checkpoint and te.checkpoint)
+from .distributed import checkpoint  # noqa: E402

@@ -1,0 +1,97 @@
+/**
+ * PL701 end to end on the CPU: one command converts a model that checkpoints its blocks with torch's activation
+ * checkpoint; once its layers run through TE the call becomes the fallback's fp8_checkpoint. Without TE the converted
+ * model computes what the original did, gradients included (torch's checkpoint, as written). Where FP8 runs (faked: a
+ * GPU answering sm_90 and test/python/fake_te, whose te.distributed.checkpoint re-enters the forward's FP8 state for
+ * the recompute, as TE's does), the backward's recompute runs the te.* layers in FP8 again, where torch's checkpoint
+ * recomputes them outside the FP8 autocast: the mistake PL701 reports, shown on the same model.
+ */
+import * as assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { cpSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tempDir } from '../temp-dirs';
+
+const ROOT = join(__dirname, '..', '..');
+const PYTHON = process.env.PL_PYTHON || '/usr/bin/python3';
+const PROJECT = join(ROOT, 'test', 'fixtures', 'checkpoint-project');
+const FAKE_TE = join(__dirname, 'fake_te');
+
+function python(code: string, cwd: string, pythonpath: string[] = []): { status: number | null; stdout: string; output: string } {
+  const r = spawnSync(PYTHON, ['-c', code], {
+    encoding: 'utf8', timeout: 300_000, cwd,
+    env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: [cwd, ...pythonpath].join(':') },
+  });
+  return { status: r.status, stdout: r.stdout ?? '', output: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
+}
+
+describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${PYTHON})`, function () {
+  this.timeout(600_000);
+  let dir = '';
+
+  before(function () {
+    dir = tempDir('pl-checkpoint-');
+    cpSync(PROJECT, join(dir, 'conv'), { recursive: true });
+    cpSync(PROJECT, join(dir, 'orig'), { recursive: true });
+    const r = spawnSync(process.execPath, [join(ROOT, 'out', 'cli.js'), 'check', join(dir, 'conv'), '--fix', '--unsafe-fixes', '--convert-losing-layers', '--isolated'], { encoding: 'utf8', timeout: 120_000 });
+    assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+  });
+
+  it('one command: the layers convert and torch\'s checkpoint call becomes fp8_checkpoint, imported from the module', function () {
+    const model = readFileSync(join(dir, 'conv', 'model.py'), 'utf8');
+    assert.match(model, /^from fp8_fallback import fp8_checkpoint, /m);
+    assert.match(model, /^ {16}x = fp8_checkpoint\(block, x, use_reentrant=False\)$/m);
+    assert.match(readFileSync(join(dir, 'conv', 'fp8_fallback.py'), 'utf8'), /^def fp8_checkpoint\(function, \*args, \*\*kwargs\):$/m);
+  });
+
+  it('without TE: the converted model computes what the original did, gradients included', function () {
+    const r = python([
+      'import runpy, torch',
+      'conv = runpy.run_path("conv/model.py")',
+      'orig = runpy.run_path("orig/model.py")',
+      'torch.manual_seed(0)',
+      'ref, net = orig["Net"](), conv["Net"]()',
+      'net.load_state_dict(ref.state_dict())',
+      'x = torch.randn(2, 16, 64)',
+      'ref(x).square().mean().backward()',
+      'net(x).square().mean().backward()',
+      'print("max diff %.2e" % (ref(x) - net(x)).abs().max().item())',
+      'print("grad diff %.2e" % (ref.blocks[0].fc1.weight.grad - net.blocks[0].fc1.weight.grad).abs().max().item())',
+    ].join('\n'), dir, [join(dir, 'conv')]);
+    assert.equal(r.status, 0, r.output);
+    assert.match(r.stdout, /^Running in BF16 fallback: Transformer Engine not installed$/m, r.output);
+    assert.match(r.stdout, /^max diff 0\.00e\+00$/m, r.output);
+    assert.match(r.stdout, /^grad diff 0\.00e\+00$/m, r.output);
+  });
+
+  it('where FP8 runs: the recompute runs the te.* layers in FP8 again; torch\'s checkpoint recomputed them outside it', function () {
+    const r = python([
+      'import torch',
+      'torch.cuda.is_available = lambda: True',
+      'torch.cuda.get_device_capability = lambda *a: (9, 0)',
+      'torch.cuda.get_device_name = lambda *a: "Fake H100"',
+      'import transformer_engine.pytorch as te',
+      'import torch.utils.checkpoint',
+      'import model as m',
+      'x = torch.randn(2, 16, 64)',
+      'def step(label):',
+      '    torch.manual_seed(0)',
+      '    net = m.Net()',
+      '    n = len(te.CALLS)',
+      '    with te.autocast(enabled=True):',
+      '        loss = net(x).square().mean()',
+      '    forward = te.CALLS[n:].count("linear")',
+      '    loss.backward()',
+      '    print(label, "fp8 GEMMs forward", forward, "recompute", te.CALLS[n:].count("linear") - forward,',
+      '          "checkpoint", [c for c in te.CALLS[n:] if isinstance(c, tuple) and c[0] == "checkpoint"])',
+      'step("fp8_checkpoint")',
+      'm.fp8_checkpoint = torch.utils.checkpoint.checkpoint  # the call as it was before the fix',
+      'step("torch")',
+    ].join('\n'), join(dir, 'conv'), [FAKE_TE]);
+    assert.equal(r.status, 0, r.output);
+    assert.match(r.stdout, /^Running in FP8 mode on Fake H100 \(sm_90\)/m, r.output);
+    // Two blocks of two te.* GEMMs (fc1 fused with its norm, fc2): four FP8 forwards, and four again in the recompute.
+    assert.match(r.stdout, /^fp8_checkpoint fp8 GEMMs forward 4 recompute 4 checkpoint \[\('checkpoint', True\), \('checkpoint', True\)\]$/m, r.output);
+    assert.match(r.stdout, /^torch fp8 GEMMs forward 4 recompute 0 checkpoint \[\]$/m, r.output);
+  });
+});

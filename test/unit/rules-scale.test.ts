@@ -1,0 +1,125 @@
+/**
+ * PL701 (rules/scale.ts) and its fix (fixes/scale.ts): torch's activation checkpoint in a file whose layers run through
+ * Transformer Engine recomputes them outside TE's FP8 autocast; the fix calls the fallback's fp8_checkpoint (TE's
+ * checkpoint where FP8 runs). Quiet where nothing runs TE, another stack owns the layers, or the call is TE's own.
+ */
+import * as assert from 'node:assert/strict';
+import { DEFAULT_SETTINGS } from '../../common/settings';
+import { analyzeTree } from '../../server/src/analysis';
+import { applyEdits, fixOutcome } from '../../server/src/fixes';
+import { fallbackLacks } from '../../server/src/fixes/fallback';
+import { fallbackSource } from '../../server/src/fixes/fallback-source';
+import { runRules } from '../../server/src/rules';
+import type { WorkspaceFacts } from '../../server/src/rules/types';
+import { parser, pyCompileError } from './fixes-support';
+
+const MODEL = [
+  'import torch',
+  'from torch.utils.checkpoint import checkpoint',
+  'from fp8_fallback import fp8_linear',
+  '',
+  '',
+  'class Block(torch.nn.Module):',
+  '    def __init__(self, d):',
+  '        super().__init__()',
+  '        self.fc = fp8_linear(d, d)',
+  '',
+  '    def forward(self, x):',
+  '        return x + self.fc(x)',
+  '',
+  '',
+  'class Net(torch.nn.Module):',
+  '    def __init__(self, d, n):',
+  '        super().__init__()',
+  '        self.blocks = torch.nn.ModuleList(Block(d) for _ in range(n))',
+  '',
+  '    def forward(self, x):',
+  '        for block in self.blocks:',
+  '            x = checkpoint(block, x, use_reentrant=False)',
+  '        return x',
+  '',
+].join('\n');
+
+async function check(text: string, workspace: WorkspaceFacts = {}) {
+  const tree = (await parser()).parse(text)!;
+  try {
+    const ir = analyzeTree(tree, text);
+    return { ir, findings: runRules({ ir, text, settings: DEFAULT_SETTINGS, workspace }).filter((f) => f.code === 'PL701') };
+  } finally {
+    tree.delete();
+  }
+}
+
+const MODULE = { importFrom: 'fp8_fallback', path: '/p/fp8_fallback.py', exists: true };
+
+describe('PL701: torch\'s activation checkpoint around te.* layers', () => {
+  it('fires on the call as a warning: one sentence with the verdict and the action, the reason in the explanation', async () => {
+    const { findings } = await check(MODEL);
+    assert.equal(findings.length, 1);
+    const [f] = findings;
+    assert.equal(f.severity, 'warning');
+    assert.equal(f.span.startLine, 21);
+    assert.equal(f.message, 'torch\'s checkpoint recomputes this file\'s te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE\'s checkpoint)');
+    assert.ok(f.message.length <= 125);
+    assert.match(f.explanation!.facts!.join(' '), /enters the forward's autocast and recipe again/);
+  });
+
+  const spellings: [string, string][] = [
+    ['torch.utils.checkpoint.checkpoint', MODEL.replace('from torch.utils.checkpoint import checkpoint\n', 'import torch.utils.checkpoint\n').replace('x = checkpoint(', 'x = torch.utils.checkpoint.checkpoint(')],
+    ['the module under another name', MODEL.replace('from torch.utils.checkpoint import checkpoint', 'import torch.utils.checkpoint as cp').replace('x = checkpoint(', 'x = cp.checkpoint(')],
+    ['te.Linear built directly', MODEL.replace('from fp8_fallback import fp8_linear', 'import transformer_engine.pytorch as te').replace('fp8_linear(d, d)', 'te.Linear(d, d)')],
+  ];
+  for (const [what, text] of spellings) {
+    it(`fires for ${what}`, async () => {
+      assert.equal((await check(text)).findings.length, 1);
+    });
+  }
+
+  const quiet: [string, string, WorkspaceFacts?][] = [
+    ['nothing runs TE', MODEL.replace('from fp8_fallback import fp8_linear', '').replace('fp8_linear(d, d)', 'torch.nn.Linear(d, d)')],
+    ['another stack owns the layers', MODEL, { otherStack: 'fp8_for_compile' }],
+    ['TE\'s own checkpoint', MODEL.replace('from torch.utils.checkpoint import checkpoint', 'import transformer_engine.pytorch as te').replace('x = checkpoint(', 'x = te.distributed.checkpoint(')],
+    ['someone else\'s checkpoint', MODEL.replace('from torch.utils.checkpoint import checkpoint', 'from deepspeed.checkpointing import checkpoint')],
+    ['already through fp8_checkpoint', MODEL.replace('from torch.utils.checkpoint import checkpoint', 'from fp8_fallback import fp8_checkpoint').replace('x = checkpoint(', 'x = fp8_checkpoint(')],
+  ];
+  for (const [what, text, ws] of quiet) {
+    it(`quiet when ${what}`, async () => {
+      assert.deepEqual((await check(text, ws)).findings.map((f) => f.message), []);
+    });
+  }
+
+  it('the fix renames the callee, keeps the arguments and imports fp8_checkpoint; the result compiles and is quiet', async () => {
+    const { ir, findings } = await check(MODEL);
+    const { fixes } = fixOutcome(MODEL, ir, findings[0], DEFAULT_SETTINGS, { fallbackModule: MODULE });
+    assert.equal(fixes.length, 1);
+    assert.equal(fixes[0].title, 'Recompute in FP8 with TE\'s checkpoint where FP8 runs: fp8_checkpoint(...) via fp8_fallback');
+    assert.equal(fixes[0].safe, false);
+    const out = applyEdits(MODEL, fixes[0].edits);
+    assert.match(out, /^from fp8_fallback import fp8_checkpoint, fp8_linear$/m);
+    assert.match(out, /^ {12}x = fp8_checkpoint\(block, x, use_reentrant=False\)$/m);
+    assert.equal(pyCompileError(out), undefined);
+    assert.deepEqual((await check(out)).findings, []);
+  });
+
+  it('a module written before fp8_checkpoint existed: the fix refuses and says what to do', async () => {
+    const { ir, findings } = await check(MODEL);
+    const old = { ...MODULE, lacks: fallbackLacks('# precision-lens: fp8 fallback\ndef fp8_linear(*a):\n    pass\n') };
+    assert.ok(old.lacks?.includes('fp8_checkpoint'));
+    const outcome = fixOutcome(MODEL, ir, findings[0], DEFAULT_SETTINGS, { fallbackModule: old });
+    assert.equal(outcome.fixes.length, 0);
+    assert.match(outcome.refusals.join(' '), /fp8_fallback\.py was written before fp8_checkpoint existed; delete it and apply the fix again/);
+  });
+
+  it('a file with its own inline fallback block: the block defines fp8_checkpoint, no import is added', async () => {
+    const block = fallbackSource({ api: 'modern', settings: DEFAULT_SETTINGS, teName: 'te', hasTorch: true });
+    const text = MODEL.replace('from fp8_fallback import fp8_linear\n', `${block}\n`);
+    const { ir, findings } = await check(text);
+    assert.equal(findings.length, 1);
+    const [fix] = fixOutcome(text, ir, findings[0], DEFAULT_SETTINGS).fixes;
+    assert.ok(fix, 'offered');
+    const out = applyEdits(text, fix.edits);
+    assert.doesNotMatch(out, /import fp8_checkpoint/);
+    assert.match(out, /x = fp8_checkpoint\(block, x/);
+    assert.equal(pyCompileError(out), undefined);
+  });
+});
