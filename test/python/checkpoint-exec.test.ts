@@ -4,7 +4,8 @@
  * model computes what the original did, gradients included (torch's checkpoint, as written). Where FP8 runs (faked: a
  * GPU answering sm_90 and test/python/fake_te, whose te.distributed.checkpoint re-enters the forward's FP8 state for
  * the recompute, as TE's does), the backward's recompute runs the te.* layers in FP8 again, where torch's checkpoint
- * recomputes them outside the FP8 autocast: the mistake PL701 reports, shown on the same model.
+ * recomputes them outside the FP8 autocast: the mistake PL701 reports, shown on the same model. The same for blocks
+ * wrapped with torch's checkpoint_wrapper, given checkpoint_fn=fp8_checkpoint.
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -16,6 +17,7 @@ const ROOT = join(__dirname, '..', '..');
 const PYTHON = process.env.PL_PYTHON || '/usr/bin/python3';
 const PROJECT = join(ROOT, 'test', 'fixtures', 'checkpoint-project');
 const FAKE_TE = join(__dirname, 'fake_te');
+const torch2 = spawnSync(PYTHON, ['-c', 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) < 2)'], { timeout: 120_000 }).status === 0;
 
 function python(code: string, cwd: string, pythonpath: string[] = []): { status: number | null; stdout: string; output: string } {
   const r = spawnSync(PYTHON, ['-c', code], {
@@ -93,5 +95,48 @@ describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${
     // Two blocks of two te.* GEMMs (fc1 fused with its norm, fc2): four FP8 forwards, and four again in the recompute.
     assert.match(r.stdout, /^fp8_checkpoint fp8 GEMMs forward 4 recompute 4 checkpoint \[\('checkpoint', True\), \('checkpoint', True\)\]$/m, r.output);
     assert.match(r.stdout, /^torch fp8 GEMMs forward 4 recompute 0 checkpoint \[\]$/m, r.output);
+  });
+
+  it('checkpoint_wrapper (FSDP\'s activation checkpointing): given checkpoint_fn=fp8_checkpoint, the same result without TE, FP8 recomputes where FP8 runs', function () {
+    // torch 1.13's checkpoint_wrapper hands any checkpoint_fn its own argument tuple and dict as the first arguments
+    // (fixed in torch 2.0); Transformer Engine 2.x needs torch >= 2.1.
+    if (!torch2) this.skip();
+    const wrapped = readFileSync(join(dir, 'conv', 'wrapped.py'), 'utf8');
+    assert.match(wrapped, /checkpoint_wrapper\(Block\(d\), checkpoint_fn=fp8_checkpoint, use_reentrant=False\)/);
+    const plain = python([
+      'import runpy, torch',
+      'conv = runpy.run_path("conv/wrapped.py")',
+      'orig = runpy.run_path("orig/wrapped.py")',
+      'torch.manual_seed(0)',
+      'ref, net = orig["Wrapped"](), conv["Wrapped"]()',
+      'net.load_state_dict(ref.state_dict())',
+      // An input that requires grad: torch 1.13's wrapper defaulted to the reentrant checkpoint, which needs one.
+      'x = torch.randn(2, 16, 64, requires_grad=True)',
+      'ref(x).square().mean().backward()',
+      'net(x).square().mean().backward()',
+      'print("max diff %.2e" % (ref(x) - net(x)).abs().max().item())',
+      'print("grad diff %.2e" % max((a.grad - b.grad).abs().max().item() for a, b in zip(ref.parameters(), net.parameters())))',
+    ].join('\n'), dir, [join(dir, 'conv')]);
+    assert.equal(plain.status, 0, plain.output);
+    assert.match(plain.stdout, /^max diff 0\.00e\+00$/m, plain.output);
+    assert.match(plain.stdout, /^grad diff 0\.00e\+00$/m, plain.output);
+    const fp8 = python([
+      'import torch',
+      'torch.cuda.is_available = lambda: True',
+      'torch.cuda.get_device_capability = lambda *a: (9, 0)',
+      'torch.cuda.get_device_name = lambda *a: "Fake H100"',
+      'import transformer_engine.pytorch as te',
+      'import wrapped as w',
+      'torch.manual_seed(0)',
+      'net = w.Wrapped()',
+      'x = torch.randn(2, 16, 64)',
+      'with te.autocast(enabled=True):',
+      '    loss = net(x).square().mean()',
+      'forward = te.CALLS.count("linear")',
+      'loss.backward()',
+      'print("fp8 GEMMs forward", forward, "recompute", te.CALLS.count("linear") - forward)',
+    ].join('\n'), join(dir, 'conv'), [FAKE_TE]);
+    assert.equal(fp8.status, 0, fp8.output);
+    assert.match(fp8.stdout, /^fp8 GEMMs forward 4 recompute 4$/m, fp8.output);
   });
 });

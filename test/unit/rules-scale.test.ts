@@ -122,4 +122,56 @@ describe('PL701: torch\'s activation checkpoint around te.* layers', () => {
     assert.match(out, /x = fp8_checkpoint\(block, x/);
     assert.equal(pyCompileError(out), undefined);
   });
+
+  describe('torch\'s checkpoint_wrapper without checkpoint_fn (FSDP\'s activation checkpointing)', () => {
+    const WRAPPED = MODEL.replace('from torch.utils.checkpoint import checkpoint',
+      'from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper')
+      .replace('torch.nn.ModuleList(Block(d) for _ in range(n))', 'torch.nn.ModuleList(checkpoint_wrapper(Block(d)) for _ in range(n))')
+      .replace('x = checkpoint(block, x, use_reentrant=False)', 'x = block(x)');
+
+    it('fires on the wrapper call, saying to pass checkpoint_fn', async () => {
+      const { findings } = await check(WRAPPED);
+      assert.equal(findings.length, 1);
+      assert.equal(findings[0].span.startLine, 17);
+      assert.equal(findings[0].message, 'checkpoint_wrapper recomputes te.* layers outside FP8 autocast, in BF16; pass checkpoint_fn=fp8_checkpoint (TE\'s checkpoint)');
+    });
+
+    const quiet: [string, string][] = [
+      ['checkpoint_fn is given', WRAPPED.replace('checkpoint_wrapper(Block(d))', 'checkpoint_wrapper(Block(d), checkpoint_fn=te_checkpoint)')],
+      ['a **kwargs splat may give it', WRAPPED.replace('checkpoint_wrapper(Block(d))', 'checkpoint_wrapper(Block(d), **ac_kwargs)')],
+      ['another library\'s checkpoint_wrapper', WRAPPED.replace('from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import', 'from my_ac import')],
+    ];
+    for (const [what, text] of quiet) {
+      it(`quiet when ${what}`, async () => {
+        assert.deepEqual((await check(text)).findings.map((f) => f.message), []);
+      });
+    }
+
+    const impls: [string, string, string][] = [
+      ['the default (NO_REENTRANT)', 'checkpoint_wrapper(Block(d))', 'checkpoint_wrapper(Block(d), checkpoint_fn=fp8_checkpoint, use_reentrant=False)'],
+      ['CheckpointImpl.REENTRANT', 'checkpoint_wrapper(Block(d), checkpoint_impl=CheckpointImpl.REENTRANT)', 'checkpoint_wrapper(Block(d), checkpoint_impl=CheckpointImpl.REENTRANT, checkpoint_fn=fp8_checkpoint, use_reentrant=True)'],
+      ['a trailing comma', 'checkpoint_wrapper(Block(d),)', 'checkpoint_wrapper(Block(d), checkpoint_fn=fp8_checkpoint, use_reentrant=False)'],
+    ];
+    for (const [what, before, after] of impls) {
+      it(`the fix passes checkpoint_fn=fp8_checkpoint with the use_reentrant of ${what}; the result compiles and is quiet`, async () => {
+        const text = WRAPPED.replace('checkpoint_wrapper(Block(d))', before);
+        const { ir, findings } = await check(text);
+        const { fixes } = fixOutcome(text, ir, findings[0], DEFAULT_SETTINGS, { fallbackModule: MODULE });
+        assert.equal(fixes[0].title, 'Recompute in FP8 with TE\'s checkpoint where FP8 runs: checkpoint_fn=fp8_checkpoint via fp8_fallback');
+        const out = applyEdits(text, fixes[0].edits);
+        assert.ok(out.includes(after), out);
+        assert.match(out, /^from fp8_fallback import fp8_checkpoint, fp8_linear$/m);
+        assert.equal(pyCompileError(out), undefined);
+        assert.deepEqual((await check(out)).findings, []);
+      });
+    }
+
+    it('checkpoint_impl chosen at run time: the fix refuses and says what to pass', async () => {
+      const text = WRAPPED.replace('checkpoint_wrapper(Block(d))', 'checkpoint_wrapper(Block(d), checkpoint_impl=impl)');
+      const { ir, findings } = await check(text);
+      const outcome = fixOutcome(text, ir, findings[0], DEFAULT_SETTINGS, { fallbackModule: MODULE });
+      assert.equal(outcome.fixes.length, 0);
+      assert.match(outcome.refusals.join(' '), /checkpoint_impl=impl is chosen at run time; pass checkpoint_fn=fp8_checkpoint and the use_reentrant it means by hand/);
+    });
+  });
 });

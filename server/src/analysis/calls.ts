@@ -99,7 +99,7 @@ const RECIPE_FIELDS: Record<string, string[]> = {
   DelayedScaling: ['margin', 'fp8_format', 'amax_history_len', 'amax_compute_algo'],
   Float8CurrentScaling: ['fp8_format'],
 };
-const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
+const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|checkpoint_wrapper|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
 const CONVERSION = /^(fp8_for_compile|convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/;
 const CONTEXT_LAST = /autocast$|fp8_model_init$|quantized_model_init$/;
 /** Weight quantization stacks that swap nn.Linear for their own modules (bitsandbytes / QLoRA, GPTQ, AWQ, HQQ). */
@@ -291,6 +291,15 @@ function namedCallFact(scan: CallScan, site: CallSite): boolean {
       // torch's activation checkpoint (`torch.utils.checkpoint.checkpoint`, `checkpoint` imported from it, or the module
       // under another name); TE's own (`te.checkpoint`, `te.distributed.checkpoint`) and other libraries' are not it.
       if (resolveName(imports, callee) === 'torch.utils.checkpoint.checkpoint') push('checkpoint');
+      return true;
+    }
+    case 'checkpoint_wrapper': {
+      // torch's module wrapper (FSDP's activation checkpointing): torch's checkpoint unless checkpoint_fn is given.
+      const r = resolveName(imports, callee);
+      if (r !== 'torch.distributed.algorithms._checkpoint.checkpoint_wrapper.checkpoint_wrapper') return true;
+      const nc = push('checkpoint');
+      // Given, or possibly given through a `**kwargs` splat: not torch's checkpoint as far as the text tells.
+      if (nc.args.checkpoint_fn !== undefined || nc.args.$2 !== undefined || Object.values(nc.args).some((v) => v.startsWith('**'))) facts.calls.pop();
       return true;
     }
     case 'compile': {

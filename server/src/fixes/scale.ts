@@ -5,15 +5,46 @@
  *     x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)   ->   x = fp8_checkpoint(block, x, use_reentrant=False)
  *
  * and the file imports fp8_checkpoint from the project's module (or uses its inline block's). Only the callee changes.
+ * torch's checkpoint_wrapper given no checkpoint_fn gets one, with the use_reentrant its checkpoint_impl meant:
+ *
+ *     checkpoint_wrapper(block)   ->   checkpoint_wrapper(block, checkpoint_fn=fp8_checkpoint, use_reentrant=False)
  */
 import type { NotableCall } from '../analysis/ir';
-import { replace } from './edits';
+import { insert, replace, type TextEdit } from './edits';
 import { CHECKPOINT_FACTORY } from './fallback-source';
 import { outcome, refuse, type FixContext, type FixOutcome } from './types';
 import { bringInFallback } from './wrapper';
+import { isCheckpointWrapper } from '../rules/scale';
+
+/** checkpoint_wrapper's arguments, completed: checkpoint_fn=fp8_checkpoint and the use_reentrant of its checkpoint_impl. */
+function wrapperEdit(ctx: FixContext, call: NotableCall): TextEdit | string {
+  const impl = call.args.checkpoint_impl ?? call.args.$1;
+  // torch's wrapper: use_reentrant = (checkpoint_impl == CheckpointImpl.REENTRANT), NO_REENTRANT by default.
+  const reentrant = impl === undefined || /(^|\.)NO_REENTRANT$/.test(impl) ? 'False' : /(^|\.)REENTRANT$/.test(impl) ? 'True' : undefined;
+  if (!reentrant) return `No automatic fix: checkpoint_impl=${impl} is chosen at run time; pass checkpoint_fn=${CHECKPOINT_FACTORY} and the use_reentrant it means by hand.`;
+  const close = call.span.endOffset - 1;
+  if (ctx.text[close] !== ')') return 'No automatic fix: the end of the call was not found.';
+  const before = ctx.text.slice(call.span.startOffset, close).trimEnd();
+  const sep = before.endsWith(',') || before.endsWith('(') ? (before.endsWith('(') ? '' : ' ') : ', ';
+  const at = call.span.startOffset + before.length;
+  return insert(at, `${sep}checkpoint_fn=${CHECKPOINT_FACTORY}, use_reentrant=${reentrant}`);
+}
 
 export function teCheckpoint(ctx: FixContext, call: NotableCall): FixOutcome {
   const start = call.span.startOffset;
+  if (isCheckpointWrapper(call)) {
+    const edit = wrapperEdit(ctx, call);
+    if (typeof edit === 'string') return refuse(edit);
+    const bring = bringInFallback(ctx, [CHECKPOINT_FACTORY]);
+    if (bring.refusal) return refuse(`No automatic fix: ${bring.refusal}`);
+    return outcome([{
+      id: `PL701:${start}`,
+      title: `Recompute in FP8 with TE's checkpoint where FP8 runs: checkpoint_fn=${CHECKPOINT_FACTORY} via ${bring.where}`,
+      kind: 'quickfix', codes: ['PL701'], safe: false, isPreferred: true,
+      edits: [edit, ...bring.edits],
+      ...(bring.createFiles.length ? { createFiles: bring.createFiles } : {}),
+    }]);
+  }
   if (!ctx.text.startsWith(call.callee, start)) return refuse('No automatic fix: the call is not written as a plain name (torch.utils.checkpoint.checkpoint(...)).');
   const bring = bringInFallback(ctx, [CHECKPOINT_FACTORY]);
   if (bring.refusal) return refuse(`No automatic fix: ${bring.refusal}`);
