@@ -12,20 +12,13 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tempDir } from '../temp-dirs';
+import { PYTHON, python } from './run-python';
 
 const ROOT = join(__dirname, '..', '..');
-const PYTHON = process.env.PL_PYTHON || '/usr/bin/python3';
 const PROJECT = join(ROOT, 'test', 'fixtures', 'checkpoint-project');
 const FAKE_TE = join(__dirname, 'fake_te');
 const torch2 = spawnSync(PYTHON, ['-c', 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) < 2)'], { timeout: 120_000 }).status === 0;
 
-function python(code: string, cwd: string, pythonpath: string[] = []): { status: number | null; stdout: string; output: string } {
-  const r = spawnSync(PYTHON, ['-c', code], {
-    encoding: 'utf8', timeout: 300_000, cwd,
-    env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: [cwd, ...pythonpath].join(':') },
-  });
-  return { status: r.status, stdout: r.stdout ?? '', output: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
-}
 
 describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${PYTHON})`, function () {
   this.timeout(600_000);

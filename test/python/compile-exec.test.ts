@@ -11,9 +11,9 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tempDir } from '../temp-dirs';
+import { PYTHON, python } from './run-python';
 
 const ROOT = join(__dirname, '..', '..');
-const PYTHON = process.env.PL_PYTHON || '/usr/bin/python3';
 const PROJECT = join(ROOT, 'test', 'fixtures', 'compile-project');
 const FAKE_TORCHAO = join(ROOT, 'bench', 'tests', 'fake_torchao');
 const hasTorch = spawnSync(PYTHON, ['-c', 'import torch'], { timeout: 120_000 }).status === 0;
@@ -21,13 +21,6 @@ const hasTorch = spawnSync(PYTHON, ['-c', 'import torch'], { timeout: 120_000 })
 const TORCHAO_PYTHON = process.env.PL_PTQ_PYTHON ?? join(ROOT, '.venv-ptq', 'bin', 'python');
 const hasTorchao = existsSync(TORCHAO_PYTHON) && spawnSync(TORCHAO_PYTHON, ['-c', 'import torchao.float8'], { timeout: 120_000 }).status === 0;
 
-function python(code: string, cwd: string, pythonpath: string[] = [], interpreter = PYTHON): { status: number | null; stdout: string; output: string } {
-  const r = spawnSync(interpreter, ['-c', code], {
-    encoding: 'utf8', timeout: 300_000, cwd,
-    env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: [cwd, ...pythonpath].join(':') },
-  });
-  return { status: r.status, stdout: r.stdout ?? '', output: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
-}
 
 /** torch.cuda as a GPU of this compute capability would answer it (the model stays on the CPU). */
 const fakeGpu = (cc: string) => ['import torch', 'torch.cuda.is_available = lambda: True', `torch.cuda.get_device_capability = lambda *a: ${cc}`, 'torch.cuda.get_device_name = lambda *a: "Fake GPU"'];

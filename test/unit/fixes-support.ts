@@ -10,7 +10,8 @@ import { analyzeTree } from '../../server/src/analysis';
 import type { ModelIR } from '../../server/src/analysis/ir';
 import { createPythonParser, type Parser, type SyntaxNode } from '../../server/src/engine/parser';
 import { runRules } from '../../server/src/rules';
-import type { Finding } from '../../server/src/rules/types';
+import type { RuleCode } from '../../common/codes';
+import type { Finding, WorkspaceFacts } from '../../server/src/rules/types';
 import { tempDir } from '../temp-dirs';
 
 export const FIXTURES = join(__dirname, '..', 'fixtures', 'fixes');
@@ -20,6 +21,20 @@ let parserPromise: Promise<Parser> | undefined;
 export function parser(): Promise<Parser> {
   parserPromise ??= createPythonParser();
   return parserPromise;
+}
+
+/** The project's fallback module, as the fixes of a file beside it see it. */
+export const FALLBACK_MODULE = { importFrom: 'fp8_fallback', path: '/p/fp8_fallback.py', exists: true };
+
+/** The IR of `text` and the findings of one rule on it (default settings, the workspace facts given). */
+export async function checkRule(code: RuleCode, text: string, workspace: WorkspaceFacts = {}): Promise<{ ir: ModelIR; findings: Finding[] }> {
+  const tree = (await parser()).parse(text)!;
+  try {
+    const ir = analyzeTree(tree, text);
+    return { ir, findings: runRules({ ir, text, settings: DEFAULT_SETTINGS, workspace }).filter((f) => f.code === code) };
+  } finally {
+    tree.delete();
+  }
 }
 
 export interface Analysed {

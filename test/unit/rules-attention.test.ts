@@ -5,13 +5,11 @@
  */
 import * as assert from 'node:assert/strict';
 import { DEFAULT_SETTINGS } from '../../common/settings';
-import { analyzeTree } from '../../server/src/analysis';
 import { applyEdits, fixOutcome, sourceFixes } from '../../server/src/fixes';
 import { fallbackLacks } from '../../server/src/fixes/fallback';
 import { fallbackSource } from '../../server/src/fixes/fallback-source';
-import { runRules } from '../../server/src/rules';
 import type { WorkspaceFacts } from '../../server/src/rules/types';
-import { parser, pyCompileError } from './fixes-support';
+import { checkRule, FALLBACK_MODULE, pyCompileError } from './fixes-support';
 
 const MODEL = [
   'import torch',
@@ -33,17 +31,8 @@ const MODEL = [
   '',
 ].join('\n');
 
-async function check(text: string, workspace: WorkspaceFacts = {}) {
-  const tree = (await parser()).parse(text)!;
-  try {
-    const ir = analyzeTree(tree, text);
-    return { ir, findings: runRules({ ir, text, settings: DEFAULT_SETTINGS, workspace }).filter((f) => f.code === 'PL107') };
-  } finally {
-    tree.delete();
-  }
-}
-
-const MODULE = { importFrom: 'fp8_fallback', path: '/p/fp8_fallback.py', exists: true };
+const check = (text: string, workspace: WorkspaceFacts = {}) => checkRule('PL107', text, workspace);
+const MODULE = FALLBACK_MODULE;
 
 describe('PL107: torch\'s attention in a model whose layers run through TE', () => {
   it('fires on the call, with the measured gain in the explanation', async () => {

@@ -5,13 +5,11 @@
  */
 import * as assert from 'node:assert/strict';
 import { DEFAULT_SETTINGS } from '../../common/settings';
-import { analyzeTree } from '../../server/src/analysis';
 import { applyEdits, fixOutcome } from '../../server/src/fixes';
 import { fallbackLacks } from '../../server/src/fixes/fallback';
 import { fallbackSource } from '../../server/src/fixes/fallback-source';
-import { runRules } from '../../server/src/rules';
 import type { WorkspaceFacts } from '../../server/src/rules/types';
-import { parser, pyCompileError } from './fixes-support';
+import { checkRule, FALLBACK_MODULE, pyCompileError } from './fixes-support';
 
 const MODEL = [
   'import torch',
@@ -40,17 +38,8 @@ const MODEL = [
   '',
 ].join('\n');
 
-async function check(text: string, workspace: WorkspaceFacts = {}) {
-  const tree = (await parser()).parse(text)!;
-  try {
-    const ir = analyzeTree(tree, text);
-    return { ir, findings: runRules({ ir, text, settings: DEFAULT_SETTINGS, workspace }).filter((f) => f.code === 'PL701') };
-  } finally {
-    tree.delete();
-  }
-}
-
-const MODULE = { importFrom: 'fp8_fallback', path: '/p/fp8_fallback.py', exists: true };
+const check = (text: string, workspace: WorkspaceFacts = {}) => checkRule('PL701', text, workspace);
+const MODULE = FALLBACK_MODULE;
 
 describe('PL701: torch\'s activation checkpoint around te.* layers', () => {
   it('fires on the call as a warning: one sentence with the verdict and the action, the reason in the explanation', async () => {
