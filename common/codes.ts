@@ -43,6 +43,7 @@ export const RULES = {
   PL605: { rule: 'ptq-target-gpu', defaultSeverity: 'error', summary: 'a quantization format the target GPU family lacks (FP8 on Ampere, MXFP8/NVFP4 before Blackwell)' },
   PL606: { rule: 'ptq-state-dict-save', defaultSeverity: 'warning', summary: 'a ModelOpt-quantized model saved with torch.save(state_dict()), which drops the quantizer state' },
   PL701: { rule: 'checkpoint-te-recompute', defaultSeverity: 'warning', summary: 'torch\'s activation checkpoint around te.* layers: the recompute runs outside FP8 autocast, in BF16' },
+  PL702: { rule: 'float8-all-gather-fsdp1', defaultSeverity: 'error', summary: 'torchao float8 all-gather (enable_fsdp_float8_all_gather=True) with FSDP1: it needs FSDP2 (fully_shard)' },
 } as const satisfies Record<string, Omit<RuleMeta, 'code'>>;
 
 export type RuleCode = keyof typeof RULES;

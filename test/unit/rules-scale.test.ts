@@ -163,4 +163,57 @@ describe('PL701: torch\'s activation checkpoint around te.* layers', () => {
       assert.match(outcome.refusals.join(' '), /checkpoint_impl=impl is chosen at run time; pass checkpoint_fn=fp8_checkpoint and the use_reentrant it means by hand/);
     });
   });
+
+  describe('PL702: torchao float8 all-gather with FSDP1', () => {
+    const FSDP1 = [
+      'import torch',
+      'from torch.distributed.fsdp import FullyShardedDataParallel as FSDP',
+      'from torchao.float8 import Float8LinearConfig, convert_to_float8_training',
+      '',
+      '',
+      'def build(model):',
+      '    config = Float8LinearConfig(enable_fsdp_float8_all_gather=True, force_recompute_fp8_weight_in_bwd=True)',
+      '    convert_to_float8_training(model, config=config)',
+      '    return FSDP(model, use_orig_params=True)',
+      '',
+    ].join('\n');
+    const pl702 = (text: string) => checkRule('PL702', text);
+
+    it('an error on the config, FSDP1\'s wrap as evidence', async () => {
+      const { findings } = await pl702(FSDP1);
+      assert.equal(findings.length, 1);
+      assert.equal(findings[0].severity, 'error');
+      assert.equal(findings[0].span.startLine, 6);
+      assert.equal(findings[0].message, 'float8 all-gather needs FSDP2 (fully_shard) and this file shards with FSDP1; turn it off or move to fully_shard');
+      assert.deepEqual(findings[0].related?.map((r) => r.span.startLine), [8]);
+    });
+
+    const quiet: [string, string][] = [
+      ['FSDP2 shards (fully_shard)', FSDP1.replace('from torch.distributed.fsdp import FullyShardedDataParallel as FSDP', 'from torch.distributed.fsdp import fully_shard').replace('return FSDP(model, use_orig_params=True)', 'return fully_shard(model)')],
+      ['the flag is off', FSDP1.replace('enable_fsdp_float8_all_gather=True', 'enable_fsdp_float8_all_gather=False')],
+      ['the flag is not a literal', FSDP1.replace('enable_fsdp_float8_all_gather=True', 'enable_fsdp_float8_all_gather=args.fp8_all_gather')],
+      ['another library\'s FSDP', FSDP1.replace('from torch.distributed.fsdp import FullyShardedDataParallel as FSDP', 'from fairscale.nn import FullyShardedDataParallel as FSDP')],
+    ];
+    for (const [what, text] of quiet) {
+      it(`quiet when ${what}`, async () => {
+        assert.deepEqual((await pl702(text)).findings.map((f) => f.message), []);
+      });
+    }
+
+    it('fires for torch.distributed.fsdp.FullyShardedDataParallel written out', async () => {
+      const text = FSDP1.replace('from torch.distributed.fsdp import FullyShardedDataParallel as FSDP', 'import torch.distributed.fsdp').replace('return FSDP(', 'return torch.distributed.fsdp.FullyShardedDataParallel(');
+      assert.equal((await pl702(text)).findings.length, 1);
+    });
+
+    it('the fix turns the flag off, safe, and the file is quiet after', async () => {
+      const { ir, findings } = await pl702(FSDP1);
+      const { fixes } = fixOutcome(FSDP1, ir, findings[0], DEFAULT_SETTINGS);
+      assert.equal(fixes.length, 1);
+      assert.equal(fixes[0].safe, true);
+      const out = applyEdits(FSDP1, fixes[0].edits);
+      assert.match(out, /Float8LinearConfig\(enable_fsdp_float8_all_gather=False, force_recompute_fp8_weight_in_bwd=True\)/);
+      assert.equal(pyCompileError(out), undefined);
+      assert.deepEqual((await pl702(out)).findings, []);
+    });
+  });
 });

@@ -99,7 +99,7 @@ const RECIPE_FIELDS: Record<string, string[]> = {
   DelayedScaling: ['margin', 'fp8_format', 'amax_history_len', 'amax_compute_algo'],
   Float8CurrentScaling: ['fp8_format'],
 };
-const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|checkpoint_wrapper|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
+const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|checkpoint_wrapper|Float8LinearConfig|FullyShardedDataParallel|FSDP|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
 const CONVERSION = /^(fp8_for_compile|convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/;
 const CONTEXT_LAST = /autocast$|fp8_model_init$|quantized_model_init$/;
 /** Weight quantization stacks that swap nn.Linear for their own modules (bitsandbytes / QLoRA, GPTQ, AWQ, HQQ). */
@@ -293,6 +293,20 @@ function namedCallFact(scan: CallScan, site: CallSite): boolean {
       if (resolveName(imports, callee) === 'torch.utils.checkpoint.checkpoint') push('checkpoint');
       return true;
     }
+    case 'Float8LinearConfig': {
+      // torchao's float8 training config asking for float8 all-gather (an FSDP2 feature).
+      // Recorded, then left to the pattern checks as before (false).
+      if (/^torchao\.float8\.(config\.)?Float8LinearConfig$/.test(resolveName(imports, callee))) {
+        const nc = push('float8_allgather');
+        if (nc.args.enable_fsdp_float8_all_gather !== 'True') facts.calls.pop();
+      }
+      return false;
+    }
+    case 'FSDP':
+    case 'FullyShardedDataParallel':
+      // FSDP1's wrapper class (FSDP2 is the function fully_shard); then the pattern checks as before (false).
+      if (/^torch\.distributed\.fsdp\.(fully_sharded_data_parallel\.)?FullyShardedDataParallel$/.test(resolveName(imports, callee))) push('fsdp1');
+      return false;
     case 'checkpoint_wrapper': {
       // torch's module wrapper (FSDP's activation checkpointing): torch's checkpoint unless checkpoint_fn is given.
       const r = resolveName(imports, callee);

@@ -56,3 +56,21 @@ export function teCheckpoint(ctx: FixContext, call: NotableCall): FixOutcome {
     ...(bring.createFiles.length ? { createFiles: bring.createFiles } : {}),
   }]);
 }
+
+/**
+ * PL702's fix: `Float8LinearConfig(enable_fsdp_float8_all_gather=True)` -> `...=False` in a file that shards with
+ * FSDP1, which cannot run float8 all-gather; the Linears still train in float8. Safe: one literal, nothing else moves.
+ */
+export function allGatherOff(ctx: FixContext, call: NotableCall): FixOutcome {
+  const span = call.argSpans?.enable_fsdp_float8_all_gather;
+  const arg = span ? ctx.text.slice(span.startOffset, span.endOffset) : '';
+  const value = /True\s*$/.exec(arg);
+  if (!span || !value) return refuse('No automatic fix: the enable_fsdp_float8_all_gather=True argument was not found again.');
+  const at = span.startOffset + value.index;
+  return outcome([{
+    id: `PL702:${call.span.startOffset}`,
+    title: 'Turn float8 all-gather off: enable_fsdp_float8_all_gather=False (FSDP1 cannot run it)',
+    kind: 'quickfix', codes: ['PL702'], safe: true, isPreferred: true,
+    edits: [replace(at, at + 4, 'False')],
+  }]);
+}

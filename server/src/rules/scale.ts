@@ -6,6 +6,12 @@
  * the loss came from. TE's own checkpoint (te.distributed.checkpoint, also te.checkpoint) enters the forward's FP8
  * autocast and recipe again for the recompute (and, with DelayedScaling, reuses the forward's scales); given a function
  * without TE modules it is torch's checkpoint. Read in TE 2.20.2's transformer_engine/pytorch/distributed.py.
+ *
+ * PL702: torchao's float8 all-gather (Float8LinearConfig(enable_fsdp_float8_all_gather=True)) in a file that shards
+ * with FSDP1 (FullyShardedDataParallel). The flag swaps each Linear's weight for a tensor subclass whose pre/post
+ * all-gather hooks only FSDP2 (fully_shard) calls; FSDP1 shards flat parameters and fails at the first step (torchao's
+ * config.py; pytorch/ao#1605, its maintainer: "supported in FSDP2 and not supported in FSDP1"). torchao's float8
+ * compute itself runs under FSDP1 (use_orig_params=True, torchao's test_fsdp.py).
  */
 import { fp8Layers } from '../analysis/autocast';
 import type { ModelIR, NotableCall } from '../analysis/ir';
@@ -24,10 +30,40 @@ export function isCheckpointWrapper(call: NotableCall): boolean {
   return /(^|\.)checkpoint_wrapper$/.test(call.callee);
 }
 
+/** torchao float8 all-gather configs in a file that wraps with FSDP1. */
+export function allGatherWithFsdp1(ir: ModelIR): number[] {
+  if (!ir.calls.some((c) => c.kind === 'fsdp1')) return [];
+  const out: number[] = [];
+  ir.calls.forEach((c, i) => { if (c.kind === 'float8_allgather') out.push(i); });
+  return out;
+}
+
+function allGatherFindings(ir: ModelIR): Finding[] {
+  const fsdp = ir.calls.find((c) => c.kind === 'fsdp1');
+  return allGatherWithFsdp1(ir).map((callIndex): Finding => ({
+    code: 'PL702', span: ir.calls[callIndex].span, severity: 'error', callIndex,
+    message: 'float8 all-gather needs FSDP2 (fully_shard) and this file shards with FSDP1; turn it off or move to fully_shard',
+    ...(fsdp ? { related: [{ span: fsdp.span, message: `FSDP1 wraps the model here: ${fsdp.text}` }] } : {}),
+    explanation: {
+      facts: [
+        "enable_fsdp_float8_all_gather=True makes each float8 Linear's weight a tensor subclass whose pre/post all-gather hooks only FSDP2 (torch.distributed.fsdp.fully_shard) calls; torchao's config documents it as an FSDP2 feature.",
+        'FSDP1 (FullyShardedDataParallel) shards flat parameters and never calls them: torchao\'s maintainers call float8 all-gather "not supported in FSDP1" (pytorch/ao#1605), where it failed with an AttributeError at the first step.',
+      ],
+      consequence: 'Training stops at the first forward; float8 compute alone runs under FSDP1 (use_orig_params=True).',
+      fix: 'The fix sets enable_fsdp_float8_all_gather=False: the Linears still train in float8, the all-gather moves BF16/FP32 weights. To keep float8 all-gather, shard with fully_shard (FSDP2) instead.',
+    },
+  }));
+}
+
 export const scaleRules: RuleModule = {
-  codes: ['PL701'],
+  codes: ['PL701', 'PL702'],
   check({ ir, workspace }: RuleContext): Finding[] {
-    return checkpointCalls(ir, workspace.otherStack !== undefined).map((callIndex): Finding => {
+    return [...allGatherFindings(ir), ...checkpointFindings(ir, workspace.otherStack !== undefined)];
+  },
+};
+
+function checkpointFindings(ir: ModelIR, otherStack: boolean): Finding[] {
+    return checkpointCalls(ir, otherStack).map((callIndex): Finding => {
       const call = ir.calls[callIndex];
       const wrapper = isCheckpointWrapper(call);
       return {
@@ -49,5 +85,4 @@ export const scaleRules: RuleModule = {
         },
       };
     });
-  },
-};
+}
