@@ -44,6 +44,7 @@ export const RULES = {
   PL606: { rule: 'ptq-state-dict-save', defaultSeverity: 'warning', summary: 'a ModelOpt-quantized model saved with torch.save(state_dict()), which drops the quantizer state' },
   PL701: { rule: 'checkpoint-te-recompute', defaultSeverity: 'warning', summary: 'torch\'s activation checkpoint around te.* layers: the recompute runs outside FP8 autocast, in BF16' },
   PL702: { rule: 'float8-all-gather-fsdp1', defaultSeverity: 'error', summary: 'torchao float8 all-gather (enable_fsdp_float8_all_gather=True) with FSDP1: it needs FSDP2 (fully_shard)' },
+  PL703: { rule: 'float8-all-gather-precompute', defaultSeverity: 'information', summary: 'torchao float8 all-gather without precompute_float8_dynamic_scale_for_fsdp after the optimizer step: one all-reduce per weight' },
 } as const satisfies Record<string, Omit<RuleMeta, 'code'>>;
 
 export type RuleCode = keyof typeof RULES;

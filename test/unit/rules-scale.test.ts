@@ -4,6 +4,8 @@
  * checkpoint where FP8 runs). Quiet where nothing runs TE, another stack owns the layers, or the call is TE's own.
  */
 import * as assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { DEFAULT_SETTINGS } from '../../common/settings';
 import { applyEdits, fixOutcome } from '../../server/src/fixes';
 import { fallbackLacks } from '../../server/src/fixes/fallback';
@@ -214,6 +216,53 @@ describe('PL701: torch\'s activation checkpoint around te.* layers', () => {
       assert.match(out, /Float8LinearConfig\(enable_fsdp_float8_all_gather=False, force_recompute_fp8_weight_in_bwd=True\)/);
       assert.equal(pyCompileError(out), undefined);
       assert.deepEqual((await pl702(out)).findings, []);
+    });
+  });
+
+  describe('PL703: float8 all-gather without precomputed scales', () => {
+    const TRAIN = readFileSync(join(__dirname, '..', 'fixtures', 'messages', 'float8_fsdp2_train.py'), 'utf8');
+    const pl703 = (text: string) => checkRule('PL703', text);
+
+    it('information on the optimizer step, the config as evidence', async () => {
+      const { findings } = await pl703(TRAIN);
+      assert.equal(findings.length, 1);
+      assert.equal(findings[0].severity, 'information');
+      assert.equal(TRAIN.split('\n')[findings[0].span.startLine].trim(), 'optimizer.step()');
+      assert.equal(findings[0].message, 'each float8 weight all-reduces its own scale; precompute_float8_dynamic_scale_for_fsdp(model) after this step does one');
+      assert.deepEqual(findings[0].related?.map((r) => TRAIN.split('\n')[r.span.startLine].trim()), ['config = Float8LinearConfig(enable_fsdp_float8_all_gather=True)']);
+    });
+
+    const quiet: [string, string][] = [
+      ['the scales are precomputed', TRAIN.replace('        optimizer.zero_grad()', '        precompute_float8_dynamic_scale_for_fsdp(model)\n        optimizer.zero_grad()')],
+      ['float8 all-gather is off', TRAIN.replace('enable_fsdp_float8_all_gather=True', 'enable_fsdp_float8_all_gather=False')],
+      ['FSDP1 shards (PL702 says it)', TRAIN.replace('from torch.distributed.fsdp import fully_shard', 'from torch.distributed.fsdp import FullyShardedDataParallel as FSDP').replace('fully_shard(model)', 'model = FSDP(model)')],
+      ['no optimizer step in the file', TRAIN.replace('        optimizer.step()\n', '')],
+    ];
+    for (const [what, text] of quiet) {
+      it(`quiet when ${what}`, async () => {
+        assert.deepEqual((await pl703(text)).findings.map((f) => f.message), []);
+      });
+    }
+
+    it('the fix calls it after the step with the converted model and imports it; the result compiles and is quiet', async () => {
+      const { ir, findings } = await pl703(TRAIN);
+      const { fixes } = fixOutcome(TRAIN, ir, findings[0], DEFAULT_SETTINGS);
+      assert.equal(fixes.length, 1);
+      assert.equal(fixes[0].title, 'Precompute the float8 scales in one all-reduce: precompute_float8_dynamic_scale_for_fsdp(model) after the step');
+      const out = applyEdits(TRAIN, fixes[0].edits);
+      assert.ok(out.includes('        optimizer.step()\n        precompute_float8_dynamic_scale_for_fsdp(model)\n        optimizer.zero_grad()\n'), out);
+      assert.match(out, /^from torchao\.float8 import precompute_float8_dynamic_scale_for_fsdp$/m);
+      assert.equal(pyCompileError(out), undefined);
+      assert.deepEqual((await pl703(out)).findings, []);
+    });
+
+    it('refuses, saying why, where the step shares its line with a condition or the model is converted elsewhere', async () => {
+      const oneLine = TRAIN.replace('        optimizer.step()', '        if step % 2: optimizer.step()');
+      const a = await pl703(oneLine);
+      assert.match(fixOutcome(oneLine, a.ir, a.findings[0], DEFAULT_SETTINGS).refusals.join(' '), /the optimizer step is not a statement of its own/);
+      const elsewhere = TRAIN.replace('    convert_to_float8_training(model, config=config)\n', '');
+      const b = await pl703(elsewhere);
+      assert.match(fixOutcome(elsewhere, b.ir, b.findings[0], DEFAULT_SETTINGS).refusals.join(' '), /the model converted with convert_to_float8_training is not in this file/);
     });
   });
 });

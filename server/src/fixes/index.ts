@@ -16,7 +16,7 @@ import { findTrainingSteps, fp8ContextHeader, moveBackwardOut, nestInUserAutocas
 import { loadNonStrict } from './checkpoint';
 import { fp8ForCompile } from './compiled';
 import { teAttention } from './attention';
-import { allGatherOff, teCheckpoint } from './scale';
+import { allGatherOff, precomputeAfterStep, teCheckpoint } from './scale';
 import { conversionArgumentRefusal, conversionFix, convertAllFix, fusionFix } from './convert';
 import { findFusions } from '../analysis/fusion';
 import { applyEdits, EditSet, type TextEdit } from './edits';
@@ -122,6 +122,7 @@ export function refusedTitle(ir: ModelIR, finding: Finding): string {
     case 'PL107': return 'Run the attention in TE\'s fused kernel (fp8_attention)';
     case 'PL701': return 'Recompute in FP8 with TE\'s checkpoint (fp8_checkpoint)';
     case 'PL702': return 'Turn float8 all-gather off (FSDP1 cannot run it)';
+    case 'PL703': return 'Precompute the float8 scales after the optimizer step';
     case 'PL105': return `Fuse the MLP block of ${label ?? 'the norm'} into te.LayerNormMLP`;
     case 'PL201': case 'PL202': return label ? `Keep ${label} in BF16` : 'Keep the lm-head and the embedding in BF16';
     case 'PL301': return 'Move backward() out of the FP8 autocast block';
@@ -218,6 +219,8 @@ function outcomeFor(ctx: FixContext, finding: Finding): FixOutcome {
       return call ? teCheckpoint(ctx, call) : refuse('No automatic fix: the checkpoint call is unknown.');
     case 'PL702':
       return call ? allGatherOff(ctx, call) : refuse('No automatic fix: the config call is unknown.');
+    case 'PL703':
+      return call ? precomputeAfterStep(ctx, call) : refuse('No automatic fix: the optimizer step is unknown.');
     case 'PL110':
       return layer && !layer.isTe
         ? refuse('Not converted: its shape breaks the FP8 rule (in_features % 16 == 0, out_features % 16 == 0), and padding changes the model and its checkpoint, so that is left to you.')

@@ -14,6 +14,8 @@ import { insert, replace, type TextEdit } from './edits';
 import { CHECKPOINT_FACTORY } from './fallback-source';
 import { outcome, refuse, type FixContext, type FixOutcome } from './types';
 import { bringInFallback } from './wrapper';
+import { addImport } from './imports';
+import { statementAt } from './source';
 import { isCheckpointWrapper } from '../rules/scale';
 
 /** checkpoint_wrapper's arguments, completed: checkpoint_fn=fp8_checkpoint and the use_reentrant of its checkpoint_impl. */
@@ -72,5 +74,25 @@ export function allGatherOff(ctx: FixContext, call: NotableCall): FixOutcome {
     title: 'Turn float8 all-gather off: enable_fsdp_float8_all_gather=False (FSDP1 cannot run it)',
     kind: 'quickfix', codes: ['PL702'], safe: true, isPreferred: true,
     edits: [replace(at, at + 4, 'False')],
+  }]);
+}
+
+/**
+ * PL703's fix: `precompute_float8_dynamic_scale_for_fsdp(model)` on the line after the optimizer step, at its
+ * indentation, with the model the file hands to convert_to_float8_training; imported from torchao.float8.
+ */
+export function precomputeAfterStep(ctx: FixContext, call: NotableCall): FixOutcome {
+  const conversion = ctx.ir.fp8Conversions.find((c) => /(^|\.)convert_to_float8_training$/.test(c.callee));
+  const model = conversion && /^[^(]*\(\s*(?:module\s*=\s*)?([A-Za-z_][\w.]*)\s*[,)]/.exec(ctx.text.slice(conversion.span.startOffset, conversion.span.endOffset))?.[1];
+  if (!model) return refuse('No automatic fix: the model converted with convert_to_float8_training is not in this file; call precompute_float8_dynamic_scale_for_fsdp(model) after optimizer.step() by hand.');
+  const stmt = statementAt(ctx.model, call.span.startOffset);
+  // The step must be a statement of its own: after `if ok: optimizer.step()` the line would run unconditionally.
+  if (!stmt || stmt.start !== call.span.startOffset || stmt.isHeader) return refuse('No automatic fix: the optimizer step is not a statement of its own; call precompute_float8_dynamic_scale_for_fsdp(model) after it by hand.');
+  const nl = ctx.text.slice(stmt.lineStart, stmt.lineEnd).endsWith('\n') ? '' : '\n';
+  return outcome([{
+    id: `PL703:${call.span.startOffset}`,
+    title: `Precompute the float8 scales in one all-reduce: precompute_float8_dynamic_scale_for_fsdp(${model}) after the step`,
+    kind: 'quickfix', codes: ['PL703'], safe: false, isPreferred: true,
+    edits: [insert(stmt.lineEnd, `${nl}${stmt.indent}precompute_float8_dynamic_scale_for_fsdp(${model})\n`), addImport(ctx.model, 'from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp')],
   }]);
 }

@@ -12,6 +12,10 @@
  * all-gather hooks only FSDP2 (fully_shard) calls; FSDP1 shards flat parameters and fails at the first step (torchao's
  * config.py; pytorch/ao#1605, its maintainer: "supported in FSDP2 and not supported in FSDP1"). torchao's float8
  * compute itself runs under FSDP1 (use_orig_params=True, torchao's test_fsdp.py).
+ *
+ * PL703: the same flag under FSDP2 with a training step in the file and no precompute_float8_dynamic_scale_for_fsdp:
+ * each weight then all-reduces its own amax before its all-gather; the function, run after the optimizer step, does
+ * one all-reduce for all of them (torchao/float8/fsdp_utils.py; torchtitan calls it right after optimizers.step()).
  */
 import { fp8Layers } from '../analysis/autocast';
 import type { ModelIR, NotableCall } from '../analysis/ir';
@@ -55,10 +59,38 @@ function allGatherFindings(ir: ModelIR): Finding[] {
   }));
 }
 
+const PRECOMPUTE = /\bprecompute_float8_dynamic_scale_for_fsdp\s*\(/;
+
+/** The optimizer step PL703 reports (the file's first), when float8 all-gather is on, FSDP1 is not, and no precompute. */
+export function stepWithoutPrecompute(ir: ModelIR, text: string): number | undefined {
+  if (!ir.calls.some((c) => c.kind === 'float8_allgather') || ir.calls.some((c) => c.kind === 'fsdp1') || PRECOMPUTE.test(text)) return undefined;
+  const i = ir.calls.findIndex((c) => c.kind === 'optimizer_step');
+  return i < 0 ? undefined : i;
+}
+
+function precomputeFindings(ir: ModelIR, text: string): Finding[] {
+  const callIndex = stepWithoutPrecompute(ir, text);
+  if (callIndex === undefined) return [];
+  const config = ir.calls.find((c) => c.kind === 'float8_allgather')!;
+  return [{
+    code: 'PL703', span: ir.calls[callIndex].span, severity: 'information', callIndex,
+    message: 'each float8 weight all-reduces its own scale; precompute_float8_dynamic_scale_for_fsdp(model) after this step does one',
+    related: [{ span: config.span, message: `float8 all-gather is on here: ${config.text}` }],
+    explanation: {
+      facts: [
+        "With enable_fsdp_float8_all_gather=True each float8 Linear's weight is cast to float8 before FSDP2's all-gather; without a precomputed scale the cast all-reduces that weight's amax across the mesh first (torchao 0.18, torchao/float8/fsdp_utils.py).",
+        "precompute_float8_dynamic_scale_for_fsdp(model), run after the optimizer step, computes every weight's scale in one all-reduce; torchao's docstring says to run it there, and torchtitan calls it right after optimizers.step().",
+      ],
+      consequence: 'One small all-reduce per float8 weight per step instead of one in all: communication that grows with the layer count (a performance cost; the numbers are the same).',
+      fix: 'The fix inserts precompute_float8_dynamic_scale_for_fsdp(model) after the optimizer step, with the model the file converts with convert_to_float8_training, and imports it from torchao.float8. Run it after every step: a scale computed once goes stale as the weights change.',
+    },
+  }];
+}
+
 export const scaleRules: RuleModule = {
-  codes: ['PL701', 'PL702'],
-  check({ ir, workspace }: RuleContext): Finding[] {
-    return [...allGatherFindings(ir), ...checkpointFindings(ir, workspace.otherStack !== undefined)];
+  codes: ['PL701', 'PL702', 'PL703'],
+  check({ ir, text, workspace }: RuleContext): Finding[] {
+    return [...allGatherFindings(ir), ...precomputeFindings(ir, text), ...checkpointFindings(ir, workspace.otherStack !== undefined)];
   },
 };
 
