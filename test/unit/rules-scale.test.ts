@@ -50,7 +50,7 @@ describe('PL701: torch\'s activation checkpoint around te.* layers', () => {
     const [f] = findings;
     assert.equal(f.severity, 'warning');
     assert.equal(f.span.startLine, 21);
-    assert.equal(f.message, 'torch\'s checkpoint recomputes this file\'s te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE\'s checkpoint)');
+    assert.equal(f.message, 'torch\'s checkpoint recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE\'s checkpoint)');
     assert.ok(f.message.length <= 125);
     assert.match(f.explanation!.facts!.join(' '), /enters the forward's autocast and recipe again/);
   });
@@ -112,6 +112,23 @@ describe('PL701: torch\'s activation checkpoint around te.* layers', () => {
     assert.doesNotMatch(out, /import fp8_checkpoint/);
     assert.match(out, /x = fp8_checkpoint\(block, x/);
     assert.equal(pyCompileError(out), undefined);
+  });
+
+  it('a training script whose model runs through TE in another file: fires where te.* layers are in reach, not elsewhere', async () => {
+    const SCRIPT = [
+      'import torch',
+      'from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper',
+      'from model import GPT',
+      '',
+      'model = GPT()',
+      'model.blocks = torch.nn.ModuleList(checkpoint_wrapper(b) for b in model.blocks)',
+      '',
+    ].join('\n');
+    const inReach = await check(SCRIPT, { path: '/p/train.py', teFiles: ['/p/model.py'] });
+    assert.equal(inReach.findings.length, 1);
+    assert.match(inReach.findings[0].message, /^checkpoint_wrapper recomputes te\.\* layers/);
+    assert.deepEqual((await check(SCRIPT, { path: '/p/train.py', teFiles: ['/q/other.py'] })).findings, []);
+    assert.deepEqual((await check(SCRIPT, { path: '/p/train.py' })).findings, [], 'no te.* layers anywhere');
   });
 
   describe('torch\'s checkpoint_wrapper without checkpoint_fn (FSDP\'s activation checkpointing)', () => {

@@ -19,11 +19,17 @@
  */
 import { fp8Layers } from '../analysis/autocast';
 import type { ModelIR, NotableCall } from '../analysis/ir';
-import type { Finding, RuleContext, RuleModule } from './types';
+import { teInReach } from './compiled';
+import type { Finding, RuleContext, RuleModule, WorkspaceFacts } from './types';
 
-/** The torch checkpoint calls PL701 reports: in a file whose layers run through TE, and no other FP8 stack owns them. */
-export function checkpointCalls(ir: ModelIR, otherStack: boolean): number[] {
-  if (otherStack || ir.fp8Conversions.length || ir.quantization.length || !fp8Layers(ir).length) return [];
+/**
+ * The torch checkpoint calls PL701 reports: in a file whose layers run through TE, or a script with te.* layers in
+ * reach (its folder, or the modules it imports: FSDP's checkpoint_wrapper sits in the training script, the model in
+ * model.py), where no other FP8 stack owns them.
+ */
+export function checkpointCalls(ir: ModelIR, workspace: WorkspaceFacts): number[] {
+  if (workspace.otherStack !== undefined || ir.fp8Conversions.length || ir.quantization.length) return [];
+  if (!ir.calls.some((c) => c.kind === 'checkpoint') || (!fp8Layers(ir).length && !teInReach(ir, workspace))) return [];
   const out: number[] = [];
   ir.calls.forEach((c, i) => { if (c.kind === 'checkpoint') out.push(i); });
   return out;
@@ -90,19 +96,19 @@ function precomputeFindings(ir: ModelIR, text: string): Finding[] {
 export const scaleRules: RuleModule = {
   codes: ['PL701', 'PL702', 'PL703'],
   check({ ir, text, workspace }: RuleContext): Finding[] {
-    return [...allGatherFindings(ir), ...precomputeFindings(ir, text), ...checkpointFindings(ir, workspace.otherStack !== undefined)];
+    return [...allGatherFindings(ir), ...precomputeFindings(ir, text), ...checkpointFindings(ir, workspace)];
   },
 };
 
-function checkpointFindings(ir: ModelIR, otherStack: boolean): Finding[] {
-    return checkpointCalls(ir, otherStack).map((callIndex): Finding => {
+function checkpointFindings(ir: ModelIR, workspace: WorkspaceFacts): Finding[] {
+    return checkpointCalls(ir, workspace).map((callIndex): Finding => {
       const call = ir.calls[callIndex];
       const wrapper = isCheckpointWrapper(call);
       return {
         code: 'PL701', span: call.span, severity: 'warning', callIndex,
         message: wrapper
           ? `checkpoint_wrapper recomputes te.* layers outside FP8 autocast, in BF16; pass checkpoint_fn=fp8_checkpoint (TE's checkpoint)`
-          : `torch's checkpoint recomputes this file's te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE's checkpoint)`,
+          : `torch's checkpoint recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE's checkpoint)`,
         explanation: {
           facts: [
             wrapper
