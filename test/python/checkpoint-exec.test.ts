@@ -9,10 +9,9 @@
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { cpSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { tempDir } from '../temp-dirs';
-import { PYTHON, python } from './run-python';
+import { origAndConverted, PYTHON, python } from './run-python';
 
 const ROOT = join(__dirname, '..', '..');
 const PROJECT = join(ROOT, 'test', 'fixtures', 'checkpoint-project');
@@ -25,11 +24,7 @@ describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${
   let dir = '';
 
   before(function () {
-    dir = tempDir('pl-checkpoint-');
-    cpSync(PROJECT, join(dir, 'conv'), { recursive: true });
-    cpSync(PROJECT, join(dir, 'orig'), { recursive: true });
-    const r = spawnSync(process.execPath, [join(ROOT, 'out', 'cli.js'), 'check', join(dir, 'conv'), '--fix', '--unsafe-fixes', '--convert-losing-layers', '--isolated'], { encoding: 'utf8', timeout: 120_000 });
-    assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+    dir = origAndConverted(PROJECT, 'pl-checkpoint-');
   });
 
   it('one command: the layers convert and torch\'s checkpoint call becomes fp8_checkpoint, imported from the module', function () {

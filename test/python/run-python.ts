@@ -3,7 +3,11 @@
  * `npm run test:python` sets it for torch 2.13 and 1.13) and one way to run a snippet of Python with the generated
  * modules on its path.
  */
-import { spawnSync } from 'node:child_process';
+import * as assert from 'node:assert/strict';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { cpSync } from 'node:fs';
+import { join } from 'node:path';
+import { tempDir } from '../temp-dirs';
 
 export const PYTHON = process.env.PL_PYTHON || '/usr/bin/python3';
 
@@ -14,4 +18,21 @@ export function python(code: string, cwd: string, pythonpath: string[] = [], int
     env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: [cwd, ...pythonpath].join(':') },
   });
   return { status: r.status, stdout: r.stdout ?? '', output: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
+}
+
+const CLI = join(__dirname, '..', '..', 'out', 'cli.js');
+
+/** The built CLI's one command on a folder: `check DIR --fix --unsafe-fixes --isolated` and `flags`. */
+export function oneCommand(dir: string, flags: string[] = ['--convert-losing-layers']): SpawnSyncReturns<string> {
+  return spawnSync(process.execPath, [CLI, 'check', dir, '--fix', '--unsafe-fixes', ...flags, '--isolated'], { encoding: 'utf8', timeout: 120_000 });
+}
+
+/** A temporary folder with the fixture project as written (orig/) and as the one command converts it (conv/). */
+export function origAndConverted(project: string, prefix: string): string {
+  const dir = tempDir(prefix);
+  cpSync(project, join(dir, 'conv'), { recursive: true });
+  cpSync(project, join(dir, 'orig'), { recursive: true });
+  const r = oneCommand(join(dir, 'conv'));
+  assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+  return dir;
 }

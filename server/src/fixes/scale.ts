@@ -27,34 +27,26 @@ function wrapperEdit(ctx: FixContext, call: NotableCall): TextEdit | string {
   const close = call.span.endOffset - 1;
   if (ctx.text[close] !== ')') return 'No automatic fix: the end of the call was not found.';
   const before = ctx.text.slice(call.span.startOffset, close).trimEnd();
-  const sep = before.endsWith(',') || before.endsWith('(') ? (before.endsWith('(') ? '' : ' ') : ', ';
+  const sep = before.endsWith('(') ? '' : before.endsWith(',') ? ' ' : ', ';
   const at = call.span.startOffset + before.length;
   return insert(at, `${sep}checkpoint_fn=${CHECKPOINT_FACTORY}, use_reentrant=${reentrant}`);
 }
 
 export function teCheckpoint(ctx: FixContext, call: NotableCall): FixOutcome {
   const start = call.span.startOffset;
-  if (isCheckpointWrapper(call)) {
-    const edit = wrapperEdit(ctx, call);
-    if (typeof edit === 'string') return refuse(edit);
-    const bring = bringInFallback(ctx, [CHECKPOINT_FACTORY]);
-    if (bring.refusal) return refuse(`No automatic fix: ${bring.refusal}`);
-    return outcome([{
-      id: `PL701:${start}`,
-      title: `Recompute in FP8 with TE's checkpoint where FP8 runs: checkpoint_fn=${CHECKPOINT_FACTORY} via ${bring.where}`,
-      kind: 'quickfix', codes: ['PL701'], safe: false, isPreferred: true,
-      edits: [edit, ...bring.edits],
-      ...(bring.createFiles.length ? { createFiles: bring.createFiles } : {}),
-    }]);
-  }
-  if (!ctx.text.startsWith(call.callee, start)) return refuse('No automatic fix: the call is not written as a plain name (torch.utils.checkpoint.checkpoint(...)).');
+  const wrapper = isCheckpointWrapper(call);
+  let edit: TextEdit | string;
+  if (wrapper) edit = wrapperEdit(ctx, call);
+  else if (ctx.text.startsWith(call.callee, start)) edit = replace(start, start + call.callee.length, CHECKPOINT_FACTORY);
+  else edit = 'No automatic fix: the call is not written as a plain name (torch.utils.checkpoint.checkpoint(...)).';
+  if (typeof edit === 'string') return refuse(edit);
   const bring = bringInFallback(ctx, [CHECKPOINT_FACTORY]);
   if (bring.refusal) return refuse(`No automatic fix: ${bring.refusal}`);
   return outcome([{
     id: `PL701:${start}`,
-    title: `Recompute in FP8 with TE's checkpoint where FP8 runs: ${CHECKPOINT_FACTORY}(...) via ${bring.where}`,
+    title: `Recompute in FP8 with TE's checkpoint where FP8 runs: ${wrapper ? `checkpoint_fn=${CHECKPOINT_FACTORY}` : `${CHECKPOINT_FACTORY}(...)`} via ${bring.where}`,
     kind: 'quickfix', codes: ['PL701'], safe: false, isPreferred: true,
-    edits: [replace(start, start + call.callee.length, CHECKPOINT_FACTORY), ...bring.edits],
+    edits: [edit, ...bring.edits],
     ...(bring.createFiles.length ? { createFiles: bring.createFiles } : {}),
   }]);
 }

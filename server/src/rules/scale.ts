@@ -101,26 +101,26 @@ export const scaleRules: RuleModule = {
 };
 
 function checkpointFindings(ir: ModelIR, workspace: WorkspaceFacts): Finding[] {
-    return checkpointCalls(ir, workspace).map((callIndex): Finding => {
-      const call = ir.calls[callIndex];
-      const wrapper = isCheckpointWrapper(call);
-      return {
-        code: 'PL701', span: call.span, severity: 'warning', callIndex,
-        message: wrapper
-          ? `checkpoint_wrapper recomputes te.* layers outside FP8 autocast, in BF16; pass checkpoint_fn=fp8_checkpoint (TE's checkpoint)`
-          : `torch's checkpoint recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE's checkpoint)`,
-        explanation: {
-          facts: [
-            wrapper
-              ? `${call.callee}(...) without checkpoint_fn wraps the module in torch.utils.checkpoint.checkpoint, which recomputes its forward during the backward pass, outside TE's FP8 autocast.`
-              : `${call.callee}(...) recomputes the checkpointed forward during the backward pass, which runs outside TE's FP8 autocast.`,
-            "TE's layers run in FP8 only inside that autocast; TE's own checkpoint (te.distributed.checkpoint) enters the forward's autocast and recipe again for the recompute, and with DelayedScaling reuses the forward's scales (TE 2.20.2, transformer_engine/pytorch/distributed.py).",
-          ],
-          consequence: 'The recompute runs the te.* GEMMs in BF16: slower than the FP8 forward, and the gradients are those of a forward other than the one the loss came from (Megatron-LM and TE fixed the same mistake in their own checkpointing).',
-          fix: wrapper
-            ? "The fix passes checkpoint_fn=fp8_checkpoint from the FP8 fallback, with use_reentrant as the wrapper's checkpoint_impl chose it (TE's example passes checkpoint_fn=te.distributed.checkpoint the same way): where FP8 runs it is TE's checkpoint, elsewhere torch's. Given a module without TE modules, TE's checkpoint is torch's."
-            : "The fix calls fp8_checkpoint(...) from the FP8 fallback with the same arguments: where FP8 runs it is TE's checkpoint (use_reentrant, context_fn and the rest passed on; TE restores the RNG states itself), elsewhere torch's checkpoint as called. Given a function without TE modules, TE's checkpoint is torch's.",
-        },
-      };
-    });
+  return checkpointCalls(ir, workspace).map((callIndex): Finding => {
+    const call = ir.calls[callIndex];
+    const wrapper = isCheckpointWrapper(call);
+    return {
+      code: 'PL701', span: call.span, severity: 'warning', callIndex,
+      message: wrapper
+        ? `checkpoint_wrapper recomputes te.* layers outside FP8 autocast, in BF16; pass checkpoint_fn=fp8_checkpoint (TE's checkpoint)`
+        : `torch's checkpoint recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE's checkpoint)`,
+      explanation: {
+        facts: [
+          wrapper
+            ? `${call.callee}(...) without checkpoint_fn wraps the module in torch.utils.checkpoint.checkpoint, which recomputes its forward during the backward pass, outside TE's FP8 autocast.`
+            : `${call.callee}(...) recomputes the checkpointed forward during the backward pass, which runs outside TE's FP8 autocast.`,
+          "TE's layers run in FP8 only inside that autocast; TE's own checkpoint (te.distributed.checkpoint) enters the forward's autocast and recipe again for the recompute, and with DelayedScaling reuses the forward's scales (TE 2.20.2, transformer_engine/pytorch/distributed.py).",
+        ],
+        consequence: 'The recompute runs the te.* GEMMs in BF16: slower than the FP8 forward, and the gradients are those of a forward other than the one the loss came from (Megatron-LM and TE fixed the same mistake in their own checkpointing).',
+        fix: wrapper
+          ? "The fix passes checkpoint_fn=fp8_checkpoint from the FP8 fallback, with use_reentrant as the wrapper's checkpoint_impl chose it (TE's example passes checkpoint_fn=te.distributed.checkpoint the same way): where FP8 runs it is TE's checkpoint, elsewhere torch's. Given a module without TE modules, TE's checkpoint is torch's."
+          : "The fix calls fp8_checkpoint(...) from the FP8 fallback with the same arguments: where FP8 runs it is TE's checkpoint (use_reentrant, context_fn and the rest passed on; TE restores the RNG states itself), elsewhere torch's checkpoint as called. Given a function without TE modules, TE's checkpoint is torch's.",
+      },
+    };
+  });
 }
