@@ -5,7 +5,8 @@
  * GPU answering sm_90 and test/python/fake_te, whose te.distributed.checkpoint re-enters the forward's FP8 state for
  * the recompute, as TE's does), the backward's recompute runs the te.* layers in FP8 again, where torch's checkpoint
  * recomputes them outside the FP8 autocast: the mistake PL701 reports, shown on the same model. The same for blocks
- * wrapped with torch's checkpoint_wrapper, given checkpoint_fn=fp8_checkpoint.
+ * wrapped with torch's checkpoint_wrapper, given checkpoint_fn=fp8_checkpoint, and for FSDP's
+ * apply_activation_checkpointing given that wrapper.
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -85,46 +86,52 @@ describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${
     assert.match(r.stdout, /^torch fp8 GEMMs forward 4 recompute 0 checkpoint \[\]$/m, r.output);
   });
 
-  it('checkpoint_wrapper (FSDP\'s activation checkpointing): given checkpoint_fn=fp8_checkpoint, the same result without TE, FP8 recomputes where FP8 runs', function () {
-    // torch 1.13's checkpoint_wrapper hands any checkpoint_fn its own argument tuple and dict as the first arguments
-    // (fixed in torch 2.0); Transformer Engine 2.x needs torch >= 2.1.
-    if (!torch2) this.skip();
-    const wrapped = readFileSync(join(dir, 'conv', 'wrapped.py'), 'utf8');
-    assert.match(wrapped, /checkpoint_wrapper\(Block\(d\), checkpoint_fn=fp8_checkpoint, use_reentrant=False\)/);
-    const plain = python([
-      'import runpy, torch',
-      'conv = runpy.run_path("conv/wrapped.py")',
-      'orig = runpy.run_path("orig/wrapped.py")',
-      'torch.manual_seed(0)',
-      'ref, net = orig["Wrapped"](), conv["Wrapped"]()',
-      'net.load_state_dict(ref.state_dict())',
-      // An input that requires grad: torch 1.13's wrapper defaulted to the reentrant checkpoint, which needs one.
-      'x = torch.randn(2, 16, 64, requires_grad=True)',
-      'ref(x).square().mean().backward()',
-      'net(x).square().mean().backward()',
-      'print("max diff %.2e" % (ref(x) - net(x)).abs().max().item())',
-      'print("grad diff %.2e" % max((a.grad - b.grad).abs().max().item() for a, b in zip(ref.parameters(), net.parameters())))',
-    ].join('\n'), dir, [join(dir, 'conv')]);
-    assert.equal(plain.status, 0, plain.output);
-    assert.match(plain.stdout, /^max diff 0\.00e\+00$/m, plain.output);
-    assert.match(plain.stdout, /^grad diff 0\.00e\+00$/m, plain.output);
-    const fp8 = python([
-      'import torch',
-      'torch.cuda.is_available = lambda: True',
-      'torch.cuda.get_device_capability = lambda *a: (9, 0)',
-      'torch.cuda.get_device_name = lambda *a: "Fake H100"',
-      'import transformer_engine.pytorch as te',
-      'import wrapped as w',
-      'torch.manual_seed(0)',
-      'net = w.Wrapped()',
-      'x = torch.randn(2, 16, 64)',
-      'with te.autocast(enabled=True):',
-      '    loss = net(x).square().mean()',
-      'forward = te.CALLS.count("linear")',
-      'loss.backward()',
-      'print("fp8 GEMMs forward", forward, "recompute", te.CALLS.count("linear") - forward)',
-    ].join('\n'), join(dir, 'conv'), [FAKE_TE]);
-    assert.equal(fp8.status, 0, fp8.output);
-    assert.match(fp8.stdout, /^fp8 GEMMs forward 4 recompute 4$/m, fp8.output);
-  });
+  const wrappers: [string, string, RegExp][] = [
+    ['checkpoint_wrapper (FSDP\'s activation checkpointing)', 'wrapped', /checkpoint_wrapper\(Block\(d\), checkpoint_fn=fp8_checkpoint, use_reentrant=False\)/],
+    ['apply_activation_checkpointing with its default wrapper', 'applied', /apply_activation_checkpointing\(model, check_fn=lambda m: isinstance\(m, Block\), checkpoint_wrapper_fn=partial\(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False\)\)/],
+  ];
+  for (const [what, file, fixed] of wrappers) {
+    it(`${what}: given checkpoint_fn=fp8_checkpoint, the same result without TE, FP8 recomputes where FP8 runs`, function () {
+      // torch 1.13's checkpoint_wrapper hands any checkpoint_fn its own argument tuple and dict as the first arguments
+      // (fixed in torch 2.0); Transformer Engine 2.x needs torch >= 2.1.
+      if (!torch2) this.skip();
+      assert.match(readFileSync(join(dir, 'conv', `${file}.py`), 'utf8'), fixed);
+      const plain = python([
+        'import runpy, torch',
+        `conv = runpy.run_path("conv/${file}.py")`,
+        `orig = runpy.run_path("orig/${file}.py")`,
+        'torch.manual_seed(0)',
+        'ref, net = orig["Wrapped" if "Wrapped" in orig else "Applied"](), conv["Wrapped" if "Wrapped" in conv else "Applied"]()',
+        'net.load_state_dict(ref.state_dict())',
+        // An input that requires grad: torch 1.13's wrapper defaulted to the reentrant checkpoint, which needs one.
+        'x = torch.randn(2, 16, 64, requires_grad=True)',
+        'ref(x).square().mean().backward()',
+        'net(x).square().mean().backward()',
+        'print("max diff %.2e" % (ref(x) - net(x)).abs().max().item())',
+        'print("grad diff %.2e" % max((a.grad - b.grad).abs().max().item() for a, b in zip(ref.parameters(), net.parameters())))',
+      ].join('\n'), dir, [join(dir, 'conv')]);
+      assert.equal(plain.status, 0, plain.output);
+      assert.match(plain.stdout, /^max diff 0\.00e\+00$/m, plain.output);
+      assert.match(plain.stdout, /^grad diff 0\.00e\+00$/m, plain.output);
+      const fp8 = python([
+        'import torch',
+        'torch.cuda.is_available = lambda: True',
+        'torch.cuda.get_device_capability = lambda *a: (9, 0)',
+        'torch.cuda.get_device_name = lambda *a: "Fake H100"',
+        'import transformer_engine.pytorch as te',
+        `import ${file} as w`,
+        'torch.manual_seed(0)',
+        'net = getattr(w, "Wrapped", None) or w.Applied',
+        'net = net()',
+        'x = torch.randn(2, 16, 64)',
+        'with te.autocast(enabled=True):',
+        '    loss = net(x).square().mean()',
+        'forward = te.CALLS.count("linear")',
+        'loss.backward()',
+        'print("fp8 GEMMs forward", forward, "recompute", te.CALLS.count("linear") - forward)',
+      ].join('\n'), join(dir, 'conv'), [FAKE_TE]);
+      assert.equal(fp8.status, 0, fp8.output);
+      assert.match(fp8.stdout, /^fp8 GEMMs forward 4 recompute 4$/m, fp8.output);
+    });
+  }
 });

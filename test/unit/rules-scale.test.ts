@@ -183,6 +183,104 @@ describe('PL701: torch\'s activation checkpoint around te.* layers', () => {
     });
   });
 
+  describe('FSDP\'s apply_activation_checkpointing and the wrapper bound with partial (llama-recipes, accelerate)', () => {
+    const FSDP_AC = MODEL.replace('from torch.utils.checkpoint import checkpoint\n', [
+      'from functools import partial',
+      'from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (',
+      '    CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper,',
+      ')',
+      '',
+    ].join('\n')).replace('x = checkpoint(block, x, use_reentrant=False)', 'x = block(x)') + [
+      '',
+      '',
+      'def apply_ac(model):',
+      '    wrapper = partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)',
+      '    apply_activation_checkpointing(model, checkpoint_wrapper_fn=wrapper, check_fn=lambda m: isinstance(m, Block))',
+      '',
+    ].join('\n');
+
+    it('fires on the partial, not on the call that is given it', async () => {
+      const { findings } = await check(FSDP_AC);
+      assert.deepEqual(findings.map((f) => [f.span.startLine, f.message]), [
+        [29, 'checkpoint_wrapper recomputes te.* layers outside FP8 autocast, in BF16; pass checkpoint_fn=fp8_checkpoint (TE\'s checkpoint)'],
+      ]);
+      assert.match(findings[0].explanation!.facts![0], /^partial\(checkpoint_wrapper, \.\.\.\) without checkpoint_fn/);
+    });
+
+    const partials: [string, string, string][] = [
+      ['NO_REENTRANT', 'partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)', 'partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT, checkpoint_fn=fp8_checkpoint, use_reentrant=False)'],
+      ['REENTRANT given by position', 'partial(checkpoint_wrapper, None, CheckpointImpl.REENTRANT)', 'partial(checkpoint_wrapper, None, CheckpointImpl.REENTRANT, checkpoint_fn=fp8_checkpoint, use_reentrant=True)'],
+      ['functools.partial, the default impl', 'functools.partial(checkpoint_wrapper)', 'functools.partial(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False)'],
+    ];
+    for (const [what, before, after] of partials) {
+      it(`the fix gives the partial checkpoint_fn=fp8_checkpoint (${what}); the result compiles and is quiet`, async () => {
+        let text = FSDP_AC.replace('partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)', before);
+        if (before.startsWith('functools.')) text = `import functools\n${text}`;
+        const { ir, findings } = await check(text);
+        assert.equal(findings.length, 1);
+        const { fixes } = fixOutcome(text, ir, findings[0], DEFAULT_SETTINGS, { fallbackModule: MODULE });
+        const out = applyEdits(text, fixes[0].edits);
+        assert.ok(out.includes(after), out);
+        assert.equal(pyCompileError(out), undefined);
+        assert.deepEqual((await check(out)).findings, []);
+      });
+    }
+
+    const APPLY_DEFAULT = FSDP_AC.replace('    wrapper = partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)\n', '')
+      .replace('checkpoint_wrapper_fn=wrapper, ', '');
+    it('apply_activation_checkpointing with its default wrapper fires on the call; the fix gives it TE\'s checkpoint', async () => {
+      const { ir, findings } = await check(APPLY_DEFAULT);
+      assert.equal(findings.length, 1);
+      assert.equal(findings[0].message, 'apply_activation_checkpointing recomputes te.* layers outside FP8 autocast, in BF16; wrap with checkpoint_fn=fp8_checkpoint');
+      assert.ok(findings[0].message.length <= 125);
+      const { fixes } = fixOutcome(APPLY_DEFAULT, ir, findings[0], DEFAULT_SETTINGS, { fallbackModule: MODULE });
+      assert.equal(fixes[0].title, 'Recompute in FP8 with TE\'s checkpoint where FP8 runs: checkpoint_wrapper_fn with checkpoint_fn=fp8_checkpoint via fp8_fallback');
+      const out = applyEdits(APPLY_DEFAULT, fixes[0].edits);
+      assert.ok(out.includes('apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, Block), checkpoint_wrapper_fn=partial(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False))'), out);
+      assert.equal(pyCompileError(out), undefined);
+      assert.deepEqual((await check(out)).findings, []);
+    });
+
+    it('given torch\'s bare checkpoint_wrapper: the fix replaces it; with nothing imported, it imports partial and the wrapper', async () => {
+      const text = APPLY_DEFAULT.replace('apply_activation_checkpointing(model, ', 'apply_activation_checkpointing(model, checkpoint_wrapper_fn=checkpoint_wrapper, ');
+      const { ir, findings } = await check(text);
+      assert.equal(findings.length, 1);
+      const out = applyEdits(text, fixOutcome(text, ir, findings[0], DEFAULT_SETTINGS, { fallbackModule: MODULE }).fixes[0].edits);
+      assert.ok(out.includes('apply_activation_checkpointing(model, checkpoint_wrapper_fn=partial(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False), check_fn='), out);
+      assert.deepEqual((await check(out)).findings, []);
+
+      const bare = 'import torch\nimport torch.distributed.algorithms._checkpoint.checkpoint_wrapper as ac\nfrom fp8_fallback import fp8_linear\n\n\ndef wrap(model):\n    model.fc = fp8_linear(8, 8)\n    ac.apply_activation_checkpointing(model)\n';
+      const b = await check(bare);
+      assert.equal(b.findings.length, 1);
+      const outBare = applyEdits(bare, fixOutcome(bare, b.ir, b.findings[0], DEFAULT_SETTINGS, { fallbackModule: MODULE }).fixes[0].edits);
+      assert.ok(outBare.includes('ac.apply_activation_checkpointing(model, checkpoint_wrapper_fn=partial(ac.checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False))'), outBare);
+      assert.match(outBare, /^from functools import partial$/m);
+      assert.equal(pyCompileError(outBare), undefined);
+      assert.deepEqual((await check(outBare)).findings, []);
+    });
+
+    const quiet: [string, string][] = [
+      ['the partial is given checkpoint_fn', FSDP_AC.replace('checkpoint_impl=CheckpointImpl.NO_REENTRANT)', 'checkpoint_impl=CheckpointImpl.NO_REENTRANT, checkpoint_fn=te_checkpoint)')],
+      ['partial binds another function', FSDP_AC.replace('partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)', 'partial(my_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)')],
+      ['apply_activation_checkpointing is given kwargs by splat', APPLY_DEFAULT.replace('check_fn=lambda m: isinstance(m, Block))', '**ac_kwargs)')],
+      ['another library\'s partial', FSDP_AC.replace('from functools import partial', 'from mylib import partial')],
+    ];
+    for (const [what, text] of quiet) {
+      it(`quiet when ${what}`, async () => {
+        assert.deepEqual((await check(text)).findings.map((f) => f.message), []);
+      });
+    }
+
+    it('a partial whose name is taken by something else: the apply fix refuses and says what to pass', async () => {
+      const text = APPLY_DEFAULT.replace('from functools import partial\n', 'from mylib import partial\n');
+      const { ir, findings } = await check(text);
+      assert.equal(findings.length, 1);
+      const outcome = fixOutcome(text, ir, findings[0], DEFAULT_SETTINGS, { fallbackModule: MODULE });
+      assert.equal(outcome.fixes.length, 0);
+      assert.match(outcome.refusals.join(' '), /partial names something else in this file; pass checkpoint_wrapper_fn=functools\.partial\(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False\) by hand/);
+    });
+  });
+
   describe('PL702: torchao float8 all-gather with FSDP1', () => {
     const FSDP1 = [
       'import torch',

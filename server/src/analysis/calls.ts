@@ -99,7 +99,13 @@ const RECIPE_FIELDS: Record<string, string[]> = {
   DelayedScaling: ['margin', 'fp8_format', 'amax_history_len', 'amax_compute_algo'],
   Float8CurrentScaling: ['fp8_format'],
 };
-const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|checkpoint_wrapper|Float8LinearConfig|FullyShardedDataParallel|FSDP|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
+const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|checkpoint_wrapper|partial|apply_activation_checkpointing|Float8LinearConfig|FullyShardedDataParallel|FSDP|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
+const TORCH_CHECKPOINT_WRAPPER_MODULE = 'torch.distributed.algorithms._checkpoint.checkpoint_wrapper';
+const TORCH_CHECKPOINT_WRAPPER = `${TORCH_CHECKPOINT_WRAPPER_MODULE}.checkpoint_wrapper`;
+/** The argument given by name or at its position, or possibly through a `**kwargs` splat: as far as the text tells. */
+function mayGive(call: NotableCall, name: string, position: string): boolean {
+  return call.args[name] !== undefined || call.args[position] !== undefined || Object.values(call.args).some((v) => v.startsWith('**'));
+}
 const CONVERSION = /^(fp8_for_compile|convert_to_float8_training|convert_model|quantize_|swap_linear_with_float8_linear|Accelerator|convert_to_float8)$/;
 const CONTEXT_LAST = /autocast$|fp8_model_init$|quantized_model_init$/;
 /** Weight quantization stacks that swap nn.Linear for their own modules (bitsandbytes / QLoRA, GPTQ, AWQ, HQQ). */
@@ -309,11 +315,29 @@ function namedCallFact(scan: CallScan, site: CallSite): boolean {
       return false;
     case 'checkpoint_wrapper': {
       // torch's module wrapper (FSDP's activation checkpointing): torch's checkpoint unless checkpoint_fn is given.
-      const r = resolveName(imports, callee);
-      if (r !== 'torch.distributed.algorithms._checkpoint.checkpoint_wrapper.checkpoint_wrapper') return true;
+      if (resolveName(imports, callee) !== TORCH_CHECKPOINT_WRAPPER) return true;
       const nc = push('checkpoint');
-      // Given, or possibly given through a `**kwargs` splat: not torch's checkpoint as far as the text tells.
-      if (nc.args.checkpoint_fn !== undefined || nc.args.$2 !== undefined || Object.values(nc.args).some((v) => v.startsWith('**'))) facts.calls.pop();
+      if (mayGive(nc, 'checkpoint_fn', '$2')) facts.calls.pop();
+      return true;
+    }
+    case 'partial': {
+      // `partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)`: the wrapper as FSDP recipes hand it
+      // to apply_activation_checkpointing (llama-recipes, accelerate), torch's checkpoint unless checkpoint_fn is given.
+      if (resolveName(imports, callee) !== 'functools.partial') return true;
+      const args = argsOf(src, node);
+      if (args[0]?.name !== undefined || !args[0] || resolveName(imports, args[0].text) !== TORCH_CHECKPOINT_WRAPPER) return true;
+      const nc = push('checkpoint', args);
+      if (mayGive(nc, 'checkpoint_fn', '$3')) facts.calls.pop();
+      return true;
+    }
+    case 'apply_activation_checkpointing': {
+      // FSDP's helper wraps the chosen submodules with checkpoint_wrapper_fn, torch's checkpoint_wrapper by default;
+      // another function given (a partial bound elsewhere) is judged where it is made.
+      if (resolveName(imports, callee) !== `${TORCH_CHECKPOINT_WRAPPER_MODULE}.apply_activation_checkpointing`) return true;
+      const nc = push('checkpoint');
+      const fn = nc.args.checkpoint_wrapper_fn ?? nc.args.$1;
+      const givenOther = fn !== undefined && resolveName(imports, fn) !== TORCH_CHECKPOINT_WRAPPER;
+      if (givenOther || Object.values(nc.args).some((v) => v.startsWith('**'))) facts.calls.pop();
       return true;
     }
     case 'compile': {

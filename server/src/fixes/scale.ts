@@ -16,37 +16,81 @@ import { outcome, refuse, type FixContext, type FixOutcome } from './types';
 import { bringInFallback } from './wrapper';
 import { addImport } from './imports';
 import { statementAt } from './source';
-import { isCheckpointWrapper } from '../rules/scale';
+import { checkpointForm, type CheckpointForm } from '../rules/scale';
 
-/** checkpoint_wrapper's arguments, completed: checkpoint_fn=fp8_checkpoint and the use_reentrant of its checkpoint_impl. */
-function wrapperEdit(ctx: FixContext, call: NotableCall): TextEdit | string {
-  const impl = call.args.checkpoint_impl ?? call.args.$1;
-  // torch's wrapper: use_reentrant = (checkpoint_impl == CheckpointImpl.REENTRANT), NO_REENTRANT by default.
-  const reentrant = impl === undefined || /(^|\.)NO_REENTRANT$/.test(impl) ? 'False' : /(^|\.)REENTRANT$/.test(impl) ? 'True' : undefined;
-  if (!reentrant) return `No automatic fix: checkpoint_impl=${impl} is chosen at run time; pass checkpoint_fn=${CHECKPOINT_FACTORY} and the use_reentrant it means by hand.`;
+/** Text appended to a call's arguments (before its `)`), or why not. */
+function appendToCall(ctx: FixContext, call: NotableCall, args: string): TextEdit | string {
   const close = call.span.endOffset - 1;
   if (ctx.text[close] !== ')') return 'No automatic fix: the end of the call was not found.';
   const before = ctx.text.slice(call.span.startOffset, close).trimEnd();
   const sep = before.endsWith('(') ? '' : before.endsWith(',') ? ' ' : ', ';
-  const at = call.span.startOffset + before.length;
-  return insert(at, `${sep}checkpoint_fn=${CHECKPOINT_FACTORY}, use_reentrant=${reentrant}`);
+  return insert(call.span.startOffset + before.length, `${sep}${args}`);
+}
+
+/**
+ * checkpoint_wrapper's arguments (or those of `partial(checkpoint_wrapper, ...)`, one position further), completed:
+ * checkpoint_fn=fp8_checkpoint and the use_reentrant of its checkpoint_impl.
+ */
+function wrapperEdit(ctx: FixContext, call: NotableCall, form: CheckpointForm): TextEdit | string {
+  const impl = call.args.checkpoint_impl ?? call.args[form === 'partial' ? '$2' : '$1'];
+  // torch's wrapper: use_reentrant = (checkpoint_impl == CheckpointImpl.REENTRANT), NO_REENTRANT by default.
+  const reentrant = impl === undefined || /(^|\.)NO_REENTRANT$/.test(impl) ? 'False' : /(^|\.)REENTRANT$/.test(impl) ? 'True' : undefined;
+  if (!reentrant) return `No automatic fix: checkpoint_impl=${impl} is chosen at run time; pass checkpoint_fn=${CHECKPOINT_FACTORY} and the use_reentrant it means by hand.`;
+  return appendToCall(ctx, call, `checkpoint_fn=${CHECKPOINT_FACTORY}, use_reentrant=${reentrant}`);
+}
+
+/** The name this file reaches `target` (a module's attribute) by, with the import to add when it has none. */
+function nameFor(ctx: FixContext, module: string, attr: string): { name: string; importLine?: string } | string {
+  const target = `${module}.${attr}`;
+  const direct = ctx.ir.imports.find((b) => b.target === target && !b.guarded);
+  if (direct) return { name: direct.local };
+  const viaModule = ctx.ir.imports.find((b) => b.target === module && !b.guarded);
+  if (viaModule) return { name: `${viaModule.local}.${attr}` };
+  if (ctx.ir.imports.some((b) => b.local === attr && b.target !== target) || new RegExp(`^\\s*(def|class)\\s+${attr}\\b|^\\s*${attr}\\s*=`, 'm').test(ctx.text)) {
+    return `No automatic fix: ${attr} names something else in this file; pass checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, checkpoint_fn=${CHECKPOINT_FACTORY}, use_reentrant=False) by hand.`;
+  }
+  return { name: attr, importLine: `from ${module} import ${attr}` };
+}
+
+/**
+ * apply_activation_checkpointing's wrapper, made TE's: checkpoint_wrapper_fn=partial(checkpoint_wrapper,
+ * checkpoint_fn=fp8_checkpoint, use_reentrant=False), given where it was left to its default or replacing torch's bare
+ * checkpoint_wrapper (NO_REENTRANT, the wrapper's default, is use_reentrant=False).
+ */
+function applyEdits(ctx: FixContext, call: NotableCall): TextEdit[] | string {
+  const partial = nameFor(ctx, 'functools', 'partial');
+  if (typeof partial === 'string') return partial;
+  const wrapper = nameFor(ctx, 'torch.distributed.algorithms._checkpoint.checkpoint_wrapper', 'checkpoint_wrapper');
+  if (typeof wrapper === 'string') return wrapper;
+  const value = `${partial.name}(${wrapper.name}, checkpoint_fn=${CHECKPOINT_FACTORY}, use_reentrant=False)`;
+  const key = call.args.checkpoint_wrapper_fn !== undefined ? 'checkpoint_wrapper_fn' : call.args.$1 !== undefined ? '$1' : undefined;
+  let edit: TextEdit | string;
+  if (key) {
+    const span = call.argSpans?.[key];
+    if (!span) return 'No automatic fix: the checkpoint_wrapper_fn argument was not found again.';
+    edit = replace(span.startOffset, span.endOffset, key === '$1' ? value : `checkpoint_wrapper_fn=${value}`);
+  } else edit = appendToCall(ctx, call, `checkpoint_wrapper_fn=${value}`);
+  if (typeof edit === 'string') return edit;
+  return [edit, ...[partial.importLine, wrapper.importLine].filter((l): l is string => !!l).map((l) => addImport(ctx.model, l))];
 }
 
 export function teCheckpoint(ctx: FixContext, call: NotableCall): FixOutcome {
   const start = call.span.startOffset;
-  const wrapper = isCheckpointWrapper(call);
-  let edit: TextEdit | string;
-  if (wrapper) edit = wrapperEdit(ctx, call);
-  else if (ctx.text.startsWith(call.callee, start)) edit = replace(start, start + call.callee.length, CHECKPOINT_FACTORY);
-  else edit = 'No automatic fix: the call is not written as a plain name (torch.utils.checkpoint.checkpoint(...)).';
-  if (typeof edit === 'string') return refuse(edit);
+  const form = checkpointForm(call);
+  let edits: TextEdit[] | TextEdit | string;
+  if (form === 'apply') edits = applyEdits(ctx, call);
+  else if (form !== 'call') edits = wrapperEdit(ctx, call, form);
+  else if (ctx.text.startsWith(call.callee, start)) edits = replace(start, start + call.callee.length, CHECKPOINT_FACTORY);
+  else edits = 'No automatic fix: the call is not written as a plain name (torch.utils.checkpoint.checkpoint(...)).';
+  if (typeof edits === 'string') return refuse(edits);
   const bring = bringInFallback(ctx, [CHECKPOINT_FACTORY]);
   if (bring.refusal) return refuse(`No automatic fix: ${bring.refusal}`);
+  const what = form === 'apply' ? `checkpoint_wrapper_fn with checkpoint_fn=${CHECKPOINT_FACTORY}` : form === 'call' ? `${CHECKPOINT_FACTORY}(...)` : `checkpoint_fn=${CHECKPOINT_FACTORY}`;
   return outcome([{
     id: `PL701:${start}`,
-    title: `Recompute in FP8 with TE's checkpoint where FP8 runs: ${wrapper ? `checkpoint_fn=${CHECKPOINT_FACTORY}` : `${CHECKPOINT_FACTORY}(...)`} via ${bring.where}`,
+    title: `Recompute in FP8 with TE's checkpoint where FP8 runs: ${what} via ${bring.where}`,
     kind: 'quickfix', codes: ['PL701'], safe: false, isPreferred: true,
-    edits: [edit, ...bring.edits],
+    edits: [...(Array.isArray(edits) ? edits : [edits]), ...bring.edits],
     ...(bring.createFiles.length ? { createFiles: bring.createFiles } : {}),
   }]);
 }

@@ -35,9 +35,18 @@ export function checkpointCalls(ir: ModelIR, workspace: WorkspaceFacts): number[
   return out;
 }
 
-/** torch's checkpoint_wrapper (FSDP's activation checkpointing), given no checkpoint_fn: torch's checkpoint inside. */
-export function isCheckpointWrapper(call: NotableCall): boolean {
-  return /(^|\.)checkpoint_wrapper$/.test(call.callee);
+/**
+ * How a PL701 call reaches torch's checkpoint: called (`checkpoint(fn, x)`), through torch's checkpoint_wrapper given no
+ * checkpoint_fn (`wrapper`), the same wrapper bound with `partial` (`partial`), or FSDP's apply_activation_checkpointing
+ * with that wrapper, its default (`apply`).
+ */
+export type CheckpointForm = 'call' | 'wrapper' | 'partial' | 'apply';
+
+export function checkpointForm(call: NotableCall): CheckpointForm {
+  if (/(^|\.)checkpoint_wrapper$/.test(call.callee)) return 'wrapper';
+  if (/(^|\.)partial$/.test(call.callee)) return 'partial';
+  if (/(^|\.)apply_activation_checkpointing$/.test(call.callee)) return 'apply';
+  return 'call';
 }
 
 /** torchao float8 all-gather configs in a file that wraps with FSDP1. */
@@ -103,23 +112,30 @@ export const scaleRules: RuleModule = {
 function checkpointFindings(ir: ModelIR, workspace: WorkspaceFacts): Finding[] {
   return checkpointCalls(ir, workspace).map((callIndex): Finding => {
     const call = ir.calls[callIndex];
-    const wrapper = isCheckpointWrapper(call);
+    const form = checkpointForm(call);
+    const wrapped = form !== 'call';
     return {
       code: 'PL701', span: call.span, severity: 'warning', callIndex,
-      message: wrapper
-        ? `checkpoint_wrapper recomputes te.* layers outside FP8 autocast, in BF16; pass checkpoint_fn=fp8_checkpoint (TE's checkpoint)`
-        : `torch's checkpoint recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE's checkpoint)`,
+      message: form === 'apply'
+        ? `apply_activation_checkpointing recomputes te.* layers outside FP8 autocast, in BF16; wrap with checkpoint_fn=fp8_checkpoint`
+        : wrapped
+          ? `checkpoint_wrapper recomputes te.* layers outside FP8 autocast, in BF16; pass checkpoint_fn=fp8_checkpoint (TE's checkpoint)`
+          : `torch's checkpoint recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE's checkpoint)`,
       explanation: {
         facts: [
-          wrapper
-            ? `${call.callee}(...) without checkpoint_fn wraps the module in torch.utils.checkpoint.checkpoint, which recomputes its forward during the backward pass, outside TE's FP8 autocast.`
-            : `${call.callee}(...) recomputes the checkpointed forward during the backward pass, which runs outside TE's FP8 autocast.`,
+          form === 'apply'
+            ? `${call.callee}(...) wraps the chosen submodules with torch's checkpoint_wrapper${call.args.checkpoint_wrapper_fn ?? call.args.$1 ? '' : ' (its default checkpoint_wrapper_fn)'}, which without checkpoint_fn runs torch.utils.checkpoint.checkpoint: the forward is recomputed during the backward pass, outside TE's FP8 autocast.`
+            : wrapped
+              ? `${form === 'partial' ? `${call.callee}(${call.args.$0}, ...)` : `${call.callee}(...)`} without checkpoint_fn wraps the module in torch.utils.checkpoint.checkpoint, which recomputes its forward during the backward pass, outside TE's FP8 autocast.`
+              : `${call.callee}(...) recomputes the checkpointed forward during the backward pass, which runs outside TE's FP8 autocast.`,
           "TE's layers run in FP8 only inside that autocast; TE's own checkpoint (te.distributed.checkpoint) enters the forward's autocast and recipe again for the recompute, and with DelayedScaling reuses the forward's scales (TE 2.20.2, transformer_engine/pytorch/distributed.py).",
         ],
         consequence: 'The recompute runs the te.* GEMMs in BF16: slower than the FP8 forward, and the gradients are those of a forward other than the one the loss came from (Megatron-LM and TE fixed the same mistake in their own checkpointing).',
-        fix: wrapper
-          ? "The fix passes checkpoint_fn=fp8_checkpoint from the FP8 fallback, with use_reentrant as the wrapper's checkpoint_impl chose it (TE's example passes checkpoint_fn=te.distributed.checkpoint the same way): where FP8 runs it is TE's checkpoint, elsewhere torch's. Given a module without TE modules, TE's checkpoint is torch's."
-          : "The fix calls fp8_checkpoint(...) from the FP8 fallback with the same arguments: where FP8 runs it is TE's checkpoint (use_reentrant, context_fn and the rest passed on; TE restores the RNG states itself), elsewhere torch's checkpoint as called. Given a function without TE modules, TE's checkpoint is torch's.",
+        fix: form === 'apply'
+          ? "The fix gives it checkpoint_wrapper_fn=partial(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False): the default wrapper's non-reentrant checkpoint, through the FP8 fallback's fp8_checkpoint (TE's checkpoint where FP8 runs, torch's elsewhere)."
+          : wrapped
+            ? "The fix passes checkpoint_fn=fp8_checkpoint from the FP8 fallback, with use_reentrant as the wrapper's checkpoint_impl chose it (TE's example passes checkpoint_fn=te.distributed.checkpoint the same way): where FP8 runs it is TE's checkpoint, elsewhere torch's. Given a module without TE modules, TE's checkpoint is torch's."
+            : "The fix calls fp8_checkpoint(...) from the FP8 fallback with the same arguments: where FP8 runs it is TE's checkpoint (use_reentrant, context_fn and the rest passed on; TE restores the RNG states itself), elsewhere torch's checkpoint as called. Given a function without TE modules, TE's checkpoint is torch's.",
       },
     };
   });
