@@ -86,6 +86,47 @@ describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${
     assert.match(r.stdout, /^torch fp8 GEMMs forward 4 recompute 0 checkpoint \[\]$/m, r.output);
   });
 
+  it('checkpoint_sequential: fp8_checkpoint_sequential computes what torch\'s did without TE; where FP8 runs its segments recompute in FP8', function () {
+    if (!torch2) this.skip(); // torch 1.13's checkpoint_sequential takes no use_reentrant: the original fails there
+    const converted = readFileSync(join(dir, 'conv', 'sequential.py'), 'utf8');
+    assert.match(converted, /^ {8}return fp8_checkpoint_sequential\(self\.blocks, 3, x, use_reentrant=False\)$/m);
+    const plain = python([
+      'import runpy, torch',
+      'conv = runpy.run_path("conv/sequential.py")',
+      'orig = runpy.run_path("orig/sequential.py")',
+      'torch.manual_seed(0)',
+      'ref, net = orig["Segmented"](), conv["Segmented"]()',
+      'net.load_state_dict(ref.state_dict())',
+      'x = torch.randn(2, 16, 64, requires_grad=True)',
+      'ref(x).square().mean().backward()',
+      'net(x).square().mean().backward()',
+      'print("max diff %.2e" % (ref(x) - net(x)).abs().max().item())',
+      'print("grad diff %.2e" % max((a.grad - b.grad).abs().max().item() for a, b in zip(ref.parameters(), net.parameters())))',
+    ].join('\n'), dir, [join(dir, 'conv')]);
+    assert.equal(plain.status, 0, plain.output);
+    assert.match(plain.stdout, /^max diff 0\.00e\+00$/m, plain.output);
+    assert.match(plain.stdout, /^grad diff 0\.00e\+00$/m, plain.output);
+    const fp8 = python([
+      'import torch',
+      'torch.cuda.is_available = lambda: True',
+      'torch.cuda.get_device_capability = lambda *a: (9, 0)',
+      'torch.cuda.get_device_name = lambda *a: "Fake H100"',
+      'import transformer_engine.pytorch as te',
+      'import sequential as s',
+      'torch.manual_seed(0)',
+      'net = s.Segmented()',
+      'x = torch.randn(2, 16, 64)',
+      'with te.autocast(enabled=True):',
+      '    loss = net(x).square().mean()',
+      'forward = te.CALLS.count("linear")',
+      'loss.backward()',
+      'print("fp8 GEMMs forward", forward, "recompute", te.CALLS.count("linear") - forward)',
+    ].join('\n'), join(dir, 'conv'), [FAKE_TE]);
+    assert.equal(fp8.status, 0, fp8.output);
+    // Three blocks of two te.* GEMMs in three segments: the last runs as is (torch's split), the first two recompute.
+    assert.match(fp8.stdout, /^fp8 GEMMs forward 6 recompute 4$/m, fp8.output);
+  });
+
   const wrappers: [string, string, RegExp][] = [
     ['checkpoint_wrapper (FSDP\'s activation checkpointing)', 'wrapped', /checkpoint_wrapper\(Block\(d\), checkpoint_fn=fp8_checkpoint, use_reentrant=False\)/],
     ['apply_activation_checkpointing with its default wrapper', 'applied', /apply_activation_checkpointing\(model, check_fn=lambda m: isinstance\(m, Block\), checkpoint_wrapper_fn=partial\(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False\)\)/],

@@ -183,6 +183,20 @@ describe('PL701: torch\'s activation checkpoint around te.* layers', () => {
     });
   });
 
+  it('checkpoint_sequential: fires with its own action; the fix calls fp8_checkpoint_sequential with the same arguments', async () => {
+    const text = MODEL.replace('from torch.utils.checkpoint import checkpoint', 'import torch.utils.checkpoint as cp')
+      .replace('        for block in self.blocks:\n            x = checkpoint(block, x, use_reentrant=False)\n', '        x = cp.checkpoint_sequential(self.blocks, 2, x, use_reentrant=False)\n');
+    const { ir, findings } = await check(text);
+    assert.deepEqual(findings.map((f) => f.message), ['torch\'s checkpoint_sequential recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint_sequential']);
+    const { fixes } = fixOutcome(text, ir, findings[0], DEFAULT_SETTINGS, { fallbackModule: MODULE });
+    assert.equal(fixes[0].title, 'Recompute in FP8 with TE\'s checkpoint where FP8 runs: fp8_checkpoint_sequential(...) via fp8_fallback');
+    const out = applyEdits(text, fixes[0].edits);
+    assert.ok(out.includes('        x = fp8_checkpoint_sequential(self.blocks, 2, x, use_reentrant=False)\n'), out);
+    assert.match(out, /^from fp8_fallback import fp8_checkpoint_sequential, fp8_linear$/m);
+    assert.equal(pyCompileError(out), undefined);
+    assert.deepEqual((await check(out)).findings, []);
+  });
+
   describe('FSDP\'s apply_activation_checkpointing and the wrapper bound with partial (llama-recipes, accelerate)', () => {
     const FSDP_AC = MODEL.replace('from torch.utils.checkpoint import checkpoint\n', [
       'from functools import partial',

@@ -99,7 +99,7 @@ const RECIPE_FIELDS: Record<string, string[]> = {
   DelayedScaling: ['margin', 'fp8_format', 'amax_history_len', 'amax_compute_algo'],
   Float8CurrentScaling: ['fp8_format'],
 };
-const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|checkpoint_wrapper|partial|apply_activation_checkpointing|Float8LinearConfig|FullyShardedDataParallel|FSDP|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
+const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|checkpoint_sequential|checkpoint_wrapper|partial|apply_activation_checkpointing|Float8LinearConfig|FullyShardedDataParallel|FSDP|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
 const TORCH_CHECKPOINT_WRAPPER_MODULE = 'torch.distributed.algorithms._checkpoint.checkpoint_wrapper';
 const TORCH_CHECKPOINT_WRAPPER = `${TORCH_CHECKPOINT_WRAPPER_MODULE}.checkpoint_wrapper`;
 /** The argument given by name or at its position, or possibly through a `**kwargs` splat: as far as the text tells. */
@@ -299,6 +299,9 @@ function namedCallFact(scan: CallScan, site: CallSite): boolean {
       if (resolveName(imports, callee) === 'torch.utils.checkpoint.checkpoint') push('checkpoint');
       return true;
     }
+    case 'checkpoint_sequential':
+      if (resolveName(imports, callee) === 'torch.utils.checkpoint.checkpoint_sequential') push('checkpoint');
+      return true;
     case 'Float8LinearConfig': {
       // torchao's float8 training config asking for float8 all-gather (an FSDP2 feature).
       // Recorded, then left to the pattern checks as before (false).

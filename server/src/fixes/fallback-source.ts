@@ -24,6 +24,8 @@
  *   for isinstance tests and optimizer parameter groups.
  * - `fp8_checkpoint(function, *args, **kwargs)`: torch.utils.checkpoint.checkpoint, through TE's checkpoint where FP8
  *   runs, so the backward's recompute runs the te.* layers in FP8 again (PL701).
+ * - `fp8_checkpoint_sequential(functions, segments, input, ...)`: torch's checkpoint_sequential, its segments through
+ *   fp8_checkpoint where FP8 runs (TE has no sequential form); torch's as called elsewhere.
  * - `fp8_for_compile(model, keep=())` (the module only, not the inline block): for a model a training script compiles
  *   (PL306), torchao's convert_to_float8_training where the GPU has FP8 and torchao is installed, the lm-head and
  *   layers too small or off the multiple-of-16 rule kept in BF16; the model unchanged elsewhere; the mode logged.
@@ -55,6 +57,8 @@ export const COMPILE_FACTORY = 'fp8_for_compile';
 export const ATTENTION_FACTORY = 'fp8_attention';
 /** torch.utils.checkpoint.checkpoint, through TE's checkpoint where FP8 runs (its recompute runs in FP8 again, PL701). */
 export const CHECKPOINT_FACTORY = 'fp8_checkpoint';
+/** torch.utils.checkpoint.checkpoint_sequential, its segments through fp8_checkpoint where FP8 runs (PL701). */
+export const CHECKPOINT_SEQUENTIAL_FACTORY = 'fp8_checkpoint_sequential';
 
 /** Factories that build te.* where FP8 runs and the model's own class (behind a lambda) elsewhere, per layer kind. */
 export const KEEP_CLASS_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', string> = {
@@ -74,7 +78,7 @@ export const FALLBACK_EXPORTS = [
   'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or',
   'fp8_linear_from', 'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONV1D_FACTORY, CONTEXT_FACTORY, 'FP8_RECIPE',
   'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', FUSE_FACTORY, FUSED_CLASS_NAME, 'te', 'te_recipe',
-  COMPILE_FACTORY, ATTENTION_FACTORY, CHECKPOINT_FACTORY,
+  COMPILE_FACTORY, ATTENTION_FACTORY, CHECKPOINT_FACTORY, CHECKPOINT_SEQUENTIAL_FACTORY,
 ] as const;
 
 export interface FallbackSourceOptions {
@@ -791,6 +795,35 @@ def ${CHECKPOINT_FACTORY}(function, *args, **kwargs):
         return te_checkpoint(function, *args, **kwargs)
     from torch.utils.checkpoint import checkpoint as torch_checkpoint
     return torch_checkpoint(function, *args, **kwargs)
+
+
+def ${CHECKPOINT_SEQUENTIAL_FACTORY}(functions, segments, input, use_reentrant=None, **kwargs):
+    """torch.utils.checkpoint.checkpoint_sequential(functions, segments, input, ...), its segments checkpointed with
+    ${CHECKPOINT_FACTORY} where FP8 runs (the same split: every segment but the last checkpointed, the last run as is), so
+    their recompute runs the te.* layers in FP8 again. Elsewhere torch's checkpoint_sequential, called as written."""
+    if use_reentrant is not None:
+        kwargs["use_reentrant"] = use_reentrant
+    te_checkpoint = getattr(getattr(${te}, "distributed", None), "checkpoint", None) if ${te} is not None else None
+    if te_checkpoint is None or not fp8_available()[0]:
+        from torch.utils.checkpoint import checkpoint_sequential
+        return checkpoint_sequential(functions, segments, input, **kwargs)
+    if isinstance(functions, torch.nn.Sequential):
+        functions = list(functions.children())
+    functions = list(functions)
+
+    def run(part):
+        def forward(x):
+            for f in part:
+                x = f(x)
+            return x
+        return forward
+
+    size = len(functions) // segments
+    end = -1
+    for start in range(0, size * (segments - 1), size):
+        end = start + size - 1
+        input = ${CHECKPOINT_FACTORY}(run(functions[start:end + 1]), input, **kwargs)
+    return run(functions[end + 1:])(input)
 `;
 }
 

@@ -11,7 +11,7 @@
  */
 import type { NotableCall } from '../analysis/ir';
 import { insert, replace, type TextEdit } from './edits';
-import { CHECKPOINT_FACTORY } from './fallback-source';
+import { CHECKPOINT_FACTORY, CHECKPOINT_SEQUENTIAL_FACTORY } from './fallback-source';
 import { outcome, refuse, type FixContext, type FixOutcome } from './types';
 import { bringInFallback } from './wrapper';
 import { addImport } from './imports';
@@ -77,15 +77,16 @@ function applyEdits(ctx: FixContext, call: NotableCall): TextEdit[] | string {
 export function teCheckpoint(ctx: FixContext, call: NotableCall): FixOutcome {
   const start = call.span.startOffset;
   const form = checkpointForm(call);
+  const factory = form === 'sequential' ? CHECKPOINT_SEQUENTIAL_FACTORY : CHECKPOINT_FACTORY;
   let edits: TextEdit[] | TextEdit | string;
   if (form === 'apply') edits = applyEdits(ctx, call);
-  else if (form !== 'call') edits = wrapperEdit(ctx, call, form);
-  else if (ctx.text.startsWith(call.callee, start)) edits = replace(start, start + call.callee.length, CHECKPOINT_FACTORY);
-  else edits = 'No automatic fix: the call is not written as a plain name (torch.utils.checkpoint.checkpoint(...)).';
+  else if (form === 'wrapper' || form === 'partial') edits = wrapperEdit(ctx, call, form);
+  else if (ctx.text.startsWith(call.callee, start)) edits = replace(start, start + call.callee.length, factory);
+  else edits = `No automatic fix: the call is not written as a plain name (torch.utils.checkpoint.${form === 'sequential' ? 'checkpoint_sequential' : 'checkpoint'}(...)).`;
   if (typeof edits === 'string') return refuse(edits);
-  const bring = bringInFallback(ctx, [CHECKPOINT_FACTORY]);
+  const bring = bringInFallback(ctx, [factory]);
   if (bring.refusal) return refuse(`No automatic fix: ${bring.refusal}`);
-  const what = form === 'apply' ? `checkpoint_wrapper_fn with checkpoint_fn=${CHECKPOINT_FACTORY}` : form === 'call' ? `${CHECKPOINT_FACTORY}(...)` : `checkpoint_fn=${CHECKPOINT_FACTORY}`;
+  const what = form === 'apply' ? `checkpoint_wrapper_fn with checkpoint_fn=${CHECKPOINT_FACTORY}` : form === 'call' || form === 'sequential' ? `${factory}(...)` : `checkpoint_fn=${CHECKPOINT_FACTORY}`;
   return outcome([{
     id: `PL701:${start}`,
     title: `Recompute in FP8 with TE's checkpoint where FP8 runs: ${what} via ${bring.where}`,

@@ -36,16 +36,18 @@ export function checkpointCalls(ir: ModelIR, workspace: WorkspaceFacts): number[
 }
 
 /**
- * How a PL701 call reaches torch's checkpoint: called (`checkpoint(fn, x)`), through torch's checkpoint_wrapper given no
+ * How a PL701 call reaches torch's checkpoint: called (`checkpoint(fn, x)`), by checkpoint_sequential (`sequential`),
+ * through torch's checkpoint_wrapper given no
  * checkpoint_fn (`wrapper`), the same wrapper bound with `partial` (`partial`), or FSDP's apply_activation_checkpointing
  * with that wrapper, its default (`apply`).
  */
-export type CheckpointForm = 'call' | 'wrapper' | 'partial' | 'apply';
+export type CheckpointForm = 'call' | 'sequential' | 'wrapper' | 'partial' | 'apply';
 
 export function checkpointForm(call: NotableCall): CheckpointForm {
   if (/(^|\.)checkpoint_wrapper$/.test(call.callee)) return 'wrapper';
   if (/(^|\.)partial$/.test(call.callee)) return 'partial';
   if (/(^|\.)apply_activation_checkpointing$/.test(call.callee)) return 'apply';
+  if (/(^|\.)checkpoint_sequential$/.test(call.callee)) return 'sequential';
   return 'call';
 }
 
@@ -113,14 +115,16 @@ function checkpointFindings(ir: ModelIR, workspace: WorkspaceFacts): Finding[] {
   return checkpointCalls(ir, workspace).map((callIndex): Finding => {
     const call = ir.calls[callIndex];
     const form = checkpointForm(call);
-    const wrapped = form !== 'call';
+    const wrapped = form !== 'call' && form !== 'sequential';
     return {
       code: 'PL701', span: call.span, severity: 'warning', callIndex,
       message: form === 'apply'
         ? `apply_activation_checkpointing recomputes te.* layers outside FP8 autocast, in BF16; wrap with checkpoint_fn=fp8_checkpoint`
         : wrapped
           ? `checkpoint_wrapper recomputes te.* layers outside FP8 autocast, in BF16; pass checkpoint_fn=fp8_checkpoint (TE's checkpoint)`
-          : `torch's checkpoint recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE's checkpoint)`,
+          : form === 'sequential'
+            ? `torch's checkpoint_sequential recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint_sequential`
+            : `torch's checkpoint recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE's checkpoint)`,
       explanation: {
         facts: [
           form === 'apply'
@@ -135,7 +139,9 @@ function checkpointFindings(ir: ModelIR, workspace: WorkspaceFacts): Finding[] {
           ? "The fix gives it checkpoint_wrapper_fn=partial(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False): the default wrapper's non-reentrant checkpoint, through the FP8 fallback's fp8_checkpoint (TE's checkpoint where FP8 runs, torch's elsewhere)."
           : wrapped
             ? "The fix passes checkpoint_fn=fp8_checkpoint from the FP8 fallback, with use_reentrant as the wrapper's checkpoint_impl chose it (TE's example passes checkpoint_fn=te.distributed.checkpoint the same way): where FP8 runs it is TE's checkpoint, elsewhere torch's. Given a module without TE modules, TE's checkpoint is torch's."
-            : "The fix calls fp8_checkpoint(...) from the FP8 fallback with the same arguments: where FP8 runs it is TE's checkpoint (use_reentrant, context_fn and the rest passed on; TE restores the RNG states itself), elsewhere torch's checkpoint as called. Given a function without TE modules, TE's checkpoint is torch's.",
+            : form === 'sequential'
+              ? "The fix calls fp8_checkpoint_sequential(...) from the FP8 fallback with the same arguments: where FP8 runs it splits the functions as torch does and checkpoints each segment but the last with TE's checkpoint (TE has no sequential form), elsewhere it is torch's checkpoint_sequential as called."
+              : "The fix calls fp8_checkpoint(...) from the FP8 fallback with the same arguments: where FP8 runs it is TE's checkpoint (use_reentrant, context_fn and the rest passed on; TE restores the RNG states itself), elsewhere torch's checkpoint as called. Given a function without TE modules, TE's checkpoint is torch's.",
       },
     };
   });
