@@ -86,63 +86,31 @@ describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${
     assert.match(r.stdout, /^torch fp8 GEMMs forward 4 recompute 0 checkpoint \[\]$/m, r.output);
   });
 
-  it('checkpoint_sequential: fp8_checkpoint_sequential computes what torch\'s did without TE; where FP8 runs its segments recompute in FP8', function () {
-    if (!torch2) this.skip(); // torch 1.13's checkpoint_sequential takes no use_reentrant: the original fails there
-    const converted = readFileSync(join(dir, 'conv', 'sequential.py'), 'utf8');
-    assert.match(converted, /^ {8}return fp8_checkpoint_sequential\(self\.blocks, 3, x, use_reentrant=False\)$/m);
-    const plain = python([
-      'import runpy, torch',
-      'conv = runpy.run_path("conv/sequential.py")',
-      'orig = runpy.run_path("orig/sequential.py")',
-      'torch.manual_seed(0)',
-      'ref, net = orig["Segmented"](), conv["Segmented"]()',
-      'net.load_state_dict(ref.state_dict())',
-      'x = torch.randn(2, 16, 64, requires_grad=True)',
-      'ref(x).square().mean().backward()',
-      'net(x).square().mean().backward()',
-      'print("max diff %.2e" % (ref(x) - net(x)).abs().max().item())',
-      'print("grad diff %.2e" % max((a.grad - b.grad).abs().max().item() for a, b in zip(ref.parameters(), net.parameters())))',
-    ].join('\n'), dir, [join(dir, 'conv')]);
-    assert.equal(plain.status, 0, plain.output);
-    assert.match(plain.stdout, /^max diff 0\.00e\+00$/m, plain.output);
-    assert.match(plain.stdout, /^grad diff 0\.00e\+00$/m, plain.output);
-    const fp8 = python([
-      'import torch',
-      'torch.cuda.is_available = lambda: True',
-      'torch.cuda.get_device_capability = lambda *a: (9, 0)',
-      'torch.cuda.get_device_name = lambda *a: "Fake H100"',
-      'import transformer_engine.pytorch as te',
-      'import sequential as s',
-      'torch.manual_seed(0)',
-      'net = s.Segmented()',
-      'x = torch.randn(2, 16, 64)',
-      'with te.autocast(enabled=True):',
-      '    loss = net(x).square().mean()',
-      'forward = te.CALLS.count("linear")',
-      'loss.backward()',
-      'print("fp8 GEMMs forward", forward, "recompute", te.CALLS.count("linear") - forward)',
-    ].join('\n'), join(dir, 'conv'), [FAKE_TE]);
-    assert.equal(fp8.status, 0, fp8.output);
-    // Three blocks of two te.* GEMMs in three segments: the last runs as is (torch's split), the first two recompute.
-    assert.match(fp8.stdout, /^fp8 GEMMs forward 6 recompute 4$/m, fp8.output);
-  });
-
-  const wrappers: [string, string, RegExp][] = [
-    ['checkpoint_wrapper (FSDP\'s activation checkpointing)', 'wrapped', /checkpoint_wrapper\(Block\(d\), checkpoint_fn=fp8_checkpoint, use_reentrant=False\)/],
-    ['apply_activation_checkpointing with its default wrapper', 'applied', /apply_activation_checkpointing\(model, check_fn=lambda m: isinstance\(m, Block\), checkpoint_wrapper_fn=partial\(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False\)\)/],
+  // Each form on the fixture's blocks of two Linears: the file, its model, the converted call, and the te.* GEMMs run
+  // forward and in the backward's recompute where FP8 runs (all blocks checkpointed, or all segments but the last).
+  const forms: [string, string, string, RegExp, number, number][] = [
+    ['checkpoint_sequential: fp8_checkpoint_sequential', 'sequential', 'Segmented', /^ {8}return fp8_checkpoint_sequential\(self\.blocks, 3, x, use_reentrant=False\)$/m, 6, 4],
+    ['checkpoint_wrapper (FSDP\'s activation checkpointing), given checkpoint_fn=fp8_checkpoint', 'wrapped', 'Wrapped', /checkpoint_wrapper\(Block\(d\), checkpoint_fn=fp8_checkpoint, use_reentrant=False\)/, 4, 4],
+    ['apply_activation_checkpointing with its default wrapper, given one with checkpoint_fn=fp8_checkpoint', 'applied', 'Applied', /apply_activation_checkpointing\(model, check_fn=lambda m: isinstance\(m, Block\), checkpoint_wrapper_fn=partial\(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False\)\)/, 4, 4],
   ];
-  for (const [what, file, fixed] of wrappers) {
-    it(`${what}: given checkpoint_fn=fp8_checkpoint, the same result without TE, FP8 recomputes where FP8 runs`, function () {
+  for (const [what, file, cls, fixed, forward, recompute] of forms) {
+    it(`${what}: the same outputs and gradients without TE; where FP8 runs, ${recompute} of ${forward} te.* GEMMs recompute in FP8`, function () {
       // torch 1.13's checkpoint_wrapper hands any checkpoint_fn its own argument tuple and dict as the first arguments
-      // (fixed in torch 2.0); Transformer Engine 2.x needs torch >= 2.1.
+      // and its checkpoint_sequential takes no use_reentrant (both torch 2.0); Transformer Engine 2.x needs torch >= 2.1.
       if (!torch2) this.skip();
       assert.match(readFileSync(join(dir, 'conv', `${file}.py`), 'utf8'), fixed);
       const plain = python([
-        'import runpy, torch',
-        `conv = runpy.run_path("conv/${file}.py")`,
-        `orig = runpy.run_path("orig/${file}.py")`,
+        'import runpy, sys, torch',
+        'def load(side):',
+        '    sys.path.insert(0, side)',
+        '    sys.modules.pop("wrapped", None)  # each side its own blocks',
+        '    try:',
+        `        return runpy.run_path("%s/${file}.py" % side)["${cls}"]`,
+        '    finally:',
+        '        sys.path.pop(0)',
+        'Orig, Conv = load("orig"), load("conv")',
         'torch.manual_seed(0)',
-        'ref, net = orig["Wrapped" if "Wrapped" in orig else "Applied"](), conv["Wrapped" if "Wrapped" in conv else "Applied"]()',
+        'ref, net = Orig(), Conv()',
         'net.load_state_dict(ref.state_dict())',
         // An input that requires grad: torch 1.13's wrapper defaulted to the reentrant checkpoint, which needs one.
         'x = torch.randn(2, 16, 64, requires_grad=True)',
@@ -150,7 +118,7 @@ describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${
         'net(x).square().mean().backward()',
         'print("max diff %.2e" % (ref(x) - net(x)).abs().max().item())',
         'print("grad diff %.2e" % max((a.grad - b.grad).abs().max().item() for a, b in zip(ref.parameters(), net.parameters())))',
-      ].join('\n'), dir, [join(dir, 'conv')]);
+      ].join('\n'), dir, []);
       assert.equal(plain.status, 0, plain.output);
       assert.match(plain.stdout, /^max diff 0\.00e\+00$/m, plain.output);
       assert.match(plain.stdout, /^grad diff 0\.00e\+00$/m, plain.output);
@@ -160,10 +128,9 @@ describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${
         'torch.cuda.get_device_capability = lambda *a: (9, 0)',
         'torch.cuda.get_device_name = lambda *a: "Fake H100"',
         'import transformer_engine.pytorch as te',
-        `import ${file} as w`,
+        `from ${file} import ${cls}`,
         'torch.manual_seed(0)',
-        'net = getattr(w, "Wrapped", None) or w.Applied',
-        'net = net()',
+        `net = ${cls}()`,
         'x = torch.randn(2, 16, 64)',
         'with te.autocast(enabled=True):',
         '    loss = net(x).square().mean()',
@@ -172,7 +139,7 @@ describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${
         'print("fp8 GEMMs forward", forward, "recompute", te.CALLS.count("linear") - forward)',
       ].join('\n'), join(dir, 'conv'), [FAKE_TE]);
       assert.equal(fp8.status, 0, fp8.output);
-      assert.match(fp8.stdout, /^fp8 GEMMs forward 4 recompute 4$/m, fp8.output);
+      assert.match(fp8.stdout, new RegExp(`^fp8 GEMMs forward ${forward} recompute ${recompute}$`, 'm'), fp8.output);
     });
   }
 });

@@ -265,16 +265,30 @@ export async function fixFiles(parser: PythonParser, files: AnalysedFile[], sett
   const compiling = (f: AnalysedFile) => opts.unsafe && f.findings.some((x) => x.code === 'PL306');
   const first = files.filter(compiling);
   const order = [...first, ...files.filter((f) => !compiling(f) && !training(f)), ...files.filter((f) => !compiling(f) && training(f))];
+  const before = new Map(files.map((f) => [f, f.text]));
   for (const file of order) {
     if (opts.unsafe && (training(file) || first.length)) runFileRules(file, settings, factsOf(files));
     await fixFile(parser, file, files, settings, opts, created, outcome);
     opts.trees?.release(parser, file);
+  }
+  // A file left as it was may have findings now that another file converted (PL701 in a file whose blocks another
+  // module defines, which came first in the order): those get their rounds, so one run leaves no such finding behind.
+  if (opts.unsafe && outcome.changedFiles) {
+    const workspace = factsOf(files);
+    for (const file of order) {
+      if (file.text !== before.get(file) || !file.ir) continue;
+      const seen = new Set(file.findings.map(findingKey));
+      runFileRules(file, settings, workspace);
+      if (file.findings.some((f) => !seen.has(findingKey(f)))) await fixFile(parser, file, files, settings, opts, created, outcome);
+    }
   }
   // Facts may have changed (a wrapped training step adds an autocast region): report on the fixed set as a whole.
   const workspace = factsOf(files);
   for (const file of files) runFileRules(file, settings, workspace);
   return outcome;
 }
+
+const findingKey = (f: Finding) => `${f.code}:${f.span.startOffset}`;
 
 /** The fix rounds of one file, then its write (or its diff). */
 async function fixFile(parser: PythonParser, file: AnalysedFile, files: AnalysedFile[], settings: PrecisionLensSettings, opts: FixMode, created: Set<string>, outcome: FixOutcome): Promise<void> {
