@@ -45,3 +45,38 @@ describe('precision-lens check SCRIPT reads the model the script imports (PL306)
     assert.deepEqual(pl306(['.']).map((d) => d.line), found.map((d) => d.line));
   });
 });
+
+describe('precision-lens check SCRIPT reads the model the script imports (PL701)', function () {
+  this.timeout(120_000);
+  let dir: string;
+  before(() => ensureBuilt());
+  beforeEach(() => { dir = mkdtempSync(join(tmpdir(), 'pl-cli-imported-ckpt-')); });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  const SCRIPT = [
+    'import torch',
+    'from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper',
+    'from model import Net',
+    '',
+    'model = Net()',
+    'model.blocks = torch.nn.ModuleList(checkpoint_wrapper(b) for b in model.blocks)',
+    '',
+  ].join('\n');
+  const MODEL = (linear: string) => `import torch\n${linear === 'fp8_linear' ? 'from fp8_fallback import fp8_linear\n' : ''}\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.blocks = torch.nn.ModuleList(${linear}(64, 64) for _ in range(2))\n`;
+  const pl701 = (args: string[]) => {
+    const r = runCli(['check', ...args, '--format', 'json'], dir);
+    assert.ok(r.status === 0 || r.status === 1, r.stderr);
+    return parseJson<CheckJson>(r).diagnostics.filter((d) => d.code === 'PL701');
+  };
+
+  it('the script alone: its checkpoint_wrapper is reported where the model it imports builds te.* layers, as on the folder', () => {
+    writeFileSync(join(dir, 'train.py'), SCRIPT);
+    writeFileSync(join(dir, 'model.py'), MODEL('fp8_linear'));
+    const alone = pl701(['train.py']);
+    assert.equal(alone.length, 1);
+    assert.deepEqual(pl701(['.']).map((d) => [d.file.replace(/^.*[\\/]/, ''), d.line]), alone.map((d) => ['train.py', d.line]));
+    // The model still in torch.nn: nothing recomputes outside FP8 autocast.
+    writeFileSync(join(dir, 'model.py'), MODEL('torch.nn.Linear'));
+    assert.deepEqual(pl701(['train.py']), []);
+  });
+});

@@ -180,7 +180,8 @@ export function runFileRules(file: AnalysedFile, settings: PrecisionLensSettings
 export function factsOf(files: readonly AnalysedFile[], base: WorkspaceFacts = {}): WorkspaceFacts {
   const facts = workspaceFactsOf(files.flatMap((f) => (f.ir ? [f.ir] : [])), base);
   const imported = files.flatMap((f) => f.importedGains ?? []);
-  return { ...facts, ...pathFacts(files.flatMap((f) => (f.ir ? [[f.input.absolute, fileFactsOf(f.ir)] as const] : [])), { gains: imported }) };
+  const te = imported.filter(([, g]) => g.te).map(([path]) => path);
+  return { ...facts, ...pathFacts(files.flatMap((f) => (f.ir ? [[f.input.absolute, fileFactsOf(f.ir)] as const] : [])), { gains: imported, te }) };
 }
 
 /** Both passes over every input; `trees`: where trees are kept for a later parse of the same file (--fix). */

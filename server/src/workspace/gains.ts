@@ -31,6 +31,8 @@ const MAX_BYTES = 2_000_000;
 export interface ImportedGain {
   candidates: boolean;
   gains: boolean;
+  /** The file builds te.* layers (a script's torch checkpoint around them is PL701's). */
+  te?: boolean;
 }
 
 interface Entry {
@@ -93,8 +95,8 @@ export function gainOfText(parser: PythonParser, path: string, text: string, set
   const tree = parser.parse(text);
   if (!tree) return undefined;
   try {
-    const { candidates, gains } = fileFactsOf(analyzeTree(tree, text, undefined, { dims, sites }));
-    return { candidates, gains };
+    const { candidates, gains, te } = fileFactsOf(analyzeTree(tree, text, undefined, { dims, sites }));
+    return { candidates, gains, ...(te ? { te } : {}) };
   } finally {
     parser.release(tree);
   }
@@ -105,12 +107,13 @@ export function gainOfText(parser: PythonParser, path: string, text: string, set
 const readOnce = new Map<string, { key: string; result?: ImportedGain }>();
 
 /**
- * The CLI's side (cli/analyze.ts): the model files a compiling input imports that are not inputs themselves, read
+ * The CLI's side (cli/analyze.ts): the model files a compiling or checkpointing input imports that are not inputs themselves, read
  * from disk and analysed for their share, so `precision-lens check train.py` knows what `check DIR` knows. Bounded as
  * the editor's reader: MAX_FILES_PER_SCRIPT per script, each under MAX_BYTES and the run's maximum file size.
  */
 export function importedGainsOf(parser: PythonParser, script: string, ir: ModelIR, settings: PrecisionLensSettings, inputs: readonly string[]): [string, ImportedGain][] {
-  if (!fileFactsOf(ir).compile) return [];
+  // A script that compiles (PL306 asks what its model gains) or checkpoints (PL701 asks whether its model runs te.*).
+  if (!fileFactsOf(ir).compile && !ir.calls.some((c) => c.kind === 'checkpoint')) return [];
   const out: [string, ImportedGain][] = [];
   for (const path of importedFiles(script, ir, inputs, isFile)) {
     if (inputs.includes(path)) continue;
