@@ -19,9 +19,11 @@
 #   LOSS_SEEDS "1234 7 11 ..." []: one loss run per seed (other weights and batches each; files -seedN), then
 #             bench/tools/loss_table.py's verdict over them: per-seed ratios averaged, +- 2 standard errors from the
 #             BF16 repeats and the seeds' spread (one run per arm cannot resolve 1 % where BF16 alone spreads 2.6 %)
-#   LOSS_ARGS the loss run's training recipe [--lr 6e-4 --lr-warmup 20 --lr-schedule cosine --clip-grad 1.0
-#             --eval-loss-batches 8 --repeat-original]: nanoGPT's and llama2.c's own (warm-up, cosine to lr/10, clip
-#             1.0), the eval loss on batches never trained on, and the original run twice (the noise floor)
+#   LOSS_ARGS the loss run's training recipe [--lr 2.5e-4 --lr-warmup 20 --lr-schedule cosine --clip-grad 1.0
+#             --eval-loss-batches 8 --repeat-original]: nanoGPT's and llama2.c's schedule (warm-up, cosine to lr/10,
+#             clip 1.0) at the learning rate of the slices' size (about 0.7 B parameters: GPT-3's 760 M used 2.5e-4;
+#             at GPT-2 small's 6e-4 BF16 disagreed with itself by up to 4 %, 2026-12-05-loss-lr), the eval loss on
+#             batches never trained on, and the original run twice (the noise floor)
 #   EXTRA_ARGS more bench/benchmark.py arguments for every run []
 #   STEP_S    timeout of one benchmark process, seconds [300]: one hang cannot eat a device call (600 s at most)
 #   OUT       where the JSON and the logs go [bench/results/h200/raw]
@@ -38,7 +40,7 @@ STEPS=${STEPS:-20}; WARMUP=${WARMUP:-5}; STEP_S=${STEP_S:-300}; PEER=${PEER:-tor
 CONFIGS=${CONFIGS:-2048:12:8:2048 4096:6:6:4096}
 PASSES=${PASSES:-eager compiled}
 LOSS_CONFIG=${LOSS_CONFIG:-2048:12:8:2048}; LOSS_STEPS=${LOSS_STEPS:-200}; LOSS_PASS=${LOSS_PASS:-eager}; LOSS_SEEDS=${LOSS_SEEDS:-}
-LOSS_ARGS=${LOSS_ARGS:---lr 6e-4 --lr-warmup 20 --lr-schedule cosine --clip-grad 1.0 --eval-loss-batches 8 --repeat-original}
+LOSS_ARGS=${LOSS_ARGS:---lr 2.5e-4 --lr-warmup 20 --lr-schedule cosine --clip-grad 1.0 --eval-loss-batches 8 --repeat-original}
 EXTRA_ARGS=${EXTRA_ARGS:-}
 
 # h200_te.sh wants CARRY/whl/*.whl; te_install.sh fetch writes the wheels flat: give it that layout without copying.
