@@ -31,6 +31,15 @@ class _Parser(argparse.ArgumentParser):
         raise BenchError("usage", "usage error: %s" % message, "run `python3 bench/benchmark.py --help`")
 
 
+def _lr(text):
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("--lr takes a number or auto, not %r" % text)
+
+
 def build_parser():
     p = _Parser(prog="benchmark.py", description="BF16 vs FP8 training benchmark (Precision Lens). "
                 "JSON lines on stdout, human text on stderr.")
@@ -60,7 +69,9 @@ def build_parser():
     p.add_argument("--profile-steps", type=int, default=0,
                    help="after the measured steps, profile N more (torch.profiler) and report GPU time per kernel "
                         "family (GEMM, FP8 casts, attention, norms, optimizer...)")
-    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--lr", type=_lr, default=1e-4,
+                   help="AdamW's learning rate, or auto: the one of the model's size (GPT-3's table, interpolated), "
+                        "which a loss comparison needs to tell FP8 from the run-to-run spread")
     p.add_argument("--lr-warmup", type=int, default=0,
                    help="raise the learning rate linearly over the first N steps (warm-up steps count), as training "
                         "scripts do (nanoGPT, llama2.c): without it a loss comparison starts with a spike")

@@ -93,6 +93,26 @@ def lr_factor(args, total):
     return factor
 
 
+# GPT-3's learning rates by model size (Brown et al. 2020, table 2.1): parameters -> AdamW peak learning rate.
+LR_BY_PARAMS = ((125e6, 6e-4), (350e6, 3e-4), (760e6, 2.5e-4), (1.3e9, 2e-4), (2.7e9, 1.6e-4), (6.7e9, 1.2e-4),
+                (13e9, 1e-4), (175e9, 6e-5))
+
+
+def lr_for_params(n):
+    """--lr auto: the learning rate of a model of n parameters, interpolated in log-log between GPT-3's sizes and held
+    at the table's ends. A fixed lr too large for the model makes two runs of the same seed drift apart (GPU
+    nondeterminism amplified: BF16 against itself up to 4 % after 200 steps at 6e-4 on 0.7 B parameters, 0.02 % at
+    2.5e-4; bench/results/h200/2026-12-05-loss-lr), so a loss comparison could no longer resolve 1 %."""
+    table = LR_BY_PARAMS
+    if n <= table[0][0]:
+        return table[0][1]
+    for (n0, lr0), (n1, lr1) in zip(table, table[1:]):
+        if n <= n1:
+            t = (math.log(n) - math.log(n0)) / (math.log(n1) - math.log(n0))
+            return float("%.3g" % math.exp(math.log(lr0) + t * (math.log(lr1) - math.log(lr0))))
+    return table[-1][1]
+
+
 def eval_loss(wl, model, fwd_ctx, n):
     """The mean loss over n batches the steps never see (batch indices from EVAL_BATCH_BASE), without gradients."""
     vals = []
@@ -324,6 +344,11 @@ def _build(rc, backend):
     model = wl.model
     model.train()
     info = wl.info
+    if args.lr == "auto":
+        # One learning rate for every arm: the first model built (the baseline's) sets it.
+        lr = rc.state.setdefault("auto_lr", lr_for_params(sum(p.numel() for p in model.parameters())))
+    else:
+        lr = args.lr
     rc.state["batch"] = info.get("batch")
     rc.state["seq"] = info.get("seq")
     if rc.gemm_shapes is None:
@@ -333,9 +358,10 @@ def _build(rc, backend):
         "device": dev,
         "batch": info.get("batch"), "seq": info.get("seq"), "layers": info.get("layers"),
         "tokens_per_step": wl.tokens_per_step, "params": sum(p.numel() for p in model.parameters()),
-        "steps": args.steps, "warmup": args.warmup, "seed": args.seed, "lr": args.lr, "emulated": False,
+        "steps": args.steps, "warmup": args.warmup, "seed": args.seed, "lr": None, "emulated": False,
         "recipe": None, "conversion": None, "precision": "bf16 autocast, fp32 master weights",
     }
+    result["lr"] = lr
     if arm and arm.after_build:
         arm.after_build(model, wl, result)
     hp = te_convert.find_high_precision(model, wl.high_precision)
@@ -352,7 +378,7 @@ def _build(rc, backend):
             backend, conv["counts"]["converted"], conv["counts"]["skipped"], conv["counts"]["kept_high_precision"]))
         for s in conv["skipped"]:
             log("[%s]   skipped %s: %s" % (backend, s["name"], s["reason"]))
-    opt, result["optimizer"] = make_optimizer(model.parameters(), args.lr, dev)
+    opt, result["optimizer"] = make_optimizer(model.parameters(), lr, dev)
     result["compile"] = False
     if wants_compile(rc, backend):
         if not hasattr(torch, "compile"):
@@ -469,7 +495,7 @@ def _run_backend(rc, backend):
         "final_loss": losses[-1] if losses else None,
         "final_loss_avg5": (sum(losses[-5:]) / len(losses[-5:])) if losses else None,
     })
-    result["lr_schedule"] = {"lr": args.lr, "warmup": getattr(args, "lr_warmup", 0),
+    result["lr_schedule"] = {"lr": result["lr"], "warmup": getattr(args, "lr_warmup", 0),
                              "schedule": getattr(args, "lr_schedule", "constant"), "clip_grad": clip or None}
     if getattr(args, "eval_loss_batches", 0):
         rc.state["phase"] = "eval"

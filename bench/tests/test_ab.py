@@ -486,3 +486,18 @@ def test_compile_path_without_fp8_for_compile_in_the_module(compile_pair):
     r = ab(orig, conv, "--peer", "none")
     (err,) = r.errors("no_fallback")
     assert "defines no fp8_for_compile, which" in err["message"] and "train.py calls" in err["message"]
+
+
+def test_lr_auto_is_the_model_sizes_and_the_same_for_every_arm(pair):
+    from plbench.runner import lr_for_params
+    # GPT-3's table at its sizes, interpolated between them, held at its ends.
+    assert [lr_for_params(n) for n in (10e6, 125e6, 760e6, 13e9, 1e12)] == [6e-4, 6e-4, 2.5e-4, 1e-4, 6e-5]
+    assert 2.5e-4 > lr_for_params(1e9) > 2e-4
+    orig, conv = pair
+    r = ab(orig, conv, "--peer", "none", "--lr", "auto", "--lr-warmup", "1", "--lr-schedule", "cosine")
+    assert r.rc == 0, r.stderr
+    o, c = r.of("result")
+    assert o["lr"] == c["lr"] == lr_for_params(o["params"]) == 6e-4  # a tiny model: the table's smallest size's
+    assert o["lr_schedule"]["lr"] == o["lr"]
+    bad = ab(orig, conv, "--peer", "none", "--lr", "fast")
+    assert bad.rc != 0 and "--lr takes a number or auto" in bad.stderr

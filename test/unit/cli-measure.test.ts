@@ -284,7 +284,7 @@ describe('precision-lens measure', function () {
     assert.equal(options.lossCheck, true);
     const args = benchArgs('bench.py', options, '/ws', '/copy', 'fp8_fallback');
     const a = (n: string) => args[args.indexOf(n) + 1];
-    assert.deepEqual([a('--steps'), a('--lr'), a('--lr-warmup'), a('--lr-schedule'), a('--clip-grad'), a('--eval-loss-batches'), a('--peer')], ['200', '6e-4', '20', 'cosine', '1.0', '8', 'none']);
+    assert.deepEqual([a('--steps'), a('--lr'), a('--lr-warmup'), a('--lr-schedule'), a('--clip-grad'), a('--eval-loss-batches'), a('--peer')], ['200', 'auto', '20', 'cosine', '1.0', '8', 'none']);
     assert.ok(args.includes('--repeat-original'));
     // --steps and --peer given: kept, the warm-up a tenth of the steps.
     const mine = benchArgs('bench.py', { ...options, steps: 50, peer: 'torchao' }, '/ws', '/copy', 'fp8_fallback');

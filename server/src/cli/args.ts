@@ -130,8 +130,8 @@ else the benchmark's own status with its message (4: no CUDA device, 8: the work
 The torchao peer runs under torch.compile, torchao's best configuration, even where the other arms run eager (with
 --compile all arms compile); --peer-eager keeps it eager. A line after the table compares the conversion's tokens/s
 with the peer's, measured in the same process.
---loss-check makes it the loss comparison: 200 steps (or --steps) of a real training recipe (AdamW lr 6e-4, linear
-warm-up over a tenth of the steps, cosine to lr/10, gradient clipping 1.0), the eval loss of each arm on 8 batches it
+--loss-check makes it the loss comparison: 200 steps (or --steps) of a real training recipe (AdamW at the learning
+rate of the model's size, GPT-3's table: 6e-4 up to 125 M parameters, 2.5e-4 at 760 M; linear warm-up over a tenth of the steps, cosine to lr/10, gradient clipping 1.0), the eval loss of each arm on 8 batches it
 never trained on, and the original run a second time, whose difference from the first is the noise floor the FP8
 difference is judged against (no torchao peer unless --peer torchao).
 --jobs N analyses on N threads (default: the PRECISION_LENS_JOBS environment variable, else one per CPU core when the
