@@ -358,10 +358,9 @@ def _build(rc, backend):
         "device": dev,
         "batch": info.get("batch"), "seq": info.get("seq"), "layers": info.get("layers"),
         "tokens_per_step": wl.tokens_per_step, "params": sum(p.numel() for p in model.parameters()),
-        "steps": args.steps, "warmup": args.warmup, "seed": args.seed, "lr": None, "emulated": False,
+        "steps": args.steps, "warmup": args.warmup, "seed": args.seed, "lr": lr, "emulated": False,
         "recipe": None, "conversion": None, "precision": "bf16 autocast, fp32 master weights",
     }
-    result["lr"] = lr
     if arm and arm.after_build:
         arm.after_build(model, wl, result)
     hp = te_convert.find_high_precision(model, wl.high_precision)

@@ -12,7 +12,7 @@ import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { origAndConverted, PYTHON, python } from './run-python';
+import { fakeGpu, origAndConverted, PYTHON, python } from './run-python';
 
 const ROOT = join(__dirname, '..', '..');
 const PROJECT = join(ROOT, 'test', 'fixtures', 'checkpoint-project');
@@ -57,10 +57,7 @@ describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${
 
   it('where FP8 runs: the recompute runs the te.* layers in FP8 again; torch\'s checkpoint recomputed them outside it', function () {
     const r = python([
-      'import torch',
-      'torch.cuda.is_available = lambda: True',
-      'torch.cuda.get_device_capability = lambda *a: (9, 0)',
-      'torch.cuda.get_device_name = lambda *a: "Fake H100"',
+      ...fakeGpu('(9, 0)', 'Fake H100'),
       'import transformer_engine.pytorch as te',
       'import torch.utils.checkpoint',
       'import model as m',
@@ -123,10 +120,7 @@ describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${
       assert.match(plain.stdout, /^max diff 0\.00e\+00$/m, plain.output);
       assert.match(plain.stdout, /^grad diff 0\.00e\+00$/m, plain.output);
       const fp8 = python([
-        'import torch',
-        'torch.cuda.is_available = lambda: True',
-        'torch.cuda.get_device_capability = lambda *a: (9, 0)',
-        'torch.cuda.get_device_name = lambda *a: "Fake H100"',
+        ...fakeGpu('(9, 0)', 'Fake H100'),
         'import transformer_engine.pytorch as te',
         `from ${file} import ${cls}`,
         'torch.manual_seed(0)',

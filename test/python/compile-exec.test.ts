@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tempDir } from '../temp-dirs';
-import { oneCommand, PYTHON, python } from './run-python';
+import { fakeGpu, oneCommand, PYTHON, python } from './run-python';
 
 const ROOT = join(__dirname, '..', '..');
 const PROJECT = join(ROOT, 'test', 'fixtures', 'compile-project');
@@ -23,7 +23,6 @@ const hasTorchao = existsSync(TORCHAO_PYTHON) && spawnSync(TORCHAO_PYTHON, ['-c'
 
 
 /** torch.cuda as a GPU of this compute capability would answer it (the model stays on the CPU). */
-const fakeGpu = (cc: string) => ['import torch', 'torch.cuda.is_available = lambda: True', `torch.cuda.get_device_capability = lambda *a: ${cc}`, 'torch.cuda.get_device_name = lambda *a: "Fake GPU"'];
 
 describe(`PL306: a compiled model converted by one command trains (${PYTHON})`, function () {
   this.timeout(600_000);

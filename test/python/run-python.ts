@@ -20,6 +20,12 @@ export function python(code: string, cwd: string, pythonpath: string[] = [], int
   return { status: r.status, stdout: r.stdout ?? '', output: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
 }
 
+/** Python lines that import torch and make it report one CUDA GPU of compute capability `cc` (`'(9, 0)'`), named `name`:
+ *  the generated code's device checks then take their GPU path, the tensors staying on the CPU. */
+export function fakeGpu(cc: string, name = 'Fake GPU'): string[] {
+  return ['import torch', 'torch.cuda.is_available = lambda: True', `torch.cuda.get_device_capability = lambda *a: ${cc}`, `torch.cuda.get_device_name = lambda *a: "${name}"`];
+}
+
 const CLI = join(__dirname, '..', '..', 'out', 'cli.js');
 
 /** The built CLI's one command on a folder: `check DIR --fix --unsafe-fixes --isolated` and `flags`. */

@@ -32,6 +32,20 @@ export function torchNnAccess(ir: ModelIR): ModuleAccess {
   return { prefix: 'nn.', importLine: 'import torch.nn as nn' };
 }
 
+/**
+ * How generated code names `module.attr`: the name an unguarded import binds it to (`partial`), through the module's
+ * name (`ac.checkpoint_wrapper`), or `attr` with the import to add; undefined where `attr` names something else here.
+ */
+export function attributeAccess(ir: ModelIR, text: string, module: string, attr: string): { name: string; importLine?: string } | undefined {
+  const target = `${module}.${attr}`;
+  const direct = ir.imports.find((b) => b.target === target && !b.guarded);
+  if (direct) return { name: direct.local };
+  const viaModule = ir.imports.find((b) => b.target === module && !b.guarded);
+  if (viaModule) return { name: `${viaModule.local}.${attr}` };
+  if (ir.imports.some((b) => b.local === attr && b.target !== target) || new RegExp(`^\\s*(def|class)\\s+${attr}\\b|^\\s*${attr}\\s*=`, 'm').test(text)) return undefined;
+  return { name: attr, importLine: `from ${module} import ${attr}` };
+}
+
 /** `torch` when it is imported under that name. */
 export function torchName(ir: ModelIR): string | undefined {
   return ir.imports.find((b) => b.target === 'torch')?.local;

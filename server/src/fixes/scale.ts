@@ -14,7 +14,7 @@ import { insert, replace, type TextEdit } from './edits';
 import { CHECKPOINT_FACTORY, CHECKPOINT_SEQUENTIAL_FACTORY } from './fallback-source';
 import { outcome, refuse, type FixContext, type FixOutcome } from './types';
 import { bringInFallback } from './wrapper';
-import { addImport } from './imports';
+import { addImport, attributeAccess } from './imports';
 import { statementAt } from './source';
 import { checkpointForm, type CheckpointForm } from '../rules/scale';
 
@@ -39,29 +39,17 @@ function wrapperEdit(ctx: FixContext, call: NotableCall, form: CheckpointForm): 
   return appendToCall(ctx, call, `checkpoint_fn=${CHECKPOINT_FACTORY}, use_reentrant=${reentrant}`);
 }
 
-/** The name this file reaches `target` (a module's attribute) by, with the import to add when it has none. */
-function nameFor(ctx: FixContext, module: string, attr: string): { name: string; importLine?: string } | string {
-  const target = `${module}.${attr}`;
-  const direct = ctx.ir.imports.find((b) => b.target === target && !b.guarded);
-  if (direct) return { name: direct.local };
-  const viaModule = ctx.ir.imports.find((b) => b.target === module && !b.guarded);
-  if (viaModule) return { name: `${viaModule.local}.${attr}` };
-  if (ctx.ir.imports.some((b) => b.local === attr && b.target !== target) || new RegExp(`^\\s*(def|class)\\s+${attr}\\b|^\\s*${attr}\\s*=`, 'm').test(ctx.text)) {
-    return `No automatic fix: ${attr} names something else in this file; pass checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, checkpoint_fn=${CHECKPOINT_FACTORY}, use_reentrant=False) by hand.`;
-  }
-  return { name: attr, importLine: `from ${module} import ${attr}` };
-}
-
 /**
  * apply_activation_checkpointing's wrapper, made TE's: checkpoint_wrapper_fn=partial(checkpoint_wrapper,
  * checkpoint_fn=fp8_checkpoint, use_reentrant=False), given where it was left to its default or replacing torch's bare
  * checkpoint_wrapper (NO_REENTRANT, the wrapper's default, is use_reentrant=False).
  */
 function applyEdits(ctx: FixContext, call: NotableCall): TextEdit[] | string {
-  const partial = nameFor(ctx, 'functools', 'partial');
-  if (typeof partial === 'string') return partial;
-  const wrapper = nameFor(ctx, 'torch.distributed.algorithms._checkpoint.checkpoint_wrapper', 'checkpoint_wrapper');
-  if (typeof wrapper === 'string') return wrapper;
+  const partial = attributeAccess(ctx.ir, ctx.text, 'functools', 'partial');
+  const wrapper = attributeAccess(ctx.ir, ctx.text, 'torch.distributed.algorithms._checkpoint.checkpoint_wrapper', 'checkpoint_wrapper');
+  if (!partial || !wrapper) {
+    return `No automatic fix: ${partial ? 'checkpoint_wrapper' : 'partial'} names something else in this file; pass checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, checkpoint_fn=${CHECKPOINT_FACTORY}, use_reentrant=False) by hand.`;
+  }
   const value = `${partial.name}(${wrapper.name}, checkpoint_fn=${CHECKPOINT_FACTORY}, use_reentrant=False)`;
   const key = call.args.checkpoint_wrapper_fn !== undefined ? 'checkpoint_wrapper_fn' : call.args.$1 !== undefined ? '$1' : undefined;
   let edit: TextEdit | string;

@@ -111,37 +111,52 @@ export const scaleRules: RuleModule = {
   },
 };
 
+const recomputes = (call: NotableCall) => `${call.callee}(...) recomputes the checkpointed forward during the backward pass, which runs outside TE's FP8 autocast.`;
+const WRAPPER_FIX = "The fix passes checkpoint_fn=fp8_checkpoint from the FP8 fallback, with use_reentrant as the wrapper's checkpoint_impl chose it (TE's example passes checkpoint_fn=te.distributed.checkpoint the same way): where FP8 runs it is TE's checkpoint, elsewhere torch's. Given a module without TE modules, TE's checkpoint is torch's.";
+
+/** Per form, PL701's sentence, what it recomputes and where (the first fact), and its fix. */
+const CHECKPOINT_TEXT: Record<CheckpointForm, { message: string; fact: (call: NotableCall) => string; fix: string }> = {
+  call: {
+    message: `torch's checkpoint recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE's checkpoint)`,
+    fact: recomputes,
+    fix: "The fix calls fp8_checkpoint(...) from the FP8 fallback with the same arguments: where FP8 runs it is TE's checkpoint (use_reentrant, context_fn and the rest passed on; TE restores the RNG states itself), elsewhere torch's checkpoint as called. Given a function without TE modules, TE's checkpoint is torch's.",
+  },
+  sequential: {
+    message: `torch's checkpoint_sequential recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint_sequential`,
+    fact: recomputes,
+    fix: "The fix calls fp8_checkpoint_sequential(...) from the FP8 fallback with the same arguments: where FP8 runs it splits the functions as torch does and checkpoints each segment but the last with TE's checkpoint (TE has no sequential form), elsewhere it is torch's checkpoint_sequential as called.",
+  },
+  wrapper: {
+    message: `checkpoint_wrapper recomputes te.* layers outside FP8 autocast, in BF16; pass checkpoint_fn=fp8_checkpoint (TE's checkpoint)`,
+    fact: (call) => `${call.callee}(...) without checkpoint_fn wraps the module in torch.utils.checkpoint.checkpoint, which recomputes its forward during the backward pass, outside TE's FP8 autocast.`,
+    fix: WRAPPER_FIX,
+  },
+  partial: {
+    message: `checkpoint_wrapper recomputes te.* layers outside FP8 autocast, in BF16; pass checkpoint_fn=fp8_checkpoint (TE's checkpoint)`,
+    fact: (call) => `${call.callee}(${call.args.$0}, ...) without checkpoint_fn wraps the module in torch.utils.checkpoint.checkpoint, which recomputes its forward during the backward pass, outside TE's FP8 autocast.`,
+    fix: WRAPPER_FIX,
+  },
+  apply: {
+    message: `apply_activation_checkpointing recomputes te.* layers outside FP8 autocast, in BF16; wrap with checkpoint_fn=fp8_checkpoint`,
+    fact: (call) => `${call.callee}(...) wraps the chosen submodules with torch's checkpoint_wrapper${call.args.checkpoint_wrapper_fn ?? call.args.$1 ? '' : ' (its default checkpoint_wrapper_fn)'}, which without checkpoint_fn runs torch.utils.checkpoint.checkpoint: the forward is recomputed during the backward pass, outside TE's FP8 autocast.`,
+    fix: "The fix gives it checkpoint_wrapper_fn=partial(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False): the default wrapper's non-reentrant checkpoint, through the FP8 fallback's fp8_checkpoint (TE's checkpoint where FP8 runs, torch's elsewhere).",
+  },
+};
+
 function checkpointFindings(ir: ModelIR, workspace: WorkspaceFacts): Finding[] {
   return checkpointCalls(ir, workspace).map((callIndex): Finding => {
     const call = ir.calls[callIndex];
-    const form = checkpointForm(call);
-    const wrapped = form !== 'call' && form !== 'sequential';
+    const text = CHECKPOINT_TEXT[checkpointForm(call)];
     return {
       code: 'PL701', span: call.span, severity: 'warning', callIndex,
-      message: form === 'apply'
-        ? `apply_activation_checkpointing recomputes te.* layers outside FP8 autocast, in BF16; wrap with checkpoint_fn=fp8_checkpoint`
-        : wrapped
-          ? `checkpoint_wrapper recomputes te.* layers outside FP8 autocast, in BF16; pass checkpoint_fn=fp8_checkpoint (TE's checkpoint)`
-          : form === 'sequential'
-            ? `torch's checkpoint_sequential recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint_sequential`
-            : `torch's checkpoint recomputes te.* layers outside FP8 autocast, in BF16; use fp8_checkpoint (TE's checkpoint)`,
+      message: text.message,
       explanation: {
         facts: [
-          form === 'apply'
-            ? `${call.callee}(...) wraps the chosen submodules with torch's checkpoint_wrapper${call.args.checkpoint_wrapper_fn ?? call.args.$1 ? '' : ' (its default checkpoint_wrapper_fn)'}, which without checkpoint_fn runs torch.utils.checkpoint.checkpoint: the forward is recomputed during the backward pass, outside TE's FP8 autocast.`
-            : wrapped
-              ? `${form === 'partial' ? `${call.callee}(${call.args.$0}, ...)` : `${call.callee}(...)`} without checkpoint_fn wraps the module in torch.utils.checkpoint.checkpoint, which recomputes its forward during the backward pass, outside TE's FP8 autocast.`
-              : `${call.callee}(...) recomputes the checkpointed forward during the backward pass, which runs outside TE's FP8 autocast.`,
+          text.fact(call),
           "TE's layers run in FP8 only inside that autocast; TE's own checkpoint (te.distributed.checkpoint) enters the forward's autocast and recipe again for the recompute, and with DelayedScaling reuses the forward's scales (TE 2.20.2, transformer_engine/pytorch/distributed.py).",
         ],
         consequence: 'The recompute runs the te.* GEMMs in BF16: slower than the FP8 forward, and the gradients are those of a forward other than the one the loss came from (Megatron-LM and TE fixed the same mistake in their own checkpointing).',
-        fix: form === 'apply'
-          ? "The fix gives it checkpoint_wrapper_fn=partial(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False): the default wrapper's non-reentrant checkpoint, through the FP8 fallback's fp8_checkpoint (TE's checkpoint where FP8 runs, torch's elsewhere)."
-          : wrapped
-            ? "The fix passes checkpoint_fn=fp8_checkpoint from the FP8 fallback, with use_reentrant as the wrapper's checkpoint_impl chose it (TE's example passes checkpoint_fn=te.distributed.checkpoint the same way): where FP8 runs it is TE's checkpoint, elsewhere torch's. Given a module without TE modules, TE's checkpoint is torch's."
-            : form === 'sequential'
-              ? "The fix calls fp8_checkpoint_sequential(...) from the FP8 fallback with the same arguments: where FP8 runs it splits the functions as torch does and checkpoints each segment but the last with TE's checkpoint (TE has no sequential form), elsewhere it is torch's checkpoint_sequential as called."
-              : "The fix calls fp8_checkpoint(...) from the FP8 fallback with the same arguments: where FP8 runs it is TE's checkpoint (use_reentrant, context_fn and the rest passed on; TE restores the RNG states itself), elsewhere torch's checkpoint as called. Given a function without TE modules, TE's checkpoint is torch's.",
+        fix: text.fix,
       },
     };
   });
