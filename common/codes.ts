@@ -20,7 +20,7 @@ export const RULES = {
   PL102: { rule: 'layernorm-to-te', defaultSeverity: 'information', summary: 'nn.LayerNorm can become te.LayerNorm' },
   PL103: { rule: 'rmsnorm-to-te', defaultSeverity: 'information', summary: 'nn.RMSNorm or a custom RMSNorm can become te.RMSNorm' },
   PL104: { rule: 'fuse-norm-linear', defaultSeverity: 'hint', summary: 'a norm feeding only a Linear: te.LayerNormLinear' },
-  PL105: { rule: 'fuse-norm-mlp', defaultSeverity: 'hint', summary: 'norm -> fc1 -> activation -> fc2: te.LayerNormMLP' },
+  PL105: { rule: 'fuse-norm-mlp', defaultSeverity: 'hint', summary: 'a norm and the MLP it feeds: one te.LayerNormMLP' },
   PL106: { rule: 'parallel-linear-to-te', defaultSeverity: 'information', summary: 'Column/RowParallelLinear can become te.Linear(parallel_mode=...)' },
   PL107: { rule: 'te-attention', defaultSeverity: 'information', summary: 'torch\'s scaled_dot_product_attention in a model that runs te.* layers: fp8_attention runs TE\'s fused attention' },
   PL110: { rule: 'fp8-shape', defaultSeverity: 'information', summary: 'known dims break the FP8 GEMM rule for training (in % 16, out % 16)' },

@@ -352,55 +352,85 @@ describe('fixes: a norm class looked up by a string parameter runs on both paths
   });
 });
 
-describe('fixes: a norm fused into te.LayerNormLinear computes what the two layers computed, keeps its checkpoint and trains', function () {
+describe('fixes: a norm fused into te.LayerNormLinear or te.LayerNormMLP computes what the layers computed, keeps its checkpoint and trains', function () {
   this.timeout(450_000);
   const input = join(__dirname, '..', 'fixtures', 'fixes', 'fuse_blocks.py');
 
-  it('without FP8 both layers as built; with FP8 (the fake TE) one te.LayerNormLinear per pair, the original state_dict loads strictly, same output, gradients reach the norm', async function () {
+  it('without FP8 every layer as built; with FP8 (the fake TE) one te.LayerNormLinear per pair and one te.LayerNormMLP per MLP, the original state_dict loads strictly, same output and gradients, copies independent', async function () {
     if (!TORCH) this.skip();
     const { text } = await convertExample(readFileSync(input, 'utf8'), settingsWith({}));
     assert.match(text, /self\.attn = fp8_fuse_norm\(self\.ln_1, Attention\(dim, heads\), "qkv"\)/);
     assert.match(text, /self\.fc = fp8_fuse_norm\(self\.norm, fp8_linear\(dim, dim\)\)/);
+    assert.match(text, /self\.norm = fp8_fuse_norm\(fp8_layernorm\(dim\), self, "fc", returns="norm"\)/);
+    assert.match(text, /self\.mlp = fp8_fuse_mlp\(self\.ln_2, GatedMLP\(dim, 4 \* dim\), "gate", "down", up="up", activation="swiglu"\)/);
+    assert.match(text, /self\.ffn_norm = fp8_fuse_mlp\(fp8_layernorm\(dim, eps=1e-6\), self\.feed_forward, "w1", "w2", up="w3", activation="swiglu", dropout="dropout", returns="norm"\)/);
+    assert.match(text, /self\.mlp_norm = fp8_fuse_mlp\(fp8_layernorm\(dim\), self\.relu_mlp, "fc1", "fc2", activation="relu", returns="norm"\)/);
     const { dir } = scratch('converted.py', text);
     writeFileSync(join(dir, 'original.py'), readFileSync(input, 'utf8'));
     const probe = (fp8: boolean) => [
-      'import runpy, sys, torch',
+      'import copy, importlib, pickle, sys, torch',
       ...(fp8 ? FAKE_HOPPER : []),
-      'conv = runpy.run_path("converted.py")',
-      'orig = runpy.run_path("original.py")',
+      // Imported, not run by path: pickle finds the classes by module name.
+      'conv = vars(importlib.import_module("converted"))',
+      'orig = vars(importlib.import_module("original"))',
       'torch.manual_seed(0)',
       'ref = orig["Net"]()',
       'net = conv["Net"]()',
+      'mlp = lambda m: type(m.__dict__.get("_pl_mlp")).__name__',
       'print("qkv:", type(net.blocks[0].attn.qkv).__name__, "fc:", type(net.proj.fc).__name__, "late:", type(net.late.fc).__name__, "shared:", type(net.shared.a).__name__)',
+      'print("mlp:", mlp(net.blocks[0].mlp), "feed_forward:", mlp(net.llama.feed_forward), "relu_mlp:", mlp(net.llama.relu_mlp))',
       // The converted model's parameters are the original's, under the original's names (TE adds _extra_state).
       'missing, unexpected = net.load_state_dict(ref.state_dict(), strict=False)',
       'print("missing:", [k for k in missing if not k.endswith("_extra_state")], "unexpected:", unexpected)',
       'ref.load_state_dict({k: v for k, v in net.state_dict().items() if not k.endswith("_extra_state")}, strict=True)',
       'x = torch.randn(2, 16, 64)',
-      'a, b = ref(x), net(x)',
+      'import contextlib',
+      `region = lambda: ${fp8 ? '__import__("transformer_engine.pytorch", fromlist=["autocast"]).autocast()' : 'contextlib.nullcontext()'}`,
+      'a = ref(x)',
+      'with region():',
+      '    b = net(x)',
       'print("max diff %.2e" % (a - b).abs().max().item())',
+      'a.square().mean().backward()',
       'b.square().mean().backward()',
-      'g = net.blocks[0].ln_1.weight.grad',
-      'print("ln_1 grad:", g is not None and bool(g.abs().sum() > 0), "proj norm grad:", net.proj.norm.weight.grad is not None)',
+      'grads = dict(ref.named_parameters())',
+      'worst = max(((p.grad - grads[n].grad).abs().max().item(), n) for n, p in net.named_parameters())',
+      'print("grad diff %.2e" % worst[0], worst[1])',
+      'print("no grad:", [n for n, p in net.named_parameters() if p.grad is None])',
       'print("parameters:", sum(p.numel() for p in net.parameters()), sum(p.numel() for p in ref.parameters()))',
+      // A deep copy (an EMA model) computes with its own weights; a pickled model computes what the original does.
+      'twin = copy.deepcopy(net)',
+      'with torch.no_grad():',
+      '    twin.llama.feed_forward.w2.weight.zero_()',
+      'with region():',
+      '    c, d, e = net(x), twin(x), pickle.loads(pickle.dumps(net))(x)',
+      'print("copy independent:", bool((c - d).abs().max() > 0), "pickled diff %.2e" % (c - e).abs().max().item())',
+      ...(fp8 ? ['import transformer_engine.pytorch as te', 'print("fused calls:", te.CALLS.count("layernorm_mlp"), te.CALLS.count("layernorm_linear"))'] : []),
     ].join('\n');
     const bf16 = runPython(['-c', probe(false)], dir);
     assert.equal(bf16.status, 0, bf16.output);
     assert.match(bf16.stdout, /^Running in BF16 fallback/m);
     assert.match(bf16.stdout, /^qkv: Linear fc: Linear late: Linear shared: Linear$/m, bf16.output);
+    assert.match(bf16.stdout, /^mlp: NoneType feed_forward: NoneType relu_mlp: NoneType$/m, bf16.output);
     assert.match(bf16.stdout, /^missing: \[\] unexpected: \[\]$/m, bf16.output);
     assert.match(bf16.stdout, /^max diff 0\.00e\+00$/m, bf16.output);
+    assert.match(bf16.stdout, /^grad diff 0\.00e\+00/m, bf16.output);
     const fp8 = runPython(['-c', probe(true)], dir);
     assert.equal(fp8.status, 0, fp8.output);
     assert.match(fp8.stdout, /^Running in FP8 mode on Fake H100/m, fp8.output);
-    // The fused pairs are one te.LayerNormLinear; Late (norm built after its Linear) and Shared stay te.Linear.
-    assert.match(fp8.stdout, /^qkv: _PLNormLinear fc: _PLNormLinear late: Linear shared: Linear$/m, fp8.output);
+    // The fused pairs are one te.LayerNormLinear; Shared (its norm feeds two Linears) stays te.Linear.
+    assert.match(fp8.stdout, /^qkv: _PLNormLinear fc: _PLNormLinear late: _PLNormLinear shared: Linear$/m, fp8.output);
+    assert.match(fp8.stdout, /^mlp: _PLNormMLP feed_forward: _PLNormMLP relu_mlp: _PLNormMLP$/m, fp8.output);
     assert.match(fp8.stdout, /^missing: \[\] unexpected: \[\]$/m, fp8.output);
-    const diff = Number(/^max diff (\S+)$/m.exec(fp8.stdout)?.[1]);
-    assert.ok(diff < 1e-5, fp8.output);
-    assert.match(fp8.stdout, /^ln_1 grad: True proj norm grad: True$/m, fp8.output);
+    assert.ok(Number(/^max diff (\S+)$/m.exec(fp8.stdout)?.[1]) < 1e-5, fp8.output);
+    // Gradients reach every parameter where it lives (the norms, w1 and w3 through the stacked fc1, w2), as the original's.
+    assert.ok(Number(/^grad diff (\S+)/m.exec(fp8.stdout)?.[1]) < 1e-5, fp8.output);
+    assert.match(fp8.stdout, /^no grad: \[\]$/m, fp8.output);
     const [n, m] = /^parameters: (\d+) (\d+)$/m.exec(fp8.stdout)!.slice(1).map(Number);
-    assert.equal(n, m, 'the fused layer holds no parameter twice');
+    assert.equal(n, m, 'the fused layers hold no parameter twice');
+    assert.match(fp8.stdout, /^copy independent: True pickled diff 0\.00e\+00$/m, fp8.output);
+    // Per forward four MLPs (two blocks' mlp, feed_forward, relu_mlp) and four LayerNormLinears (two blocks' qkv,
+    // proj.fc, late.fc); four forwards (the model, its copy, the model again, the unpickled one).
+    assert.match(fp8.stdout, /^fused calls: 16 16$/m, fp8.output);
   });
 });
 

@@ -1,12 +1,14 @@
 /**
- * Fusing a norm into the one Linear it feeds (te.LayerNormLinear through fp8_fuse_norm): which pairs the analysis
- * finds, in one class and across a block and its child, which it must not, and what the fixes write.
+ * Fusing a norm into the one Linear it feeds (te.LayerNormLinear through fp8_fuse_norm) or the one MLP module it feeds
+ * (te.LayerNormMLP through fp8_fuse_mlp): which the analysis finds, in one class and across a block and its child,
+ * which it must not, and what the fixes write.
  */
 import * as assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { resolveSettings } from '../../common/settings';
-import { findFusions } from '../../server/src/analysis/fusion';
+import { findFusions, type Fusion } from '../../server/src/analysis/fusion';
+import type { ModelIR } from '../../server/src/analysis/ir';
 import { analyzeText } from '../../server/src/engine/engine';
 import { createPythonParser, type Parser } from '../../server/src/engine/parser';
 import { fixOutcome, sourceFixOutcome } from '../../server/src/fixes';
@@ -27,14 +29,26 @@ describe('fixes: a norm that feeds only one Linear is fused into te.LayerNormLin
     return r;
   };
 
-  it('finds the pair in one class (through a variable used once) and across a block and the child class it builds', () => {
+  const describeFusion = (ir: ModelIR, f: Fusion): string => {
+    const m = f.fusedMlp;
+    const target = m ? `${f.owner!.attr} (${f.linearAttr}${m.upAttr ? `, ${m.upAttr}` : ''} -> ${m.activation} -> ${m.fc2Attr}${m.dropoutAttr ? `, ${m.dropoutAttr}` : ''})` : `${f.owner ? `${f.owner.attr}.` : ''}${f.linearAttr}`;
+    return `${ir.layers[f.norm].ownerClass}.${ir.layers[f.norm].name} -> ${target}`;
+  };
+
+  it('finds the pair in one class (through a variable used once) and across a block and the child class it builds, and whole MLP children', () => {
     const { ir } = analyse(INPUT);
-    const pairs = findFusions(ir, INPUT).map((f) => `${ir.layers[f.norm].ownerClass}.${ir.layers[f.norm].name} -> ${f.owner ? `${f.owner.attr}.` : ''}${f.linearAttr}`);
-    // Block.ln_2 -> mlp: GatedMLP reads its input twice (gate and up). Shared.norm: its output feeds two Linears.
-    assert.deepEqual(pairs, ['Block.self.ln_1 -> attn.qkv', 'Proj.self.norm -> fc', 'Late.self.norm -> fc']);
+    // Shared.norm: its output feeds two Linears.
+    assert.deepEqual(findFusions(ir, INPUT).map((f) => describeFusion(ir, f)), [
+      'LlamaBlock.self.ffn_norm -> feed_forward (w1, w3 -> swiglu -> w2, dropout)',
+      'LlamaBlock.self.mlp_norm -> relu_mlp (fc1 -> relu -> fc2)',
+      'Block.self.ln_1 -> attn.qkv',
+      'Block.self.ln_2 -> mlp (gate, up -> swiglu -> down)',
+      'Proj.self.norm -> fc',
+      'Late.self.norm -> fc',
+    ]);
   });
 
-  it('PL104 names the pair and the te.LayerNormLinear shape; its fix wraps the owner, and refuses with a reason where the norm is built later', () => {
+  it('PL104 names the pair and the te.LayerNormLinear shape; its fix wraps the owner, or the norm where the norm is built later', () => {
     const { ir, findings } = analyse(INPUT);
     const pl104 = findings.filter((f) => f.code === 'PL104');
     assert.deepEqual(pl104.map((f) => f.message), [
@@ -48,9 +62,53 @@ describe('fixes: a norm that feeds only one Linear is fused into te.LayerNormLin
     assert.match(text, /^ {8}self\.attn = fp8_fuse_norm\(self\.ln_1, Attention\(dim, heads\), "qkv"\)$/m);
     assert.match(text, /^ {8}self\.qkv = fp8_linear\(dim, 3 \* dim, bias=False\)$/m);
     assert.equal(pyCompileError(text), undefined);
+    // Late builds its norm after the Linear: the norm is wrapped, reaching the Linear through self.
     const late = fixOutcome(INPUT, ir, pl104[2], SETTINGS);
-    assert.deepEqual(late.fixes, []);
-    assert.match(late.refused![0].reason, /^Not fused: self\.norm is built after self\.fc; build it first/);
+    const lateText = applyEdits(INPUT, late.fixes[0].edits);
+    assert.match(lateText, /^ {8}self\.fc = fp8_linear\(dim, dim\)\n {8}self\.norm = fp8_fuse_norm\(nn\.LayerNorm\(dim\), self, "fc", returns="norm"\)$/m);
+    assert.equal(pyCompileError(lateText), undefined);
+  });
+
+  it('PL105 names the MLP, its activation and the te.LayerNormMLP shape; its fix converts the three Linears and wraps the norm built after the MLP', () => {
+    const { ir, findings } = analyse(INPUT);
+    const pl105 = findings.filter((f) => f.code === 'PL105');
+    assert.deepEqual(pl105.map((f) => f.message), [
+      'self.ffn_norm feeds only feed_forward, an MLP (w1, w3 -> swiglu -> w2): fuse it as te.LayerNormMLP where FP8 runs',
+      'self.mlp_norm feeds only relu_mlp, an MLP (fc1 -> relu -> fc2): fuse it as te.LayerNormMLP where FP8 runs',
+      'self.ln_2 feeds only mlp, an MLP (gate, up -> swiglu -> down): fuse it as te.LayerNormMLP where FP8 runs',
+    ]);
+    assert.match(pl105[0].explanation!.facts.join(' '), /FeedForward\.forward is self\.dropout\(self\.w2\(F\.silu\(self\.w1\(x\)\) \* self\.w3\(x\)\)\)\..*te\.LayerNormMLP\(hidden_size=64, ffn_hidden_size=96, normalization="LayerNorm", activation="swiglu"\) computes the same block, w1's weight stacked over w3's/);
+    const ff = fixOutcome(INPUT, ir, pl105[0], SETTINGS);
+    assert.deepEqual(ff.fixes.map((f) => f.title), ['Fuse self.ffn_norm into feed_forward (te.LayerNormMLP where FP8 runs, converting 3 Linears)']);
+    const text = applyEdits(INPUT, ff.fixes[0].edits);
+    assert.match(text, /^ {8}self\.ffn_norm = fp8_fuse_mlp\(nn\.LayerNorm\(dim, eps=1e-6\), self\.feed_forward, "w1", "w2", up="w3", activation="swiglu", dropout="dropout", returns="norm"\)$/m);
+    for (const w of ['w1', 'w2', 'w3']) assert.match(text, new RegExp(`^ {8}self\\.${w} = fp8_linear\\(`, 'm'), w);
+    assert.equal(pyCompileError(text), undefined);
+    // Analysed again: nothing left to fuse there.
+    const again = analyse(text);
+    assert.ok(!findFusions(again.ir, text).some((f) => again.ir.layers[f.norm].name === 'self.ffn_norm'));
+    // The block's GatedMLP is built after its norm: the MLP is wrapped.
+    const gated = applyEdits(INPUT, fixOutcome(INPUT, ir, pl105[2], SETTINGS).fixes[0].edits);
+    assert.match(gated, /^ {8}self\.mlp = fp8_fuse_mlp\(self\.ln_2, GatedMLP\(dim, 4 \* dim\), "gate", "down", up="up", activation="swiglu"\)$/m);
+  });
+
+  it('no whole-MLP fusion for GELU (TE\'s is the tanh approximation), a forward that does more, a Linear used twice, or a dropout that is not one', () => {
+    const variants: [string, string, string][] = [
+      ['GELU', 'F.silu(self.gate(x))', 'F.gelu(self.gate(x))'],
+      ['a residual inside', '        return self.down(F.silu(self.gate(x)) * self.up(x))\n', '        return x + self.down(F.silu(self.gate(x)) * self.up(x))\n'],
+      ['a second statement', '        return self.down(F.silu(self.gate(x)) * self.up(x))\n', '        x = x * 2\n        return self.down(F.silu(self.gate(x)) * self.up(x))\n'],
+      ['the same Linear twice', 'F.silu(self.gate(x)) * self.up(x)', 'F.silu(self.gate(x)) * self.gate(x)'],
+      ['a division, not a product', 'F.silu(self.gate(x)) * self.up(x)', 'F.silu(self.gate(x)) / self.up(x)'],
+      ['an activation module that is not one', 'self.act = nn.ReLU()', 'self.act = nn.Tanh()'],
+      ['a wrapper that is not a dropout', 'self.dropout = nn.Dropout(dropout)', 'self.dropout = nn.Identity()'],
+    ];
+    for (const [what, from, to] of variants) {
+      assert.ok(INPUT.includes(from), what);
+      const text = INPUT.replace(from, to);
+      const { ir } = analyse(text);
+      const mlps = findFusions(ir, text).filter((f) => f.fusedMlp).map((f) => describeFusion(ir, f));
+      assert.equal(mlps.length, 2, `${what}: ${mlps.join('; ')}`);
+    }
   });
 
   it('no PL104 where the Linear is predicted to lose (PL101 keeps it in BF16: nothing to fuse into); the PL104 fix refuses it with the prediction', () => {
@@ -68,17 +126,17 @@ describe('fixes: a norm that feeds only one Linear is fused into te.LayerNormLin
   it('"convert all" fuses both pairs in the same edit, and analysed again finds nothing left to fuse or convert', () => {
     const { ir } = analyse(INPUT);
     const all = sourceFixOutcome(INPUT, ir, SETTINGS).fixes.find((f) => f.id === 'convert-all:file')!;
-    assert.equal(all.title, 'Convert 14 layers in this file to FP8 (with fallback; fusing 2 norms into te.LayerNormLinear)');
+    assert.equal(all.title, 'Convert 21 layers in this file to FP8 (with fallback; fusing 3 norms into te.LayerNormLinear, 3 MLPs into te.LayerNormMLP)');
     const text = applyEdits(INPUT, all.edits);
     assert.match(text, /^ {8}self\.attn = fp8_fuse_norm\(self\.ln_1, Attention\(dim, heads\), "qkv"\)$/m);
     assert.match(text, /^ {8}self\.fc = fp8_fuse_norm\(self\.norm, fp8_linear\(dim, dim\)\)$/m);
-    assert.match(text, /^ {8}self\.mlp = GatedMLP\(dim, 4 \* dim\)$/m);
-    assert.equal((text.match(/fp8_fuse_norm\(self/g) ?? []).length, 2);
+    assert.match(text, /^ {8}self\.mlp = fp8_fuse_mlp\(self\.ln_2, GatedMLP\(dim, 4 \* dim\), "gate", "down", up="up", activation="swiglu"\)$/m);
+    assert.equal((text.match(/= fp8_fuse_norm\(/g) ?? []).length, 3);
+    assert.equal((text.match(/= fp8_fuse_mlp\(/g) ?? []).length, 3);
     assert.equal(pyCompileError(text), undefined);
     const again = analyse(text);
     // The fused pairs are not offered again (a second fp8_fuse_norm would wrap a wrapped module).
-    const owners = again.findings.filter((f) => f.code === 'PL104').map((f) => again.ir.layers[f.layerIndex!].ownerClass);
-    assert.ok(!owners.includes('Block') && !owners.includes('Proj'), owners.join(', '));
+    assert.deepEqual(again.findings.filter((f) => f.code === 'PL104' || f.code === 'PL105').map((f) => f.message), []);
     assert.deepEqual(again.ir.layers.filter((l) => l.convertible === true && !l.isTe).map((l) => l.name), []);
   });
 
@@ -120,7 +178,7 @@ describe('fixes: a norm that feeds only one Linear is fused into te.LayerNormLin
       assert.ok(INPUT.includes(from), what);
       const text = INPUT.replace(from, to).replace('def __init__(self, dim, heads):\n        super().__init__()\n        self.ln_1', 'def __init__(self, dim, heads, attn_cls=None):\n        super().__init__()\n        self.ln_1');
       const { ir } = analyse(text);
-      const blocks = findFusions(ir, text).filter((f) => ir.layers[f.norm].ownerClass === 'Block');
+      const blocks = findFusions(ir, text).filter((f) => ir.layers[f.norm].name === 'self.ln_1');
       assert.deepEqual(blocks.map((f) => f.linearAttr), [], what);
     }
   });

@@ -11,11 +11,18 @@
  * other path sees the norm's output or the module's input. Norm -> fc1 -> activation -> fc2 within one class is also
  * reported (te.LayerNormMLP), for the rule's by-hand hint.
  *
+ * A whole MLP across classes, exactly as te.LayerNormMLP computes it: the block feeds the norm's output only to a child
+ * whose forward is one `return [self.drop](self.fc2(act(self.fc1(x)) [* self.up(x)]))` (llama2.c's FeedForward,
+ * `w2(F.silu(w1(x)) * w3(x))`; Hugging Face's `down_proj(act(gate_proj(x)) * up_proj(x))` with a known activation), act
+ * SiLU or ReLU (TE's swiglu / reglu, silu / relu: the same functions; its gelu is the tanh approximation, so GELU is
+ * left to PL104's exact half).
+ *
  * Computed once per IR (the rule and the fixes ask for it).
  */
 import { closeParen } from './calls';
 import { codeOnly, escapeRegExp } from './spans';
 import type { ClassInfo, Layer, ModelIR } from './ir';
+import { FUSE_FACTORIES } from './known';
 
 export interface Fusion {
   /** Indexes into ir.layers. */
@@ -31,10 +38,26 @@ export interface Fusion {
   normAttr: string;
   /** Norm -> fc1 -> activation -> fc2 within one class (te.LayerNormMLP): fc2's index and TE's activation name. */
   mlp?: { fc2: number; activation: string; activationCall: string; activationLayer?: number };
+  /** Across classes, the owner's whole forward is an MLP te.LayerNormMLP computes exactly (fc1 is the activated one). */
+  fusedMlp?: FusedMlp;
   /** The assignments that build the norm and the owner (or, within one class, the Linear): `self.x = <value>`, the
    *  value's offsets. The fix wraps whichever is built later. */
   normValue: ValueSpan;
   ownerValue: ValueSpan;
+}
+
+export interface FusedMlp {
+  fc2: number;
+  fc2Attr: string;
+  /** The Linear multiplied by the activation's output (gated: `* self.w3(x)`), stacked under fc1 in TE's fc1_weight. */
+  up?: number;
+  upAttr?: string;
+  /** TE's activation name: swiglu, reglu (gated), silu, relu. */
+  activation: string;
+  /** As written: `F.silu`, `self.act`. */
+  activationCall: string;
+  /** The owner's Dropout applied to the MLP's output (`self.dropout(...)`), kept after the fused module. */
+  dropoutAttr?: string;
 }
 
 export interface ValueSpan {
@@ -187,6 +210,19 @@ function fusableNorm(layer: Layer): boolean {
     && (!!layer.viaFallback || (!layer.isTe && layer.convertible !== false));
 }
 
+/** The Linears a fusion takes: fc1, or an MLP's fc1, up and fc2. */
+export function fusedLinears(f: Fusion): number[] {
+  return f.fusedMlp ? [f.fc1, ...(f.fusedMlp.up !== undefined ? [f.fusedMlp.up] : []), f.fusedMlp.fc2] : [f.fc1];
+}
+
+/** The owner's forward as written, compactly (`self.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)))`). */
+export function mlpExpression(f: Fusion): string {
+  const m = f.fusedMlp;
+  if (!m) return '';
+  const core = `self.${m.fc2Attr}(${m.activationCall}(self.${f.linearAttr}(x))${m.upAttr ? ` * self.${m.upAttr}(x)` : ''})`;
+  return m.dropoutAttr ? `self.${m.dropoutAttr}(${core})` : core;
+}
+
 const memo = new WeakMap<ModelIR, Fusion[]>();
 
 /** Every norm -> Linear pair of the file that te.LayerNormLinear computes exactly (see the file comment). */
@@ -194,6 +230,13 @@ export function findFusions(ir: ModelIR, text: string): Fusion[] {
   let out = memo.get(ir);
   if (!out) memo.set(ir, out = computeFusions(ir, text));
   return out;
+}
+
+const FUSED_ALREADY = new RegExp(`^(?:${Object.values(FUSE_FACTORIES).join('|')})\\s*\\(`);
+
+/** Whether the value is built through one of the fallback's fusers (the fix ran already). */
+function fusedAlready(text: string, value: ValueSpan): boolean {
+  return FUSED_ALREADY.test(text.slice(value.start, value.end));
 }
 
 function computeFusions(ir: ModelIR, raw: string): Fusion[] {
@@ -219,7 +262,7 @@ function computeFusions(ir: ModelIR, raw: string): Fusion[] {
       const uses = callsOf(body, normAttr);
       if (uses.length !== 1 || mentions(classText, normAttr) !== 2) continue;
       const normValue = assignedValue(text, cls, normAttr);
-      if (!normValue) continue;
+      if (!normValue || fusedAlready(text, normValue)) continue;
       const found = sameClass(ir, text, body, classText, attrs, uses[0], cls, normAttr, normIndex, normValue)
         ?? acrossClasses(ir, text, body, classText, byClass, classes, uses[0], cls, normAttr, normIndex, normValue);
       if (found) out.push(found);
@@ -269,6 +312,9 @@ function acrossClasses(ir: ModelIR, text: string, body: string, classText: strin
   const target = built ? classes.get(built[1]) : undefined;
   if (!ownerValue || !target || target === cls || !target.forwardSpan || closeParen(text, ownerValue.start + built![0].length - 1) !== ownerValue.end) return undefined;
   const targetBody = text.slice(target.forwardSpan.startOffset, target.forwardSpan.endOffset);
+  const base = { norm, normClass: cls.name, owner: { attr: ownerAttr, className: target.name }, normAttr, normValue, ownerValue };
+  const mlp = wholeMlp(ir, text, targetBody, target, byClass.get(target.name));
+  if (mlp) return { ...base, ...mlp };
   const sig = /^\s*(?:async\s+)?def\s+forward\s*\(\s*self\s*,\s*([A-Za-z_]\w*)\b[^)]*?\)[^:]*:/.exec(targetBody)
     ?? /^\s*(?:async\s+)?def\s+forward\s*\(\s*self\s*,\s*([A-Za-z_]\w*)/.exec(targetBody);
   if (!sig) return undefined;
@@ -282,5 +328,113 @@ function acrossClasses(ir: ModelIR, text: string, body: string, classText: strin
   const targetText = text.slice(target.span.startOffset, target.span.endOffset);
   if (linAttr === undefined || fc1 === undefined || fc1 < 0 || !fusableLinear(ir.layers[fc1]) || callsOf(targetBody, linAttr).length !== 1
     || mentions(targetText, linAttr) !== 2) return undefined;
-  return { norm, fc1, normClass: cls.name, owner: { attr: ownerAttr, className: target.name }, linearAttr: linAttr, normAttr, normValue, ownerValue };
+  return { ...base, fc1, linearAttr: linAttr };
+}
+
+/** Activations TE's fused MLP computes exactly, by the name torch gives them: gated (`* up(x)`) and plain. */
+const GATED_TE: Record<string, string> = { silu: 'swiglu', relu: 'reglu' };
+const PLAIN_TE: Record<string, string> = { silu: 'silu', relu: 'relu' };
+
+/** `self.<attr>(<inner>)` spanning all of `e` (no spaces): the attribute and the inner text. */
+function selfCall(e: string): { attr: string; inner: string } | undefined {
+  const m = /^self\.(\w+)\(/.exec(e);
+  if (!m || closeParen(e, m[0].length - 1) !== e.length) return undefined;
+  return { attr: m[1], inner: e.slice(m[0].length, -1) };
+}
+
+/** Whether `expr` is one logical line: no newline or `;` outside brackets, no backslash continuation. */
+function oneLogicalLine(expr: string): boolean {
+  let depth = 0;
+  for (const c of expr) {
+    if (c === '(' || c === '[' || c === '{') depth++;
+    else if (c === ')' || c === ']' || c === '}') depth--;
+    else if ((c === '\n' || c === ';') && depth === 0) return false;
+    else if (c === '\\') return false;
+  }
+  return depth === 0;
+}
+
+/** `e` split at its top-level `*` (not `**`). */
+function factors(e: string): string[] {
+  const out: string[] = [];
+  let depth = 0;
+  let from = 0;
+  for (let i = 0; i < e.length; i++) {
+    const c = e[i];
+    if (c === '(' || c === '[') depth++;
+    else if (c === ')' || c === ']') depth--;
+    else if (c === '*' && depth === 0) {
+      if (e[i + 1] === '*' || e[i - 1] === '*') return [e];
+      out.push(e.slice(from, i));
+      from = i + 1;
+    }
+  }
+  out.push(e.slice(from));
+  return out;
+}
+
+/**
+ * The owner's forward as a whole MLP te.LayerNormMLP computes exactly (the file comment), or undefined: one parameter
+ * besides self, one return statement, each Linear built once and called once, plain Linears that convert.
+ */
+function wholeMlp(ir: ModelIR, text: string, body: string, target: ClassInfo, attrs: Map<string, number> | undefined): Pick<Fusion, 'fc1' | 'linearAttr' | 'fusedMlp'> | undefined {
+  const sig = /^\s*def\s+forward\s*\(\s*self\s*,\s*([A-Za-z_]\w*)\s*(?::[^,()=]*)?,?\s*\)[^:]*:/.exec(body);
+  if (!sig || !attrs) return undefined;
+  const statements = body.slice(sig[0].length).replace(/^\s*("""|\'\'\'|"|')\s*\1/, '').trim();
+  const ret = /^return\s+([\s\S]+)$/.exec(statements);
+  if (!ret || !oneLogicalLine(ret[1])) return undefined;
+  let e = ret[1].replace(/\s+/g, '');
+  const x = sig[1];
+  const targetText = text.slice(target.span.startOffset, target.span.endOffset);
+  const built = (attr: string): string => {
+    const v = assignedValue(text, target, attr);
+    return v ? text.slice(v.start, v.end).replace(/\s+/g, '') : '';
+  };
+  let dropoutAttr: string | undefined;
+  const outer = selfCall(e);
+  if (outer && /^(?:(?:torch\.)?nn\.)?Dropout\(/.test(built(outer.attr)) && mentions(targetText, outer.attr) === 2) {
+    dropoutAttr = outer.attr;
+    e = outer.inner;
+  }
+  const down = selfCall(e);
+  if (!down) return undefined;
+  const parts = factors(down.inner);
+  if (parts.length > 2) return undefined;
+  let fc1Attr: string | undefined;
+  let upAttr: string | undefined;
+  let act: { name: string; call: string } | undefined;
+  for (const part of parts) {
+    const plainCall = selfCall(part);
+    if (plainCall && plainCall.inner === x && parts.length === 2) {
+      if (upAttr !== undefined) return undefined;
+      upAttr = plainCall.attr;
+      continue;
+    }
+    // act(self.fc1(x)): a functional activation or a module attribute built as nn.SiLU() / nn.ReLU().
+    const m = /^([A-Za-z_][\w.]*)\((self\.\w+\(\w+\))\)$/.exec(part);
+    const inner = m ? selfCall(m[2]) : undefined;
+    if (!m || !inner || inner.inner !== x || fc1Attr !== undefined) return undefined;
+    const attrAct = /^self\.(\w+)$/.exec(m[1])?.[1];
+    const name = attrAct
+      ? /^(?:(?:torch\.)?nn\.)?(SiLU|ReLU)\(\)$/.exec(built(attrAct))?.[1]?.toLowerCase()
+      : functionalActivation(m[1]);
+    if (!name || (attrAct && mentions(targetText, attrAct) !== 2)) return undefined;
+    fc1Attr = inner.attr;
+    act = { name, call: m[1] };
+  }
+  const activation = act && (upAttr !== undefined ? GATED_TE : PLAIN_TE)[act.name];
+  if (!fc1Attr || !activation) return undefined;
+  const index = (attr: string | undefined): number | undefined => {
+    const i = attr === undefined ? undefined : attrs.get(attr);
+    return i !== undefined && i >= 0 && fusableLinear(ir.layers[i]) && mentions(targetText, attr!) === 2 ? i : undefined;
+  };
+  const fc1 = index(fc1Attr);
+  const fc2 = index(down.attr);
+  const up = upAttr === undefined ? undefined : index(upAttr);
+  if (fc1 === undefined || fc2 === undefined || (upAttr !== undefined && up === undefined)) return undefined;
+  if (new Set([fc1Attr, down.attr, upAttr, dropoutAttr].filter(Boolean)).size !== [fc1Attr, down.attr, upAttr, dropoutAttr].filter(Boolean).length) return undefined;
+  return {
+    fc1, linearAttr: fc1Attr,
+    fusedMlp: { fc2, fc2Attr: down.attr, ...(up !== undefined ? { up, upAttr } : {}), activation, activationCall: act!.call, ...(dropoutAttr ? { dropoutAttr } : {}) },
+  };
 }

@@ -42,6 +42,9 @@ export const FALLBACK_FACTORIES: Record<string, { kind: LayerKind; params: strin
   fp8_rmsnorm_from: { kind: 'rmsnorm', params: ['cls', 'default', 'normalized_shape', 'eps'], te: 'te.RMSNorm' },
 };
 
+/** The fallback's fusers (fixes/fuse.ts wraps a construction in them): a value built through one is fused already. */
+export const FUSE_FACTORIES = { norm: 'fp8_fuse_norm', mlp: 'fp8_fuse_mlp' } as const;
+
 /** Recognises a library layer constructor from its resolved dotted name (a catalogue lookup). */
 export function knownCtor(resolved: string): KnownCtor | undefined {
   const hit = lookupClass(resolved);

@@ -12,7 +12,7 @@ import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edi
 import { convertsThroughFallback } from './fallback';
 import { bringInFallback } from './wrapper';
 import { ATTENTION_FACTORY, CLASS_PARAM_FACTORY, CONV1D_FACTORY, FUSE_FACTORY, FUSED_CLASS_NAME, KEEP_CLASS_FACTORY, PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
-import { findFusions, type Fusion } from '../analysis/fusion';
+import { findFusions, fusedLinears, type Fusion } from '../analysis/fusion';
 import { fusionEdits, type FusionEdits } from './fuse';
 import { attentionCalls } from '../rules/attention';
 import { attentionRename } from './attention';
@@ -501,14 +501,14 @@ function completeConversion(ctx: FixContext, layers: readonly Layer[], convs: re
   addsCode?: boolean;
 } {
   const viaFallback = convs.some((c) => c.fallbackNames.length) || fusions.length > 0;
-  const tests = extendClassTests(ctx.text, ctx.model, classRefsFor(ctx, layers, viaFallback, fusions.length > 0));
+  const tests = extendClassTests(ctx.text, ctx.model, classRefsFor(ctx, layers, viaFallback, fusions.some((f) => f.factory === FUSE_FACTORY)));
   if (tests.refusal) return { edits: [], createFiles: [], tests: 0, refusal: `Not converted: the file tests the layer class and ${tests.refusal}` };
   // A fusion wraps a whole value that a conversion may edit at its ends too: its opening goes first, its closing last.
   const edits = [...fusions.map((f) => f.open), ...convs.flatMap((c) => c.edits), ...tests.edits, ...fusions.map((f) => f.close), ...attention];
   const lines = new Set(convs.flatMap((c) => c.importLines));
   for (const line of lines) edits.push(addImport(ctx.model, line));
   if (!viaFallback) return { edits, createFiles: [], tests: tests.count, addsCode: lines.size > 0 };
-  const names = [...convs.flatMap((c) => c.fallbackNames), ...tests.names, ...(fusions.length ? [FUSE_FACTORY] : []), ...(attention.length ? [ATTENTION_FACTORY] : [])];
+  const names = [...convs.flatMap((c) => c.fallbackNames), ...tests.names, ...new Set(fusions.map((f) => f.factory)), ...(attention.length ? [ATTENTION_FACTORY] : [])];
   const bring = bringInFallback(ctx, names);
   if (bring.refusal) return { edits: [], createFiles: [], tests: 0, refusal: `Not converted: ${bring.refusal}` };
   return {
@@ -565,9 +565,9 @@ function batchFusions(ctx: FixContext, scope: readonly Layer[], converted: reado
   const now = new Set(converted);
   const out: FusionEdits[] = [];
   for (const f of findFusions(ctx.ir, ctx.text)) {
-    const linear = ctx.ir.layers[f.fc1];
-    if (!inScope.has(ctx.ir.layers[f.norm]) || !(now.has(linear) || linear.viaFallback)) continue;
-    const edits = fusionEdits(ctx.ir, f);
+    const linears = fusedLinears(f).map((i) => ctx.ir.layers[i]);
+    if (!inScope.has(ctx.ir.layers[f.norm]) || !linears.every((l) => now.has(l) || l.viaFallback)) continue;
+    const edits = fusionEdits(ctx.ir, f, ctx.text);
     if ('open' in edits) out.push(edits);
   }
   return out;
@@ -578,30 +578,35 @@ function batchFusions(ctx: FixContext, scope: readonly Layer[], converted: reado
  * fallback's fp8_fuse_norm), converting that Linear in the same edit when it is still torch.nn.
  */
 export function fusionFix(ctx: FixContext, fusion: Fusion, code: Fix['codes'][number]): { fix?: Fix; refusal?: string } {
+  const fusedClass = fusion.fusedMlp ? 'te.LayerNormMLP' : 'te.LayerNormLinear';
   if (!convertsThroughFallback(ctx)) {
-    return { refusal: 'Not fused: the fusion goes through the FP8 fallback (fp8_fuse_norm), and this file imports Transformer Engine itself without it; build te.LayerNormLinear by hand.' };
+    return { refusal: `Not fused: the fusion goes through the FP8 fallback, and this file imports Transformer Engine itself without it; build ${fusedClass} by hand.` };
   }
-  const wrap = fusionEdits(ctx.ir, fusion);
+  const wrap = fusionEdits(ctx.ir, fusion, ctx.text);
   if (!('open' in wrap)) return { refusal: wrap.refusal };
-  const linear = ctx.ir.layers[fusion.fc1];
-  const label = linear.name || linear.constructor;
   const convs: LayerConversion[] = [];
-  if (!linear.viaFallback) {
+  const converting: Layer[] = [];
+  for (const linear of fusedLinears(fusion).map((i) => ctx.ir.layers[i])) {
+    if (linear.viaFallback) continue;
+    const label = linear.name || linear.constructor;
     const conv = convertLayer(ctx, linear);
     if (conv.refusal) return { refusal: `Not fused: ${label} is not converted. ${conv.refusal.replace(/^Not converted: /, '')}` };
     const loss = ctx.settings.convertLosingLayers ? undefined : predictedLoss(ctx.ir, linear, ctx.settings);
     if (loss) return { refusal: `Not fused: ${label} is predicted to lose in FP8 (${loss.at}), so it stays torch.nn and there is nothing to fuse into.` };
-    if (!conv.fallbackNames.length) return { refusal: 'Not fused: the fusion goes through the FP8 fallback (fp8_fuse_norm), which this file does not use.' };
+    if (!conv.fallbackNames.length) return { refusal: `Not fused: the fusion goes through the FP8 fallback (${wrap.factory}), which this file does not use.` };
     convs.push(conv);
+    converting.push(linear);
   }
-  const done = completeConversion(ctx, convs.length ? [linear] : [], convs, [wrap]);
+  const done = completeConversion(ctx, converting, convs, [wrap]);
   if (done.refusal) return { refusal: done.refusal.replace(/^Not converted/, 'Not fused') };
   const norm = ctx.ir.layers[fusion.norm];
-  const target = fusion.owner ? `${fusion.owner.attr}.${fusion.linearAttr}` : label;
+  const linear = ctx.ir.layers[fusion.fc1];
+  const target = fusion.fusedMlp ? fusion.owner!.attr : fusion.owner ? `${fusion.owner.attr}.${fusion.linearAttr}` : linear.name || linear.constructor;
+  const converted = convs.length ? `, converting ${fusion.fusedMlp ? `${convs.length} Linear${convs.length === 1 ? '' : 's'}` : target}` : '';
   return {
     fix: {
       id: `fuse:${layerKey(ctx, norm)}`, kind: 'quickfix', codes: [code], safe: false, isPreferred: true, edits: done.edits,
-      title: `Fuse ${norm.name || norm.constructor} into ${target} (te.LayerNormLinear where FP8 runs${convs.length ? `, converting ${fusion.owner ? target : label}` : ''})`,
+      title: `Fuse ${norm.name || norm.constructor} into ${target} (${fusedClass} where FP8 runs${converted})`,
       ...(done.createFiles?.length ? { createFiles: done.createFiles } : {}),
     },
   };
@@ -661,7 +666,12 @@ export function convertAllFix(ctx: FixContext, layers: Layer[], scope: { id: str
   const done = completeConversion(ctx, converted, convs, fusions, attention);
   if (done.refusal) return { refusal: done.refusal };
   const noun = convs.length === 1 ? 'layer' : 'layers';
-  const fused = fusions.length ? `fusing ${fusions.length} norm${fusions.length === 1 ? '' : 's'} into te.LayerNormLinear` : '';
+  const plural = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? '' : 's'}`;
+  const normFusions = fusions.filter((f) => f.factory === FUSE_FACTORY).length;
+  const mlpFusions = fusions.length - normFusions;
+  const fused = fusions.length
+    ? `fusing ${[normFusions ? `${plural(normFusions, 'norm')} into te.LayerNormLinear` : '', mlpFusions ? `${plural(mlpFusions, 'MLP')} into te.LayerNormMLP` : ''].filter(Boolean).join(', ')}`
+    : '';
   const attended = attention.length ? `attention through ${ATTENTION_FACTORY}${attention.length > 1 ? ` (${attention.length} calls)` : ''}` : '';
   const notes = [done.where ? 'with fallback' : '', fused, attended, done.tests ? testsNote(done.tests).slice(2) : '', skipList].filter(Boolean).join('; ');
   const safe = convs.every((c) => c.safe) && !done.addsCode && !done.tests;

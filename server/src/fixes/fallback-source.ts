@@ -31,7 +31,7 @@
  *   layers too small or off the multiple-of-16 rule kept in BF16; the model unchanged elsewhere; the mode logged.
  */
 import type { PrecisionLensSettings } from '../../../common/settings';
-import { WRAPPER_END_MARKER, WRAPPER_MARKER } from '../analysis/known';
+import { FUSE_FACTORIES, WRAPPER_END_MARKER, WRAPPER_MARKER } from '../analysis/known';
 import { recipeExpression, recipeLabel } from './te-api';
 
 export const CONTEXT_FACTORY = 'fp8_autocast_context';
@@ -45,8 +45,10 @@ export const TE_CLASS_NAME: Record<string, string> = { Linear: 'TE_LINEAR', Laye
 export const PARALLEL_FACTORY = 'fp8_parallel_linear';
 
 /** Fuses a norm into the te.Linear it feeds (te.LayerNormLinear where FP8 runs), and the stable name of that class. */
-export const FUSE_FACTORY = 'fp8_fuse_norm';
+export const FUSE_FACTORY = FUSE_FACTORIES.norm;
 export const FUSED_CLASS_NAME = 'TE_LAYERNORM_LINEAR';
+/** Fuses a norm and the MLP it feeds (te.Linears) into te.LayerNormMLP where FP8 runs. */
+export const FUSE_MLP_FACTORY = FUSE_FACTORIES.mlp;
 
 /** The factory for transformers' Conv1D (a Linear whose weight is stored [in, out]): te.Linear in a wrapper that keeps
  *  Conv1D's checkpoint keys and layout where FP8 runs, the Conv1D as written elsewhere. */
@@ -77,7 +79,7 @@ export const CLASS_PARAM_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', str
 export const FALLBACK_EXPORTS = [
   'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or',
   'fp8_linear_from', 'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONV1D_FACTORY, CONTEXT_FACTORY, 'FP8_RECIPE',
-  'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', FUSE_FACTORY, FUSED_CLASS_NAME, 'te', 'te_recipe',
+  'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', FUSE_FACTORY, FUSE_MLP_FACTORY, FUSED_CLASS_NAME, 'te', 'te_recipe',
   COMPILE_FACTORY, ATTENTION_FACTORY, CHECKPOINT_FACTORY, CHECKPOINT_SEQUENTIAL_FACTORY,
 ] as const;
 
@@ -273,7 +275,8 @@ def _pl_shape_problem(in_features, out_features):
 def _pl_param_dtype(module):
     for p in module.parameters():
         return p.dtype if p.is_floating_point() else None
-    return None
+    source = module.__dict__.get("_pl_weights_of")  # a fused te.LayerNormMLP reads its parameters from its Linears
+    return None if source is None else _pl_param_dtype(source)
 
 
 def _pl_pad_rows(module, args):
@@ -612,37 +615,64 @@ def _pl_pass_through(x, *args, **kwargs):
     return x
 
 
-def _pl_norm_param(name):
-    """A te.LayerNormLinear attribute read from the norm module it absorbed; while TE builds the layer (no norm yet),
-    its own parameter."""
+def _pl_absorbed(name, read):
+    """A te.* module's attribute read at every call from the modules it absorbed (read(self, parts)); while TE builds
+    the module (nothing absorbed yet), its own parameter, or what TE set it to."""
     def get(self):
-        norm = self.__dict__.get("_pl_norm")
-        if norm is None:
+        parts = self.__dict__.get("_pl_parts")
+        if parts is None:
             if name in self.__dict__.get("_pl_set", {}):
                 return self.__dict__["_pl_set"][name]
             raise AttributeError(name)  # torch.nn.Module.__getattr__: the parameter TE registered
-        if name == "layer_norm_bias" and self.normalization != "LayerNorm":
-            return None
-        return norm.weight if name == "layer_norm_weight" else norm.bias
+        return read(self, parts)
 
-    def put(self, value):  # TE's own self.layer_norm_bias = None for RMSNorm
+    def put(self, value):  # TE's own self.layer_norm_bias = None for RMSNorm, self.fc1_bias = torch.Tensor() without bias
         self.__dict__.setdefault("_pl_set", {})[name] = value
     return property(get, put)
+
+
+def _pl_norm_bias(self, parts):
+    return parts["norm"].bias if self.normalization == "LayerNorm" else None
+
+
+def _pl_stacked(name):
+    """fc1's weight or bias as te.LayerNormMLP holds it: for a gated activation the up projection's stacked under the
+    activated one's (TE applies the activation to the first half and multiplies by the second)."""
+    def read(self, parts):
+        if name == "bias" and not self.use_bias:
+            return self.__dict__.get("_pl_set", {}).get("fc1_bias")
+        first, up = getattr(parts["fc1"], name), parts["up"]
+        return first if up is None else torch.cat([first, getattr(up, name)], 0)
+    return read
 
 
 if ${te} is not None and hasattr(${te}, "LayerNormLinear"):
     class _PLNormLinear(${te}.LayerNormLinear):
         """te.LayerNormLinear whose norm weight and bias stay in the norm module it absorbed, which keeps them, their
         checkpoint keys and their optimizer group: they are read from that module at every call."""
-        layer_norm_weight = _pl_norm_param("layer_norm_weight")
-        layer_norm_bias = _pl_norm_param("layer_norm_bias")
+        layer_norm_weight = _pl_absorbed("layer_norm_weight", lambda self, parts: parts["norm"].weight)
+        layer_norm_bias = _pl_absorbed("layer_norm_bias", _pl_norm_bias)
 else:
     _PLNormLinear = None
+
+if ${te} is not None and hasattr(${te}, "LayerNormMLP"):
+    class _PLNormMLP(${te}.LayerNormMLP):
+        """te.LayerNormMLP over a norm and the Linears of the MLP it feeds, which keep their parameters, checkpoint keys
+        and optimizer groups: the norm's weight and bias, fc1's (stacked with the up projection's) and fc2's are read
+        from those modules at every call."""
+        layer_norm_weight = _pl_absorbed("layer_norm_weight", lambda self, parts: parts["norm"].weight)
+        layer_norm_bias = _pl_absorbed("layer_norm_bias", _pl_norm_bias)
+        fc1_weight = _pl_absorbed("fc1_weight", _pl_stacked("weight"))
+        fc1_bias = _pl_absorbed("fc1_bias", _pl_stacked("bias"))
+        fc2_weight = _pl_absorbed("fc2_weight", lambda self, parts: parts["fc2"].weight)
+        fc2_bias = _pl_absorbed("fc2_bias", lambda self, parts: parts["fc2"].bias if self.use_bias else self.__dict__.get("_pl_set", {}).get("fc2_bias"))
+else:
+    _PLNormMLP = None
 
 
 def _pl_fusable_norm(norm):
     """(normalization, eps, zero_centered_gamma) when norm is a plain te.* or torch.nn LayerNorm / RMSNorm over the last
-    dimension with its weight (and a LayerNorm's bias), which te.LayerNormLinear computes exactly; else None."""
+    dimension with its weight (and a LayerNorm's bias), which TE's fused modules compute exactly; else None."""
     weight = getattr(norm, "weight", None)
     if norm._forward_hooks or norm._forward_pre_hooks or weight is None or weight.dim() != 1:
         return None
@@ -656,19 +686,38 @@ def _pl_fusable_norm(norm):
     return None
 
 
-def ${FUSE_FACTORY}(norm, module, attr=None):
+def _pl_plain_linear(layer):
+    return type(layer) is ${te}.Linear and getattr(layer, "parallel_mode", None) is None and not getattr(layer, "return_bias", False)
+
+
+def _pl_absorb(fused, parts, norm):
+    """fused reads its parameters from parts (its own, allocated by TE, are dropped); norm passes its input through."""
+    for name in ("layer_norm_weight", "layer_norm_bias", "weight", "bias", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"):
+        if name in parts.get("own", ()):
+            continue
+        fused._parameters.pop(name, None)
+        getattr(fused, "param_init_meta", {}).pop(name, None)
+    parts.pop("own", None)
+    fused.__dict__["_pl_parts"] = parts
+    norm.forward = _pl_pass_through
+    _pl_guard_rows(fused)
+    return fused
+
+
+def ${FUSE_FACTORY}(norm, module, attr=None, returns="module"):
     """module.<attr> (module itself without attr), a te.Linear whose input is only norm's output, becomes one
     te.LayerNormLinear that normalises and casts to FP8 in one pass, and norm passes its input through: the model
     computes the same, its parameters and checkpoint keys stay where they were. Where FP8 does not run, or the layers
-    are not a plain norm and a plain te.Linear of matching size and dtype, both stay as built. Returns module."""
+    are not a plain norm and a plain te.Linear of matching size and dtype, both stay as built. Returns module, or norm
+    with returns="norm" (the fix wraps whichever of the two is built later)."""
+    kept = norm if returns == "norm" else module
     linear = getattr(module, attr) if attr else module
-    if _PLNormLinear is None or not fp8_available()[0] or type(linear) is not ${te}.Linear:
-        return module
+    if _PLNormLinear is None or not fp8_available()[0] or not _pl_plain_linear(linear):
+        return kept
     plan = _pl_fusable_norm(norm)
-    if plan is None or getattr(linear, "parallel_mode", None) is not None or getattr(linear, "return_bias", False) \\
-            or norm.weight.shape[0] != linear.in_features or norm.weight.dtype != linear.weight.dtype \\
+    if plan is None or norm.weight.shape[0] != linear.in_features or norm.weight.dtype != linear.weight.dtype \\
             or norm.weight.device != linear.weight.device:
-        return module
+        return kept
     normalization, eps, zero_centered = plan
     bias = linear.bias is not None and linear.bias.numel() > 0
     fused = _PLNormLinear(linear.in_features, linear.out_features, eps=eps, bias=bias, normalization=normalization,
@@ -677,16 +726,56 @@ def ${FUSE_FACTORY}(norm, module, attr=None):
         fused.weight.copy_(linear.weight)
         if bias:
             fused.bias.copy_(linear.bias)
-    for name in ("layer_norm_weight", "layer_norm_bias"):
-        fused._parameters.pop(name, None)
-        getattr(fused, "param_init_meta", {}).pop(name, None)
-    fused.__dict__["_pl_norm"] = norm
-    norm.forward = _pl_pass_through
-    _pl_guard_rows(fused)
+    _pl_absorb(fused, {"norm": norm, "own": ("weight", "bias")}, norm)
     if attr is None:
-        return fused
+        return norm if returns == "norm" else fused
     setattr(module, attr, fused)
-    return module
+    return kept
+
+
+def _pl_mlp_forward(module, x):
+    """The forward of an MLP fused into te.LayerNormMLP: the fused module, then the MLP's own dropout if it had one."""
+    y = module.__dict__["_pl_mlp"](x)
+    dropout = module.__dict__.get("_pl_mlp_dropout")
+    return getattr(module, dropout)(y) if dropout else y
+
+
+def ${FUSE_MLP_FACTORY}(norm, module, fc1, fc2, up=None, activation="swiglu", dropout=None, returns="module"):
+    """module's forward, proved by Precision Lens to compute [module.<dropout>](fc2(act(fc1(x)) [* up(x)])) on norm's
+    output alone, becomes one te.LayerNormMLP where FP8 runs (norm, FP8 casts and activation fused; TE's "swiglu" is
+    silu(first half) * second half, so fc1's weight is stacked over up's): the same computation, and every parameter
+    stays in the layer that had it, under its checkpoint key and in its optimizer group (the fused module reads them at
+    each call; fc1 and up are stacked then). Where FP8 does not run, or the layers are not a plain norm and plain
+    te.Linears of matching sizes, dtype and device, everything stays as built. Returns module, or norm with
+    returns="norm" (the fix wraps whichever of the two is built later)."""
+    kept = norm if returns == "norm" else module
+    if _PLNormMLP is None or not fp8_available()[0]:
+        return kept
+    first, second = getattr(module, fc1, None), getattr(module, fc2, None)
+    upper = getattr(module, up, None) if up else None
+    linears = [l for l in (first, upper, second) if l is not None]
+    plan = _pl_fusable_norm(norm)
+    if plan is None or len(linears) != (3 if up else 2) or not all(_pl_plain_linear(l) for l in linears):
+        return kept
+    hidden, ffn = first.in_features, first.out_features
+    biases = {l.bias is not None and l.bias.numel() > 0 for l in linears}
+    sizes_ok = norm.weight.shape[0] == hidden and (second.in_features, second.out_features) == (ffn, hidden) \\
+        and (upper is None or (upper.in_features, upper.out_features) == (hidden, ffn))
+    if len(biases) != 1 or not sizes_ok or len({(p.dtype, p.device) for p in [norm.weight] + [l.weight for l in linears]}) != 1 \\
+            or (dropout and not isinstance(getattr(module, dropout, None), torch.nn.Dropout)):
+        return kept
+    normalization, eps, zero_centered = plan
+    try:
+        fused = _PLNormMLP(hidden, ffn, eps=eps, bias=biases.pop(), normalization=normalization, activation=activation,
+                           zero_centered_gamma=zero_centered, params_dtype=first.weight.dtype, device=first.weight.device)
+    except (NotImplementedError, AssertionError, ValueError):  # an activation this TE does not have
+        return kept
+    _pl_absorb(fused, {"norm": norm, "fc1": first, "up": upper, "fc2": second}, norm)
+    fused.__dict__["_pl_weights_of"] = first
+    import functools
+    module.__dict__["_pl_mlp"], module.__dict__["_pl_mlp_dropout"] = fused, dropout  # not a child: no new checkpoint key
+    module.forward = functools.partial(_pl_mlp_forward, module)
+    return kept
 `;
 }
 

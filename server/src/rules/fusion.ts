@@ -4,11 +4,13 @@
  * never written out; unfused FP8 loses part of its gain to separate amax/scale/cast kernels (FP8-FACTS, "Measured").
  *
  * The pairs come from the analysis (analysis/fusion.ts: the data flow of `forward`, within one class or from a block
- * into the submodule it feeds). PL104's fix fuses the pair through the fallback's fp8_fuse_norm, exactly; PL105's
- * te.LayerNormMLP stays by hand (its parameters and, for GELU, its activation differ), and its fix fuses norm -> fc1.
+ * into the submodule it feeds). PL104's fix fuses the pair through the fallback's fp8_fuse_norm, exactly. PL105: where
+ * the norm feeds a child whose whole forward is an MLP TE computes exactly (SwiGLU / ReGLU / SiLU / ReLU), its fix
+ * builds te.LayerNormMLP through fp8_fuse_mlp, every parameter kept where it was; within one class te.LayerNormMLP
+ * stays by hand (its parameters and, for GELU, its activation differ), and the fix fuses norm -> fc1.
  */
 import { predictedLoss } from '../analysis/gain-layer';
-import { findFusions, type Fusion } from '../analysis/fusion';
+import { findFusions, fusedLinears, mlpExpression, type Fusion } from '../analysis/fusion';
 import type { ModelIR } from '../analysis/ir';
 import { forwardCallEvidence, SpanMaker } from './evidence';
 import { dimText, layerLabel } from './format';
@@ -30,6 +32,7 @@ function findingOf(ir: ModelIR, text: string, f: Fusion, spans: SpanMaker): Find
     ? `In ${where} the norm's output goes only to self.${f.owner.attr}, and ${f.owner.className}.forward reads its input only in ${layerLabel(fc1)} (apart from its shape).`
     : `In ${where} the norm's output goes only to ${layerLabel(fc1)}.`;
   const fixWords = `The fix builds te.LayerNormLinear where FP8 runs (fp8_fuse_norm): ${layerLabel(norm)} keeps its weights and checkpoint keys and passes its input on; elsewhere both stay as built.`;
+  if (f.fusedMlp && f.owner) return fusedMlpFinding(ir, f, norm, normalization, related);
   if (f.mlp) {
     const fc2 = ir.layers[f.mlp.fc2];
     const act = f.mlp.activation;
@@ -66,6 +69,32 @@ function findingOf(ir: ModelIR, text: string, f: Fusion, spans: SpanMaker): Find
   };
 }
 
+/** PL105 where the fix builds te.LayerNormMLP exactly: the norm feeds a child whose whole forward is the MLP. */
+function fusedMlpFinding(ir: ModelIR, f: Fusion, norm: ModelIR['layers'][number], normalization: string, related: Finding['related']): Finding {
+  const m = f.fusedMlp!;
+  const fc1 = ir.layers[f.fc1];
+  const fc2 = ir.layers[m.fc2];
+  const owner = f.owner!;
+  const linears = m.upAttr ? `${f.linearAttr}, ${m.upAttr}` : f.linearAttr;
+  const stacked = m.upAttr ? `, ${f.linearAttr}'s weight stacked over ${m.upAttr}'s (TE's ${m.activation} applies ${m.activation === 'swiglu' ? 'SiLU' : 'ReLU'} to the first half and multiplies by the second)` : '';
+  return {
+    code: 'PL105', span: norm.span, severity: 'hint', layerIndex: f.norm,
+    message: `${layerLabel(norm)} feeds only ${owner.attr}, an MLP (${linears} -> ${m.activation} -> ${m.fc2Attr}): fuse it as te.LayerNormMLP where FP8 runs`,
+    related: [
+      ...(related ?? []),
+      ...fusedLinears(f).slice(1).map((i) => ({ span: ir.layers[i].span, message: `${layerLabel(ir.layers[i])} is built here (class ${owner.className})` })),
+    ],
+    explanation: {
+      facts: [
+        `In ${f.normClass}.forward the norm's output goes only to self.${owner.attr}, and ${owner.className}.forward is ${mlpExpression(f)}.`,
+        `te.LayerNormMLP(hidden_size=${dimText(fc1.inFeatures)}, ffn_hidden_size=${dimText(fc1.outFeatures)}, normalization="${normalization}", activation="${m.activation}") computes the same block${stacked}.`,
+      ],
+      consequence: `One module normalises and casts to FP8 in one pass, runs ${f.linearAttr}${m.upAttr ? ` and ${m.upAttr}` : ''} as one GEMM, applies the activation and casts in one pass, then runs ${layerLabel(fc2)}: the BF16 activations between them are not written out and read back.`,
+      fix: `The fix builds te.LayerNormMLP where FP8 runs (fp8_fuse_mlp): ${layerLabel(norm)} and the Linears keep their weights, checkpoint keys and optimizer groups (the fused module reads them at every call${m.upAttr ? `, stacking ${f.linearAttr} and ${m.upAttr}` : ''}), the norm passes its input on and ${owner.className}'s forward runs the fused module${m.dropoutAttr ? ` then self.${m.dropoutAttr}` : ''}; elsewhere everything stays as built.`,
+    },
+  };
+}
+
 export const fusionRules: RuleModule = {
   codes: ['PL104', 'PL105'],
   check({ ir, text, settings, workspace }: RuleContext): Finding[] {
@@ -75,7 +104,7 @@ export const fusionRules: RuleModule = {
     const spans = new SpanMaker(text);
     // Where the Linear is predicted to lose in FP8 it stays torch.nn (PL101 says so): there is nothing to fuse into.
     return findFusions(ir, text)
-      .filter((f) => settings.convertLosingLayers || !predictedLoss(ir, ir.layers[f.fc1], settings))
+      .filter((f) => settings.convertLosingLayers || fusedLinears(f).every((i) => !predictedLoss(ir, ir.layers[i], settings)))
       .map((f) => findingOf(ir, text, f, spans));
   },
 };

@@ -112,6 +112,69 @@ class LayerNormLinear(Linear):
         return super().forward(y, is_first_microbatch)
 
 
+_ACTIVATIONS = {"gelu": lambda t: F.gelu(t, approximate="tanh"), "relu": F.relu, "silu": F.silu}
+_GATED = {"geglu": "gelu", "reglu": "relu", "swiglu": "silu"}
+
+
+class LayerNormMLP(torch.nn.Module):
+    """Norm, fc1, activation, fc2 as TE builds it: layer_norm_weight / layer_norm_bias (None for RMSNorm), fc1_weight
+    of 2 * ffn_hidden_size rows for a gated activation (TE's activation on the first half times the second),
+    fc1_bias / fc2_bias empty tensors without bias; forward reads them by attribute at every call, as TE's does."""
+
+    def __init__(self, hidden_size, ffn_hidden_size, eps=1e-5, bias=True, normalization="LayerNorm", activation="gelu",
+                 params_dtype=None, device="cuda", zero_centered_gamma=False, **kwargs):
+        super().__init__()
+        assert normalization in ("LayerNorm", "RMSNorm"), "Unsupported normalization type!"
+        if activation not in _ACTIVATIONS and activation not in _GATED:
+            raise NotImplementedError("Activation type " + activation + " is not supported!")
+        self.eps, self.normalization, self.activation = eps, normalization, activation
+        self.use_bias, self.zero_centered_gamma = bias, zero_centered_gamma
+        kw = {"device": _check_device(device), "dtype": params_dtype}
+        rows = 2 * ffn_hidden_size if activation in _GATED else ffn_hidden_size
+        self.register_parameter("layer_norm_weight", torch.nn.Parameter(torch.ones(hidden_size, **kw)))
+        if normalization == "LayerNorm":
+            self.register_parameter("layer_norm_bias", torch.nn.Parameter(torch.zeros(hidden_size, **kw)))
+        else:
+            self.layer_norm_bias = None
+        self.register_parameter("fc1_weight", torch.nn.Parameter(torch.randn(rows, hidden_size, **kw) * 0.02))
+        if bias:
+            self.register_parameter("fc1_bias", torch.nn.Parameter(torch.zeros(rows, **kw)))
+        else:
+            self.fc1_bias = torch.Tensor().to(**kw)
+        self.register_parameter("fc2_weight", torch.nn.Parameter(torch.randn(hidden_size, ffn_hidden_size, **kw) * 0.02))
+        if bias:
+            self.register_parameter("fc2_bias", torch.nn.Parameter(torch.zeros(hidden_size, **kw)))
+        else:
+            self.fc2_bias = torch.Tensor().to(**kw)
+
+    def _get_weight_tensors(self):
+        return [self.fc1_weight, self.fc2_weight]
+
+    def forward(self, inp, is_first_microbatch=None):
+        fc1_weight, fc2_weight = self._get_weight_tensors()
+        fc1_bias = self.fc1_bias if self.use_bias else None
+        fc2_bias = self.fc2_bias if self.use_bias else None
+        gamma = self.layer_norm_weight + 1 if self.zero_centered_gamma else self.layer_norm_weight
+        if self.normalization == "LayerNorm":
+            y = F.layer_norm(inp, gamma.shape, gamma, self.layer_norm_bias, self.eps)
+        else:
+            y = inp * torch.rsqrt(inp.pow(2).mean(-1, keepdim=True) + self.eps) * gamma
+        if torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled():
+            dtype = torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else torch.get_autocast_cpu_dtype()
+            y, fc1_weight, fc2_weight = y.to(dtype), fc1_weight.to(dtype), fc2_weight.to(dtype)
+            fc1_bias = None if fc1_bias is None else fc1_bias.to(dtype)
+            fc2_bias = None if fc2_bias is None else fc2_bias.to(dtype)
+        if _FP8 and _FP8[-1]:
+            CALLS.append("layernorm_mlp")
+        h = F.linear(y, fc1_weight, fc1_bias)
+        if self.activation in _GATED:
+            a, b = h.chunk(2, dim=-1)
+            h = _ACTIVATIONS[_GATED[self.activation]](a) * b
+        else:
+            h = _ACTIVATIONS[self.activation](h)
+        return F.linear(h, fc2_weight, fc2_bias)
+
+
 class DotProductAttention(torch.nn.Module):
     """TE's constructor signature; softmax(q k^T * scale) v written out in FP32 over (batch, seq, heads, head_dim)
     inputs, grouped key/value heads repeated, output (batch, seq, heads * head_dim) as TE returns it for "bshd"."""
