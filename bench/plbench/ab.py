@@ -278,9 +278,23 @@ def _classes(te, names):
     return tuple(c for c in (getattr(te, n, None) for n in names) if isinstance(c, type))
 
 
+def _gemm_modules(model, classes):
+    """(name, module) of every te.* GEMM module the model runs: its registered modules, and those a module holds outside
+    its children (the fallback's fused te.LayerNormMLP sits in its MLP's __dict__, so it adds no checkpoint key)."""
+    out, seen = [], set()
+    for name, m in model.named_modules():
+        held = [(k, v) for k, v in vars(m).items() if isinstance(v, classes)]
+        for n, g in ([(name, m)] if isinstance(m, classes) else []) + [("%s.%s" % (name, k) if name else k, v) for k, v in held]:
+            if id(g) not in seen:
+                seen.add(id(g))
+                out.append((n, g))
+    return out
+
+
 class Fp8Counter(object):
     def __init__(self, model, te, compiling):
-        self.gemm = [(n, type(m).__name__) for n, m in model.named_modules() if isinstance(m, _classes(te, TE_GEMM_CLASSES))]
+        gemms = _gemm_modules(model, _classes(te, TE_GEMM_CLASSES)) if te is not None else []
+        self.gemm = [(n, type(m).__name__) for n, m in gemms]
         self.norms = sum(1 for m in model.modules() if isinstance(m, _classes(te, TE_NORM_CLASSES)))
         self.enabled, self.source = fp8_enabled_probe() if self.gemm else (None, None)
         self.total = 0
@@ -292,9 +306,8 @@ class Fp8Counter(object):
                 getattr(getattr(torch, "_dynamo", None), "disable", None)
             if disable is not None:
                 hook = disable(hook)
-        for n, m in model.named_modules():
-            if isinstance(m, _classes(te, TE_GEMM_CLASSES)):
-                self.handles.append(m.register_forward_pre_hook(hook))
+        for _, m in gemms:
+            self.handles.append(m.register_forward_pre_hook(hook))
 
     def _hook(self, module, args):
         self.total += 1

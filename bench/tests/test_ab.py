@@ -501,3 +501,38 @@ def test_lr_auto_is_the_model_sizes_and_the_same_for_every_arm(pair):
     assert o["lr_schedule"]["lr"] == o["lr"]
     bad = ab(orig, conv, "--peer", "none", "--lr", "fast")
     assert bad.rc != 0 and "--lr takes a number or auto" in bad.stderr
+
+
+def test_fp8_counter_sees_te_modules_held_outside_the_children():
+    # The fallback's fused te.LayerNormMLP is kept in its MLP's __dict__ (no new checkpoint key), not as a child: the
+    # counter finds and hooks it beside the registered te.* modules, once each.
+    import types
+
+    torch = pytest.importorskip("torch")
+    from plbench.ab import Fp8Counter
+
+    class Linear(torch.nn.Linear):
+        pass
+
+    class LayerNormMLP(torch.nn.Module):
+        def forward(self, x):
+            return x
+
+    te = types.SimpleNamespace(Linear=Linear, LayerNormMLP=LayerNormMLP)
+
+    class MLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1 = Linear(4, 4)
+            self.__dict__["_pl_mlp"] = LayerNormMLP()
+
+        def forward(self, x):
+            return self.__dict__["_pl_mlp"](x)
+
+    model = torch.nn.Sequential(MLP(), Linear(4, 4))
+    counter = Fp8Counter(model, te, compiling=False)
+    model(torch.zeros(2, 4))
+    report = counter.report()
+    assert report["modules"] == 3
+    assert report["module_types"] == {"Linear": 2, "LayerNormMLP": 1}
+    assert report["forwards_total"] == 2  # the held LayerNormMLP, then the registered Linear; w1 is not called

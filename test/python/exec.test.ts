@@ -434,6 +434,41 @@ describe('fixes: a norm fused into te.LayerNormLinear or te.LayerNormMLP compute
   });
 });
 
+describe('fixes: a Hugging Face MLP whose activation the config chooses is fused where TE computes the same function', function () {
+  this.timeout(450_000);
+  const input = join(__dirname, '..', 'fixtures', 'fixes', 'fuse_hf_mlp.py');
+
+  it('SiLU and tanh GELU become one te.LayerNormMLP (swiglu, geglu) computing what the layer computed; the exact GELU stays as built', async function () {
+    if (!TORCH) this.skip();
+    const { text } = await convertExample(readFileSync(input, 'utf8'), settingsWith({}));
+    assert.match(text, /self\.post_attention_layernorm = fp8_fuse_mlp\(fp8_rmsnorm\(config\.hidden_size, eps=config\.rms_norm_eps\), self\.mlp, "gate_proj", "down_proj", up="up_proj", activation_from="act_fn", returns="norm"\)/);
+    const { dir } = scratch('converted.py', text);
+    writeFileSync(join(dir, 'original.py'), readFileSync(input, 'utf8'));
+    const probe = [
+      'import importlib, sys, torch',
+      ...FAKE_HOPPER,
+      'import transformer_engine.pytorch as te',
+      'conv, orig = importlib.import_module("converted"), importlib.import_module("original")',
+      'for act in ("silu", "gelu_pytorch_tanh", "gelu"):',
+      '    torch.manual_seed(0)',
+      '    ref = orig.DecoderLayer(orig.Config(hidden_act=act))',
+      '    net = conv.DecoderLayer(conv.Config(hidden_act=act))',
+      '    net.load_state_dict(ref.state_dict(), strict=False)',
+      '    fused = net.mlp.__dict__.get("_pl_mlp")',
+      '    x = torch.randn(2, 16, 64)',
+      '    with te.autocast():',
+      '        y = net(x)',
+      '    print(act, type(fused).__name__, getattr(fused, "activation", None), "max diff %.2e" % (ref(x) - y).abs().max().item())',
+    ].join('\n');
+    const out = runPython(['-c', probe], dir);
+    assert.equal(out.status, 0, out.output);
+    assert.match(out.stdout, /^silu _PLNormMLP swiglu max diff (\S+)$/m, out.output);
+    assert.match(out.stdout, /^gelu_pytorch_tanh _PLNormMLP geglu max diff (\S+)$/m, out.output);
+    assert.match(out.stdout, /^gelu NoneType None max diff (\S+)$/m, out.output);
+    for (const m of out.stdout.matchAll(/max diff (\S+)$/gm)) assert.ok(Number(m[1]) < 1e-5, out.output);
+  });
+});
+
 /** Python lines that make the generated code see a GPU with FP8 and build the fake TE's layers on the CPU. */
 const FAKE_GPU = [
   'import pickle',

@@ -31,7 +31,7 @@ describe('fixes: a norm that feeds only one Linear is fused into te.LayerNormLin
 
   const describeFusion = (ir: ModelIR, f: Fusion): string => {
     const m = f.fusedMlp;
-    const target = m ? `${f.owner!.attr} (${f.linearAttr}${m.upAttr ? `, ${m.upAttr}` : ''} -> ${m.activation} -> ${m.fc2Attr}${m.dropoutAttr ? `, ${m.dropoutAttr}` : ''})` : `${f.owner ? `${f.owner.attr}.` : ''}${f.linearAttr}`;
+    const target = m ? `${f.owner!.attr} (${f.linearAttr}${m.upAttr ? `, ${m.upAttr}` : ''} -> ${m.activation ?? `self.${m.activationFrom}`} -> ${m.fc2Attr}${m.dropoutAttr ? `, ${m.dropoutAttr}` : ''})` : `${f.owner ? `${f.owner.attr}.` : ''}${f.linearAttr}`;
     return `${ir.layers[f.norm].ownerClass}.${ir.layers[f.norm].name} -> ${target}`;
   };
 
@@ -181,5 +181,21 @@ describe('fixes: a norm that feeds only one Linear is fused into te.LayerNormLin
       const blocks = findFusions(ir, text).filter((f) => ir.layers[f.norm].name === 'self.ln_1');
       assert.deepEqual(blocks.map((f) => f.linearAttr), [], what);
     }
+  });
+
+  it('a Hugging Face MLP (assign then return, the config\'s ACT2FN activation) fuses with the activation read at run time', () => {
+    const text = readFileSync(join(__dirname, '..', 'fixtures', 'fixes', 'fuse_hf_mlp.py'), 'utf8');
+    const { ir, findings } = analyse(text);
+    assert.deepEqual(findFusions(ir, text).map((f) => describeFusion(ir, f)), ['DecoderLayer.self.post_attention_layernorm -> mlp (gate_proj, up_proj -> self.act_fn -> down_proj)']);
+    const pl105 = findings.find((f) => f.code === 'PL105')!;
+    assert.equal(pl105.message, 'self.post_attention_layernorm feeds only mlp, an MLP (gate_proj, up_proj -> self.act_fn -> down_proj): fuse it as te.LayerNormMLP where FP8 runs');
+    assert.match(pl105.explanation!.facts.join(' '), /MLP\.forward is self\.down_proj\(self\.act_fn\(self\.gate_proj\(x\)\) \* self\.up_proj\(x\)\)\..*activation=TE's name for self\.act_fn, read when the model is built \(swiglu for SiLU, reglu for ReLU, geglu for tanh GELU; any other leaves the MLP as built\)/);
+    const fixed = applyEdits(text, fixOutcome(text, ir, pl105, SETTINGS).fixes[0].edits);
+    assert.match(fixed, /^ {8}self\.post_attention_layernorm = fp8_fuse_mlp\(RMSNorm\(config\.hidden_size, eps=config\.rms_norm_eps\), self\.mlp, "gate_proj", "down_proj", up="up_proj", activation_from="act_fn", returns="norm"\)$/m);
+    assert.equal(pyCompileError(fixed), undefined);
+    // An activation attribute that is neither a known module nor the config's choice: no whole-MLP fusion.
+    const other = text.replace('self.act_fn = ACT2FN[config.hidden_act]', 'self.act_fn = make_activation(config)');
+    const again = analyse(other);
+    assert.deepEqual(findFusions(again.ir, other).filter((f) => f.fusedMlp), []);
   });
 });

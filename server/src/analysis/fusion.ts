@@ -13,9 +13,9 @@
  *
  * A whole MLP across classes, exactly as te.LayerNormMLP computes it: the block feeds the norm's output only to a child
  * whose forward is one `return [self.drop](self.fc2(act(self.fc1(x)) [* self.up(x)]))` (llama2.c's FeedForward,
- * `w2(F.silu(w1(x)) * w3(x))`; Hugging Face's `down_proj(act(gate_proj(x)) * up_proj(x))` with a known activation), act
- * SiLU or ReLU (TE's swiglu / reglu, silu / relu: the same functions; its gelu is the tanh approximation, so GELU is
- * left to PL104's exact half).
+ * `w2(F.silu(w1(x)) * w3(x))`; Hugging Face's `down_proj(self.act_fn(gate_proj(x)) * up_proj(x))`), act SiLU, ReLU or
+ * GELU's tanh approximation (TE's swiglu / reglu / geglu, silu / relu / gelu: the same functions; the exact GELU is not
+ * among them), or a config's `ACT2FN[...]`, which the fallback checks when it fuses.
  *
  * Computed once per IR (the rule and the fixes ask for it).
  */
@@ -52,8 +52,11 @@ export interface FusedMlp {
   /** The Linear multiplied by the activation's output (gated: `* self.w3(x)`), stacked under fc1 in TE's fc1_weight. */
   up?: number;
   upAttr?: string;
-  /** TE's activation name: swiglu, reglu (gated), silu, relu. */
-  activation: string;
+  /** TE's activation name where the file shows it: swiglu, reglu, geglu (gated), silu, relu, gelu. */
+  activation?: string;
+  /** Otherwise the attribute whose module the config chooses (`self.act_fn = ACT2FN[config.hidden_act]`): the
+   *  fallback maps it to TE's name when it fuses, and fuses only where TE computes the same function. */
+  activationFrom?: string;
   /** As written: `F.silu`, `self.act`. */
   activationCall: string;
   /** The owner's Dropout applied to the MLP's output (`self.dropout(...)`), kept after the fused module. */
@@ -332,8 +335,12 @@ function acrossClasses(ir: ModelIR, text: string, body: string, classText: strin
 }
 
 /** Activations TE's fused MLP computes exactly, by the name torch gives them: gated (`* up(x)`) and plain. */
-const GATED_TE: Record<string, string> = { silu: 'swiglu', relu: 'reglu' };
-const PLAIN_TE: Record<string, string> = { silu: 'silu', relu: 'relu' };
+const GATED_TE: Record<string, string> = { silu: 'swiglu', relu: 'reglu', gelu: 'geglu' };
+const PLAIN_TE: Record<string, string> = { silu: 'silu', relu: 'relu', gelu: 'gelu' };
+/** Activation modules TE computes exactly: SiLU, ReLU, and GELU's tanh approximation (TE's gelu). */
+const MODULE_ACTIVATION = /^(?:(?:torch\.)?nn\.)?(?:(SiLU|ReLU)\(\)|(GELU)\(approximate=["']tanh["']\))$/;
+/** An activation chosen by the config (`ACT2FN[config.hidden_act]`): which one, the fallback reads when it fuses. */
+const CONFIG_ACTIVATION = /^(?:ACT2FN\[|get_activation\()/;
 
 /** `self.<attr>(<inner>)` spanning all of `e` (no spaces): the attribute and the inner text. */
 function selfCall(e: string): { attr: string; inner: string } | undefined {
@@ -381,9 +388,11 @@ function wholeMlp(ir: ModelIR, text: string, body: string, target: ClassInfo, at
   const sig = /^\s*def\s+forward\s*\(\s*self\s*,\s*([A-Za-z_]\w*)\s*(?::[^,()=]*)?,?\s*\)[^:]*:/.exec(body);
   if (!sig || !attrs) return undefined;
   const statements = body.slice(sig[0].length).replace(/^\s*("""|\'\'\'|"|')\s*\1/, '').trim();
-  const ret = /^return\s+([\s\S]+)$/.exec(statements);
-  if (!ret || !oneLogicalLine(ret[1])) return undefined;
-  let e = ret[1].replace(/\s+/g, '');
+  // `return EXPR`, or `v = EXPR` then `return v` (Hugging Face's `down_proj = ...; return down_proj`).
+  const expr = /^return\s+([\s\S]+)$/.exec(statements)?.[1]
+    ?? /^([A-Za-z_]\w*)[ \t]*=(?!=)[ \t]*([\s\S]+?)\n[ \t]*return[ \t]+\1$/.exec(statements)?.[2];
+  if (!expr || !oneLogicalLine(expr)) return undefined;
+  let e = expr.replace(/\s+/g, '');
   const x = sig[1];
   const targetText = text.slice(target.span.startOffset, target.span.endOffset);
   const built = (attr: string): string => {
@@ -402,7 +411,7 @@ function wholeMlp(ir: ModelIR, text: string, body: string, target: ClassInfo, at
   if (parts.length > 2) return undefined;
   let fc1Attr: string | undefined;
   let upAttr: string | undefined;
-  let act: { name: string; call: string } | undefined;
+  let act: { name?: string; from?: string; call: string } | undefined;
   for (const part of parts) {
     const plainCall = selfCall(part);
     if (plainCall && plainCall.inner === x && parts.length === 2) {
@@ -410,20 +419,26 @@ function wholeMlp(ir: ModelIR, text: string, body: string, target: ClassInfo, at
       upAttr = plainCall.attr;
       continue;
     }
-    // act(self.fc1(x)): a functional activation or a module attribute built as nn.SiLU() / nn.ReLU().
+    // act(self.fc1(x)): F.silu / F.relu, a module attribute built as one TE computes exactly, or the config's choice.
     const m = /^([A-Za-z_][\w.]*)\((self\.\w+\(\w+\))\)$/.exec(part);
     const inner = m ? selfCall(m[2]) : undefined;
     if (!m || !inner || inner.inner !== x || fc1Attr !== undefined) return undefined;
     const attrAct = /^self\.(\w+)$/.exec(m[1])?.[1];
-    const name = attrAct
-      ? /^(?:(?:torch\.)?nn\.)?(SiLU|ReLU)\(\)$/.exec(built(attrAct))?.[1]?.toLowerCase()
-      : functionalActivation(m[1]);
-    if (!name || (attrAct && mentions(targetText, attrAct) !== 2)) return undefined;
+    if (attrAct) {
+      const value = built(attrAct);
+      const known = MODULE_ACTIVATION.exec(value);
+      if (mentions(targetText, attrAct) !== 2 || !(known || CONFIG_ACTIVATION.test(value))) return undefined;
+      act = known ? { name: (known[1] ?? known[2]).toLowerCase(), call: m[1] } : { from: attrAct, call: m[1] };
+    } else {
+      // F.gelu is the exact (erf) GELU, which TE does not have.
+      const name = functionalActivation(m[1]);
+      if (name !== 'silu' && name !== 'relu') return undefined;
+      act = { name, call: m[1] };
+    }
     fc1Attr = inner.attr;
-    act = { name, call: m[1] };
   }
-  const activation = act && (upAttr !== undefined ? GATED_TE : PLAIN_TE)[act.name];
-  if (!fc1Attr || !activation) return undefined;
+  const activation = act?.name !== undefined ? (upAttr !== undefined ? GATED_TE : PLAIN_TE)[act.name] : undefined;
+  if (!fc1Attr || !act || (!activation && !act.from)) return undefined;
   const index = (attr: string | undefined): number | undefined => {
     const i = attr === undefined ? undefined : attrs.get(attr);
     return i !== undefined && i >= 0 && fusableLinear(ir.layers[i]) && mentions(targetText, attr!) === 2 ? i : undefined;
@@ -432,9 +447,13 @@ function wholeMlp(ir: ModelIR, text: string, body: string, target: ClassInfo, at
   const fc2 = index(down.attr);
   const up = upAttr === undefined ? undefined : index(upAttr);
   if (fc1 === undefined || fc2 === undefined || (upAttr !== undefined && up === undefined)) return undefined;
-  if (new Set([fc1Attr, down.attr, upAttr, dropoutAttr].filter(Boolean)).size !== [fc1Attr, down.attr, upAttr, dropoutAttr].filter(Boolean).length) return undefined;
+  const names = [fc1Attr, down.attr, upAttr, dropoutAttr, act.from].filter(Boolean);
+  if (new Set(names).size !== names.length) return undefined;
   return {
     fc1, linearAttr: fc1Attr,
-    fusedMlp: { fc2, fc2Attr: down.attr, ...(up !== undefined ? { up, upAttr } : {}), activation, activationCall: act!.call, ...(dropoutAttr ? { dropoutAttr } : {}) },
+    fusedMlp: {
+      fc2, fc2Attr: down.attr, ...(up !== undefined ? { up, upAttr } : {}), ...(activation ? { activation } : { activationFrom: act.from }),
+      activationCall: act.call, ...(dropoutAttr ? { dropoutAttr } : {}),
+    },
   };
 }

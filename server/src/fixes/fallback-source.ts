@@ -733,6 +733,23 @@ def ${FUSE_FACTORY}(norm, module, attr=None, returns="module"):
     return kept
 
 
+def _pl_te_activation(act, gated):
+    """TE's name for the activation module act (a config's choice, ACT2FN[...]) where TE computes the same function:
+    SiLU, ReLU, GELU's tanh approximation (TE's gelu); else None."""
+    if act is None or getattr(act, "_forward_hooks", None) or getattr(act, "_forward_pre_hooks", None):
+        return None
+    name = type(act).__name__
+    if name in ("SiLU", "SiLUActivation"):
+        base = "silu"
+    elif name == "ReLU":
+        base = "relu"
+    elif name in ("PytorchGELUTanh", "GELUTanh") or (name == "GELU" and getattr(act, "approximate", None) == "tanh"):
+        base = "gelu"
+    else:
+        return None
+    return {"silu": "swiglu", "relu": "reglu", "gelu": "geglu"}[base] if gated else base
+
+
 def _pl_mlp_forward(module, x):
     """The forward of an MLP fused into te.LayerNormMLP: the fused module, then the MLP's own dropout if it had one."""
     y = module.__dict__["_pl_mlp"](x)
@@ -740,16 +757,21 @@ def _pl_mlp_forward(module, x):
     return getattr(module, dropout)(y) if dropout else y
 
 
-def ${FUSE_MLP_FACTORY}(norm, module, fc1, fc2, up=None, activation="swiglu", dropout=None, returns="module"):
+def ${FUSE_MLP_FACTORY}(norm, module, fc1, fc2, up=None, activation=None, dropout=None, returns="module", activation_from=None):
     """module's forward, proved by Precision Lens to compute [module.<dropout>](fc2(act(fc1(x)) [* up(x)])) on norm's
     output alone, becomes one te.LayerNormMLP where FP8 runs (norm, FP8 casts and activation fused; TE's "swiglu" is
-    silu(first half) * second half, so fc1's weight is stacked over up's): the same computation, and every parameter
+    silu(first half) * second half, so fc1's weight is stacked over up's; activation_from names the module attribute
+    whose activation the config chose, mapped to TE's name here): the same computation, and every parameter
     stays in the layer that had it, under its checkpoint key and in its optimizer group (the fused module reads them at
     each call; fc1 and up are stacked then). Where FP8 does not run, or the layers are not a plain norm and plain
     te.Linears of matching sizes, dtype and device, everything stays as built. Returns module, or norm with
     returns="norm" (the fix wraps whichever of the two is built later)."""
     kept = norm if returns == "norm" else module
     if _PLNormMLP is None or not fp8_available()[0]:
+        return kept
+    if activation_from is not None:
+        activation = _pl_te_activation(getattr(module, activation_from, None), gated=up is not None)
+    if activation is None:
         return kept
     first, second = getattr(module, fc1, None), getattr(module, fc2, None)
     upper = getattr(module, up, None) if up else None

@@ -38,7 +38,8 @@ function indentOf(text: string, offset: number): string {
 function tailArgs(f: Fusion): string {
   const m = f.fusedMlp;
   if (!m) return f.owner ? `, "${f.linearAttr}"` : '';
-  return `, "${f.linearAttr}", "${m.fc2Attr}"${m.upAttr ? `, up="${m.upAttr}"` : ''}, activation="${m.activation}"${m.dropoutAttr ? `, dropout="${m.dropoutAttr}"` : ''}`;
+  const activation = m.activation ? `activation="${m.activation}"` : `activation_from="${m.activationFrom}"`;
+  return `, "${f.linearAttr}", "${m.fc2Attr}"${m.upAttr ? `, up="${m.upAttr}"` : ''}, ${activation}${m.dropoutAttr ? `, dropout="${m.dropoutAttr}"` : ''}`;
 }
 
 /** The wrap, or why it cannot be made. */

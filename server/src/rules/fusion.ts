@@ -76,10 +76,14 @@ function fusedMlpFinding(ir: ModelIR, f: Fusion, norm: ModelIR['layers'][number]
   const fc2 = ir.layers[m.fc2];
   const owner = f.owner!;
   const linears = m.upAttr ? `${f.linearAttr}, ${m.upAttr}` : f.linearAttr;
-  const stacked = m.upAttr ? `, ${f.linearAttr}'s weight stacked over ${m.upAttr}'s (TE's ${m.activation} applies ${m.activation === 'swiglu' ? 'SiLU' : 'ReLU'} to the first half and multiplies by the second)` : '';
+  const stacked = m.upAttr ? `, ${f.linearAttr}'s weight stacked over ${m.upAttr}'s (TE's gated activations apply the activation to the first half and multiply by the second)` : '';
+  const activation = m.activation ?? `self.${m.activationFrom}`;
+  const teActivation = m.activation
+    ? `activation="${m.activation}"`
+    : `activation=TE's name for self.${m.activationFrom}, read when the model is built (${m.upAttr ? 'swiglu for SiLU, reglu for ReLU, geglu for tanh GELU' : 'silu, relu, gelu for tanh GELU'}; any other leaves the MLP as built)`;
   return {
     code: 'PL105', span: norm.span, severity: 'hint', layerIndex: f.norm,
-    message: `${layerLabel(norm)} feeds only ${owner.attr}, an MLP (${linears} -> ${m.activation} -> ${m.fc2Attr}): fuse it as te.LayerNormMLP where FP8 runs`,
+    message: `${layerLabel(norm)} feeds only ${owner.attr}, an MLP (${linears} -> ${activation} -> ${m.fc2Attr}): fuse it as te.LayerNormMLP where FP8 runs`,
     related: [
       ...(related ?? []),
       ...fusedLinears(f).slice(1).map((i) => ({ span: ir.layers[i].span, message: `${layerLabel(ir.layers[i])} is built here (class ${owner.className})` })),
@@ -87,7 +91,7 @@ function fusedMlpFinding(ir: ModelIR, f: Fusion, norm: ModelIR['layers'][number]
     explanation: {
       facts: [
         `In ${f.normClass}.forward the norm's output goes only to self.${owner.attr}, and ${owner.className}.forward is ${mlpExpression(f)}.`,
-        `te.LayerNormMLP(hidden_size=${dimText(fc1.inFeatures)}, ffn_hidden_size=${dimText(fc1.outFeatures)}, normalization="${normalization}", activation="${m.activation}") computes the same block${stacked}.`,
+        `te.LayerNormMLP(hidden_size=${dimText(fc1.inFeatures)}, ffn_hidden_size=${dimText(fc1.outFeatures)}, normalization="${normalization}", ${teActivation}) computes the same block${stacked}.`,
       ],
       consequence: `One module normalises and casts to FP8 in one pass, runs ${f.linearAttr}${m.upAttr ? ` and ${m.upAttr}` : ''} as one GEMM, applies the activation and casts in one pass, then runs ${layerLabel(fc2)}: the BF16 activations between them are not written out and read back.`,
       fix: `The fix builds te.LayerNormMLP where FP8 runs (fp8_fuse_mlp): ${layerLabel(norm)} and the Linears keep their weights, checkpoint keys and optimizer groups (the fused module reads them at every call${m.upAttr ? `, stacking ${f.linearAttr} and ${m.upAttr}` : ''}), the norm passes its input on and ${owner.className}'s forward runs the fused module${m.dropoutAttr ? ` then self.${m.dropoutAttr}` : ''}; elsewhere everything stays as built.`,
