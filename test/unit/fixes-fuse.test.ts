@@ -198,4 +198,14 @@ describe('fixes: a norm that feeds only one Linear is fused into te.LayerNormLin
     const again = analyse(other);
     assert.deepEqual(findFusions(again.ir, other).filter((f) => f.fusedMlp), []);
   });
+
+  it('"convert all" leaves the fusions of a rule turned off: PL105 off keeps the MLPs as Linears, PL104\'s pairs still fuse', () => {
+    const settings = { ...SETTINGS, rules: { PL105: 'off' as const } };
+    const { ir } = analyse(INPUT, settings);
+    const all = sourceFixOutcome(INPUT, ir, settings).fixes.find((f) => f.id === 'convert-all:file')!;
+    assert.match(all.title, /fusing 3 norms into te\.LayerNormLinear\)$/);
+    const text = applyEdits(INPUT, all.edits);
+    assert.equal((text.match(/= fp8_fuse_mlp\(/g) ?? []).length, 0);
+    assert.equal((text.match(/= fp8_fuse_norm\(/g) ?? []).length, 3);
+  });
 });

@@ -15,6 +15,7 @@ import { ATTENTION_FACTORY, CLASS_PARAM_FACTORY, CONV1D_FACTORY, FUSE_FACTORY, F
 import { findFusions, fusedLinears, type Fusion } from '../analysis/fusion';
 import { fusionEdits, type FusionEdits } from './fuse';
 import { attentionCalls } from '../rules/attention';
+import { fusionCode } from '../rules/fusion';
 import { attentionRename } from './attention';
 import { addImport, teAccess } from './imports';
 import { planParallel } from './parallel';
@@ -566,6 +567,8 @@ function batchFusions(ctx: FixContext, scope: readonly Layer[], converted: reado
   const out: FusionEdits[] = [];
   for (const f of findFusions(ctx.ir, ctx.text)) {
     const linears = fusedLinears(f).map((i) => ctx.ir.layers[i]);
+    // A rule turned off (PL104, PL105) turns its fusion off in "convert all" too, as PL107 does for the attention.
+    if (ctx.settings.rules[fusionCode(f)] === 'off') continue;
     if (!inScope.has(ctx.ir.layers[f.norm]) || !linears.every((l) => now.has(l) || l.viaFallback)) continue;
     const edits = fusionEdits(ctx.ir, f, ctx.text);
     if ('open' in edits) out.push(edits);

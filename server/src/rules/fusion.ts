@@ -16,6 +16,11 @@ import { forwardCallEvidence, SpanMaker } from './evidence';
 import { dimText, layerLabel } from './format';
 import type { Finding, RuleContext, RuleModule } from './types';
 
+/** The rule that reports a fusion: PL105 for an MLP (fused whole, or norm -> fc1 -> activation -> fc2 in one class). */
+export function fusionCode(f: Fusion): 'PL104' | 'PL105' {
+  return f.fusedMlp || f.mlp ? 'PL105' : 'PL104';
+}
+
 /** `attn.c_attn` across classes, `fc1` within one. */
 export function fusedLinearLabel(ir: ModelIR, f: Fusion): string {
   return f.owner ? `${f.owner.attr}.${f.linearAttr}` : layerLabel(ir.layers[f.fc1]);
