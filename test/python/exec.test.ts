@@ -405,6 +405,9 @@ describe('fixes: a norm fused into te.LayerNormLinear or te.LayerNormMLP compute
       '    c, d, e = net(x), twin(x), pickle.loads(pickle.dumps(net))(x)',
       'print("copy independent:", bool((c - d).abs().max() > 0), "pickled diff %.2e" % (c - e).abs().max().item())',
       ...(fp8 ? ['import transformer_engine.pytorch as te', 'print("fused calls:", te.CALLS.count("layernorm_mlp"), te.CALLS.count("layernorm_linear"))'] : []),
+      // Asked to return the norm with no attribute to put the fused layer in, nothing is fused (the norm still normalises).
+      'ln = conv["fp8_layernorm"](64)',
+      'print("unplaced:", conv["fp8_fuse_norm"](ln, conv["fp8_linear"](64, 64), returns="norm") is ln, "forward" in vars(ln))',
     ].join('\n');
     const bf16 = runPython(['-c', probe(false)], dir);
     assert.equal(bf16.status, 0, bf16.output);
@@ -431,6 +434,7 @@ describe('fixes: a norm fused into te.LayerNormLinear or te.LayerNormMLP compute
     // Per forward four MLPs (two blocks' mlp, feed_forward, relu_mlp) and four LayerNormLinears (two blocks' qkv,
     // proj.fc, late.fc); four forwards (the model, its copy, the model again, the unpickled one).
     assert.match(fp8.stdout, /^fused calls: 16 16$/m, fp8.output);
+    assert.match(fp8.stdout, /^unplaced: True False$/m, fp8.output);
   });
 });
 

@@ -690,16 +690,14 @@ def _pl_plain_linear(layer):
     return type(layer) is ${te}.Linear and getattr(layer, "parallel_mode", None) is None and not getattr(layer, "return_bias", False)
 
 
-def _pl_absorb(fused, parts, norm):
-    """fused reads its parameters from parts (its own, allocated by TE, are dropped); norm passes its input through."""
-    for name in ("layer_norm_weight", "layer_norm_bias", "weight", "bias", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"):
-        if name in parts.get("own", ()):
-            continue
+def _pl_absorb(fused, parts, dropped):
+    """fused reads the parameters named in dropped from parts at every call (its own, allocated by TE, are dropped);
+    the norm passes its input through."""
+    for name in dropped:
         fused._parameters.pop(name, None)
         getattr(fused, "param_init_meta", {}).pop(name, None)
-    parts.pop("own", None)
     fused.__dict__["_pl_parts"] = parts
-    norm.forward = _pl_pass_through
+    parts["norm"].forward = _pl_pass_through
     _pl_guard_rows(fused)
     return fused
 
@@ -712,7 +710,8 @@ def ${FUSE_FACTORY}(norm, module, attr=None, returns="module"):
     with returns="norm" (the fix wraps whichever of the two is built later)."""
     kept = norm if returns == "norm" else module
     linear = getattr(module, attr) if attr else module
-    if _PLNormLinear is None or not fp8_available()[0] or not _pl_plain_linear(linear):
+    # Returning the norm, the fused layer must take the Linear's place in module: without attr it would have none.
+    if _PLNormLinear is None or not fp8_available()[0] or not _pl_plain_linear(linear) or (returns == "norm" and not attr):
         return kept
     plan = _pl_fusable_norm(norm)
     if plan is None or norm.weight.shape[0] != linear.in_features or norm.weight.dtype != linear.weight.dtype \\
@@ -726,9 +725,9 @@ def ${FUSE_FACTORY}(norm, module, attr=None, returns="module"):
         fused.weight.copy_(linear.weight)
         if bias:
             fused.bias.copy_(linear.bias)
-    _pl_absorb(fused, {"norm": norm, "own": ("weight", "bias")}, norm)
+    _pl_absorb(fused, {"norm": norm}, ("layer_norm_weight", "layer_norm_bias"))
     if attr is None:
-        return norm if returns == "norm" else fused
+        return fused
     setattr(module, attr, fused)
     return kept
 
@@ -792,7 +791,8 @@ def ${FUSE_MLP_FACTORY}(norm, module, fc1, fc2, up=None, activation=None, dropou
                            zero_centered_gamma=zero_centered, params_dtype=first.weight.dtype, device=first.weight.device)
     except (NotImplementedError, AssertionError, ValueError):  # an activation this TE does not have
         return kept
-    _pl_absorb(fused, {"norm": norm, "fc1": first, "up": upper, "fc2": second}, norm)
+    _pl_absorb(fused, {"norm": norm, "fc1": first, "up": upper, "fc2": second},
+               ("layer_norm_weight", "layer_norm_bias", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"))
     fused.__dict__["_pl_weights_of"] = first
     import functools
     module.__dict__["_pl_mlp"], module.__dict__["_pl_mlp_dropout"] = fused, dropout  # not a child: no new checkpoint key
