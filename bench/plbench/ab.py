@@ -418,6 +418,15 @@ def run(session, args, env, device, te_installed):
     cpu_note = " [CPU: harness test, not a benchmark]" if device == "cpu" else ""
 
     def capture_original(model, wl, result):
+        n = getattr(args, "warm_start_steps", 0) or 0
+        if n > 0:
+            log("[original] warm start: %d BF16 steps before the arms, every arm from the weights they leave" % n)
+            losses = runner.warm_start(model, wl, n, result["lr"], device, clip=1.0)
+            shared["warm_start"] = {"steps": n, "lr": result["lr"], "first_loss": losses[0], "last_loss": losses[-1],
+                                    "batches_from": runner.WARM_START_BATCH_BASE,
+                                    "what": "the original trained in BF16 before every arm started from its weights"}
+        if shared.get("warm_start"):
+            result["warm_start"] = shared["warm_start"]
         shared["state"] = _cpu_state(model)
         shared["fingerprint"] = _fingerprint(wl.batch_fn(0))
         _label(result)
@@ -433,6 +442,8 @@ def run(session, args, env, device, te_installed):
             else:
                 result["weights_loaded"] = load_original_weights(model, shared["state"], conv)
                 result["weights"] = "the original arm's initial weights (only TE _extra_state may differ)"
+            if shared.get("warm_start"):
+                result["warm_start"] = shared["warm_start"]
             result["batches_match_original"] = _fingerprint(wl.batch_fn(0)) == shared["fingerprint"]
             if not result["batches_match_original"]:
                 log("WARNING: [%s] batch_factory(0) differs from the original's: the arms see different data"
@@ -629,6 +640,7 @@ def run(session, args, env, device, te_installed):
     summary = cli.make_summary(results, session.errors, roof, args, time.time() - t0, baseline="original")
     summary["mode"] = "ab"
     summary["ab"] = ab_summary(results, orig, conv, fallback_name, shared.get("fallback"), peer, device)
+    summary["ab"]["warm_start"] = shared.get("warm_start")
     emitter.emit("summary", **summary)
     cli.print_table(results, summary)
     a = summary["ab"]

@@ -85,6 +85,11 @@ def build_parser():
     p.add_argument("--repeat-original", action="store_true",
                    help="ab mode: run the original arm a second time from the same weights and batches, so the "
                         "loss difference between two BF16 runs (the noise floor) is measured next to FP8's")
+    p.add_argument("--warm-start-steps", type=int, default=0,
+                   help="ab mode: first train the original N steps in BF16 (AdamW at the run's learning rate, warm-up "
+                        "over all N, clipping 1.0, batches no measured step uses); every arm then starts from those "
+                        "weights with its own optimizer, so the loss comparison begins past the first steps' spikes, "
+                        "where two runs of one seed part most (0: from the initial weights)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json-out", default=None, help="also write all events and results to this JSON file")
     p.add_argument("--probe", action="store_true", help="print the env event and exit")
@@ -211,8 +216,11 @@ def _main(session, argv):
     session.json_out = args.json_out
     if args.steps < 1 or args.warmup < 0 or args.profile_steps < 0:
         raise BenchError("usage", "--steps must be >= 1, --warmup and --profile-steps >= 0", None)
-    if args.lr_warmup < 0 or args.clip_grad < 0 or args.eval_loss_batches < 0:
-        raise BenchError("usage", "--lr-warmup, --clip-grad and --eval-loss-batches must be >= 0", None)
+    if args.lr_warmup < 0 or args.clip_grad < 0 or args.eval_loss_batches < 0 or args.warm_start_steps < 0:
+        raise BenchError("usage", "--lr-warmup, --clip-grad, --eval-loss-batches and --warm-start-steps must be >= 0", None)
+    if args.warm_start_steps and args.mode != "ab":
+        log("note: --warm-start-steps applies to --mode ab only (the arms start from the original's warm-started "
+            "weights); ignored in --mode %s" % args.mode)
     if args.warmup < 1 and args.compile:
         log("note: --warmup 0 with compilation puts the compile time in the measured steps")
     if args.mode == "ab" and not args.probe and not args.list_workloads:

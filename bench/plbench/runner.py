@@ -74,6 +74,37 @@ def free_memory(device):
 
 
 EVAL_BATCH_BASE = 1000000
+# The A/B's warm start (--warm-start-steps) trains on batches from here: none of the measured steps' (0, 1, ...), none
+# of the eval batches' (EVAL_BATCH_BASE and up).
+WARM_START_BATCH_BASE = 500000
+
+
+def warm_start(model, wl, steps, lr, device, clip=1.0):
+    """Trains model in place for `steps` BF16 steps before an A/B's arms start from its weights: AdamW at lr with a
+    linear warm-up over all the steps, gradient clipping, batches from WARM_START_BATCH_BASE. The first steps from a
+    random init are where two runs part most (a loss spike at step 2-6 turns an ULP of difference into a different
+    trajectory: llama2.c's FP8 and BF16 eval losses after 200 steps from scratch spread -5 % to +2 % over three seeds,
+    2026-12-05-loss-lr); past them, the arms compare FP8's effect on training rather than that chaos. The optimizer is
+    dropped after: every arm starts its own. Returns the losses."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1.0) / steps))
+    losses = []
+    for i in range(steps):
+        with torch.autocast(device_type=device, dtype=torch.bfloat16):
+            loss = wl.loss(model, wl.batch_fn(WARM_START_BATCH_BASE + i))
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.detach().float())
+        if (i + 1) % max(1, steps // 4) == 0 or i + 1 == steps:
+            log("[warm start] step %d/%d, loss %.4f" % (i + 1, steps, float(losses[-1].item())))
+    del opt, sched
+    free_memory(device)
+    return torch.stack(losses).cpu().tolist() if losses else []
 
 
 def lr_factor(args, total):

@@ -536,3 +536,22 @@ def test_fp8_counter_sees_te_modules_held_outside_the_children():
     assert report["modules"] == 3
     assert report["module_types"] == {"Linear": 2, "LayerNormMLP": 1}
     assert report["forwards_total"] == 2  # the held LayerNormMLP, then the registered Linear; w1 is not called
+
+
+def test_warm_start_every_arm_from_the_originals_trained_weights(pair):
+    """--warm-start-steps N: the original trains N BF16 steps first; every arm (the converted copy, the repeat) starts
+    from the weights it leaves, so their first measured losses agree with each other and differ from a cold start."""
+    orig, conv = pair
+    cold = ab(orig, conv, "--peer", "none", "--repeat-original")
+    warm = ab(orig, conv, "--peer", "none", "--repeat-original", "--warm-start-steps", "3", "--lr", "1e-3")
+    assert warm.rc == 0, warm.stderr
+    res = {e["backend"]: e for e in warm.of("result")}
+    first = [res[a]["losses"][0] for a in ("original", "converted", "original-repeat")]
+    assert max(first) - min(first) < 1e-3
+    assert abs(first[0] - cold.of("result")[0]["losses"][0]) > 1e-3
+    for arm in res.values():
+        assert arm["warm_start"]["steps"] == 3 and arm["warm_start"]["batches_from"] == 500000
+    ws = warm.of("summary")[0]["ab"]["warm_start"]
+    assert ws["steps"] == 3 and ws["lr"] == 1e-3
+    assert "[warm start] step 3/3" in warm.stderr
+    assert cold.of("summary")[0]["ab"]["warm_start"] is None

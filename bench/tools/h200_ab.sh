@@ -24,6 +24,8 @@
 #             clip 1.0) at the learning rate of the slices' size (about 0.7 B parameters: GPT-3's 760 M used 2.5e-4;
 #             at GPT-2 small's 6e-4 BF16 disagreed with itself by up to 4 %, 2026-12-05-loss-lr), the eval loss on
 #             batches never trained on, and the original run twice (the noise floor)
+#             add --warm-start-steps N to start every arm from the original's weights after N BF16 steps: past the
+#             first steps' loss spikes, where FP8 and BF16 from one random init part most (llama2.c, 2026-12-05)
 #   EXTRA_ARGS more bench/benchmark.py arguments for every run []
 #   STEP_S    timeout of one benchmark process, seconds [300]: one hang cannot eat a device call (600 s at most)
 #   OUT       where the JSON and the logs go [bench/results/h200/raw]
