@@ -336,6 +336,19 @@ describe('PL701: torch\'s activation checkpoint around te.* layers', () => {
       assert.equal((await pl702(text)).findings.length, 1);
     });
 
+    it('across files: the config here, FSDP1 in a file of its folder or one it imports; quiet for another project\'s', async () => {
+      const config = FSDP1.replace('from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n', '').replace('    return FSDP(model, use_orig_params=True)', '    return model');
+      const facts = (fsdp1Files: string[]): WorkspaceFacts => ({ path: '/p/train/float8_setup.py', fsdp1Files: [...fsdp1Files, '/p/train/float8_setup.py'].sort() });
+      const beside = await checkRule('PL702', config, facts(['/p/train/train.py']));
+      assert.deepEqual(beside.findings.map((f) => f.message), ['float8 all-gather needs FSDP2 (fully_shard) and train.py shards with FSDP1; turn it off or move to fully_shard']);
+      assert.match(beside.findings[0].explanation!.facts.join(' '), /\/p\/train\/train\.py wraps a model with FullyShardedDataParallel \(FSDP1\)/);
+      assert.deepEqual((await checkRule('PL702', config, facts(['/p/other/train.py']))).findings, []);
+      assert.deepEqual((await checkRule('PL702', config, { path: '/p/train/float8_setup.py' })).findings, []);
+      // The config imports the module that shards (`from dist.shard import wrap`): in reach though in another folder.
+      const importing = `from dist.shard import wrap\n${config}`;
+      assert.equal((await checkRule('PL702', importing, facts(['/p/dist/shard.py']))).findings.length, 1);
+    });
+
     it('the fix turns the flag off, safe, and the file is quiet after', async () => {
       const { ir, findings } = await pl702(FSDP1);
       const { fixes } = fixOutcome(FSDP1, ir, findings[0], DEFAULT_SETTINGS);
@@ -372,6 +385,19 @@ describe('PL701: torch\'s activation checkpoint around te.* layers', () => {
         assert.deepEqual((await pl703(text)).findings.map((f) => f.message), []);
       });
     }
+
+    it('across files: the config in a file of its folder or one it imports; quiet where a file in reach precomputes or shards with FSDP1', async () => {
+      const loop = TRAIN.replace(/^.*Float8LinearConfig.*$/gm, '').replace(/^.*convert_to_float8_training.*$/gm, '');
+      assert.ok(!/Float8LinearConfig|convert_to_float8_training/.test(loop));
+      const facts = (extra: WorkspaceFacts): WorkspaceFacts => ({ path: '/p/train.py', allGatherFiles: ['/p/float8_setup.py'], ...extra });
+      const hit = await pl703(loop).then(() => checkRule('PL703', loop, facts({})));
+      assert.equal(hit.findings.length, 1);
+      assert.equal(loop.split('\n')[hit.findings[0].span.startLine].trim(), 'optimizer.step()');
+      assert.match(hit.findings[0].explanation!.facts[0], /^\/p\/float8_setup\.py turns torchao's float8 all-gather on/);
+      assert.deepEqual((await checkRule('PL703', loop, facts({ precomputeFiles: ['/p/hooks.py'] }))).findings, []);
+      assert.deepEqual((await checkRule('PL703', loop, facts({ fsdp1Files: ['/p/shard.py'] }))).findings, []);
+      assert.deepEqual((await checkRule('PL703', loop, { path: '/p/train.py', allGatherFiles: ['/q/float8_setup.py'] })).findings, []);
+    });
 
     it('the fix calls it after the step with the converted model and imports it; the result compiles and is quiet', async () => {
       const { ir, findings } = await pl703(TRAIN);

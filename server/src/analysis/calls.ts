@@ -99,7 +99,7 @@ const RECIPE_FIELDS: Record<string, string[]> = {
   DelayedScaling: ['margin', 'fp8_format', 'amax_history_len', 'amax_compute_algo'],
   Float8CurrentScaling: ['fp8_format'],
 };
-const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|checkpoint_sequential|checkpoint_wrapper|partial|apply_activation_checkpointing|Float8LinearConfig|FullyShardedDataParallel|FSDP|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
+const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|checkpoint_sequential|checkpoint_wrapper|partial|apply_activation_checkpointing|Float8LinearConfig|FullyShardedDataParallel|FSDP|precompute_float8_dynamic_scale_for_fsdp|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
 const TORCH_CHECKPOINT_WRAPPER_MODULE = 'torch.distributed.algorithms._checkpoint.checkpoint_wrapper';
 const TORCH_CHECKPOINT_WRAPPER = `${TORCH_CHECKPOINT_WRAPPER_MODULE}.checkpoint_wrapper`;
 /** The argument given by name or at its position, or possibly through a `**kwargs` splat: as far as the text tells. */
@@ -311,6 +311,11 @@ function namedCallFact(scan: CallScan, site: CallSite): boolean {
       }
       return false;
     }
+    case 'precompute_float8_dynamic_scale_for_fsdp':
+      // torchao's one all-reduce for every float8 weight's scale (PL703 asks for it after the optimizer step): the name
+      // is torchao's alone, so any call of it counts, imported or reached through a module of the project.
+      if (/(^|\.)precompute_float8_dynamic_scale_for_fsdp$/.test(resolveName(imports, callee))) push('float8_precompute');
+      return true;
     case 'FSDP':
     case 'FullyShardedDataParallel':
       // FSDP1's wrapper class (FSDP2 is the function fully_shard); then the pattern checks as before (false).

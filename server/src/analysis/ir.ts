@@ -351,7 +351,8 @@ export interface RecipeCall {
 export interface NotableCall {
   span: Span;
   kind: 'compile' | 'load_state_dict' | 'cast_low_precision' | 'optimizer_ctor' | 'optimizer_step' | 'backward'
-    | 'fp8_check' | 'te_deprecated' | 'float8_cast' | 'log_precision' | 'attention' | 'checkpoint' | 'float8_allgather' | 'fsdp1';
+    | 'fp8_check' | 'te_deprecated' | 'float8_cast' | 'log_precision' | 'attention' | 'checkpoint' | 'float8_allgather' | 'fsdp1'
+    | 'float8_precompute';
   callee: string;
   text: string;
   /** Keyword args as written (positional ones as `$0`, `$1`...). */

@@ -187,6 +187,11 @@ export interface FileFacts {
    */
   candidates: boolean;
   gains: boolean;
+  /** torchao float8 all-gather turned on (PL702 / PL703), FSDP1's wrapper, torchao's scale precompute: what the
+   *  at-scale rules ask of the files in reach when the config, the sharding and the training step are apart. */
+  allGather: boolean;
+  fsdp1: boolean;
+  precompute: boolean;
 }
 
 /** The layers FP8 could take (torch.nn.Linear, not the lm-head or a tiny router), and whether one is predicted to gain. */
@@ -203,7 +208,11 @@ export function fileFactsOf(ir: ModelIR): FileFacts {
   const stack = otherStackOf(ir);
   const stackImports: Record<string, string> = {};
   if (stack) for (const mod of importedModules(ir)) stackImports[mod] ??= stack;
-  facts = { autocast: hasAutocast(ir), compile: ir.calls.some((c) => c.kind === 'compile'), training: trains(ir), te: fp8Layers(ir).length > 0, stackImports, ...fp8Candidates(ir) };
+  const called = (kind: string): boolean => ir.calls.some((c) => c.kind === kind);
+  facts = {
+    autocast: hasAutocast(ir), compile: called('compile'), training: trains(ir), te: fp8Layers(ir).length > 0, stackImports, ...fp8Candidates(ir),
+    allGather: called('float8_allgather'), fsdp1: called('fsdp1'), precompute: called('float8_precompute'),
+  };
   fileFactsCache.set(ir, facts);
   return facts;
 }
@@ -289,16 +298,23 @@ export function pathFacts(
     te?: Iterable<string>; compile?: Iterable<string>; importers?: Iterable<readonly [string, readonly string[]]>;
     /** Files not open whose candidates/gains share was read from disk (workspace/gains.ts: the models a compiling script imports). */
     gains?: Iterable<readonly [string, Pick<FileFacts, 'candidates' | 'gains'>]>;
+    allGather?: Iterable<string>; fsdp1?: Iterable<string>; precompute?: Iterable<string>;
   } = {},
-): Pick<WorkspaceFacts, 'teFiles' | 'compileFiles' | 'fp8GainFiles' | 'fp8LoseFiles' | 'stackDirs'> {
+): Pick<WorkspaceFacts, 'teFiles' | 'compileFiles' | 'fp8GainFiles' | 'fp8LoseFiles' | 'stackDirs' | 'allGatherFiles' | 'fsdp1Files' | 'precomputeFiles'> {
   const te = new Set(scanned.te ?? []);
   const compile = new Set(scanned.compile ?? []);
+  const allGather = new Set(scanned.allGather ?? []);
+  const fsdp1 = new Set(scanned.fsdp1 ?? []);
+  const precompute = new Set(scanned.precompute ?? []);
   const importers = [...(scanned.importers ?? [])];
   const gain: string[] = [];
   const lose: string[] = [];
   for (const [path, f] of files) {
     if (f.te) te.add(path);
     if (f.compile) compile.add(path);
+    if (f.allGather) allGather.add(path);
+    if (f.fsdp1) fsdp1.add(path);
+    if (f.precompute) precompute.add(path);
     const mods = Object.keys(f.stackImports);
     if (mods.length) importers.push([path, mods]);
     if (f.candidates) (f.gains ? gain : lose).push(path);
@@ -313,6 +329,9 @@ export function pathFacts(
     ...(compile.size ? { compileFiles: [...compile].sort() } : {}),
     ...(gain.length ? { fp8GainFiles: gain.sort() } : {}),
     ...(lose.length ? { fp8LoseFiles: lose.sort() } : {}),
+    ...(allGather.size ? { allGatherFiles: [...allGather].sort() } : {}),
+    ...(fsdp1.size ? { fsdp1Files: [...fsdp1].sort() } : {}),
+    ...(precompute.size ? { precomputeFiles: [...precompute].sort() } : {}),
   };
 }
 

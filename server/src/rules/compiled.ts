@@ -64,7 +64,7 @@ export function fp8Loses(ir: ModelIR, workspace: WorkspaceFacts): boolean {
 }
 
 /** The files among `files` in the script's folder (or below it) or imported by it by package (`from pkg.model import GPT`). */
-function inReach(ir: ModelIR, script: string, files: readonly string[]): string[] {
+export function inReach(ir: ModelIR, script: string, files: readonly string[]): string[] {
   const dir = folderOf(script);
   const imported = ir.imports.map((b) => b.target.replace(/^\.+/, '').split('.'));
   // A bare module name (`from model import GPT`) is the script's folder's; a dotted one names its package's path.

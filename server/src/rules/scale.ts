@@ -19,7 +19,7 @@
  */
 import { fp8Layers } from '../analysis/autocast';
 import type { ModelIR, NotableCall } from '../analysis/ir';
-import { teInReach } from './compiled';
+import { inReach, teInReach } from './compiled';
 import type { Finding, RuleContext, RuleModule, WorkspaceFacts } from './types';
 
 /**
@@ -51,23 +51,55 @@ export function checkpointForm(call: NotableCall): CheckpointForm {
   return 'call';
 }
 
-/** torchao float8 all-gather configs in a file that wraps with FSDP1. */
-export function allGatherWithFsdp1(ir: ModelIR): number[] {
-  if (!ir.calls.some((c) => c.kind === 'fsdp1')) return [];
+/**
+ * What the files in reach of this one (its folder, the modules it imports: rules/compiled.ts inReach) do at scale,
+ * beside what this file does: torchao's float8 all-gather config, FSDP1's wrapper and the scale precompute are often
+ * in different files (the config with the model, the sharding and the loop in train.py). Each is the first such file
+ * other than this one, or undefined; `here` says what this file does itself.
+ */
+interface ScaleReach {
+  allGather?: string;
+  fsdp1?: string;
+  precompute?: string;
+}
+
+function elsewhere(ir: ModelIR, workspace: WorkspaceFacts, files: readonly string[] | undefined): string | undefined {
+  if (!files?.length || !workspace.path) return undefined;
+  const self = workspace.path.replace(/\\/g, '/');
+  return inReach(ir, workspace.path, files).find((f) => f !== self);
+}
+
+function reachOf(ir: ModelIR, workspace: WorkspaceFacts): ScaleReach {
+  return {
+    allGather: elsewhere(ir, workspace, workspace.allGatherFiles),
+    fsdp1: elsewhere(ir, workspace, workspace.fsdp1Files),
+    precompute: elsewhere(ir, workspace, workspace.precomputeFiles),
+  };
+}
+
+const named = (path: string): string => path.slice(path.lastIndexOf('/') + 1);
+
+/** torchao float8 all-gather configs of this file where it, or a file in its reach, wraps with FSDP1. */
+export function allGatherWithFsdp1(ir: ModelIR, workspace: WorkspaceFacts = {}): number[] {
+  if (!ir.calls.some((c) => c.kind === 'float8_allgather')) return [];
+  if (!ir.calls.some((c) => c.kind === 'fsdp1') && !reachOf(ir, workspace).fsdp1) return [];
   const out: number[] = [];
   ir.calls.forEach((c, i) => { if (c.kind === 'float8_allgather') out.push(i); });
   return out;
 }
 
-function allGatherFindings(ir: ModelIR): Finding[] {
+function allGatherFindings(ir: ModelIR, workspace: WorkspaceFacts): Finding[] {
   const fsdp = ir.calls.find((c) => c.kind === 'fsdp1');
-  return allGatherWithFsdp1(ir).map((callIndex): Finding => ({
+  const other = fsdp ? undefined : reachOf(ir, workspace).fsdp1;
+  const where = fsdp ? 'this file shards' : `${named(other ?? 'another file')} shards`;
+  return allGatherWithFsdp1(ir, workspace).map((callIndex): Finding => ({
     code: 'PL702', span: ir.calls[callIndex].span, severity: 'error', callIndex,
-    message: 'float8 all-gather needs FSDP2 (fully_shard) and this file shards with FSDP1; turn it off or move to fully_shard',
+    message: `float8 all-gather needs FSDP2 (fully_shard) and ${where} with FSDP1; turn it off or move to fully_shard`,
     ...(fsdp ? { related: [{ span: fsdp.span, message: `FSDP1 wraps the model here: ${fsdp.text}` }] } : {}),
     explanation: {
       facts: [
         "enable_fsdp_float8_all_gather=True makes each float8 Linear's weight a tensor subclass whose pre/post all-gather hooks only FSDP2 (torch.distributed.fsdp.fully_shard) calls; torchao's config documents it as an FSDP2 feature.",
+        ...(other ? [`${other} wraps a model with FullyShardedDataParallel (FSDP1); it is in this file's folder or imported by it.`] : []),
         'FSDP1 (FullyShardedDataParallel) shards flat parameters and never calls them: torchao\'s maintainers call float8 all-gather "not supported in FSDP1" (pytorch/ao#1605), where it failed with an AttributeError at the first step.',
       ],
       consequence: 'Training stops at the first forward; float8 compute alone runs under FSDP1 (use_orig_params=True).',
@@ -76,25 +108,32 @@ function allGatherFindings(ir: ModelIR): Finding[] {
   }));
 }
 
-const PRECOMPUTE = /\bprecompute_float8_dynamic_scale_for_fsdp\s*\(/;
-
-/** The optimizer step PL703 reports (the file's first), when float8 all-gather is on, FSDP1 is not, and no precompute. */
-export function stepWithoutPrecompute(ir: ModelIR, text: string): number | undefined {
-  if (!ir.calls.some((c) => c.kind === 'float8_allgather') || ir.calls.some((c) => c.kind === 'fsdp1') || PRECOMPUTE.test(text)) return undefined;
+/**
+ * The optimizer step PL703 reports (the file's first), when float8 all-gather is on (here or in a file in reach),
+ * neither this file nor one in reach shards with FSDP1 (that is PL702), and none precomputes the scales. With the
+ * config in another file, the step is reported where the training loop is.
+ */
+export function stepWithoutPrecompute(ir: ModelIR, workspace: WorkspaceFacts = {}): number | undefined {
+  const reach = reachOf(ir, workspace);
+  const on = ir.calls.some((c) => c.kind === 'float8_allgather') || reach.allGather;
+  if (!on || ir.calls.some((c) => c.kind === 'fsdp1') || reach.fsdp1) return undefined;
+  if (ir.calls.some((c) => c.kind === 'float8_precompute') || reach.precompute) return undefined;
   const i = ir.calls.findIndex((c) => c.kind === 'optimizer_step');
   return i < 0 ? undefined : i;
 }
 
-function precomputeFindings(ir: ModelIR, text: string): Finding[] {
-  const callIndex = stepWithoutPrecompute(ir, text);
+function precomputeFindings(ir: ModelIR, workspace: WorkspaceFacts): Finding[] {
+  const callIndex = stepWithoutPrecompute(ir, workspace);
   if (callIndex === undefined) return [];
-  const config = ir.calls.find((c) => c.kind === 'float8_allgather')!;
+  const config = ir.calls.find((c) => c.kind === 'float8_allgather');
+  const other = config ? undefined : reachOf(ir, workspace).allGather;
   return [{
     code: 'PL703', span: ir.calls[callIndex].span, severity: 'information', callIndex,
     message: 'each float8 weight all-reduces its own scale; precompute_float8_dynamic_scale_for_fsdp(model) after this step does one',
-    related: [{ span: config.span, message: `float8 all-gather is on here: ${config.text}` }],
+    ...(config ? { related: [{ span: config.span, message: `float8 all-gather is on here: ${config.text}` }] } : {}),
     explanation: {
       facts: [
+        ...(other ? [`${other} turns torchao's float8 all-gather on (enable_fsdp_float8_all_gather=True); it is in this file's folder or imported by it, and no file there calls precompute_float8_dynamic_scale_for_fsdp.`] : []),
         "With enable_fsdp_float8_all_gather=True each float8 Linear's weight is cast to float8 before FSDP2's all-gather; without a precomputed scale the cast all-reduces that weight's amax across the mesh first (torchao 0.18, torchao/float8/fsdp_utils.py).",
         "precompute_float8_dynamic_scale_for_fsdp(model), run after the optimizer step, computes every weight's scale in one all-reduce; torchao's docstring says to run it there, and torchtitan calls it right after optimizers.step().",
       ],
@@ -106,8 +145,8 @@ function precomputeFindings(ir: ModelIR, text: string): Finding[] {
 
 export const scaleRules: RuleModule = {
   codes: ['PL701', 'PL702', 'PL703'],
-  check({ ir, text, workspace }: RuleContext): Finding[] {
-    return [...allGatherFindings(ir), ...precomputeFindings(ir, text), ...checkpointFindings(ir, workspace)];
+  check({ ir, workspace }: RuleContext): Finding[] {
+    return [...allGatherFindings(ir, workspace), ...precomputeFindings(ir, workspace), ...checkpointFindings(ir, workspace)];
   },
 };
 

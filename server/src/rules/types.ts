@@ -49,6 +49,14 @@ export interface WorkspaceFacts {
    * file (the script that compiles the model it imports), not a compiling script of another project of a monorepo.
    */
   compileFiles?: string[];
+  /**
+   * Where known, the files that turn torchao's float8 all-gather on, that shard with FSDP1, and that call
+   * precompute_float8_dynamic_scale_for_fsdp: PL702 / PL703 read those in reach of the file (its folder, the modules it
+   * imports) when the config, the sharding and the training step are in different files.
+   */
+  allGatherFiles?: string[];
+  fsdp1Files?: string[];
+  precomputeFiles?: string[];
   /** TE version of the selected interpreter, if known ("2.10.0"). */
   teVersion?: string;
   /** The file being checked (factsForFile sets it): per-file-ignores read it. */

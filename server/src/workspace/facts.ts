@@ -49,7 +49,10 @@ function merge(session: AnalysisSession | undefined, scan: ScanResult | undefine
   // PL306 read them by folder and import).
   const byPath = pathFacts(
     [...(session?.all() ?? [])].flatMap((d) => (d.analysis && d.uri.startsWith('file:') ? [[fileURLToPath(d.uri), fileFactsOf(d.analysis.ir)] as const] : [])),
-    { te: scan?.teFiles, compile: scan?.compileFiles, importers: scan?.stackFiles, gains: imported?.facts() },
+    {
+      te: scan?.teFiles, compile: scan?.compileFiles, importers: scan?.stackFiles, gains: imported?.facts(),
+      allGather: scan?.allGatherFiles, fsdp1: scan?.fsdp1Files, precompute: scan?.precomputeFiles,
+    },
   );
   return {
     anyAutocastRegion: open.anyAutocastRegion || (scan && scan.autocastFiles.size > 0) ? true : scanned ? false : undefined,

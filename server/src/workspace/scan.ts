@@ -20,6 +20,10 @@ const TRAIN = /\.backward\s*\(|\b\w*(optim|optimizer|opt)\w*\s*\.\s*step\s*\(|\.
 /** A whole-model FP8 conversion or weight-quantization stack (one stack at a time: no te.* conversions then). */
 const OTHER_STACK = /\bconvert_to_float8_training\s*\(|(?<!def )\bfp8_for_compile\s*\(|\bBitsAndBytesConfig\s*\(|\bload_in_(?:4|8)bit\s*=\s*True|\bprepare_model_for_kbit_training\s*\(|mixed_precision\s*=\s*["']fp8["']/;
 const COMPILE = /\btorch\.compile\s*\(|\bcompile\s*\(\s*model/;
+/** torchao's float8 all-gather turned on, FSDP1's wrapper, torchao's scale precompute (PL702 / PL703 across files). */
+const ALL_GATHER = /\benable_fsdp_float8_all_gather\s*=\s*True\b/;
+const FSDP1 = /\bFullyShardedDataParallel\b/;
+const PRECOMPUTE = /\bprecompute_float8_dynamic_scale_for_fsdp\s*\(/;
 
 export interface ScanResult {
   files: number;
@@ -28,6 +32,10 @@ export interface ScanResult {
   trainFiles: Set<string>;
   /** Files that build te.* layers (outside the fallback's own code). */
   teFiles: Set<string>;
+  /** Files that turn torchao's float8 all-gather on, shard with FSDP1, precompute the float8 scales. */
+  allGatherFiles: Set<string>;
+  fsdp1Files: Set<string>;
+  precomputeFiles: Set<string>;
   /** Files that convert the model to FP8 with torchao/accelerate or quantize it (bitsandbytes / QLoRA), with the
    *  module names they import (and their dotted prefixes). */
   stackFiles: Map<string, string[]>;
@@ -43,7 +51,7 @@ const MAX_SCANNED_BYTES = 2_000_000;
 
 /** Walks `roots` (at most `maxFiles` .py files, files over `maxBytes` skipped). */
 export async function scanWorkspace(roots: string[], maxFiles = 5000, maxBytes = MAX_SCANNED_BYTES): Promise<ScanResult> {
-  const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), trainFiles: new Set(), teFiles: new Set(), stackFiles: new Map(), truncated: false, pythonFiles: [] };
+  const result: ScanResult = { files: 0, autocastFiles: new Set(), compileFiles: new Set(), trainFiles: new Set(), teFiles: new Set(), allGatherFiles: new Set(), fsdp1Files: new Set(), precomputeFiles: new Set(), stackFiles: new Map(), truncated: false, pythonFiles: [] };
   const queue = [...roots];
   while (queue.length) {
     const dir = queue.pop()!;
@@ -88,6 +96,9 @@ async function readInto(result: ScanResult, path: string, maxBytes: number): Pro
     if ((AUTOCAST.test(used) && TE_HINT.test(used)) || FALLBACK_AUTOCAST.test(used)) result.autocastFiles.add(path);
     if (TE_LAYER.test(used)) result.teFiles.add(path);
     if (COMPILE.test(text)) result.compileFiles.add(path);
+    if (ALL_GATHER.test(text)) result.allGatherFiles.add(path);
+    if (FSDP1.test(text)) result.fsdp1Files.add(path);
+    if (PRECOMPUTE.test(text)) result.precomputeFiles.add(path);
     if (TRAIN.test(text)) result.trainFiles.add(path);
     if (OTHER_STACK.test(text)) result.stackFiles.set(path, importedModuleNames(text));
   } catch {
@@ -128,6 +139,9 @@ export async function updateScan(previous: ScanResult, paths: readonly string[],
     compileFiles: new Set([...previous.compileFiles].filter((p) => !gone.has(p))),
     trainFiles: new Set([...previous.trainFiles].filter((p) => !gone.has(p))),
     teFiles: new Set([...previous.teFiles].filter((p) => !gone.has(p))),
+    allGatherFiles: new Set([...previous.allGatherFiles].filter((p) => !gone.has(p))),
+    fsdp1Files: new Set([...previous.fsdp1Files].filter((p) => !gone.has(p))),
+    precomputeFiles: new Set([...previous.precomputeFiles].filter((p) => !gone.has(p))),
     stackFiles: new Map([...previous.stackFiles].filter(([p]) => !gone.has(p))),
     truncated: previous.truncated,
     pythonFiles: previous.pythonFiles.filter((p) => !gone.has(p)),
