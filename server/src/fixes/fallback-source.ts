@@ -734,7 +734,8 @@ def ${FUSE_FACTORY}(norm, module, attr=None, returns="module"):
 
 def _pl_te_activation(act, gated):
     """TE's name for the activation module act (a config's choice, ACT2FN[...]) where TE computes the same function:
-    SiLU, ReLU, GELU's tanh approximation (TE's gelu); else None."""
+    SiLU, ReLU, GELU's tanh approximation (TE's gelu; transformers' gelu_pytorch_tanh, gelu_new, gelu_fast write the
+    same formula), x * sigmoid(1.702 x) (TE's qgelu, transformers' quick_gelu); else None (the exact GELU among them)."""
     if act is None or getattr(act, "_forward_hooks", None) or getattr(act, "_forward_pre_hooks", None):
         return None
     name = type(act).__name__
@@ -742,11 +743,14 @@ def _pl_te_activation(act, gated):
         base = "silu"
     elif name == "ReLU":
         base = "relu"
-    elif name in ("PytorchGELUTanh", "GELUTanh") or (name == "GELU" and getattr(act, "approximate", None) == "tanh"):
+    elif name in ("PytorchGELUTanh", "GELUTanh", "NewGELUActivation", "FastGELUActivation") \\
+            or (name == "GELU" and getattr(act, "approximate", None) == "tanh"):
         base = "gelu"
+    elif name == "QuickGELUActivation":
+        base = "qgelu"
     else:
         return None
-    return {"silu": "swiglu", "relu": "reglu", "gelu": "geglu"}[base] if gated else base
+    return {"silu": "swiglu", "relu": "reglu", "gelu": "geglu", "qgelu": "qgeglu"}[base] if gated else base
 
 
 def _pl_mlp_forward(module, x):
