@@ -453,7 +453,7 @@ describe('fixes: a Hugging Face MLP whose activation the config chooses is fused
       ...FAKE_HOPPER,
       'import transformer_engine.pytorch as te',
       'conv, orig = importlib.import_module("converted"), importlib.import_module("original")',
-      'for act in ("silu", "gelu_pytorch_tanh", "gelu"):',
+      'for act in ("silu", "gelu_pytorch_tanh", "quick_gelu", "gelu"):',
       '    torch.manual_seed(0)',
       '    ref = orig.DecoderLayer(orig.Config(hidden_act=act))',
       '    net = conv.DecoderLayer(conv.Config(hidden_act=act))',
@@ -468,6 +468,7 @@ describe('fixes: a Hugging Face MLP whose activation the config chooses is fused
     assert.equal(out.status, 0, out.output);
     assert.match(out.stdout, /^silu _PLNormMLP swiglu max diff (\S+)$/m, out.output);
     assert.match(out.stdout, /^gelu_pytorch_tanh _PLNormMLP geglu max diff (\S+)$/m, out.output);
+    assert.match(out.stdout, /^quick_gelu _PLNormMLP qgeglu max diff (\S+)$/m, out.output);
     assert.match(out.stdout, /^gelu NoneType None max diff (\S+)$/m, out.output);
     for (const m of out.stdout.matchAll(/max diff (\S+)$/gm)) assert.ok(Number(m[1]) < 1e-5, out.output);
   });

@@ -112,8 +112,9 @@ class LayerNormLinear(Linear):
         return super().forward(y, is_first_microbatch)
 
 
-_ACTIVATIONS = {"gelu": lambda t: F.gelu(t, approximate="tanh"), "relu": F.relu, "silu": F.silu}
-_GATED = {"geglu": "gelu", "reglu": "relu", "swiglu": "silu"}
+_ACTIVATIONS = {"gelu": lambda t: F.gelu(t, approximate="tanh"), "relu": F.relu, "silu": F.silu,
+                "qgelu": lambda t: t * torch.sigmoid(1.702 * t)}
+_GATED = {"geglu": "gelu", "reglu": "relu", "swiglu": "silu", "qgeglu": "qgelu"}
 
 
 class LayerNormMLP(torch.nn.Module):
