@@ -292,6 +292,16 @@ describe('precision-lens measure', function () {
     // Without it: none of the recipe.
     const plain = benchArgs('bench.py', { ...options, lossCheck: undefined }, '/ws', '/copy', 'fp8_fallback');
     assert.ok(!plain.includes('--lr-warmup') && !plain.includes('--repeat-original') && !plain.includes('--steps'));
+    assert.ok(!args.includes('--warm-start-steps'));
+  });
+
+  it('--warm-start N passes the warm start to the loss check, and is refused without it', () => {
+    const parsed = parseArgs(['measure', '.', '--workload', 'model:build', '--loss-check', '--warm-start', '100']);
+    const options = (parsed as Extract<typeof parsed, { kind: 'measure' }>).options;
+    const args = benchArgs('bench.py', options, '/ws', '/copy', 'fp8_fallback');
+    assert.equal(args[args.indexOf('--warm-start-steps') + 1], '100');
+    assert.throws(() => parseArgs(['measure', '.', '--workload', 'model:build', '--warm-start', '100']), (e: Error) => e instanceof UsageError && /only with --loss-check/.test(e.message));
+    assert.throws(() => parseArgs(['measure', '.', '--workload', 'model:build', '--loss-check', '--warm-start', '0']), (e: Error) => e instanceof UsageError);
   });
 
   it('the table gets an eval loss column and the verdict judges FP8 against 1 % and the noise floor', () => {

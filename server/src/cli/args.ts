@@ -75,6 +75,8 @@ export interface MeasureOptions {
   /** The loss comparison: a training recipe (warm-up, cosine, clipping), 200 steps unless --steps, the eval loss on
    *  batches never trained on, and the original run twice (the noise floor). */
   lossCheck?: boolean;
+  /** With the loss check: every arm starts from the original's weights after N BF16 steps (bench --warm-start-steps). */
+  warmStart?: number;
   /** text: progress on stderr and a table at the end; jsonl: the benchmark's JSON lines on stdout (the sidebar). */
   format: 'text' | 'jsonl';
   /** Install SIGINT/SIGTERM handlers that stop the benchmark and remove the copy (off in tests run in-process). */
@@ -99,7 +101,7 @@ export const USAGE = `Usage:
   precision-lens measure [DIR] --workload MODULE:FUNCTION [--python PATH] [--peer torchao|none] [--steps N]
                                [--warmup N] [--compile|--no-compile] [--batch N] [--seq N] [--device auto|cuda|cpu]
                                [--json-out FILE] [--keep] [--format text|jsonl] [--convert-losing-layers]
-                               [--loss-check] [--peer-eager]
+                               [--loss-check [--warm-start N]] [--peer-eager]
   precision-lens --help | --version
 
 PATH is a file or a directory; directories are searched for *.py files (skipping .git, node_modules, __pycache__
@@ -133,7 +135,9 @@ with the peer's, measured in the same process.
 --loss-check makes it the loss comparison: 200 steps (or --steps) of a real training recipe (AdamW at the learning
 rate of the model's size, GPT-3's table: 6e-4 up to 125 M parameters, 2.5e-4 at 760 M; linear warm-up over a tenth of the steps, cosine to lr/10, gradient clipping 1.0), the eval loss of each arm on 8 batches it
 never trained on, and the original run a second time, whose difference from the first is the noise floor the FP8
-difference is judged against (no torchao peer unless --peer torchao).
+difference is judged against (no torchao peer unless --peer torchao). --warm-start N first trains the original N steps
+in BF16 and starts every arm from those weights: the comparison then begins past the first steps' loss spikes, where
+two runs from one random init part most.
 --jobs N analyses on N threads (default: the PRECISION_LENS_JOBS environment variable, else one per CPU core when the
 inputs are large enough to repay starting the threads); --jobs 1 analyses in-process. The output is the same either way.`;
 
@@ -290,6 +294,7 @@ export function parseMeasureArgs(rest: readonly string[]): MeasureOptions {
       case '--convert-losing-layers': noValue(); options.convertLosingLayers = true; break;
       case '--loss-check': noValue(); options.lossCheck = true; break;
       case '--peer-eager': noValue(); options.peerEager = true; break;
+      case '--warm-start': options.warmStart = count(flag, value(), 1); break;
       case '--format': case '-f': options.format = oneOf(flag, value(), ['text', 'jsonl'] as const); break;
       default: throw new UsageError(`measure: unknown option '${arg}'`);
     }
@@ -300,5 +305,6 @@ export function parseMeasureArgs(rest: readonly string[]): MeasureOptions {
   if (options.peerEager && measurePeer(options) === 'none') {
     throw new UsageError(`--peer-eager: no torchao peer runs (${options.peer === 'none' ? '--peer none' : '--loss-check leaves it out unless --peer torchao'})`);
   }
+  if (options.warmStart !== undefined && !options.lossCheck) throw new UsageError('--warm-start: only with --loss-check (it sets where the loss comparison starts)');
   return { ...options, dir: dirs[0] ?? '.', workload };
 }

@@ -204,6 +204,7 @@ export function benchArgs(script: string, options: MeasureOptions, workspace: st
     // (2026-12-05-loss-lr).
     args.push('--lr', 'auto', '--lr-warmup', String(Math.max(1, Math.round(steps! / 10))), '--lr-schedule', 'cosine',
       '--clip-grad', '1.0', '--eval-loss-batches', '8', '--repeat-original');
+    if (options.warmStart) args.push('--warm-start-steps', String(options.warmStart));
   }
   if (options.warmup !== undefined) args.push('--warmup', String(options.warmup));
   if (options.batch !== undefined) args.push('--batch', String(options.batch));
