@@ -5,8 +5,9 @@
  * GPU answering sm_90 and test/python/fake_te, whose te.distributed.checkpoint re-enters the forward's FP8 state for
  * the recompute, as TE's does), the backward's recompute runs the te.* layers in FP8 again, where torch's checkpoint
  * recomputes them outside the FP8 autocast: the mistake PL701 reports, shown on the same model. The same for blocks
- * wrapped with torch's checkpoint_wrapper, given checkpoint_fn=fp8_checkpoint, and for FSDP's
- * apply_activation_checkpointing given that wrapper.
+ * wrapped with torch's checkpoint_wrapper, given checkpoint_fn=fp8_checkpoint, for FSDP's
+ * apply_activation_checkpointing given that wrapper, and for a Hugging Face model's gradient_checkpointing_enable()
+ * with the model handed through fp8_gradient_checkpointing.
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -89,6 +90,7 @@ describe(`PL701: checkpointed blocks recompute in FP8 through fp8_checkpoint (${
     ['checkpoint_sequential: fp8_checkpoint_sequential', 'sequential', 'Segmented', /^ {8}return fp8_checkpoint_sequential\(self\.blocks, 3, x, use_reentrant=False\)$/m, 6, 4],
     ['checkpoint_wrapper (FSDP\'s activation checkpointing), given checkpoint_fn=fp8_checkpoint', 'wrapped', 'Wrapped', /checkpoint_wrapper\(Block\(d\), checkpoint_fn=fp8_checkpoint, use_reentrant=False\)/, 4, 4],
     ['apply_activation_checkpointing with its default wrapper, given one with checkpoint_fn=fp8_checkpoint', 'applied', 'Applied', /apply_activation_checkpointing\(model, check_fn=lambda m: isinstance\(m, Block\), checkpoint_wrapper_fn=partial\(checkpoint_wrapper, checkpoint_fn=fp8_checkpoint, use_reentrant=False\)\)/, 4, 4],
+    ['Hugging Face\'s gradient_checkpointing_enable, the model handed through fp8_gradient_checkpointing', 'hf', 'Checkpointed', /^ {8}fp8_gradient_checkpointing\(self\)\.gradient_checkpointing_enable\(gradient_checkpointing_kwargs=\{"use_reentrant": False\}\)$/m, 4, 4],
   ];
   for (const [what, file, cls, fixed, forward, recompute] of forms) {
     it(`${what}: the same outputs and gradients without TE; where FP8 runs, ${recompute} of ${forward} te.* GEMMs recompute in FP8`, function () {

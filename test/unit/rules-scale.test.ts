@@ -131,6 +131,29 @@ describe('PL701: torch\'s activation checkpoint around te.* layers', () => {
     assert.deepEqual((await check(SCRIPT, { path: '/p/train.py' })).findings, [], 'no te.* layers anywhere');
   });
 
+  it('Hugging Face\'s gradient_checkpointing_enable on a model whose layers run through TE: the fix hands the model through fp8_gradient_checkpointing', async () => {
+    const SCRIPT = [
+      'import torch',
+      'from modeling import MyModel',
+      '',
+      'model = MyModel.from_pretrained("ckpt")',
+      'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})',
+      'optimizer = torch.optim.AdamW(model.parameters())',
+      '',
+    ].join('\n');
+    const facts = { path: '/p/train.py', teFiles: ['/p/modeling.py'] };
+    const { ir, findings } = await check(SCRIPT, facts);
+    assert.deepEqual(findings.map((f) => [f.span.startLine, f.message]), [[4, 'gradient_checkpointing_enable makes the layers recompute te.* in BF16 with torch\'s checkpoint; use fp8_gradient_checkpointing']]);
+    const { fixes } = fixOutcome(SCRIPT, ir, findings[0], DEFAULT_SETTINGS, { fallbackModule: MODULE });
+    assert.equal(fixes[0].title, 'Recompute in FP8 with TE\'s checkpoint where FP8 runs: fp8_gradient_checkpointing(model) via fp8_fallback');
+    const out = applyEdits(SCRIPT, fixes[0].edits);
+    assert.match(out, /^fp8_gradient_checkpointing\(model\)\.gradient_checkpointing_enable\(gradient_checkpointing_kwargs=\{"use_reentrant": False\}\)$/m);
+    assert.match(out, /^from fp8_fallback import fp8_gradient_checkpointing$/m);
+    assert.equal(pyCompileError(out), undefined);
+    assert.deepEqual((await check(out, facts)).findings, [], 'handed through: quiet');
+    assert.deepEqual((await check(SCRIPT, { path: '/p/train.py' })).findings, [], 'a library model, no te.* layers: quiet');
+  });
+
   describe('torch\'s checkpoint_wrapper without checkpoint_fn (FSDP\'s activation checkpointing)', () => {
     const WRAPPED = MODEL.replace('from torch.utils.checkpoint import checkpoint',
       'from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper')

@@ -99,7 +99,7 @@ const RECIPE_FIELDS: Record<string, string[]> = {
   DelayedScaling: ['margin', 'fp8_format', 'amax_history_len', 'amax_compute_algo'],
   Float8CurrentScaling: ['fp8_format'],
 };
-const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|checkpoint_sequential|checkpoint_wrapper|partial|apply_activation_checkpointing|Float8LinearConfig|FullyShardedDataParallel|FSDP|precompute_float8_dynamic_scale_for_fsdp|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
+const CALL_LAST = /^(scaled_dot_product_attention|checkpoint|checkpoint_sequential|checkpoint_wrapper|partial|apply_activation_checkpointing|Float8LinearConfig|FullyShardedDataParallel|FSDP|precompute_float8_dynamic_scale_for_fsdp|gradient_checkpointing_enable|backward|load_state_dict|half|bfloat16|step|compile|to|type|view|copy_|from_pretrained|from_config)$/;
 const TORCH_CHECKPOINT_WRAPPER_MODULE = 'torch.distributed.algorithms._checkpoint.checkpoint_wrapper';
 const TORCH_CHECKPOINT_WRAPPER = `${TORCH_CHECKPOINT_WRAPPER_MODULE}.checkpoint_wrapper`;
 /** The argument given by name or at its position, or possibly through a `**kwargs` splat: as far as the text tells. */
@@ -311,6 +311,12 @@ function namedCallFact(scan: CallScan, site: CallSite): boolean {
       }
       return false;
     }
+    case 'gradient_checkpointing_enable':
+      // Hugging Face's switch: the model's layers then call torch.utils.checkpoint.checkpoint (through
+      // _gradient_checkpointing_func) in their forward. A method of a model named plainly (`model.`, `self.model.`);
+      // handed through fp8_gradient_checkpointing(model) first, the receiver is a call and this is not reached.
+      if (receiver && /^[A-Za-z_][\w.]*$/.test(receiver)) push('checkpoint');
+      return true;
     case 'precompute_float8_dynamic_scale_for_fsdp':
       // torchao's one all-reduce for every float8 weight's scale (PL703 asks for it after the optimizer step): the name
       // is torchao's alone, so any call of it counts, imported or reached through a module of the project.

@@ -61,6 +61,8 @@ export const ATTENTION_FACTORY = 'fp8_attention';
 export const CHECKPOINT_FACTORY = 'fp8_checkpoint';
 /** torch.utils.checkpoint.checkpoint_sequential, its segments through fp8_checkpoint where FP8 runs (PL701). */
 export const CHECKPOINT_SEQUENTIAL_FACTORY = 'fp8_checkpoint_sequential';
+/** A Hugging Face model whose gradient checkpointing goes through fp8_checkpoint (PL701). */
+export const HF_CHECKPOINT_FACTORY = 'fp8_gradient_checkpointing';
 
 /** Factories that build te.* where FP8 runs and the model's own class (behind a lambda) elsewhere, per layer kind. */
 export const KEEP_CLASS_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', string> = {
@@ -80,7 +82,7 @@ export const FALLBACK_EXPORTS = [
   'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or',
   'fp8_linear_from', 'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONV1D_FACTORY, CONTEXT_FACTORY, 'FP8_RECIPE',
   'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', FUSE_FACTORY, FUSE_MLP_FACTORY, FUSED_CLASS_NAME, 'te', 'te_recipe',
-  COMPILE_FACTORY, ATTENTION_FACTORY, CHECKPOINT_FACTORY, CHECKPOINT_SEQUENTIAL_FACTORY,
+  COMPILE_FACTORY, ATTENTION_FACTORY, CHECKPOINT_FACTORY, CHECKPOINT_SEQUENTIAL_FACTORY, HF_CHECKPOINT_FACTORY,
 ] as const;
 
 export interface FallbackSourceOptions {
@@ -939,6 +941,37 @@ def ${CHECKPOINT_SEQUENTIAL_FACTORY}(functions, segments, input, use_reentrant=N
         end = start + size - 1
         input = ${CHECKPOINT_FACTORY}(run(functions[start:end + 1]), input, **kwargs)
     return run(functions[end + 1:])(input)
+
+
+def _pl_checkpoint_through_fp8(model):
+    """Each module's _gradient_checkpointing_func that is torch's checkpoint (Hugging Face's, bound with its
+    arguments by gradient_checkpointing_enable) becomes fp8_checkpoint with the same arguments."""
+    import functools
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+    for module in model.modules():
+        func = module.__dict__.get("_gradient_checkpointing_func")
+        if isinstance(func, functools.partial) and func.func is torch_checkpoint:
+            module._gradient_checkpointing_func = functools.partial(${CHECKPOINT_FACTORY}, *func.args, **func.keywords)
+        elif func is torch_checkpoint:
+            module._gradient_checkpointing_func = ${CHECKPOINT_FACTORY}
+
+
+def _pl_gradient_checkpointing_enable(model, *args, **kwargs):
+    out = type(model).gradient_checkpointing_enable(model, *args, **kwargs)
+    _pl_checkpoint_through_fp8(model)
+    return out
+
+
+def ${HF_CHECKPOINT_FACTORY}(model):
+    """model (a Hugging Face model) with its gradient checkpointing through ${CHECKPOINT_FACTORY}: TE's checkpoint
+    where FP8 runs, whose recompute runs the te.* layers in FP8 again, where torch's (which Hugging Face installs)
+    recomputes them outside the FP8 autocast, in BF16; torch's elsewhere. It applies to what is enabled already and
+    to every later model.gradient_checkpointing_enable(...) (Trainer's included). Returns model."""
+    import functools
+    if callable(getattr(type(model), "gradient_checkpointing_enable", None)):
+        model.gradient_checkpointing_enable = functools.partial(_pl_gradient_checkpointing_enable, model)
+    _pl_checkpoint_through_fp8(model)
+    return model
 `;
 }
 

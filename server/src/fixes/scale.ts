@@ -11,7 +11,7 @@
  */
 import type { NotableCall } from '../analysis/ir';
 import { insert, replace, type TextEdit } from './edits';
-import { CHECKPOINT_FACTORY, CHECKPOINT_SEQUENTIAL_FACTORY } from './fallback-source';
+import { CHECKPOINT_FACTORY, CHECKPOINT_SEQUENTIAL_FACTORY, HF_CHECKPOINT_FACTORY } from './fallback-source';
 import { outcome, refuse, type FixContext, type FixOutcome } from './types';
 import { bringInFallback } from './wrapper';
 import { addImport, attributeAccess } from './imports';
@@ -67,6 +67,7 @@ export function teCheckpoint(ctx: FixContext, call: NotableCall): FixOutcome {
   const form = checkpointForm(call);
   const factory = form === 'sequential' ? CHECKPOINT_SEQUENTIAL_FACTORY : CHECKPOINT_FACTORY;
   let edits: TextEdit[] | TextEdit | string;
+  if (form === 'hf') return hfCheckpoint(ctx, call);
   if (form === 'apply') edits = applyEdits(ctx, call);
   else if (form === 'wrapper' || form === 'partial') edits = wrapperEdit(ctx, call, form);
   else if (ctx.text.startsWith(call.callee, start)) edits = replace(start, start + call.callee.length, factory);
@@ -80,6 +81,26 @@ export function teCheckpoint(ctx: FixContext, call: NotableCall): FixOutcome {
     title: `Recompute in FP8 with TE's checkpoint where FP8 runs: ${what} via ${bring.where}`,
     kind: 'quickfix', codes: ['PL701'], safe: false, isPreferred: true,
     edits: [...(Array.isArray(edits) ? edits : [edits]), ...bring.edits],
+    ...(bring.createFiles.length ? { createFiles: bring.createFiles } : {}),
+  }]);
+}
+
+/**
+ * PL701's fix for Hugging Face's `model.gradient_checkpointing_enable(...)`: the model handed through the fallback's
+ * fp8_gradient_checkpointing first, `fp8_gradient_checkpointing(model).gradient_checkpointing_enable(...)`, which swaps
+ * the torch checkpoint Hugging Face installs for fp8_checkpoint (with its arguments) now and at every later call.
+ */
+function hfCheckpoint(ctx: FixContext, call: NotableCall): FixOutcome {
+  const start = call.span.startOffset;
+  const receiver = call.receiver;
+  if (!receiver || !ctx.text.startsWith(`${receiver}.`, start)) return refuse('No automatic fix: the model is not named plainly before .gradient_checkpointing_enable(...).');
+  const bring = bringInFallback(ctx, [HF_CHECKPOINT_FACTORY]);
+  if (bring.refusal) return refuse(`No automatic fix: ${bring.refusal}`);
+  return outcome([{
+    id: `PL701:${start}`,
+    title: `Recompute in FP8 with TE's checkpoint where FP8 runs: ${HF_CHECKPOINT_FACTORY}(${receiver}) via ${bring.where}`,
+    kind: 'quickfix', codes: ['PL701'], safe: false, isPreferred: true,
+    edits: [insert(start, `${HF_CHECKPOINT_FACTORY}(`), insert(start + receiver.length, ')'), ...bring.edits],
     ...(bring.createFiles.length ? { createFiles: bring.createFiles } : {}),
   }]);
 }

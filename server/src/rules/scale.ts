@@ -39,11 +39,13 @@ export function checkpointCalls(ir: ModelIR, workspace: WorkspaceFacts): number[
  * How a PL701 call reaches torch's checkpoint: called (`checkpoint(fn, x)`), by checkpoint_sequential (`sequential`),
  * through torch's checkpoint_wrapper given no
  * checkpoint_fn (`wrapper`), the same wrapper bound with `partial` (`partial`), or FSDP's apply_activation_checkpointing
- * with that wrapper, its default (`apply`).
+ * with that wrapper, its default (`apply`), or Hugging Face's `model.gradient_checkpointing_enable()` (`hf`), which has
+ * the model's layers call torch's checkpoint through their _gradient_checkpointing_func.
  */
-export type CheckpointForm = 'call' | 'sequential' | 'wrapper' | 'partial' | 'apply';
+export type CheckpointForm = 'call' | 'sequential' | 'wrapper' | 'partial' | 'apply' | 'hf';
 
 export function checkpointForm(call: NotableCall): CheckpointForm {
+  if (/(^|\.)gradient_checkpointing_enable$/.test(call.callee)) return 'hf';
   if (/(^|\.)checkpoint_wrapper$/.test(call.callee)) return 'wrapper';
   if (/(^|\.)partial$/.test(call.callee)) return 'partial';
   if (/(^|\.)apply_activation_checkpointing$/.test(call.callee)) return 'apply';
@@ -174,6 +176,11 @@ const CHECKPOINT_TEXT: Record<CheckpointForm, { message: string; fact: (call: No
     message: `checkpoint_wrapper recomputes te.* layers outside FP8 autocast, in BF16; pass checkpoint_fn=fp8_checkpoint (TE's checkpoint)`,
     fact: (call) => `${call.callee}(${call.args.$0}, ...) without checkpoint_fn wraps the module in torch.utils.checkpoint.checkpoint, which recomputes its forward during the backward pass, outside TE's FP8 autocast.`,
     fix: WRAPPER_FIX,
+  },
+  hf: {
+    message: `gradient_checkpointing_enable makes the layers recompute te.* in BF16 with torch's checkpoint; use fp8_gradient_checkpointing`,
+    fact: (call) => `${call.callee}(...) sets each layer's _gradient_checkpointing_func to torch.utils.checkpoint.checkpoint (Hugging Face's gradient checkpointing), which recomputes the layer's forward during the backward pass, outside TE's FP8 autocast.`,
+    fix: "The fix hands the model through fp8_gradient_checkpointing(model) first: the checkpoint function Hugging Face installs becomes fp8_checkpoint with the same arguments (use_reentrant and the rest), TE's checkpoint where FP8 runs and torch's elsewhere, now and at every later gradient_checkpointing_enable call (Trainer's included).",
   },
   apply: {
     message: `apply_activation_checkpointing recomputes te.* layers outside FP8 autocast, in BF16; wrap with checkpoint_fn=fp8_checkpoint`,
