@@ -81,7 +81,7 @@ function fusedMlpFinding(ir: ModelIR, f: Fusion, norm: ModelIR['layers'][number]
   const fc2 = ir.layers[m.fc2];
   const owner = f.owner!;
   const linears = m.upAttr ? `${f.linearAttr}, ${m.upAttr}` : f.linearAttr;
-  const stacked = m.upAttr ? `, ${f.linearAttr}'s weight stacked over ${m.upAttr}'s (TE's gated activations apply the activation to the first half and multiply by the second)` : '';
+  const stacked = m.upAttr ? `, ${f.linearAttr}'s weight stacked over ${m.upAttr}'s (TE's gated activations apply the activation to the first half and multiply by the second; with per-tensor FP8 scaling the stacked weight shares one scale)` : '';
   const activation = m.activation ?? `self.${m.activationFrom}`;
   const teActivation = m.activation
     ? `activation="${m.activation}"`
