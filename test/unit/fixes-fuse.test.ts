@@ -73,11 +73,11 @@ describe('fixes: a norm that feeds only one Linear is fused into te.LayerNormLin
     const { ir, findings } = analyse(INPUT);
     const pl105 = findings.filter((f) => f.code === 'PL105');
     assert.deepEqual(pl105.map((f) => f.message), [
-      'self.ffn_norm feeds only feed_forward, an MLP (w1, w3 -> swiglu -> w2): fuse it as te.LayerNormMLP where FP8 runs',
-      'self.mlp_norm feeds only relu_mlp, an MLP (fc1 -> relu -> fc2): fuse it as te.LayerNormMLP where FP8 runs',
-      'self.ln_2 feeds only mlp, an MLP (gate, up -> swiglu -> down): fuse it as te.LayerNormMLP where FP8 runs',
+      'self.ffn_norm feeds only feed_forward, a gated MLP: fuse both as te.LayerNormMLP where FP8 runs',
+      'self.mlp_norm feeds only relu_mlp, an MLP: fuse both as te.LayerNormMLP where FP8 runs',
+      'self.ln_2 feeds only mlp, a gated MLP: fuse both as te.LayerNormMLP where FP8 runs',
     ]);
-    assert.match(pl105[0].explanation!.facts.join(' '), /FeedForward\.forward is self\.dropout\(self\.w2\(F\.silu\(self\.w1\(x\)\) \* self\.w3\(x\)\)\)\..*te\.LayerNormMLP\(hidden_size=64, ffn_hidden_size=96, normalization="LayerNorm", activation="swiglu"\) computes the same block, w1's weight stacked over w3's/);
+    assert.match(pl105[0].explanation!.facts.join(' '), /FeedForward\.forward is self\.dropout\(self\.w2\(F\.silu\(self\.w1\(x\)\) \* self\.w3\(x\)\)\): w1, w3 -> swiglu -> w2\..*te\.LayerNormMLP\(hidden_size=64, ffn_hidden_size=96, normalization="LayerNorm", activation="swiglu"\) computes the same block, w1's weight stacked over w3's/);
     const ff = fixOutcome(INPUT, ir, pl105[0], SETTINGS);
     assert.deepEqual(ff.fixes.map((f) => f.title), ['Fuse self.ffn_norm into feed_forward (te.LayerNormMLP where FP8 runs, converting 3 Linears)']);
     const text = applyEdits(INPUT, ff.fixes[0].edits);
@@ -188,8 +188,8 @@ describe('fixes: a norm that feeds only one Linear is fused into te.LayerNormLin
     const { ir, findings } = analyse(text);
     assert.deepEqual(findFusions(ir, text).map((f) => describeFusion(ir, f)), ['DecoderLayer.self.post_attention_layernorm -> mlp (gate_proj, up_proj -> self.act_fn -> down_proj)']);
     const pl105 = findings.find((f) => f.code === 'PL105')!;
-    assert.equal(pl105.message, 'self.post_attention_layernorm feeds only mlp, an MLP (gate_proj, up_proj -> self.act_fn -> down_proj): fuse it as te.LayerNormMLP where FP8 runs');
-    assert.match(pl105.explanation!.facts.join(' '), /MLP\.forward is self\.down_proj\(self\.act_fn\(self\.gate_proj\(x\)\) \* self\.up_proj\(x\)\)\..*activation=TE's name for self\.act_fn, read when the model is built \(swiglu for SiLU, reglu for ReLU, geglu for tanh GELU; any other leaves the MLP as built\)/);
+    assert.equal(pl105.message, 'self.post_attention_layernorm feeds only mlp, a gated MLP: fuse both as te.LayerNormMLP where FP8 runs');
+    assert.match(pl105.explanation!.facts.join(' '), /MLP\.forward is self\.down_proj\(self\.act_fn\(self\.gate_proj\(x\)\) \* self\.up_proj\(x\)\): gate_proj, up_proj -> self\.act_fn -> down_proj\..*activation=TE's name for self\.act_fn, read when the model is built \(swiglu for SiLU, reglu for ReLU, geglu for tanh GELU; any other leaves the MLP as built\)/);
     const fixed = applyEdits(text, fixOutcome(text, ir, pl105, SETTINGS).fixes[0].edits);
     assert.match(fixed, /^ {8}self\.post_attention_layernorm = fp8_fuse_mlp\(RMSNorm\(config\.hidden_size, eps=config\.rms_norm_eps\), self\.mlp, "gate_proj", "down_proj", up="up_proj", activation_from="act_fn", returns="norm"\)$/m);
     assert.equal(pyCompileError(fixed), undefined);

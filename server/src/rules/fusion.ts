@@ -88,14 +88,14 @@ function fusedMlpFinding(ir: ModelIR, f: Fusion, norm: ModelIR['layers'][number]
     : `activation=TE's name for self.${m.activationFrom}, read when the model is built (${m.upAttr ? 'swiglu for SiLU, reglu for ReLU, geglu for tanh GELU' : 'silu, relu, gelu for tanh GELU'}; any other leaves the MLP as built)`;
   return {
     code: 'PL105', span: norm.span, severity: 'hint', layerIndex: f.norm,
-    message: `${layerLabel(norm)} feeds only ${owner.attr}, an MLP (${linears} -> ${activation} -> ${m.fc2Attr}): fuse it as te.LayerNormMLP where FP8 runs`,
+    message: `${layerLabel(norm)} feeds only ${owner.attr}, ${m.upAttr ? 'a gated MLP' : 'an MLP'}: fuse both as te.LayerNormMLP where FP8 runs`,
     related: [
       ...(related ?? []),
       ...fusedLinears(f).slice(1).map((i) => ({ span: ir.layers[i].span, message: `${layerLabel(ir.layers[i])} is built here (class ${owner.className})` })),
     ],
     explanation: {
       facts: [
-        `In ${f.normClass}.forward the norm's output goes only to self.${owner.attr}, and ${owner.className}.forward is ${mlpExpression(f)}.`,
+        `In ${f.normClass}.forward the norm's output goes only to self.${owner.attr}, and ${owner.className}.forward is ${mlpExpression(f)}: ${linears} -> ${activation} -> ${m.fc2Attr}.`,
         `te.LayerNormMLP(hidden_size=${dimText(fc1.inFeatures)}, ffn_hidden_size=${dimText(fc1.outFeatures)}, normalization="${normalization}", ${teActivation}) computes the same block${stacked}.`,
       ],
       consequence: `One module normalises and casts to FP8 in one pass, runs ${f.linearAttr}${m.upAttr ? ` and ${m.upAttr}` : ''} as one GEMM, applies the activation and casts in one pass, then runs ${layerLabel(fc2)}: the BF16 activations between them are not written out and read back.`,

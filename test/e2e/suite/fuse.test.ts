@@ -49,7 +49,7 @@ describe('PL104: fuse a norm into the Linear it feeds', function () {
     const norm = lineOf(doc, 'self.ffn_norm = ');
     const [hint] = (await waitForDiagnostics(doc.uri, (ds) => ds.some((d) => codeOf(d) === 'PL105' && d.range.start.line === norm), 'PL105 on ffn_norm', 60_000))
       .filter((d) => codeOf(d) === 'PL105');
-    assert.strictEqual(hint.message, 'self.ffn_norm feeds only feed_forward, an MLP (w1, w3 -> swiglu -> w2): fuse it as te.LayerNormMLP where FP8 runs');
+    assert.strictEqual(hint.message, 'self.ffn_norm feeds only feed_forward, a gated MLP: fuse both as te.LayerNormMLP where FP8 runs');
     const title = 'Fuse self.ffn_norm into feed_forward (te.LayerNormMLP where FP8 runs, converting 3 Linears)';
     const action = await waitFor(async () => {
       const items = await vscode.commands.executeCommand<vscode.CodeAction[]>('vscode.executeCodeActionProvider', doc.uri, hint.range, vscode.CodeActionKind.QuickFix.value);
