@@ -405,6 +405,13 @@ describe('fixes: a norm fused into te.LayerNormLinear or te.LayerNormMLP compute
       '    c, d, e = net(x), twin(x), pickle.loads(pickle.dumps(net))(x)',
       'print("copy independent:", bool((c - d).abs().max() > 0), "pickled diff %.2e" % (c - e).abs().max().item())',
       ...(fp8 ? ['import transformer_engine.pytorch as te', 'print("fused calls:", te.CALLS.count("layernorm_mlp"), te.CALLS.count("layernorm_linear"))'] : []),
+      // A Linear of a fused MLP replaced afterwards (an adapter, a swapped layer): the MLP runs as written, with it.
+      'with torch.no_grad():',
+      '    ref.llama.feed_forward.w2 = torch.nn.Linear(96, 64, bias=False)',
+      '    net.llama.feed_forward.w2 = conv["fp8_linear"](96, 64, bias=False)',
+      '    net.llama.feed_forward.w2.weight.copy_(ref.llama.feed_forward.w2.weight)',
+      '    with region():',
+      '        print("replaced w2 diff %.2e" % (ref(x) - net(x)).abs().max().item())',
       // Asked to return the norm with no attribute to put the fused layer in, nothing is fused (the norm still normalises).
       'ln = conv["fp8_layernorm"](64)',
       'print("unplaced:", conv["fp8_fuse_norm"](ln, conv["fp8_linear"](64, 64), returns="norm") is ln, "forward" in vars(ln))',
@@ -435,6 +442,7 @@ describe('fixes: a norm fused into te.LayerNormLinear or te.LayerNormMLP compute
     // proj.fc, late.fc); four forwards (the model, its copy, the model again, the unpickled one).
     assert.match(fp8.stdout, /^fused calls: 16 16$/m, fp8.output);
     assert.match(fp8.stdout, /^unplaced: True False$/m, fp8.output);
+    assert.ok(Number(/^replaced w2 diff (\S+)$/m.exec(fp8.stdout)?.[1]) < 1e-5, fp8.output);
   });
 });
 

@@ -756,8 +756,16 @@ def _pl_te_activation(act, gated):
 
 
 def _pl_mlp_forward(module, x):
-    """The forward of an MLP fused into te.LayerNormMLP: the fused module, then the MLP's own dropout if it had one."""
-    y = module.__dict__["_pl_mlp"](x)
+    """The forward of an MLP fused into te.LayerNormMLP: the fused module, then the MLP's own dropout if it had one.
+    Where one of its Linears was replaced after the fusion (an adapter, a swapped layer), the fused module would read
+    the old one: the norm (which passes its input through) and the MLP's own forward then run as written instead."""
+    fused = module.__dict__["_pl_mlp"]
+    parts = fused.__dict__["_pl_parts"]
+    if any(module.__dict__["_pl_mlp_names"].get(k) and getattr(module, module.__dict__["_pl_mlp_names"][k], None) is not parts[k]
+           for k in ("fc1", "up", "fc2")):
+        norm = parts["norm"]
+        return type(module).forward(module, type(norm).forward(norm, x))
+    y = fused(x)
     dropout = module.__dict__.get("_pl_mlp_dropout")
     return getattr(module, dropout)(y) if dropout else y
 
@@ -802,6 +810,7 @@ def ${FUSE_MLP_FACTORY}(norm, module, fc1, fc2, up=None, activation=None, dropou
     fused.__dict__["_pl_weights_of"] = first
     import functools
     module.__dict__["_pl_mlp"], module.__dict__["_pl_mlp_dropout"] = fused, dropout  # not a child: no new checkpoint key
+    module.__dict__["_pl_mlp_names"] = {"fc1": fc1, "up": up, "fc2": fc2}
     module.forward = functools.partial(_pl_mlp_forward, module)
     return kept
 `;
