@@ -761,8 +761,8 @@ def _pl_mlp_forward(module, x):
     the old one: the norm (which passes its input through) and the MLP's own forward then run as written instead."""
     fused = module.__dict__["_pl_mlp"]
     parts = fused.__dict__["_pl_parts"]
-    if any(module.__dict__["_pl_mlp_names"].get(k) and getattr(module, module.__dict__["_pl_mlp_names"][k], None) is not parts[k]
-           for k in ("fc1", "up", "fc2")):
+    names = module.__dict__["_pl_mlp_names"]
+    if any(name and getattr(module, name, None) is not parts[key] for key, name in names.items()):
         norm = parts["norm"]
         return type(module).forward(module, type(norm).forward(norm, x))
     y = fused(x)

@@ -65,17 +65,18 @@ function applyEdits(ctx: FixContext, call: NotableCall): TextEdit[] | string {
 export function teCheckpoint(ctx: FixContext, call: NotableCall): FixOutcome {
   const start = call.span.startOffset;
   const form = checkpointForm(call);
-  const factory = form === 'sequential' ? CHECKPOINT_SEQUENTIAL_FACTORY : CHECKPOINT_FACTORY;
+  const factory = form === 'sequential' ? CHECKPOINT_SEQUENTIAL_FACTORY : form === 'hf' ? HF_CHECKPOINT_FACTORY : CHECKPOINT_FACTORY;
   let edits: TextEdit[] | TextEdit | string;
-  if (form === 'hf') return hfCheckpoint(ctx, call);
-  if (form === 'apply') edits = applyEdits(ctx, call);
+  if (form === 'hf') edits = hfEdits(ctx, call);
+  else if (form === 'apply') edits = applyEdits(ctx, call);
   else if (form === 'wrapper' || form === 'partial') edits = wrapperEdit(ctx, call, form);
   else if (ctx.text.startsWith(call.callee, start)) edits = replace(start, start + call.callee.length, factory);
   else edits = `No automatic fix: the call is not written as a plain name (torch.utils.checkpoint.${form === 'sequential' ? 'checkpoint_sequential' : 'checkpoint'}(...)).`;
   if (typeof edits === 'string') return refuse(edits);
   const bring = bringInFallback(ctx, [factory]);
   if (bring.refusal) return refuse(`No automatic fix: ${bring.refusal}`);
-  const what = form === 'apply' ? `checkpoint_wrapper_fn with checkpoint_fn=${CHECKPOINT_FACTORY}` : form === 'call' || form === 'sequential' ? `${factory}(...)` : `checkpoint_fn=${CHECKPOINT_FACTORY}`;
+  const what = form === 'apply' ? `checkpoint_wrapper_fn with checkpoint_fn=${CHECKPOINT_FACTORY}` : form === 'hf' ? `${factory}(${call.receiver})`
+    : form === 'call' || form === 'sequential' ? `${factory}(...)` : `checkpoint_fn=${CHECKPOINT_FACTORY}`;
   return outcome([{
     id: `PL701:${start}`,
     title: `Recompute in FP8 with TE's checkpoint where FP8 runs: ${what} via ${bring.where}`,
@@ -86,23 +87,15 @@ export function teCheckpoint(ctx: FixContext, call: NotableCall): FixOutcome {
 }
 
 /**
- * PL701's fix for Hugging Face's `model.gradient_checkpointing_enable(...)`: the model handed through the fallback's
+ * PL701's edit for Hugging Face's `model.gradient_checkpointing_enable(...)`: the model handed through the fallback's
  * fp8_gradient_checkpointing first, `fp8_gradient_checkpointing(model).gradient_checkpointing_enable(...)`, which swaps
  * the torch checkpoint Hugging Face installs for fp8_checkpoint (with its arguments) now and at every later call.
  */
-function hfCheckpoint(ctx: FixContext, call: NotableCall): FixOutcome {
+function hfEdits(ctx: FixContext, call: NotableCall): TextEdit[] | string {
   const start = call.span.startOffset;
   const receiver = call.receiver;
-  if (!receiver || !ctx.text.startsWith(`${receiver}.`, start)) return refuse('No automatic fix: the model is not named plainly before .gradient_checkpointing_enable(...).');
-  const bring = bringInFallback(ctx, [HF_CHECKPOINT_FACTORY]);
-  if (bring.refusal) return refuse(`No automatic fix: ${bring.refusal}`);
-  return outcome([{
-    id: `PL701:${start}`,
-    title: `Recompute in FP8 with TE's checkpoint where FP8 runs: ${HF_CHECKPOINT_FACTORY}(${receiver}) via ${bring.where}`,
-    kind: 'quickfix', codes: ['PL701'], safe: false, isPreferred: true,
-    edits: [insert(start, `${HF_CHECKPOINT_FACTORY}(`), insert(start + receiver.length, ')'), ...bring.edits],
-    ...(bring.createFiles.length ? { createFiles: bring.createFiles } : {}),
-  }]);
+  if (!receiver || !ctx.text.startsWith(`${receiver}.`, start)) return 'No automatic fix: the model is not named plainly before .gradient_checkpointing_enable(...).';
+  return [insert(start, `${HF_CHECKPOINT_FACTORY}(`), insert(start + receiver.length, ')')];
 }
 
 /**

@@ -57,7 +57,7 @@ export function checkpointForm(call: NotableCall): CheckpointForm {
  * What the files in reach of this one (its folder, the modules it imports: rules/compiled.ts inReach) do at scale,
  * beside what this file does: torchao's float8 all-gather config, FSDP1's wrapper and the scale precompute are often
  * in different files (the config with the model, the sharding and the loop in train.py). Each is the first such file
- * other than this one, or undefined; `here` says what this file does itself.
+ * other than this one, or undefined. Read once per check, and only for a file with a config or an optimizer step.
  */
 interface ScaleReach {
   allGather?: string;
@@ -82,19 +82,18 @@ function reachOf(ir: ModelIR, workspace: WorkspaceFacts): ScaleReach {
 const named = (path: string): string => path.slice(path.lastIndexOf('/') + 1);
 
 /** torchao float8 all-gather configs of this file where it, or a file in its reach, wraps with FSDP1. */
-export function allGatherWithFsdp1(ir: ModelIR, workspace: WorkspaceFacts = {}): number[] {
-  if (!ir.calls.some((c) => c.kind === 'float8_allgather')) return [];
-  if (!ir.calls.some((c) => c.kind === 'fsdp1') && !reachOf(ir, workspace).fsdp1) return [];
+function allGatherWithFsdp1(ir: ModelIR, reach: ScaleReach): number[] {
+  if (!ir.calls.some((c) => c.kind === 'fsdp1') && !reach.fsdp1) return [];
   const out: number[] = [];
   ir.calls.forEach((c, i) => { if (c.kind === 'float8_allgather') out.push(i); });
   return out;
 }
 
-function allGatherFindings(ir: ModelIR, workspace: WorkspaceFacts): Finding[] {
+function allGatherFindings(ir: ModelIR, reach: ScaleReach): Finding[] {
   const fsdp = ir.calls.find((c) => c.kind === 'fsdp1');
-  const other = fsdp ? undefined : reachOf(ir, workspace).fsdp1;
+  const other = fsdp ? undefined : reach.fsdp1;
   const where = fsdp ? 'this file shards' : `${named(other ?? 'another file')} shards`;
-  return allGatherWithFsdp1(ir, workspace).map((callIndex): Finding => ({
+  return allGatherWithFsdp1(ir, reach).map((callIndex): Finding => ({
     code: 'PL702', span: ir.calls[callIndex].span, severity: 'error', callIndex,
     message: `float8 all-gather needs FSDP2 (fully_shard) and ${where} with FSDP1; turn it off or move to fully_shard`,
     ...(fsdp ? { related: [{ span: fsdp.span, message: `FSDP1 wraps the model here: ${fsdp.text}` }] } : {}),
@@ -115,8 +114,7 @@ function allGatherFindings(ir: ModelIR, workspace: WorkspaceFacts): Finding[] {
  * neither this file nor one in reach shards with FSDP1 (that is PL702), and none precomputes the scales. With the
  * config in another file, the step is reported where the training loop is.
  */
-export function stepWithoutPrecompute(ir: ModelIR, workspace: WorkspaceFacts = {}): number | undefined {
-  const reach = reachOf(ir, workspace);
+function stepWithoutPrecompute(ir: ModelIR, reach: ScaleReach): number | undefined {
   const on = ir.calls.some((c) => c.kind === 'float8_allgather') || reach.allGather;
   if (!on || ir.calls.some((c) => c.kind === 'fsdp1') || reach.fsdp1) return undefined;
   if (ir.calls.some((c) => c.kind === 'float8_precompute') || reach.precompute) return undefined;
@@ -124,11 +122,11 @@ export function stepWithoutPrecompute(ir: ModelIR, workspace: WorkspaceFacts = {
   return i < 0 ? undefined : i;
 }
 
-function precomputeFindings(ir: ModelIR, workspace: WorkspaceFacts): Finding[] {
-  const callIndex = stepWithoutPrecompute(ir, workspace);
+function precomputeFindings(ir: ModelIR, reach: ScaleReach): Finding[] {
+  const callIndex = stepWithoutPrecompute(ir, reach);
   if (callIndex === undefined) return [];
   const config = ir.calls.find((c) => c.kind === 'float8_allgather');
-  const other = config ? undefined : reachOf(ir, workspace).allGather;
+  const other = config ? undefined : reach.allGather;
   return [{
     code: 'PL703', span: ir.calls[callIndex].span, severity: 'information', callIndex,
     message: 'each float8 weight all-reduces its own scale; precompute_float8_dynamic_scale_for_fsdp(model) after this step does one',
@@ -148,7 +146,9 @@ function precomputeFindings(ir: ModelIR, workspace: WorkspaceFacts): Finding[] {
 export const scaleRules: RuleModule = {
   codes: ['PL701', 'PL702', 'PL703'],
   check({ ir, workspace }: RuleContext): Finding[] {
-    return [...allGatherFindings(ir, workspace), ...precomputeFindings(ir, workspace), ...checkpointFindings(ir, workspace)];
+    const scale = ir.calls.some((c) => c.kind === 'float8_allgather' || c.kind === 'optimizer_step');
+    const reach = scale ? reachOf(ir, workspace) : {};
+    return [...allGatherFindings(ir, reach), ...precomputeFindings(ir, reach), ...checkpointFindings(ir, workspace)];
   },
 };
 
