@@ -75,5 +75,8 @@ describe('PL702 / PL703 across the files of a project (built CLI, workspace scan
     writeFileSync(join(dir, 'hooks.py'), 'from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp\n\ndef after_step(model):\n    precompute_float8_dynamic_scale_for_fsdp(model)\n');
     const scan = await scanWorkspace([dir]);
     assert.deepEqual([[...scan.allGatherFiles], [...scan.fsdp1Files], [...scan.precomputeFiles]], [[join(dir, 'float8_setup.py')], [join(dir, 'train.py')], [join(dir, 'hooks.py')]]);
+    // fairscale's FullyShardedDataParallel is not torch's FSDP1 (the rule's own check says the same).
+    writeFileSync(join(dir, 'train.py'), TRAIN_FSDP1.replace('from torch.distributed.fsdp import FullyShardedDataParallel as FSDP', 'from fairscale.nn import FullyShardedDataParallel as FSDP'));
+    assert.deepEqual([...(await scanWorkspace([dir])).fsdp1Files], []);
   });
 });

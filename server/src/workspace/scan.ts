@@ -22,7 +22,8 @@ const OTHER_STACK = /\bconvert_to_float8_training\s*\(|(?<!def )\bfp8_for_compil
 const COMPILE = /\btorch\.compile\s*\(|\bcompile\s*\(\s*model/;
 /** torchao's float8 all-gather turned on, FSDP1's wrapper, torchao's scale precompute (PL702 / PL703 across files). */
 const ALL_GATHER = /\benable_fsdp_float8_all_gather\s*=\s*True\b/;
-const FSDP1 = /\bFullyShardedDataParallel\b/;
+// torch's FSDP1 only, as the rule's own call check (analysis/calls.ts): fairscale's class of the same name is not it.
+const FSDP1 = /\bfrom[ \t]+torch\.distributed\.fsdp[\w.]*[ \t]+import[^\n]*\bFullyShardedDataParallel\b|\btorch\.distributed\.fsdp\.(?:fully_sharded_data_parallel\.)?FullyShardedDataParallel\b/;
 const PRECOMPUTE = /\bprecompute_float8_dynamic_scale_for_fsdp\s*\(/;
 
 export interface ScanResult {
