@@ -42,6 +42,11 @@ export interface RunOptions {
    * loss, the BF16 arm run again for the noise floor. Only with `ab`.
    */
   lossCheck?: boolean;
+  /**
+   * With the loss check (`measure --loss-check --warm-start N`): every arm starts from the original's weights after N
+   * BF16 steps, past the first steps' loss spikes where FP8 and BF16 from one random init part most. Only with `lossCheck`.
+   */
+  warmStart?: number;
 }
 
 /** The A/B run's baseline arm: the project as it is, in BF16 autocast. */
@@ -282,6 +287,9 @@ export function isWebviewToHostMessage(value: unknown): value is WebviewToHostMe
   }
 }
 
+/** The most warm-start steps the form and a command argument take. */
+export const MAX_WARM_START = 100000;
+
 /** Clamps and fills a (possibly malformed) options object from the webview or a command argument. */
 export function sanitizeRunOptions(raw: unknown, fallback: RunOptions = DEFAULT_RUN_OPTIONS): RunOptions {
   const r = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
@@ -292,6 +300,11 @@ export function sanitizeRunOptions(raw: unknown, fallback: RunOptions = DEFAULT_
   const ids = (v: unknown, d: string[]) => {
     const list = Array.isArray(v) ? [...new Set(v.filter((b): b is string => typeof b === 'string' && /^[A-Za-z0-9_.-]+$/.test(b)))] : d;
     return list.length > 0 ? list : d;
+  };
+  // The loss check's warm start: a positive whole number of BF16 steps, else none (0 and blanks mean a cold start).
+  const warmStart = (v: unknown): { warmStart?: number } => {
+    const n = int(v, 0, 0, MAX_WARM_START);
+    return n > 0 ? { warmStart: n } : {};
   };
   const workload = typeof r.workload === 'string' && r.workload.trim() !== '' ? r.workload.trim() : fallback.workload;
   const mode = r.mode === 'inference' || r.mode === 'train' ? r.mode : runMode(fallback);
@@ -310,7 +323,7 @@ export function sanitizeRunOptions(raw: unknown, fallback: RunOptions = DEFAULT_
     repeats: int(r.repeats, fallback.repeats ?? DEFAULT_RUN_OPTIONS.repeats!, 1, 1000),
     inferenceBackends: ids(r.inferenceBackends, inferenceFallback),
     ...(r.ab === true ? { ab: true } : {}),
-    ...(r.lossCheck === true ? { lossCheck: true } : {}),
+    ...(r.lossCheck === true ? { lossCheck: true, ...warmStart(r.warmStart) } : {}),
   };
 }
 

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { armLabel, BenchEvent, normalizeBenchEvent, backendLabel } from '../../common/bench-events';
 import * as lossCheck from '../../common/loss-check';
 import { LOSS_CHECK_ARMS, LOSS_CHECK_STEPS, lossCheckSteps, lossVerdict } from '../../common/loss-check';
-import { DEFAULT_RUN_OPTIONS, isAbRun, isLossCheckRun, sanitizeRunOptions, type RunOptions } from '../../common/webview-messages';
+import { DEFAULT_RUN_OPTIONS, isAbRun, isLossCheckRun, MAX_WARM_START, sanitizeRunOptions, type RunOptions } from '../../common/webview-messages';
 import * as measure from '../../server/src/cli/measure';
 import { measureTable } from '../../server/src/cli/measure';
 import { abBadge, abLines, abVerdicts, conversionLine, evalLossText, fp8ForwardsLine, showsEvalLoss } from '../../client/src/benchmark/ab';
@@ -215,18 +215,18 @@ setInterval(() => {}, 1000);
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  /** The benchmark's arguments `measure` makes from the sidebar's command line (what the bundled CLI runs). */
+  const benchFromSidebar = (options: RunOptions, extra: Partial<Parameters<typeof buildMeasureArgs>[3]> = {}) => {
+    const cli = buildMeasureArgs('cli.js', '/ws', options, { python: 'py', ...extra });
+    const parsed = parseArgs(cli.slice(1));
+    assert.equal(parsed.kind, 'measure');
+    return measure.benchArgs('bench.py', (parsed as Extract<typeof parsed, { kind: 'measure' }>).options, '/ws', '/copy', 'fp8_fallback');
+  };
+  const flag = (args: string[], name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
   describe('against torchao on the original, compiled (measure --peer-compile on)', () => {
     /** RECORDED with the peer's result as the benchmark now reports it: compiled (as asked), or eager. */
     const withPeer = (compile: boolean, tokensPerS = 241500) => RECORDED.map((l) => l.includes('"backend":"torchao-original"')
       ? l.replace('"tokens_per_s":241500', `"tokens_per_s":${tokensPerS}`).replace(/}$/, `,"compile":${compile},"compile_requested":${compile}}`) : l);
-    /** The benchmark's arguments `measure` makes from the sidebar's command line (what the bundled CLI runs). */
-    const benchFromSidebar = (options: RunOptions, extra: Partial<Parameters<typeof buildMeasureArgs>[3]> = {}) => {
-      const cli = buildMeasureArgs('cli.js', '/ws', options, { python: 'py', ...extra });
-      const parsed = parseArgs(cli.slice(1));
-      assert.equal(parsed.kind, 'measure');
-      return measure.benchArgs('bench.py', (parsed as Extract<typeof parsed, { kind: 'measure' }>).options, '/ws', '/copy', 'fp8_fallback');
-    };
-    const flag = (args: string[], name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
 
     it('"Measure conversion" runs the peer compiled beside eager arms, as every arm with Compile on, eager when asked', () => {
       assert.equal(flag(benchFromSidebar({ ...AB_OPTIONS, compile: false }), '--peer-compile'), 'on');
@@ -278,6 +278,26 @@ setInterval(() => {}, 1000);
       assert.equal(lossCheckSteps(30), LOSS_CHECK_STEPS);
       assert.equal(lossCheckSteps(undefined), 200);
       assert.equal(lossCheckSteps(1000), 1000);
+    });
+
+    it('"Warm start" N reaches the benchmark as --warm-start-steps N, through measure; 0, blank or no loss check: none', () => {
+      const warm = buildMeasureArgs('cli.js', '/ws', { ...LOSS_OPTIONS, warmStart: 100 }, { python: 'py' });
+      assert.equal(flag(warm, '--warm-start'), '100');
+      assert.equal(flag(benchFromSidebar({ ...LOSS_OPTIONS, warmStart: 100 }), '--warm-start-steps'), '100');
+      assert.equal(flag(benchFromSidebar(LOSS_OPTIONS), '--warm-start-steps'), undefined, 'a cold start by default');
+      // Without the loss check the box's warm start is left out (measure refuses --warm-start alone).
+      assert.ok(!buildMeasureArgs('cli.js', '/ws', { ...AB_OPTIONS, warmStart: 100 }, { python: 'py' }).includes('--warm-start'));
+      // From the webview (a trust boundary): whole positive steps only, kept only with the box.
+      assert.equal(sanitizeRunOptions({ ...AB_OPTIONS, lossCheck: true, warmStart: '250' }).warmStart, 250);
+      assert.equal(sanitizeRunOptions({ ...AB_OPTIONS, lossCheck: true, warmStart: 0 }).warmStart, undefined);
+      assert.equal(sanitizeRunOptions({ ...AB_OPTIONS, lossCheck: true, warmStart: -5 }).warmStart, undefined);
+      assert.equal(sanitizeRunOptions({ ...AB_OPTIONS, lossCheck: true, warmStart: 1e9 }).warmStart, MAX_WARM_START);
+      assert.equal(sanitizeRunOptions({ ...AB_OPTIONS, warmStart: 100 }).warmStart, undefined, 'no loss check, no warm start');
+      // Said where the run is shown: the history badge and the Markdown's run line.
+      assert.equal(abBadge({ ...LOSS_OPTIONS, warmStart: 100 }), 'A/B · loss check, warm start 100');
+      const run = finishRun(replay(LOSS_CHECK_RECORDED, { ...LOSS_OPTIONS, warmStart: 100 }), { cancelled: false }, 2000);
+      const md = runToMarkdown(JSON.parse(JSON.stringify(toHistoryEntry(run, {})!)));
+      assert.match(md, /loss check \(training recipe, eval loss, BF16 run twice, every arm from 100 BF16 warm-start steps\)/);
     });
 
     it('one implementation: the CLI\'s lossVerdict and steps are the shared ones', () => {

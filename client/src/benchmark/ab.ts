@@ -83,8 +83,9 @@ export function evalLossText(result: Pick<BackendResult, 'extra'>): string {
   return v === undefined ? '–' : v.toFixed(4);
 }
 
-/** The history row's badge: "A/B", or "A/B · loss check"; undefined for a preset run. */
-export function abBadge(options: Pick<RunOptions, 'ab' | 'lossCheck'>, results: ReadonlyArray<Pick<BackendResult, 'extra'>> = []): string | undefined {
+/** The history row's badge: "A/B", "A/B · loss check" or "A/B · loss check, warm start N"; undefined for a preset run. */
+export function abBadge(options: Pick<RunOptions, 'ab' | 'lossCheck' | 'warmStart'>, results: ReadonlyArray<Pick<BackendResult, 'extra'>> = []): string | undefined {
   if (!isAbRun(options)) return undefined;
-  return isLossCheckRun(options, results) ? 'A/B · loss check' : 'A/B';
+  if (!isLossCheckRun(options, results)) return 'A/B';
+  return options.warmStart ? `A/B · loss check, warm start ${options.warmStart}` : 'A/B · loss check';
 }

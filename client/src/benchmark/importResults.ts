@@ -67,7 +67,7 @@ export function optionsFromDocument(doc: Record<string, unknown>, events: readon
   const ran = events.filter((e) => e.event === 'result').map((e) => (e.event === 'result' ? e.backend : ''));
   const inference = summary.mode === 'inference' || extra.mode === 'inference' || argValue(argv, '--mode') === 'inference';
   // `--mode ab` (what `precision-lens measure` runs): shown as the sidebar's A/B run of it would be; with
-  // --repeat-original, a loss check.
+  // --repeat-original, a loss check (with --warm-start-steps N, from N BF16 steps).
   const ab = !inference && (summary.mode === 'ab' || argValue(argv, '--mode') === 'ab');
   const figures = result?.event === 'result' ? result.inference : undefined;
   const backendsRun = requested ?? (Array.isArray(summary.backends) ? summary.backends : ran);
@@ -84,7 +84,7 @@ export function optionsFromDocument(doc: Record<string, unknown>, events: readon
     batch: extra.batch ?? argValue(argv, '--batch'),
     seq: extra.seq ?? argValue(argv, '--seq'),
     compile: typeof extra.compile === 'boolean' ? extra.compile : typeof summary.compile === 'boolean' ? summary.compile : flag,
-    ...(ab ? { ab: true, ...(argv.includes('--repeat-original') ? { lossCheck: true } : {}) } : {}),
+    ...(ab ? { ab: true, ...(argv.includes('--repeat-original') ? { lossCheck: true, warmStart: argValue(argv, '--warm-start-steps') } : {}) } : {}),
   }, { ...DEFAULT_RUN_OPTIONS, workload: 'unknown' });
 }
 

@@ -196,7 +196,8 @@ export function buildRunArgs(script: string, options: RunOptions, extra: { jsonO
 /**
  * Arguments of the bundled CLI for an A/B run ("Measure conversion"): `precision-lens measure FOLDER --format jsonl`,
  * which copies and converts the project, runs bench/benchmark.py --mode ab on `python` and prints its events.
- * `options.lossCheck` adds `--loss-check` (the training recipe, eval losses, the BF16 arm again). The torchao peer
+ * `options.lossCheck` adds `--loss-check` (the training recipe, eval losses, the BF16 arm again), `options.warmStart`
+ * its `--warm-start N` (every arm from the original's weights after N BF16 steps). The torchao peer
  * runs as `measure` runs it: under torch.compile, its best configuration, even when the form's Compile is off
  * (bench --peer-compile on); `extra.peerEager` keeps it eager (`--peer-eager`).
  */
@@ -218,6 +219,7 @@ export function buildMeasureArgs(
     options.compile ? '--compile' : '--no-compile',
   ];
   if (options.lossCheck) args.push('--loss-check');
+  if (options.lossCheck && options.warmStart) args.push('--warm-start', String(options.warmStart));
   if (extra.peer) args.push('--peer', extra.peer);
   // --peer-eager only where a peer runs (measure refuses it beside --peer none or a loss check without the peer).
   if (extra.peerEager && measurePeer({ peer: extra.peer, lossCheck: options.lossCheck }) !== 'none') args.push('--peer-eager');

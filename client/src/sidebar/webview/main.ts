@@ -6,7 +6,7 @@
  * benchmark and the file system is never parsed as HTML.
  */
 import { armLabel, backendLabel as knownBackendLabel, baselineOf, shortBackendLabel, BackendResult, BASELINE_BACKEND, EnvInfo, hasCudaDevice, WorkloadInfo } from '../../../../common/bench-events';
-import { isAbRun, isLossCheckRun, runMode } from '../../../../common/webview-messages';
+import { isAbRun, isLossCheckRun, MAX_WARM_START, runMode } from '../../../../common/webview-messages';
 import type {
   ConversionInfo, BackendChoice, BackendRatio, BenchmarkViewState, HistoryEntry, HostToWebviewMessage, RunMode, RunOptions, RunProgress, RunState, UserError, WebviewToHostMessage,
 } from '../../../../common/webview-messages';
@@ -221,7 +221,11 @@ function buildForm() {
   const lossCheck = h('input', { type: 'checkbox', id: 'loss-check', 'aria-describedby': 'loss-check-help', on: { change: () => onFormInput() } });
   const lossCheckRow = h('label', { class: 'check', for: 'loss-check', title: 'Also compare the eval loss: measure --loss-check' }, lossCheck, ' Loss check');
   const lossCheckHelp = h('p', { class: 'help', id: 'loss-check-help', hidden: true },
-    `Loss check: ${LOSS_CHECK_STEPS} training steps (Steps when higher) with warm-up, cosine schedule and clipping; each arm's eval loss on batches it never trained on, and BF16 run again for the noise floor (torchao is left out).`);
+    `Loss check: ${LOSS_CHECK_STEPS} training steps (Steps when higher) with warm-up, cosine schedule and clipping; each arm's eval loss on batches it never trained on, and BF16 run again for the noise floor (torchao is left out). Warm start N: every arm starts from the original's weights after N BF16 steps, past the first steps' loss spikes.`);
+  // Where the loss comparison starts: 0 from the random init; N, every arm from the original's weights after N BF16 steps.
+  const warmStart = num('warm-start', 'Warm start', 0, 'BF16 steps before the loss check: every arm starts from the weights they leave (0: from the random init)');
+  warmStart.input.setAttribute('aria-describedby', 'loss-check-help');
+  const lossCheckOptions = h('div', { class: 'grid loss-check-options', hidden: true }, warmStart.row);
   const root = h('form', { id: 'benchmark-form', on: { submit: (e) => { e.preventDefault(); onRun(); } } },
     h('h2', {}, 'Benchmark'),
     h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Benchmark mode' }, tabs.train, tabs.inference),
@@ -237,6 +241,7 @@ function buildForm() {
     runReason,
     abHelp,
     h('div', { class: 'buttons measure' }, measureButton, lossCheckRow),
+    lossCheckOptions,
     lossCheckHelp,
     abReason,
   );
@@ -244,7 +249,7 @@ function buildForm() {
     root, workloadSelect, workloadHelp, customInput, customRow, backendList, backendBoxes: [] as BackendBox[], steps: steps.input, warmup: warmup.input,
     batch: batch.input, seq: seq.input, compile, validation, runButton, runReason, cancelButton, workloadKey: '', backendKey: '',
     promptLen: promptLen.input, newTokens: newTokens.input, repeats: repeats.input, compileRow, tabs, modeHelp, trainGrid, inferenceGrid,
-    seqRow: seq.row, measureButton, abReason, abHelp, lossCheck, lossCheckHelp,
+    seqRow: seq.row, measureButton, abReason, abHelp, lossCheck, lossCheckHelp, warmStart: warmStart.input, lossCheckOptions,
   };
 }
 
@@ -266,10 +271,17 @@ function showMode(mode: RunMode): void {
   // The A/B measures training steps: it belongs to the Training tab.
   for (const el of [form.measureButton.parentElement, form.abHelp]) if (el) el.hidden = mode === 'inference';
   form.abReason.hidden = mode === 'inference' || form.abReason.textContent === '';
-  form.lossCheckHelp.hidden = mode === 'inference' || !form.lossCheck.checked;
+  showLossCheckOptions(mode);
   // Batch is shared: in the inference grid it sits beside the prompt and decode lengths.
   const batchRow = form.batch.closest('.field');
   if (batchRow) (mode === 'inference' ? form.inferenceGrid : form.trainGrid).insertBefore(batchRow, mode === 'inference' ? form.inferenceGrid.firstChild : form.seqRow);
+}
+
+/** The loss check's help and its warm-start field: shown on the Training tab while the box is ticked. */
+function showLossCheckOptions(mode: RunMode): void {
+  const shown = mode !== 'inference' && form.lossCheck.checked;
+  form.lossCheckHelp.hidden = !shown;
+  form.lossCheckOptions.hidden = !shown;
 }
 
 function onModeChosen(mode: RunMode): void {
@@ -349,7 +361,7 @@ function readForm(): RunOptions {
     batch: n(form.batch, d?.batch ?? 8),
     seq: n(form.seq, d?.seq ?? 1024),
     compile: form.compile.checked,
-    ...(form.lossCheck.checked ? { lossCheck: true } : {}),
+    ...(form.lossCheck.checked ? { lossCheck: true, ...(n(form.warmStart, 0) !== 0 ? { warmStart: n(form.warmStart, 0) } : {}) } : {}),
   };
 }
 
@@ -374,6 +386,13 @@ function validate(options: RunOptions): string | undefined {
   return undefined;
 }
 
+/** Why the loss check's warm start cannot be used (it belongs to Measure conversion, not to Run), or undefined. */
+function warmStartProblem(options: RunOptions): string | undefined {
+  const v = options.warmStart ?? 0;
+  return options.lossCheck && (!Number.isInteger(v) || v < 0 || v > MAX_WARM_START)
+    ? `Warm start must be a whole number of BF16 steps from 0 to ${MAX_WARM_START}.` : undefined;
+}
+
 /** The chosen preset's description under the list (hidden for "My model", which has its own help). */
 function showWorkloadHelp(workloads: readonly WorkloadInfo[]): void {
   const description = workloads.find((w) => w.name === form.workloadSelect.value)?.description;
@@ -395,7 +414,7 @@ let formTimer: number | undefined;
 function onFormInput(): void {
   persisted.customWorkload = form.workloadSelect.value === CUSTOM_WORKLOAD;
   form.customRow.hidden = !persisted.customWorkload;
-  form.lossCheckHelp.hidden = currentMode() === 'inference' || !form.lossCheck.checked;
+  showLossCheckOptions(currentMode());
   const options = readForm();
   persisted.draft = options;
   save();
@@ -456,7 +475,7 @@ function syncButtons(): void {
   form.runReason.textContent = shown ?? '';
   form.cancelButton.disabled = !active || host?.run.status === 'cancelling';
   // Measure conversion: disabled where it cannot run, with the reason (said once when it is Run's own).
-  const abReason = host ? host.abBlocked : 'Loading…';
+  const abReason = host ? host.abBlocked ?? warmStartProblem(readForm()) : 'Loading…';
   form.measureButton.disabled = locked || abReason !== undefined;
   form.measureButton.title = abReason ?? 'Convert a copy of this workspace\'s project and measure it against the original on this GPU';
   const abShown = abReason && abReason !== (form.runReason.hidden ? undefined : form.runReason.textContent) ? abReason : undefined;
@@ -468,6 +487,7 @@ function syncButtons(): void {
   });
   // The loss check is an option of Measure conversion: usable where that action is.
   form.lossCheck.disabled = form.measureButton.disabled;
+  form.warmStart.disabled = form.measureButton.disabled;
 }
 
 /** Fills the workload list and (first time) the inputs. Never overwrites what the user is typing. */
@@ -503,7 +523,8 @@ function syncForm(state: BenchmarkViewState): void {
     form.seq.value = String(draft.seq);
     form.compile.checked = draft.compile;
     form.lossCheck.checked = draft.lossCheck === true;
-    form.lossCheckHelp.hidden = currentMode() === 'inference' || !form.lossCheck.checked;
+    form.warmStart.value = String(draft.warmStart ?? 0);
+    showLossCheckOptions(currentMode());
   }
   syncButtons();
 }
