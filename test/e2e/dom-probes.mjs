@@ -90,7 +90,12 @@ export function benchmarkView() {
     lossCheck: (() => {
       const box = document.getElementById('loss-check');
       const help = document.getElementById('loss-check-help');
-      return box ? { checked: box.checked, disabled: box.disabled, visible: box.getClientRects().length > 0, help: help && !help.hidden ? text(help) : undefined } : undefined;
+      const warm = document.getElementById('warm-start');
+      return box ? {
+        checked: box.checked, disabled: box.disabled, visible: box.getClientRects().length > 0, help: help && !help.hidden ? text(help) : undefined,
+        warmStart: warm && warm.getClientRects().length > 0 ? { value: warm.value, disabled: warm.disabled } : undefined,
+        abReason: text(document.getElementById('ab-reason')) || undefined,
+      } : undefined;
     })(),
     results: results && !results.hidden ? { heading: text(results.querySelector('h2')) } : undefined,
     problems: [...new Set(problems)].slice(0, 40),
@@ -111,6 +116,24 @@ export function clickLossCheck() {
   return !!box;
 }
 
+/** Types 100 into the loss check's "Warm start" field, as a user would; true when it was there to type into. */
+export function typeWarmStart() {
+  const input = document.getElementById('warm-start');
+  if (!input) return false;
+  input.value = '100';
+  input.dispatchEvent(new Event('input', { bubbles: true }));
+  return true;
+}
+
+/** Types -5 into "Warm start" (Measure conversion is then refused with the reason); true when it was there. */
+export function typeBadWarmStart() {
+  const input = document.getElementById('warm-start');
+  if (!input) return false;
+  input.value = '-5';
+  input.dispatchEvent(new Event('input', { bubbles: true }));
+  return true;
+}
+
 /** Clicks the Training tab. */
 export function clickTrainingTab() {
   const tab = document.getElementById('tab-train');
@@ -118,4 +141,4 @@ export function clickTrainingTab() {
   return !!tab;
 }
 
-export const PROBES = { benchmarkView, clickInferenceTab, clickTrainingTab, clickLossCheck };
+export const PROBES = { benchmarkView, clickInferenceTab, clickTrainingTab, clickLossCheck, typeWarmStart, typeBadWarmStart };

@@ -122,15 +122,25 @@ describe('benchmark view: Measure conversion with the loss check (a recorded H20
     assert.equal(await domProbe<boolean>('clickLossCheck'), true);
     const view = await waitForView((s) => s.lossCheck?.checked === true && s.lossCheck.help !== undefined, 'the box ticked with its help line');
     assert.match(view.lossCheck!.help!, /200 training steps .*eval loss .*BF16 run again for the noise floor/);
+    assert.deepEqual(view.lossCheck!.warmStart, { value: '0', disabled: false }, 'the Warm start field shows with the box: 0, a cold start');
+    assert.equal(before.lossCheck!.warmStart, undefined, 'and hides without it');
     assert.deepEqual(view.problems, []);
     await waitFor(async () => ((await getState()).lastOptions.lossCheck === true) || undefined, 'the host to remember the ticked box', { timeoutMs: 10_000, intervalMs: 200 });
+    // A warm start that is no step count: Measure conversion refused, with the reason.
+    assert.equal(await domProbe<boolean>('typeBadWarmStart'), true);
+    const bad = await waitForView((s) => s.lossCheck?.abReason !== undefined, 'Measure conversion refused with a reason');
+    assert.match(bad.lossCheck!.abReason!, /^Warm start must be a whole number of BF16 steps/);
+    assert.equal(await domProbe<boolean>('typeWarmStart'), true);
+    const warm = await waitForView((s) => s.lossCheck?.warmStart?.value === '100' && s.lossCheck.abReason === undefined, 'Warm start 100 accepted');
+    assert.deepEqual(warm.problems, []);
+    await waitFor(async () => ((await getState()).lastOptions.warmStart === 100) || undefined, 'the host to remember the warm start', { timeoutMs: 10_000, intervalMs: 200 });
   });
 
   it('runs measure --loss-check and shows the eval loss per arm, the BF16 arm again, the verdict, and a history row marked loss check', async () => {
     const before = await getState();
     // As the button sends it: the form's values with the box ticked (its Steps, 30, are a speed run's: 200 apply).
     const started = await vscode.commands.executeCommand<boolean>('precisionLens.benchmark.measureConversion', {
-      workload: 'bench_model:gpt', steps: 30, warmup: 5, batch: 8, seq: 2048, compile: false, lossCheck: true,
+      workload: 'bench_model:gpt', steps: 30, warmup: 5, batch: 8, seq: 2048, compile: false, lossCheck: true, warmStart: 100,
     });
     assert.equal(started, true);
     let last: BenchmarkViewState | undefined;
@@ -138,9 +148,11 @@ describe('benchmark view: Measure conversion with the loss check (a recorded H20
       last = await getState();
       return last.run.id !== before.run.id && ['done', 'failed', 'cancelled'].includes(last.run.status) ? last : undefined;
     }, 'the loss check to end', { timeoutMs: 180_000, intervalMs: 250, describe: () => JSON.stringify(last?.run).slice(0, 2000) });
-    // The fake interpreter fails any command line but a loss check's (--steps 200 --peer none --repeat-original ...).
+    // The fake interpreter fails any command line but a loss check's (--steps 200 --peer none --repeat-original
+    // --warm-start-steps 100 ...): the form's warm start reached the benchmark.
     assert.equal(done.run.status, 'done', JSON.stringify(done.run.error));
     assert.equal(done.run.options?.lossCheck, true);
+    assert.equal(done.run.options?.warmStart, 100);
     assert.equal(done.run.options?.steps, 200, 'the steps that ran are recorded');
     assert.deepEqual(done.run.options?.backends, ['original', 'converted', 'original-repeat']);
     assert.deepEqual(done.run.results.map((r) => [r.backend, r.extra?.eval_loss]), [
@@ -154,7 +166,7 @@ describe('benchmark view: Measure conversion with the loss check (a recorded H20
     assert.equal(view.details!.verdict, 'Loss check: FP8 eval loss +7.95 % vs BF16 (2.0248 vs 1.8757); the BF16 run again: +0.96 % (the noise floor): '
       + 'FP8 trains worse here: try precisionLens.te.recipe = Float8CurrentScaling, or keep the layers that differ in BF16.');
     const row = view.history.find((h) => h.checked);
-    assert.match(row?.text ?? '', /A\/B · loss check bench_model:gpt/);
+    assert.match(row?.text ?? '', /A\/B · loss check, warm start 100 bench_model:gpt/);
     assert.deepEqual(view.problems, [], 'the table with its eval-loss column and the verdict fit the sidebar');
   });
 });

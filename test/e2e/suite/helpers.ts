@@ -137,8 +137,8 @@ export interface BenchmarkViewSnapshot {
   backends: Array<{ id: string; label: string; checked: boolean; disabled: boolean; reason?: string }>;
   history: Array<{ text: string; checked: boolean }>;
   details?: { heading: string; text: string; evalLoss: Array<{ arm: string; value: string }>; verdict?: string; arms: string[]; peerVerdict?: string };
-  /** The "Loss check" box next to Measure conversion, and its help line when shown. */
-  lossCheck?: { checked: boolean; disabled: boolean; visible: boolean; help?: string };
+  /** The "Loss check" box next to Measure conversion, its help line and "Warm start" field when shown, Measure's reason. */
+  lossCheck?: { checked: boolean; disabled: boolean; visible: boolean; help?: string; warmStart?: { value: string; disabled: boolean }; abReason?: string };
   results?: { heading: string };
   /** Cut values, words broken across lines, anything wider than the view. */
   problems: string[];
