@@ -79,9 +79,9 @@ def main():
         return hook
     for name, m in conv.named_modules():
         for k in [m] + [v for v in m.__dict__.values() if isinstance(v, torch.nn.Module)]:
-            if type(k).__name__ == "_PLNormMLP":
+            if type(k).__name__.startswith("_PLNormMLP"):
                 k.register_forward_hook(counter("LayerNormMLP"))
-            elif type(k).__name__ == "_PLNormLinear":
+            elif type(k).__name__.startswith("_PLNormLinear"):
                 k.register_forward_hook(counter("LayerNormLinear"))
 
     checks = []
