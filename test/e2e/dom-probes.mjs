@@ -125,7 +125,8 @@ export function typeWarmStart() {
   return true;
 }
 
-/** Types -5 into "Warm start" (Measure conversion is then refused with the reason); true when it was there. */
+/** Types -5 into "Warm start" (Measure conversion is then refused with the reason); true when it was there. Its own
+ *  copy of typeWarmStart's lines: playwright evaluates each probe's source alone in the page, without this module. */
 export function typeBadWarmStart() {
   const input = document.getElementById('warm-start');
   if (!input) return false;
