@@ -20,6 +20,7 @@ def build(batch=8, seq=1024, device="cuda", seed=1234):
     args = ModelArgs(dim=width, n_layers=layers, n_heads=heads, n_kv_heads=heads, vocab_size=32000, multiple_of=256,
                      max_seq_len=seq, dropout=0.0)
     model = Transformer(args)
-    return {"model": model, "batch_factory": TextBatches(batch, seq, device, seed), "loss_fn": _loss,
+    text = TextBatches(batch, seq, device, seed)
+    return {"model": model, "batch_factory": text, "loss_fn": _loss,
             "tokens_per_step": batch * seq,
-            "description": "llama2.c Transformer %d x %d, %d x %d byte tokens of real text" % (layers, width, batch, seq)}
+            "description": "llama2.c Transformer %d x %d, %d x %d byte tokens of real text (%s)" % (layers, width, batch, seq, text.describe())}

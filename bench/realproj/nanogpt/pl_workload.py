@@ -12,6 +12,7 @@ def build(batch=8, seq=1024, device="cuda", seed=1234):
     cfg = GPTConfig(block_size=seq, vocab_size=50304, n_layer=layers, n_head=max(1, width // 128), n_embd=width,
                     dropout=0.0, bias=True)
     model = GPT(cfg)
-    return {"model": model, "batch_factory": TextBatches(batch, seq, device, seed),
+    text = TextBatches(batch, seq, device, seed)
+    return {"model": model, "batch_factory": text,
             "loss_fn": lambda m, b: m(b[0], b[1])[1], "tokens_per_step": batch * seq,
-            "description": "nanoGPT GPT %d x %d, %d x %d byte tokens of real text" % (layers, width, batch, seq)}
+            "description": "nanoGPT GPT %d x %d, %d x %d byte tokens of real text (%s)" % (layers, width, batch, seq, text.describe())}
