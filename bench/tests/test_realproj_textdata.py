@@ -38,7 +38,7 @@ def test_eval_batches_come_from_the_held_out_tail_only():
             assert _inside(torch.cat([x[r], y[r, -1:]]), tb.held)
     x, _ = tb(0)
     assert all(_inside(x[r], tb.train) for r in range(2))
-    assert len(tb.train) > 8 * len(tb.held) > 0
+    assert len(tb.train) > 4 * len(tb.held) > 0  # about a tenth, in whole files
 
 
 def test_the_held_out_text_is_not_in_the_training_text():
