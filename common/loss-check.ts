@@ -27,6 +27,18 @@ export function hasEvalLosses(results: ReadonlyArray<Pick<BackendResult, 'extra'
 }
 
 /**
+ * The BF16 steps every arm started after (`bench --warm-start-steps N`, the results' `warm_start`), or undefined for a
+ * cold start.
+ */
+export function warmStartSteps(results: ReadonlyArray<Pick<BackendResult, 'extra'>>): number | undefined {
+  for (const r of results) {
+    const w = r.extra?.warm_start as { steps?: unknown } | null | undefined;
+    if (w && typeof w.steps === 'number' && w.steps > 0) return w.steps;
+  }
+  return undefined;
+}
+
+/**
  * The loss comparison's verdict: FP8's eval loss against BF16's, judged against the two BF16 runs' own difference (the
  * noise floor) and the 1 % bar. Undefined without eval losses.
  */
@@ -44,7 +56,8 @@ export function lossVerdict(results: readonly BackendResult[]): string | undefin
     : noise !== undefined && Math.abs(rel) <= 2 * noise ? 'outside 1 %, but within twice the noise floor: run longer or with another --seed before deciding'
     : rel > 0 ? 'FP8 trains worse here: try precisionLens.te.recipe = Float8CurrentScaling, or keep the layers that differ in BF16'
     : 'FP8 ends lower than BF16 by more than the noise: check that both arms train the same model';
-  return `Loss check: FP8 eval loss ${pct(rel)} vs BF16 (${conv.toFixed(4)} vs ${orig.toFixed(4)})${floor}: ${verdict}.`;
+  const warm = warmStartSteps(results);
+  return `Loss check${warm ? ` from ${warm} BF16 warm-start steps` : ''}: FP8 eval loss ${pct(rel)} vs BF16 (${conv.toFixed(4)} vs ${orig.toFixed(4)})${floor}: ${verdict}.`;
 }
 
 /**

@@ -10,6 +10,7 @@ import { abBadge, abLines } from '../../client/src/benchmark/ab';
 import { ImportError, jsonOutToHistoryEntry, optionsFromDocument, parseJsonOutText } from '../../client/src/benchmark/importResults';
 import { normalizeBenchEvent, BenchEvent } from '../../common/bench-events';
 import { DEFAULT_RUN_OPTIONS } from '../../common/webview-messages';
+import { lossVerdict, warmStartSteps } from '../../common/loss-check';
 
 /** A training run's options carry the inference tab's defaults untouched. */
 const { promptLen, newTokens, repeats, inferenceBackends } = DEFAULT_RUN_OPTIONS;
@@ -120,6 +121,27 @@ describe('benchmark results import (--json-out)', () => {
     assert.deepEqual([entry.options.ab, entry.options.lossCheck, entry.options.steps], [true, true, 200]);
     assert.deepEqual(entry.results.map((r) => r.backend), ['original', 'converted', 'original-repeat']);
     assert.equal(abBadge(entry.options, entry.results), 'A/B · loss check');
+  });
+
+  it('a loss check with --warm-start-steps imports with its warm start, said in the badge and the verdict', () => {
+    // The H100 run that exposed the repeated text (2026-12-05-h100-fused-mlp): kept as the record of the warm start.
+    const { entry } = jsonOutToHistoryEntry(load(join('2026-12-05-h100-fused-mlp', 'loss-llama2c-12x2048-8x2048-eager-200-seed1234.json')), { finishedAt: FINISHED });
+    assert.deepEqual([entry.options.ab, entry.options.lossCheck, entry.options.warmStart, entry.options.steps], [true, true, 100, 200]);
+    assert.equal(abBadge(entry.options, entry.results), 'A/B · loss check, warm start 100');
+    assert.equal(warmStartSteps(entry.results), 100);
+    assert.match(lossVerdict(entry.results) ?? '', /^Loss check from 100 BF16 warm-start steps: FP8 eval loss \+1\.75 % vs BF16 \(0\.1644 vs 0\.1616\)/);
+    // A cold start says nothing of it.
+    const cold = jsonOutToHistoryEntry(load(join('2026-12-04-loss', 'loss-nanogpt-ln-12x2048-8x2048-eager-200.json')), { finishedAt: FINISHED }).entry;
+    assert.equal(cold.options.warmStart, undefined);
+    assert.match(lossVerdict(cold.results) ?? '', /^Loss check: FP8 eval loss/);
+  });
+
+  it('the history keeps what an A/B\'s lines read: the attention fp8_attention ran (the fused-MLP llama2.c run, H100)', () => {
+    const { entry } = jsonOutToHistoryEntry(load(join('2026-12-05-h100-fused-mlp', 'ab-llama2c-12x2048-8x2048-eager.json')), { finishedAt: FINISHED });
+    assert.deepEqual(abLines(entry.results, entry.conversion).slice(0, 2), [
+      'FP8 forwards: 1,500 of 1,500 GEMM forwards of the converted model ran in FP8 (96 te.* modules).',
+      'Attention: te.DotProductAttention (fused, BF16), 1 shape.',
+    ]);
   });
 
   it('a document without "events" is rebuilt from env / errors / results / summary', () => {
