@@ -5,7 +5,7 @@ docs/ and bench/, results excluded), then the Python standard library's source o
 comments and docstrings people wrote), up to MAX_BYTES: real text with code in it, never random tokens. The files of
 the last tenth are held out: batch indices at or above EVAL_BASE (1 000 000) read only from them, so the eval loss is
 over text the steps never saw. Only the training part is ever repeated, and only where the text is short.
-(Until 2026-12-06 the 256 KB of prose alone was repeated to 1 MB before the split, so the "held-out" tail was a copy
+(Until 2026-12-05 the 256 KB of prose alone was repeated to 1 MB before the split, so the "held-out" tail was a copy
 of trained text and the eval loss fell to 0.13-0.16 nats by 300 steps: memorisation, not a held-out loss.)
 batch(step) is a pure function of (step, seed) on one interpreter: both arms of an A/B get the same batch at the same
 step (another Python version reads another standard library).
@@ -80,16 +80,14 @@ def split_corpus(files, held_out=HELD_OUT, min_train=1 << 20):
     total = sum(len(d) for _, d in files)
     if total < 4096:
         raise RuntimeError("pl_workload: only %d bytes of text found" % total)
-    held, size = [], 0
-    while files and size < total * held_out and len(files) > 1:
-        path, data = files.pop()
-        held.insert(0, (path, data))
-        size += len(data)
-    train = b"\n".join(d for _, d in files)
-    repeats = 1
-    while len(train) * repeats < min_train:
-        repeats += 1
-    facts = {"train_bytes": len(train), "held_bytes": size, "train_files": len(files), "held_files": len(held),
+    cut, size = len(files), 0
+    while cut > 1 and size < total * held_out:  # whole files from the end, at least one left to train on
+        cut -= 1
+        size += len(files[cut][1])
+    kept, held = files[:cut], files[cut:]
+    train = b"\n".join(d for _, d in kept)
+    repeats = max(1, -(-min_train // len(train)))
+    facts = {"train_bytes": len(train), "held_bytes": size, "train_files": len(kept), "held_files": len(held),
              "repeats": repeats, "held_paths": [p for p, _ in held]}
     return (b"\n".join([train] * repeats), b"\n".join(d for _, d in held), facts)
 

@@ -42,7 +42,7 @@ def test_eval_batches_come_from_the_held_out_tail_only():
 
 
 def test_the_held_out_text_is_not_in_the_training_text():
-    """Whole files are held out, and a short text repeats its training part only: until 2026-12-06 the prose alone was
+    """Whole files are held out, and a short text repeats its training part only: until 2026-12-05 the prose alone was
     repeated before the split, and every "held-out" row was also a training row."""
     tb = textdata.TextBatches(4, 256, "cpu", seed=3)
     held = set(tb.facts["held_paths"])

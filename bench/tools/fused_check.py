@@ -64,25 +64,21 @@ def main():
     fallback = sys.modules["fp8_fallback"]
     conv = conv_built["model"].to(a.device)
     missing, unexpected = conv.load_state_dict(state, strict=False)
-    fused = {}
-    for name, m in conv.named_modules():
-        held = [v for v in m.__dict__.values() if isinstance(v, torch.nn.Module)]
-        for k in [m] + held:
-            kind = type(k).__name__
-            if kind.startswith("_PLNorm"):
-                fused[kind] = fused.get(kind, 0) + 1
-    counts = {"LayerNormMLP": 0, "LayerNormLinear": 0}
+    # The fused modules: children, or held in a module's __dict__ (fp8_fuse_mlp's, outside the checkpoint): counted and
+    # their forwards counted from here on.
+    fused, counts = {}, {"LayerNormMLP": 0, "LayerNormLinear": 0}
 
     def counter(kind):
         def hook(*_):
             counts[kind] += 1
         return hook
-    for name, m in conv.named_modules():
+    for m in conv.modules():
         for k in [m] + [v for v in m.__dict__.values() if isinstance(v, torch.nn.Module)]:
-            if type(k).__name__.startswith("_PLNormMLP"):
-                k.register_forward_hook(counter("LayerNormMLP"))
-            elif type(k).__name__.startswith("_PLNormLinear"):
-                k.register_forward_hook(counter("LayerNormLinear"))
+            name = type(k).__name__
+            kind = "LayerNormMLP" if name.startswith("_PLNormMLP") else "LayerNormLinear" if name.startswith("_PLNormLinear") else None
+            if kind:
+                fused[name] = fused.get(name, 0) + 1
+                k.register_forward_hook(counter(kind))
 
     checks = []
 

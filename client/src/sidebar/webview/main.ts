@@ -348,6 +348,7 @@ function readForm(): RunOptions {
   const ticked = form.backendBoxes.filter((b) => b.box.checked && b.choice.available !== false).map((b) => b.choice.id);
   // The other tab's ticks: those the user made there (kept while this tab is on show).
   const kept = (wanted: string[] | undefined, fallback: string[] | undefined) => wanted ?? fallback ?? [];
+  const warmStart = n(form.warmStart, 0);
   return {
     mode,
     workload: custom ? form.customInput.value.trim() : form.workloadSelect.value,
@@ -361,7 +362,7 @@ function readForm(): RunOptions {
     batch: n(form.batch, d?.batch ?? 8),
     seq: n(form.seq, d?.seq ?? 1024),
     compile: form.compile.checked,
-    ...(form.lossCheck.checked ? { lossCheck: true, ...(n(form.warmStart, 0) !== 0 ? { warmStart: n(form.warmStart, 0) } : {}) } : {}),
+    ...(form.lossCheck.checked ? { lossCheck: true, ...(warmStart !== 0 ? { warmStart } : {}) } : {}),
   };
 }
 
