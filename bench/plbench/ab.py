@@ -418,6 +418,8 @@ def run(session, args, env, device, te_installed):
     cpu_note = " [CPU: harness test, not a benchmark]" if device == "cpu" else ""
 
     def capture_original(model, wl, result):
+        if wl.description:
+            log("[original] workload: %s" % wl.description)
         n = getattr(args, "warm_start_steps", 0) or 0
         if n > 0:
             log("[original] warm start: %d BF16 steps before the arms, every arm from the weights they leave" % n)
@@ -687,7 +689,7 @@ def ab_summary(results, orig, conv, fallback_name, fallback, peer, device):
            "attention": (c or {}).get("attention"),
            "loss_rel_final": None, "loss_first_diff": None, "peak_memory_ratio": None, "tokens_per_s_ratio": None,
            "step_time_ratio": None, "batches_match": (c or {}).get("batches_match_original"), "peer": peer,
-           "not_a_benchmark": device == "cpu"}
+           "not_a_benchmark": device == "cpu", "workload_description": (o or {}).get("workload_description")}
     r = results.get("original-repeat")
     out["eval_loss_rel"] = None
     out["noise_floor_eval_rel"] = None

@@ -391,6 +391,9 @@ def _build(rc, backend):
         "tokens_per_step": wl.tokens_per_step, "params": sum(p.numel() for p in model.parameters()),
         "steps": args.steps, "warmup": args.warmup, "seed": args.seed, "lr": lr, "emulated": False,
         "recipe": None, "conversion": None, "precision": "bf16 autocast, fp32 master weights",
+        # What the workload says it is (a user workload's "description": for the real projects, how much text there is
+        # and what is held out): the evidence a loss comparison needs, kept with every result.
+        "workload_description": wl.description or None,
     }
     if arm and arm.after_build:
         arm.after_build(model, wl, result)

@@ -555,3 +555,17 @@ def test_warm_start_every_arm_from_the_originals_trained_weights(pair):
     assert ws["steps"] == 3 and ws["lr"] == 1e-3
     assert "[warm start] step 3/3" in warm.stderr
     assert cold.of("summary")[0]["ab"]["warm_start"] is None
+
+
+def test_the_workloads_description_is_kept_with_every_result(pair):
+    """What the workload says it is (the real projects: how much text, what is held out) is evidence for a loss
+    comparison: it is logged once and kept in every arm's result and in the A/B summary."""
+    orig, conv = pair
+    for folder in (orig, conv):
+        edit(os.path.join(folder, "wl.py"), "    return model, batch_factory",
+             "    return {'model': model, 'batch_factory': batch_factory, 'description': 'tiny model, 3 KB held out'}")
+    r = ab(orig, conv, "--peer", "none")
+    assert r.rc == 0, r.stderr
+    assert [e["workload_description"] for e in r.of("result")] == ["tiny model, 3 KB held out"] * 2
+    assert r.of("summary")[0]["ab"]["workload_description"] == "tiny model, 3 KB held out"
+    assert r.stderr.count("[original] workload: tiny model, 3 KB held out") == 1

@@ -64,3 +64,17 @@ def test_command_line_prints_the_table(tmp_path):
     assert r.stdout.startswith("| project | seeds |")
     assert "| q | 2 | 1: +0.20 %, 2: +0.20 % | 0.00 % | +0.20 % +- 0.00 | within |" in r.stdout
     assert json.loads(r.stdout.strip().splitlines()[-1])["q"]["verdict"] == "within"
+
+
+def test_the_workloads_description_is_printed_under_the_table(tmp_path):
+    # The evidence of what was held out travels with the verdict; runs that said nothing (before 2026-12-05) add nothing.
+    said = _run(tmp_path, "told", 1, 2.0, 2.001, 2.0)
+    doc = json.loads(open(said).read())
+    for r in doc["results"]:
+        r["workload_description"] = "10.5 MB of text to train on, 1.2 MB held out"
+    open(said, "w").write(json.dumps(doc))
+    silent = _run(tmp_path, "silent", 1, 2.0, 2.001, 2.0)
+    text, out = loss_table.table([said, silent], 0.01)
+    assert out["told"]["workload"] == ["10.5 MB of text to train on, 1.2 MB held out"]
+    assert out["silent"]["workload"] == []
+    assert text.splitlines()[-1] == "told: 10.5 MB of text to train on, 1.2 MB held out"

@@ -68,7 +68,7 @@ run_ab() {
   [ $rc = 124 ] && echo "TIMEOUT after ${STEP_S}s"
   echo "rc $rc"
   tail -15 "$OUT/$name-out.txt"
-  grep -E "Running in|FP8|recompile|Error|error|eval loss|A/B:" "$OUT/$name-log.txt" | sort | uniq -c | head -16
+  grep -E "Running in|FP8|recompile|Error|error|eval loss|A/B:|\] workload:" "$OUT/$name-log.txt" | sort | uniq -c | head -16
 }
 
 case "${1:-}" in

@@ -17,17 +17,18 @@ import sys
 
 
 def runs_of(path):
-    """(project, seed, {arm: eval loss}) of one loss run's JSON."""
+    """(project, seed, {arm: eval loss}, what the workload said it was) of one loss run's JSON."""
     with open(path) as f:
         doc = json.load(f)
     converted = ((doc.get("summary") or {}).get("ab") or {}).get("converted") or path
     project = os.path.basename(os.path.dirname(os.path.normpath(converted))) or converted
-    arms, seed = {}, None
+    arms, seed, described = {}, None, None
     for r in doc.get("results", []):
         if r.get("eval_loss") is not None and r.get("backend") in ("original", "original-repeat", "converted"):
             arms[r["backend"]] = float(r["eval_loss"])
             seed = r.get("seed", seed)
-    return project, seed, arms
+            described = described or r.get("workload_description")
+    return project, seed, arms, described
 
 
 def mean_sd(xs):
@@ -70,11 +71,13 @@ def paired(runs, bound):
 
 
 def table(paths, bound):
-    projects = {}
+    projects, described = {}, {}
     for p in paths:
-        project, seed, arms = runs_of(p)
+        project, seed, arms, what = runs_of(p)
         if "original" in arms and "converted" in arms:
             projects.setdefault(project, []).append((seed, arms))
+            if what:
+                described.setdefault(project, set()).add(what)
     lines = ["| project | seeds | FP8 vs BF16 per seed | one BF16 run's noise | FP8 vs BF16, mean (+- 2 SE) | within %.0f %%? |" % (bound * 100),
              "|---|---|---|---|---|---|"]
     out = {}
@@ -86,7 +89,12 @@ def table(paths, bound):
             project, len(runs), per_seed, "%.2f %%" % (noise * 100) if noise == noise else "-", rel * 100,
             "+- %.2f" % (two_se * 100) if two_se == two_se else "(no repeat: noise unknown)", v))
         out[project] = {"seeds": [s for s, _ in runs], "runs": [a for _, a in runs], "rel": rel, "two_se": two_se,
-                        "noise": noise, "verdict": v}
+                        "noise": noise, "verdict": v, "workload": sorted(described.get(project, ()))}
+    # What each project's runs trained and evaluated on, as their workload said (runs before 2026-12-05 said nothing).
+    for project in sorted(out):
+        for what in out[project]["workload"]:
+            lines.append("")
+            lines.append("%s: %s" % (project, what))
     return "\n".join(lines), out
 
 
