@@ -619,6 +619,18 @@ export function attentionOfResult(r: Pick<BackendResult, 'extra'>): string | und
 }
 
 /**
+ * What the workload said it is (the result's `workload_description`: a user workload's "description", for the real
+ * projects how much text is trained on and what is held out), one line of at most 240 characters, or undefined.
+ */
+export function workloadDescriptionOf(r: Pick<BackendResult, 'extra'>): string | undefined {
+  const d = r.extra?.workload_description;
+  if (typeof d !== 'string') return undefined;
+  const line = d.replace(/\s+/g, ' ').trim();
+  if (!line) return undefined;
+  return line.length > 240 ? `${line.slice(0, 239)}…` : line;
+}
+
+/**
  * An arm's name in a results table: `label` (the backend's name by default), and for the torchao peer of an A/B run
  * whether it ran compiled or eager ("torchao on original (compiled)"): `measure` compiles it beside eager arms.
  */

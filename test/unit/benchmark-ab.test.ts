@@ -345,6 +345,21 @@ setInterval(() => {}, 1000);
       assert.equal(abLines(withAttention, undefined)[1], "Attention: te.DotProductAttention (fused, BF16), 1 shape; torch's for: an attention mask.", 'what fp8_attention ran, after the FP8 forwards');
     });
 
+    it('what the workload said it ran on is a line after the conversion, kept by the history, bounded', () => {
+      const said = 'llama2.c Transformer 12 x 2048, 8 x 2048 byte tokens of real text (10.5 MB of text to train on (610 files), 1.2 MB held out (87 files))';
+      const run = finishRun(replay(LOSS_CHECK_RECORDED, LOSS_OPTIONS), { cancelled: false }, 2000);
+      const results = run.results.map((r) => ({ ...r, extra: { ...r.extra, workload_description: said } }));
+      const lines = abLines(results, { applied: 5, files: 1, fixes: [] });
+      assert.deepEqual(lines.slice(0, 2), ['Converted copy: 5 fixes in 1 file.', `Workload: ${said}.`]);
+      assert.equal(abLines(run.results, undefined).some((l) => l.startsWith('Workload:')), false, 'no line where the workload said nothing');
+      const entry = toHistoryEntry({ ...run, results }, { interpreter: '/usr/bin/python3' })!;
+      assert.equal(abLines(JSON.parse(JSON.stringify(entry)).results, undefined)[0], `Workload: ${said}.`, 'read back from the history');
+      const long = results.map((r) => ({ ...r, extra: { ...r.extra, workload_description: `x\n${'y'.repeat(400)}` } }));
+      const line = abLines(long, undefined)[0];
+      assert.equal(line.length, 'Workload: '.length + 240);
+      assert.ok(line.startsWith('Workload: x y') && line.endsWith('…'), line.slice(0, 20));
+    });
+
     it('the history keeps the eval losses and the mark; Markdown has the eval-loss column and the verdict', () => {
       const run = finishRun(replay(LOSS_CHECK_RECORDED, LOSS_OPTIONS), { cancelled: false }, 2000);
       const entry = toHistoryEntry(run, { interpreter: '/usr/bin/python3' })!;

@@ -33,7 +33,8 @@ for (const arm of ['original', 'converted', 'torchao-original']) {
   out({ event: 'progress', phase: arm, step: 2, total: 2 });
 }
 process.stderr.write('measuring\\n');
-out({ event: 'result', backend: 'original', tokens_per_s: 100000, peak_memory_bytes: 20 * 2 ** 30, losses: [10.9, 10.5, 10.2] });
+out({ event: 'result', backend: 'original', tokens_per_s: 100000, peak_memory_bytes: 20 * 2 ** 30, losses: [10.9, 10.5, 10.2],
+  workload_description: 'runnable fixture,   64 synthetic tokens' });
 out({ event: 'result', backend: 'converted', tokens_per_s: 135000, peak_memory_bytes: 18 * 2 ** 30, losses: [10.9, 10.52, 10.21],
   fp8_gemms: { modules: 2, forwards_fp8: 6, forwards_total: 6 } });
 // The peer as bench/plbench/ab.py reports it under --peer-compile on: compiled, as asked.
@@ -117,6 +118,8 @@ describe('precision-lens measure', function () {
     assert.match(r.stdout, /original \(BF16\)\s+100,000\s+baseline\s+20\.00 GiB\s+10\.2000/);
     assert.match(r.stdout, /converted \(FP8\)\s+135,000\s+1\.35x\s+18\.00 GiB\s+10\.2100\s+6\/6 \(2 modules\)/);
     assert.match(r.stdout, /torchao on original \(compiled\)\s+120,000\s+1\.20x/);
+    // What the workload said it ran on (one line, whitespace folded), after the table.
+    assert.match(r.stdout, /^workload: runnable fixture, 64 synthetic tokens$/m);
     // The verdict against the peer, after the table.
     assert.equal(lines.at(-1), 'FP8 conversion: 1.13x the tokens/s of torchao (compiled) on the original, same process: the conversion is ahead.');
     assert.deepEqual(copiesLeft(), [], 'the copy is removed');

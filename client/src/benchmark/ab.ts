@@ -4,7 +4,7 @@
  * check, the original again (`original-repeat`) instead of torchao, and each arm's eval loss. Pure (no `vscode`, no
  * Node): the webview, the Markdown export and the unit tests read these lines.
  */
-import { attentionOfResult, fp8GemmsOfResult, type BackendResult, type Fp8Gemms } from '../../../common/bench-events';
+import { attentionOfResult, fp8GemmsOfResult, workloadDescriptionOf, type BackendResult, type Fp8Gemms } from '../../../common/bench-events';
 import { evalLossOf, hasEvalLosses, lossVerdict } from '../../../common/loss-check';
 import { peerVerdict } from '../../../common/peer-verdict';
 import { isAbRun, isLossCheckRun, type ConversionInfo, type RunOptions } from '../../../common/webview-messages';
@@ -53,12 +53,22 @@ export function toConversionInfo(raw: Record<string, unknown>): ConversionInfo |
 }
 
 /**
- * The lines under an A/B run's table, in order: what the conversion applied, how many GEMM forwards ran in FP8, and
+ * The lines under an A/B run's table, in order: what the conversion applied, what the workload ran on (where it
+ * said), how many GEMM forwards ran in FP8, and
  * the verdicts, worded as `precision-lens measure` prints them: the conversion against torchao on the original (where
  * the peer ran) and (a loss check) the eval losses.
  */
 export function abLines(results: readonly BackendResult[], conversion: ConversionInfo | undefined): string[] {
-  return [conversionLine(conversion), fp8ForwardsLine(results), attentionLine(results), ...abVerdicts(results)].filter((l): l is string => l !== undefined);
+  return [conversionLine(conversion), workloadLine(results), fp8ForwardsLine(results), attentionLine(results), ...abVerdicts(results)].filter((l): l is string => l !== undefined);
+}
+
+/**
+ * "Workload: llama2.c Transformer 12 x 2048, ... (10.5 MB of text to train on, 1.2 MB held out).": what the workload
+ * function said the arms ran on, where it said (a dict with "description"); the evidence behind a loss check's text.
+ */
+export function workloadLine(results: readonly BackendResult[]): string | undefined {
+  const d = results.map(workloadDescriptionOf).find((x) => x !== undefined);
+  return d ? `Workload: ${d}${/[.…]$/.test(d) ? '' : '.'}` : undefined;
 }
 
 /** "Attention: te.DotProductAttention (fused, BF16), 1 shape.": what the converted copy's fp8_attention ran (PL107). */

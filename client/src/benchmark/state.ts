@@ -192,8 +192,9 @@ export function environmentSummary(env: EnvInfo): string {
 
 /** Fields of a result's `extra` worth keeping in the history (the rest, e.g. conversion reports, stays in --json-out). */
 const EXTRA_KEPT = ['workload', 'batch', 'seq', 'layers', 'params', 'tokens_per_step', 'compile', 'first_step_s', 'model_tflops_per_s', 'te_version', 'te_api', 'mode', 'device', 'repeats', 'fp8_gemms', 'eval_loss',
-  // An A/B's lines read these back from the history: what fp8_attention ran, and a loss check's warm start.
-  'attention', 'warm_start'];
+  // An A/B's lines read these back from the history: what fp8_attention ran, a loss check's warm start, and what the
+  // workload said it ran on.
+  'attention', 'warm_start', 'workload_description'];
 
 /**
  * The history's copy of a result: at most `maxPoints` loss values (every k-th) and only small extra fields,

@@ -19,7 +19,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { armLabel, attentionOfResult, fp8GemmsOfResult, normalizeBenchEvent, PEER_ARM, type BackendResult } from '../../../common/bench-events';
+import { armLabel, attentionOfResult, fp8GemmsOfResult, normalizeBenchEvent, PEER_ARM, workloadDescriptionOf, type BackendResult } from '../../../common/bench-events';
 import { evalLossOf, hasEvalLosses, LOSS_CHECK_STEPS, lossVerdict, REPEAT_ARM } from '../../../common/loss-check';
 import { measurePeer, peerVerdict } from '../../../common/peer-verdict';
 import { resolveSettings } from '../../../common/settings';
@@ -385,6 +385,8 @@ export async function runMeasure(options: MeasureOptions, io: MeasureIo, check: 
     if (!jsonl && results.size > 0) {
       const arms = [...results.values()];
       io.stdout(measureTable(arms));
+      const workload = arms.map(workloadDescriptionOf).find((w) => w !== undefined);
+      if (workload) io.stdout(`workload: ${workload}\n`);
       const attention = arms.map(attentionOfResult).find((a) => a !== undefined);
       if (attention) io.stdout(`attention (converted): ${attention}\n`);
       for (const verdict of [peerVerdict(arms), lossVerdict(arms)]) if (verdict) io.stdout(`${verdict}\n`);
