@@ -87,8 +87,13 @@ function pickLayer(onLine, lab) {
 
 function scoreFile(name, layers, fileLabels) {
   const out = { linear: blank(), norm: blank() };
+  // A layer a factory function builds is reported at the factory's call site; its label sits on the constructor
+  // inside the factory (builtAt), which is where the conversion edits: index it there too.
   const byLine = new Map();
-  for (const l of layers) byLine.set(l.line, [...(byLine.get(l.line) ?? []), l]);
+  for (const l of layers) {
+    byLine.set(l.line, [...(byLine.get(l.line) ?? []), l]);
+    if (l.builtAt && l.builtAt.line !== l.line) byLine.set(l.builtAt.line, [...(byLine.get(l.builtAt.line) ?? []), l]);
+  }
   const labelled = new Set();
   for (const lab of fileLabels) {
     const s = isNorm(lab) ? out.norm : out.linear;

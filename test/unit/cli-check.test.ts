@@ -357,6 +357,35 @@ describe('precision-lens check (built CLI)', function () {
       assert.deepEqual(region.backwardInside, [positionOf(ttext, 'loss.backward()').line]);
       assert.ok(region.endLine >= region.backwardInside[0]);
       assert.deepEqual(train.weightTying, []);
+      assert.ok(model.layers.every((l) => (l as unknown as { builtAt: unknown }).builtAt === null), 'layers built in place have no builtAt');
+    });
+
+    it('a layer a factory function builds is reported at the call site, with builtAt at the constructor inside the factory', () => {
+      mkdirSync(join(dir, 'factory'), { recursive: true });
+      const text = [
+        'import torch.nn as nn',
+        '',
+        'def FeedForward(dim, mult=4):',
+        '    return nn.Sequential(',
+        '        nn.Linear(dim, dim * mult),',
+        '        nn.GELU(),',
+        '        nn.Linear(dim * mult, dim),',
+        '    )',
+        '',
+        'class Block(nn.Module):',
+        '    def __init__(self, dim):',
+        '        super().__init__()',
+        '        self.ff = FeedForward(dim)',
+        '',
+      ].join('\n');
+      writeFileSync(join(dir, 'factory/model.py'), text);
+      const out = parseJson<InspectJson>(runCli(['inspect', 'factory/model.py', '--format', 'json'], dir));
+      const linears = out.files[0].layers.filter((l) => l.constructor === 'nn.Linear') as unknown as Array<{ line: number; builtAt: { line: number; column: number } | null }>;
+      const site = positionOf(text, 'FeedForward(dim)').line;
+      assert.deepEqual(linears.map((l) => [l.line, l.builtAt]), [
+        [site, positionOf(text, 'nn.Linear(dim, dim * mult)')],
+        [site, positionOf(text, 'nn.Linear(dim * mult, dim)')],
+      ]);
     });
   });
 });

@@ -58,6 +58,12 @@ function dimJson(d: Dim | undefined): object | null {
   };
 }
 
+function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
+  const out = {} as Pick<T, K>;
+  for (const k of keys) out[k] = o[k];
+  return out;
+}
+
 function layerJson(layer: Layer): object {
   return {
     ...oneBased(layer.span),
@@ -80,6 +86,9 @@ function layerJson(layer: Layer): object {
     shapeOk: layer.shapeOk ?? null,
     teArgs: layer.teArgs ?? null,
     ownerClass: layer.ownerClass ?? null,
+    // A layer a factory function builds is reported where the factory is called (its sizes and path are the call's);
+    // builtAt is the constructor call inside the factory, the line a conversion edits. null for a layer built in place.
+    builtAt: layer.constructionSpan ? pick(oneBased(layer.constructionSpan), 'line', 'column') : null,
     // The verdict's facets (structure / role / shape, each ok | fails | guarded with its reason and check) and the
     // dimensions with their provenance.
     facets: layer.facets ?? null,
