@@ -13,7 +13,7 @@ import type { LayerKind, LayerRole } from './ir';
 
 export type Library =
   | 'torch' | 'transformer_engine' | 'megatron' | 'fairscale' | 'fairseq' | 'apex' | 'transformers' | 'timm'
-  | 'torchtune' | 'litgpt' | 'xformers' | 'flash_attn' | 'diffusers' | 'mamba_ssm';
+  | 'torchtune' | 'litgpt' | 'xformers' | 'flash_attn' | 'diffusers' | 'mamba_ssm' | 'llmfoundry';
 
 /** The te.* class a row converts to, and how its arguments are spelt there. */
 export interface TeMapping {
@@ -63,6 +63,8 @@ export interface CatalogueEntry {
   forwardRead?: ForwardRead;
   /** Not a layer at all (containers, losses, parameters). */
   notLayer?: boolean;
+  /** A library function that builds a layer (llm-foundry's build_fc), not a class: looked up by its full name only. */
+  builder?: boolean;
   /** Where the signature was read (repository, file, commit of the version read), or why it was not. */
   source: RowSource;
 }
@@ -105,7 +107,7 @@ export function isRead(source: RowSource): source is SourceRead {
 export const LIBRARY_ROOTS: Record<string, Library> = {
   torch: 'torch', transformer_engine: 'transformer_engine', megatron: 'megatron', fairscale: 'fairscale', fairseq: 'fairseq',
   apex: 'apex', transformers: 'transformers', timm: 'timm', torchtune: 'torchtune', litgpt: 'litgpt', xformers: 'xformers',
-  flash_attn: 'flash_attn', diffusers: 'diffusers', mamba_ssm: 'mamba_ssm',
+  flash_attn: 'flash_attn', diffusers: 'diffusers', mamba_ssm: 'mamba_ssm', llmfoundry: 'llmfoundry',
 };
 
 const LINEAR = ['in_features', 'out_features', 'bias', 'device', 'dtype'];
@@ -128,6 +130,8 @@ const APEX_NORM = read('NVIDIA/apex', 'apex/normalization/fused_layer_norm.py', 
 const TIMM_NORM = read('huggingface/pytorch-image-models', 'timm/layers/norm.py', '05ab01d555b021004df7e8b5f136974df6221d46');
 const FAIRSCALE = read('facebookresearch/fairscale', 'fairscale/nn/model_parallel/layers.py', '158319ac73590d00b0b3ac140af0d0b4fdbd9ac1');
 const FAIRSEQ_LN = read('facebookresearch/fairseq', 'fairseq/modules/layer_norm.py', '00bc279894ab6ed3641b0f791acc578ac2083584');
+const LLMFOUNDRY_BUILDERS = read('mosaicml/llm-foundry', 'llmfoundry/models/layers/layer_builders.py', '0953267476433a8e9c54f2aa1e6004797db111c1',
+  "the 'te' fc is registered in models/layers/fc.py @ 1a36d3f8202265cc86508d62007e1a2973dc29f5");
 const MAMBA_GATED = read('state-spaces/mamba', 'mamba_ssm/ops/triton/layernorm_gated.py', '60dadf2e0ee730ac337035d5533de10bc26e4847');
 // The TE* wrappers take the two sizes positionally and everything else by keyword (config=, init_method=, ...).
 const MEGATRON_TE = read('NVIDIA/Megatron-LM', 'megatron/core/extensions/transformer_engine.py', 'd086a2e3b020ff78db9d29915f7cfe886e085f13');
@@ -386,6 +390,16 @@ export const CATALOGUE: CatalogueEntry[] = [
     params: ['height', 'width', 'patch_size', 'in_channels', 'embed_dim', 'layer_norm', 'flatten', 'bias', 'interpolation_scale', 'pos_embed_type', 'pos_embed_max_size'],
     source: read('huggingface/diffusers', 'src/diffusers/models/embeddings.py', '0002117e9fa1351a3c0ee988d9c13e683cfb273b') },
 
+  // llm-foundry builds its layers through registries keyed by the model config (layer_builders.py): build_fc makes
+  // the class `fc_type.name` registers (models/layers/fc.py: 'torch' -> torch.nn.Linear, 'te' -> te.Linear when TE
+  // imports), build_norm the `norm_type` one. The FP8 switch is the config, not the call.
+  { name: 'llmfoundry.models.layers.layer_builders.build_fc', library: 'llmfoundry', kind: 'linear', builder: true, params: ['name', 'in_features', 'out_features', 'fc_kwargs'],
+    noTe: "llm-foundry's build_fc builds the class its config's fc_type names (torch.nn.Linear by default, te.Linear for the name te): set the config's fc_type name to te (FP8 then runs under te.fp8_autocast) instead of editing the call.",
+    source: LLMFOUNDRY_BUILDERS },
+  { name: 'llmfoundry.models.layers.layer_builders.build_norm', library: 'llmfoundry', kind: 'layernorm', builder: true, params: ['name', 'normalized_shape', 'device'],
+    noTe: "llm-foundry's build_norm builds the class the model config's norm_type names from its registry: choose a TE-backed norm there, not at the call.",
+    source: LLMFOUNDRY_BUILDERS },
+
   // mamba_ssm (mamba_ssm/ops/triton/layer_norm.py defines RMSNorm and functions; its LayerNorm is the gated one)
   { name: 'mamba_ssm.ops.triton.layer_norm.RMSNorm', library: 'mamba_ssm', kind: 'rmsnorm', params: ['hidden_size', 'eps', 'dropout_p', 'device', 'dtype'],
     te: { cls: 'te.RMSNorm', renames: { hidden_size: 'normalized_shape' } },
@@ -520,7 +534,11 @@ export function lookupClass(resolved: string): ClassLookup | undefined {
 
 function lookupUncached(resolved: string): ClassLookup | undefined {
   const last = resolved.slice(resolved.lastIndexOf('.') + 1);
-  if (!/^[A-Z]/.test(last)) return undefined;
+  // A library's layer-building function (llm-foundry's build_fc) is catalogued under its full name only.
+  if (!/^[A-Z]/.test(last)) {
+    const fn = byName.get(resolved);
+    return fn?.builder ? { entry: fn, via: 'exact' } : undefined;
+  }
   const root = resolved.split('.')[0];
   // `self.LayerNorm(x)` / `cls.Norm(...)` calls a submodule or a stored class held by the instance; it never
   // constructs a library layer, whatever the attribute is called (BERT names its norm attribute `LayerNorm`).

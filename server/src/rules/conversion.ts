@@ -165,9 +165,11 @@ export const conversionRules: RuleModule = {
       const code = CODE_BY_KIND[layer.kind];
       if (!code) return;
       // A tiny classifier or router gains nothing from FP8 and the reason says so; only explain the non-obvious
-      // refusals (norms TE cannot represent exactly, a tensor-parallel Linear sharded its own way) as diagnostics, so
-      // the editor is not covered in "no" notes.
-      if (layer.convertible === false && layer.kind !== 'layernorm' && layer.kind !== 'rmsnorm' && layer.kind !== 'parallel-linear') return;
+      // refusals (norms TE cannot represent exactly, a tensor-parallel Linear sharded its own way, a Linear a library
+      // builds from its config, where the catalogue says what to change instead) as diagnostics, so the editor is not
+      // covered in "no" notes.
+      const libraryRefusal = layer.facets?.structure.check === 'catalogue-no-te';
+      if (layer.convertible === false && layer.kind !== 'layernorm' && layer.kind !== 'rmsnorm' && layer.kind !== 'parallel-linear' && !libraryRefusal) return;
       const related = [...tieEvidence(ir, layer), ...configDefaultEvidence(ir, text, [...layer.reasons, layer.inFeatures, layer.outFeatures, layer.normalizedShape], spans())];
       // Class tests (isinstance(m, nn.Linear) in weight init, optimizer groups) are extended by the conversion itself.
       const explanation = conversionExplanation(ir, layer, settings);
