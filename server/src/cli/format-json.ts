@@ -58,10 +58,11 @@ function dimJson(d: Dim | undefined): object | null {
   };
 }
 
-function pick<T, K extends keyof T>(o: T, ...keys: K[]): Pick<T, K> {
-  const out = {} as Pick<T, K>;
-  for (const k of keys) out[k] = o[k];
-  return out;
+/** Where the constructor inside a factory is (1-based line and column), for a layer reported at the factory's call. */
+function builtAt(layer: Layer): { line: number; column: number } | null {
+  if (!layer.constructionSpan) return null;
+  const { line, column } = oneBased(layer.constructionSpan);
+  return { line, column };
 }
 
 function layerJson(layer: Layer): object {
@@ -88,7 +89,7 @@ function layerJson(layer: Layer): object {
     ownerClass: layer.ownerClass ?? null,
     // A layer a factory function builds is reported where the factory is called (its sizes and path are the call's);
     // builtAt is the constructor call inside the factory, the line a conversion edits. null for a layer built in place.
-    builtAt: layer.constructionSpan ? pick(oneBased(layer.constructionSpan), 'line', 'column') : null,
+    builtAt: builtAt(layer),
     // The verdict's facets (structure / role / shape, each ok | fails | guarded with its reason and check) and the
     // dimensions with their provenance.
     facets: layer.facets ?? null,
