@@ -346,6 +346,30 @@ def _fingerprint(batch):
     return out
 
 
+ROUNDED_ARM = "original-rounded"
+
+
+def round_to_bf16(model):
+    """Rounds every floating-point parameter wider than BF16 to its nearest BF16 value, in place: what storing the
+    initial checkpoint in BF16 does. Returns how many values there were, how many changed and the largest relative
+    change (at most 2^-8: BF16 keeps 8 significant bits)."""
+    total, changed, max_rel = 0, 0, 0.0
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.is_floating_point() or p.dtype == torch.bfloat16 or p.numel() == 0:
+                continue
+            r = p.to(torch.bfloat16).to(p.dtype)
+            diff = (r - p).abs()
+            total += p.numel()
+            changed += int((diff > 0).sum())
+            nz = p != 0
+            if bool(nz.any()):
+                max_rel = max(max_rel, float((diff[nz] / p[nz].abs()).max()))
+            p.copy_(r)
+    return {"values": total, "changed": changed, "max_rel": max_rel,
+            "what": "each floating-point parameter rounded once to BF16 before the first step"}
+
+
 def _cpu_state(model):
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items() if torch.is_tensor(v)}
 
@@ -574,6 +598,18 @@ def run(session, args, env, device, te_installed):
                                "the noise floor of the loss comparison%s" % cpu_note, builder("original"), impl="bf16",
                                after_build=load_into(True)))
 
+    if getattr(args, "rounded_original", False):
+        # The run's sensitivity to its start: the original from its weights rounded once to BF16. Where two runs that
+        # differ by far less than FP8's rounding part as much as FP8 does, the training itself is that sensitive.
+        def rounded_start(model, wl, result):
+            load_into(True)(model, wl, result)
+            result["perturbation"] = round_to_bf16(model)
+            result["weights"] = "the original arm's initial weights, each floating-point parameter rounded once to BF16"
+
+        arms.append(runner.Arm(ROUNDED_ARM, "%s: the original arm from its initial weights rounded once to BF16 (same "
+                               "batches): how far this training moves from a change far smaller than FP8's%s"
+                               % (ROUNDED_ARM, cpu_note), builder("original"), impl="bf16", after_build=rounded_start))
+
     # The peer: torchao on the original model
     peer = {"name": "torchao-original", "requested": args.peer, "ran": False, "reason": None}
     ao_info = {}
@@ -650,6 +686,9 @@ def run(session, args, env, device, te_installed):
         log("A/B: converted eval loss %+.3f %% vs original%s" % (
             100.0 * a["eval_loss_rel"], "" if a.get("noise_floor_eval_rel") is None else
             "; the original run again: %+.3f %% (noise floor)" % (100.0 * a["noise_floor_eval_rel"])))
+    if a.get("sensitivity_eval_rel") is not None:
+        log("A/B: the original from its weights rounded once to BF16: eval loss %+.3f %% vs original (how far this "
+            "training moves from a change far smaller than FP8's)" % (100.0 * a["sensitivity_eval_rel"]))
     if a.get("loss_rel_final") is not None:
         log("A/B: converted final loss %+.3f %% vs original; FP8 GEMM forwards %s of %s; %s" % (
             100.0 * a["loss_rel_final"], a["fp8_gemms"].get("forwards_fp8"), a["fp8_gemms"].get("forwards_total"),
@@ -699,6 +738,14 @@ def ab_summary(results, orig, conv, fallback_name, fallback, peer, device):
             out["noise_floor_eval_rel"] = r["eval_loss"] / o["eval_loss"] - 1.0
         if o.get("final_loss") and r.get("final_loss") is not None:
             out["noise_floor_final_rel"] = r["final_loss"] / o["final_loss"] - 1.0
+    d = results.get(ROUNDED_ARM)
+    out["sensitivity_eval_rel"] = None
+    out["sensitivity_final_rel"] = None
+    if o and d:
+        if o.get("eval_loss") and d.get("eval_loss") is not None:
+            out["sensitivity_eval_rel"] = d["eval_loss"] / o["eval_loss"] - 1.0
+        if o.get("final_loss") and d.get("final_loss") is not None:
+            out["sensitivity_final_rel"] = d["final_loss"] / o["final_loss"] - 1.0
     if o and c:
         if o.get("eval_loss") and c.get("eval_loss") is not None:
             out["eval_loss_rel"] = c["eval_loss"] / o["eval_loss"] - 1.0

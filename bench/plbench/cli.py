@@ -85,6 +85,10 @@ def build_parser():
     p.add_argument("--repeat-original", action="store_true",
                    help="ab mode: run the original arm a second time from the same weights and batches, so the "
                         "loss difference between two BF16 runs (the noise floor) is measured next to FP8's")
+    p.add_argument("--rounded-original", action="store_true",
+                   help="ab mode: run the original arm once more from its initial weights each rounded once to BF16 "
+                        "(at most 2^-8 of each weight, far less than FP8's rounding): how far this training's loss "
+                        "moves from a tiny change of its start, next to FP8's difference")
     p.add_argument("--warm-start-steps", type=int, default=0,
                    help="ab mode: first train the original N steps in BF16 (AdamW at the run's learning rate, warm-up "
                         "over all N, clipping 1.0, batches no measured step uses); every arm then starts from those "

@@ -414,6 +414,44 @@ def test_loss_recipe_eval_loss_and_noise_floor(pair):
     assert "A/B: converted eval loss" in r.stderr and "noise floor" in r.stderr
 
 
+def test_rounded_original_starts_from_the_weights_rounded_to_bf16(pair):
+    """--rounded-original: the original arm once more from its initial weights each rounded once to BF16 (the run's
+    sensitivity to a change far smaller than FP8's); its eval loss is compared with the original's in the summary."""
+    orig, conv = pair
+    r = ab(orig, conv, "--peer", "none", "--eval-loss-batches", "2", "--repeat-original", "--rounded-original")
+    assert r.rc == 0, r.stderr
+    res = {e["backend"]: e for e in r.of("result")}
+    assert set(res) == {"original", "converted", "original-repeat", "original-rounded"}
+    p = res["original-rounded"]["perturbation"]
+    # Random FP32 weights: nearly every value changes, none by more than BF16's unit roundoff (2^-8 relative).
+    assert p["values"] > 0 and p["changed"] > 0.9 * p["values"]
+    assert 0 < p["max_rel"] <= 2 ** -8
+    assert "rounded once to BF16" in res["original-rounded"]["weights"]
+    # A different start: the first loss moves (a little), unlike the repeat's.
+    first = [res[a]["losses"][0] for a in ("original", "original-repeat", "original-rounded")]
+    assert abs(first[0] - first[1]) < 1e-6 and first[2] != first[0]
+    assert abs(first[2] / first[0] - 1) < 0.01
+    a = r.of("summary")[0]["ab"]
+    assert a["sensitivity_eval_rel"] == pytest.approx(res["original-rounded"]["eval_loss"] / res["original"]["eval_loss"] - 1)
+    assert "rounded once to BF16: eval loss" in r.stderr
+    plain = ab(orig, conv, "--peer", "none", "--eval-loss-batches", "2")
+    assert plain.of("summary")[0]["ab"]["sensitivity_eval_rel"] is None
+
+
+def test_round_to_bf16_leaves_bf16_and_integer_tensors():
+    import torch
+    from plbench.ab import round_to_bf16
+    m = torch.nn.Linear(4, 4)
+    with torch.no_grad():
+        m.weight.copy_(torch.tensor([1.0, 1.0 + 2 ** -12, 3.0, 0.0]).repeat(4, 1))
+    m.bias.data = m.bias.data.to(torch.bfloat16)
+    before = m.bias.detach().clone()
+    out = round_to_bf16(m)
+    assert out["values"] == 16 and out["changed"] == 4
+    assert out["max_rel"] == pytest.approx(2 ** -12 / (1 + 2 ** -12))
+    assert torch.equal(m.weight[:, 1], torch.ones(4)) and torch.equal(m.bias, before)
+
+
 def test_lr_factor_warmup_then_cosine_to_a_tenth():
     from types import SimpleNamespace
     from plbench.runner import lr_factor

@@ -13,11 +13,13 @@ import loss_table  # noqa: E402
 TOOL = os.path.join(os.path.dirname(HERE), "tools", "loss_table.py")
 
 
-def _run(tmp_path, project, seed, original, converted, repeat=None):
+def _run(tmp_path, project, seed, original, converted, repeat=None, rounded=None):
     results = [{"backend": "original", "seed": seed, "eval_loss": original},
                {"backend": "converted", "seed": seed, "eval_loss": converted}]
     if repeat is not None:
         results.append({"backend": "original-repeat", "seed": seed, "eval_loss": repeat})
+    if rounded is not None:
+        results.append({"backend": "original-rounded", "seed": seed, "eval_loss": rounded})
     doc = {"results": results, "summary": {"ab": {"converted": "/x/.realproj/%s/conv" % project}}}
     path = tmp_path / ("loss-%s-seed%d.json" % (project, seed))
     path.write_text(json.dumps(doc))
@@ -78,3 +80,16 @@ def test_the_workloads_description_is_printed_under_the_table(tmp_path):
     assert out["told"]["workload"] == ["10.5 MB of text to train on, 1.2 MB held out"]
     assert out["silent"]["workload"] == []
     assert text.splitlines()[-1] == "told: 10.5 MB of text to train on, 1.2 MB held out"
+
+
+def test_the_rounded_start_is_listed_per_seed_and_left_out_of_the_verdict(tmp_path):
+    # Seed 1 measured how far BF16 moves from its weights rounded once to BF16 (-2 %); seed 2 did not.
+    files = [_run(tmp_path, "p", 1, 2.0, 2.05, 2.0, rounded=1.96), _run(tmp_path, "p", 2, 2.0, 1.95, 2.0)]
+    text, out = loss_table.table(files, 0.01)
+    assert "p, BF16 from its weights rounded once to BF16, vs BF16: 1: -2.00 %" in text
+    assert list(out["p"]["rounded_start"]) == ["1"] and abs(out["p"]["rounded_start"]["1"] + 0.02) < 1e-12
+    # The verdict is FP8 against BF16 and its repeat only: the same as without the rounded arm.
+    plain = [_run(tmp_path, "q", 1, 2.0, 2.05, 2.0), _run(tmp_path, "q", 2, 2.0, 1.95, 2.0)]
+    _, out_q = loss_table.table(plain, 0.01)
+    assert (out["p"]["rel"], out["p"]["two_se"], out["p"]["verdict"]) == (out_q["q"]["rel"], out_q["q"]["two_se"], out_q["q"]["verdict"])
+    assert "rounded_start" not in out_q["q"]

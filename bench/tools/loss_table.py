@@ -24,7 +24,7 @@ def runs_of(path):
     project = os.path.basename(os.path.dirname(os.path.normpath(converted))) or converted
     arms, seed, described = {}, None, None
     for r in doc.get("results", []):
-        if r.get("eval_loss") is not None and r.get("backend") in ("original", "original-repeat", "converted"):
+        if r.get("eval_loss") is not None and r.get("backend") in ("original", "original-repeat", "original-rounded", "converted"):
             arms[r["backend"]] = float(r["eval_loss"])
             seed = r.get("seed", seed)
             described = described or r.get("workload_description")
@@ -90,6 +90,16 @@ def table(paths, bound):
             "+- %.2f" % (two_se * 100) if two_se == two_se else "(no repeat: noise unknown)", v))
         out[project] = {"seeds": [s for s, _ in runs], "runs": [a for _, a in runs], "rel": rel, "two_se": two_se,
                         "noise": noise, "verdict": v, "workload": sorted(described.get(project, ()))}
+    # The training's own sensitivity, where measured (--rounded-original): BF16 from its weights rounded once to BF16,
+    # against the same seed's BF16; a seed whose tiny perturbation moves the loss as far as FP8 does says that much of
+    # FP8's difference is the run's, not FP8's.
+    for project, runs in sorted(projects.items(), key=lambda kv: kv[0]):
+        sens = [(seed, arms["original-rounded"] / arms["original"] - 1) for seed, arms in runs if "original-rounded" in arms]
+        if sens:
+            lines.append("")
+            lines.append("%s, BF16 from its weights rounded once to BF16, vs BF16: %s" % (
+                project, ", ".join("%s: %+.2f %%" % (seed, r * 100) for seed, r in sens)))
+            out[project]["rounded_start"] = dict((str(seed), r) for seed, r in sens)
     # What each project's runs trained and evaluated on, as their workload said (runs before 2026-12-05 said nothing).
     for project in sorted(out):
         for what in out[project]["workload"]:
