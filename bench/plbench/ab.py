@@ -729,28 +729,20 @@ def ab_summary(results, orig, conv, fallback_name, fallback, peer, device):
            "loss_rel_final": None, "loss_first_diff": None, "peak_memory_ratio": None, "tokens_per_s_ratio": None,
            "step_time_ratio": None, "batches_match": (c or {}).get("batches_match_original"), "peer": peer,
            "not_a_benchmark": device == "cpu", "workload_description": (o or {}).get("workload_description")}
-    r = results.get("original-repeat")
-    out["eval_loss_rel"] = None
-    out["noise_floor_eval_rel"] = None
-    out["noise_floor_final_rel"] = None
-    if o and r:
-        if o.get("eval_loss") and r.get("eval_loss") is not None:
-            out["noise_floor_eval_rel"] = r["eval_loss"] / o["eval_loss"] - 1.0
-        if o.get("final_loss") and r.get("final_loss") is not None:
-            out["noise_floor_final_rel"] = r["final_loss"] / o["final_loss"] - 1.0
-    d = results.get(ROUNDED_ARM)
-    out["sensitivity_eval_rel"] = None
-    out["sensitivity_final_rel"] = None
-    if o and d:
-        if o.get("eval_loss") and d.get("eval_loss") is not None:
-            out["sensitivity_eval_rel"] = d["eval_loss"] / o["eval_loss"] - 1.0
-        if o.get("final_loss") and d.get("final_loss") is not None:
-            out["sensitivity_final_rel"] = d["final_loss"] / o["final_loss"] - 1.0
+
+    def rel(arm, key):
+        """arm's key (eval_loss, final_loss) relative to the original's, or None where either is missing."""
+        x = results.get(arm)
+        if not (o and x and o.get(key) and x.get(key) is not None):
+            return None
+        return x[key] / o[key] - 1.0
+
+    out["eval_loss_rel"], out["loss_rel_final"] = rel("converted", "eval_loss"), rel("converted", "final_loss")
+    out["noise_floor_eval_rel"] = rel("original-repeat", "eval_loss")
+    out["noise_floor_final_rel"] = rel("original-repeat", "final_loss")
+    out["sensitivity_eval_rel"] = rel(ROUNDED_ARM, "eval_loss")
+    out["sensitivity_final_rel"] = rel(ROUNDED_ARM, "final_loss")
     if o and c:
-        if o.get("eval_loss") and c.get("eval_loss") is not None:
-            out["eval_loss_rel"] = c["eval_loss"] / o["eval_loss"] - 1.0
-        if o.get("final_loss") and c.get("final_loss") is not None:
-            out["loss_rel_final"] = c["final_loss"] / o["final_loss"] - 1.0
         if o.get("losses") and c.get("losses"):
             out["loss_first_diff"] = c["losses"][0] - o["losses"][0]
         if o.get("peak_memory_bytes") and c.get("peak_memory_bytes"):
