@@ -573,6 +573,9 @@ export const AB_ARMS: ReadonlyArray<{ id: string; label: string; short: string }
   { id: PEER_ARM, label: 'torchao on original', short: 'torchao' },
   // The loss check's second BF16 run (`--repeat-original`): the noise floor of the eval-loss comparison.
   { id: 'original-repeat', label: 'Original again (BF16)', short: 'BF16 again' },
+  // The loss check's BF16 run from the original's weights rounded once to BF16 (`--rounded-original`): how far the
+  // training moves from a change far smaller than FP8's.
+  { id: 'original-rounded', label: 'Original, rounded start (BF16)', short: 'BF16 rounded' },
 ];
 
 const SHORT_LABELS: Readonly<Record<string, string>> = {

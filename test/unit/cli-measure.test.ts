@@ -307,6 +307,21 @@ describe('precision-lens measure', function () {
     assert.throws(() => parseArgs(['measure', '.', '--workload', 'model:build', '--loss-check', '--warm-start', '0']), (e: Error) => e instanceof UsageError);
   });
 
+  it('--rounded-start adds the BF16 arm from rounded weights to the loss check, and is refused without it', () => {
+    const parsed = parseArgs(['measure', '.', '--workload', 'model:build', '--loss-check', '--rounded-start']);
+    const options = (parsed as Extract<typeof parsed, { kind: 'measure' }>).options;
+    assert.ok(benchArgs('bench.py', options, '/ws', '/copy', 'fp8_fallback').includes('--rounded-original'));
+    assert.ok(!benchArgs('bench.py', { ...options, roundedStart: undefined }, '/ws', '/copy', 'fp8_fallback').includes('--rounded-original'));
+    assert.throws(() => parseArgs(['measure', '.', '--workload', 'model:build', '--rounded-start']), (e: Error) => e instanceof UsageError && /only with --loss-check/.test(e.message));
+    // The arm has its own row in the table, after the BF16 repeat.
+    const table = measureTable([
+      { event: 'result', backend: 'original-rounded', tokens_per_s: 990, losses: [2, 1.41], eval_loss: 1.98 },
+      { event: 'result', backend: 'original', tokens_per_s: 1000, losses: [2, 1.4], eval_loss: 2.0 },
+      { event: 'result', backend: 'original-repeat', tokens_per_s: 1001, losses: [2, 1.4], eval_loss: 2.0 },
+    ].map((e) => normalizeBenchEvent(e) as BackendResult));
+    assert.deepEqual(table.split('\n').slice(2, 5).map((l) => l.split('  ')[0]), ['original (BF16)', 'original again (BF16)', 'original, rounded start (BF16)']);
+  });
+
   it('the table gets an eval loss column and the verdict judges FP8 against 1 % and the noise floor', () => {
     const arms = (conv: number, again: number) => [
       { event: 'result', backend: 'original', tokens_per_s: 1000, losses: [2, 1.4], eval_loss: 2.0 },
@@ -320,6 +335,13 @@ describe('precision-lens measure', function () {
     assert.match(lossVerdict(arms(2.04, 1.97))!, /\+2\.00 % vs BF16.*-1\.50 % \(the noise floor\): outside 1 %, but within twice the noise floor/);
     assert.match(lossVerdict(arms(2.16, 2.002))!, /\+8\.00 % vs BF16.*FP8 trains worse here: try precisionLens\.te\.recipe = Float8CurrentScaling/);
     assert.match(lossVerdict(arms(1.8, 2.002))!, /FP8 ends lower than BF16 by more than the noise/);
+    // With the BF16 arm from rounded weights: said, and FP8 no farther from BF16 than it is not blamed on FP8.
+    const withRounded = (conv: number, rounded: number) => [...arms(conv, 2.002),
+      normalizeBenchEvent({ event: 'result', backend: 'original-rounded', tokens_per_s: 990, losses: [2, 1.4], eval_loss: rounded }) as BackendResult];
+    assert.equal(lossVerdict(withRounded(1.95, 1.94)), 'Loss check: FP8 eval loss -2.50 % vs BF16 (1.9500 vs 2.0000); the BF16 run again: +0.10 % (the noise floor); '
+      + 'BF16 from its weights rounded once to BF16: -3.00 %: outside 1 %, but no farther than BF16 from its weights rounded to BF16: this training is that sensitive to its start; rerun with a warm start (100 steps) to measure FP8 itself.');
+    assert.match(lossVerdict(withRounded(2.16, 1.99))!, /rounded once to BF16: -0\.50 %: FP8 trains worse here/);
+    assert.match(lossVerdict(withRounded(2.01, 1.99))!, /-0\.50 %: within 1 % of BF16\.$/);
     // A run without eval losses: no column, no verdict.
     const plain = [{ event: 'result', backend: 'original', tokens_per_s: 1000, losses: [2] }].map((e) => normalizeBenchEvent(e) as BackendResult);
     assert.doesNotMatch(measureTable(plain), /eval loss/);

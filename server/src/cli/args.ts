@@ -77,6 +77,8 @@ export interface MeasureOptions {
   lossCheck?: boolean;
   /** With the loss check: every arm starts from the original's weights after N BF16 steps (bench --warm-start-steps). */
   warmStart?: number;
+  /** With the loss check: the original once more from its weights rounded once to BF16 (bench --rounded-original). */
+  roundedStart?: boolean;
   /** text: progress on stderr and a table at the end; jsonl: the benchmark's JSON lines on stdout (the sidebar). */
   format: 'text' | 'jsonl';
   /** Install SIGINT/SIGTERM handlers that stop the benchmark and remove the copy (off in tests run in-process). */
@@ -101,7 +103,7 @@ export const USAGE = `Usage:
   precision-lens measure [DIR] --workload MODULE:FUNCTION [--python PATH] [--peer torchao|none] [--steps N]
                                [--warmup N] [--compile|--no-compile] [--batch N] [--seq N] [--device auto|cuda|cpu]
                                [--json-out FILE] [--keep] [--format text|jsonl] [--convert-losing-layers]
-                               [--loss-check [--warm-start N]] [--peer-eager]
+                               [--loss-check [--warm-start N] [--rounded-start]] [--peer-eager]
   precision-lens --help | --version
 
 PATH is a file or a directory; directories are searched for *.py files (skipping .git, node_modules, __pycache__
@@ -137,7 +139,8 @@ rate of the model's size, GPT-3's table: 6e-4 up to 125 M parameters, 2.5e-4 at 
 never trained on, and the original run a second time, whose difference from the first is the noise floor the FP8
 difference is judged against (no torchao peer unless --peer torchao). --warm-start N first trains the original N steps
 in BF16 and starts every arm from those weights: the comparison then begins past the first steps' loss spikes, where
-two runs from one random init part most.
+two runs from one random init part most. --rounded-start adds the original from its weights rounded once to BF16 (at
+most 2^-8 a weight): how far the training moves from a change far smaller than FP8's, which the verdict weighs.
 --jobs N analyses on N threads (default: the PRECISION_LENS_JOBS environment variable, else one per CPU core when the
 inputs are large enough to repay starting the threads); --jobs 1 analyses in-process. The output is the same either way.`;
 
@@ -295,6 +298,7 @@ export function parseMeasureArgs(rest: readonly string[]): MeasureOptions {
       case '--loss-check': noValue(); options.lossCheck = true; break;
       case '--peer-eager': noValue(); options.peerEager = true; break;
       case '--warm-start': options.warmStart = count(flag, value(), 1); break;
+      case '--rounded-start': noValue(); options.roundedStart = true; break;
       case '--format': case '-f': options.format = oneOf(flag, value(), ['text', 'jsonl'] as const); break;
       default: throw new UsageError(`measure: unknown option '${arg}'`);
     }
@@ -306,5 +310,6 @@ export function parseMeasureArgs(rest: readonly string[]): MeasureOptions {
     throw new UsageError(`--peer-eager: no torchao peer runs (${options.peer === 'none' ? '--peer none' : '--loss-check leaves it out unless --peer torchao'})`);
   }
   if (options.warmStart !== undefined && !options.lossCheck) throw new UsageError('--warm-start: only with --loss-check (it sets where the loss comparison starts)');
+  if (options.roundedStart && !options.lossCheck) throw new UsageError('--rounded-start: only with --loss-check (it adds an arm to the loss comparison)');
   return { ...options, dir: dirs[0] ?? '.', workload };
 }

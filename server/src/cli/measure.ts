@@ -20,7 +20,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { armLabel, attentionOfResult, fp8GemmsOfResult, normalizeBenchEvent, PEER_ARM, workloadDescriptionOf, type BackendResult } from '../../../common/bench-events';
-import { evalLossOf, hasEvalLosses, LOSS_CHECK_STEPS, lossVerdict, REPEAT_ARM } from '../../../common/loss-check';
+import { evalLossOf, hasEvalLosses, LOSS_CHECK_STEPS, lossVerdict, REPEAT_ARM, ROUNDED_ARM } from '../../../common/loss-check';
 import { measurePeer, peerVerdict } from '../../../common/peer-verdict';
 import { resolveSettings } from '../../../common/settings';
 import { findProjectConfig } from '../engine/config';
@@ -205,6 +205,7 @@ export function benchArgs(script: string, options: MeasureOptions, workspace: st
     args.push('--lr', 'auto', '--lr-warmup', String(Math.max(1, Math.round(steps! / 10))), '--lr-schedule', 'cosine',
       '--clip-grad', '1.0', '--eval-loss-batches', '8', '--repeat-original');
     if (options.warmStart) args.push('--warm-start-steps', String(options.warmStart));
+    if (options.roundedStart) args.push('--rounded-original');
   }
   if (options.warmup !== undefined) args.push('--warmup', String(options.warmup));
   if (options.batch !== undefined) args.push('--batch', String(options.batch));
@@ -219,6 +220,7 @@ const ARM_LABELS: Readonly<Record<string, string>> = {
   original: 'original (BF16)',
   converted: 'converted (FP8)',
   [REPEAT_ARM]: 'original again (BF16)',
+  [ROUNDED_ARM]: 'original, rounded start (BF16)',
   [PEER_ARM]: 'torchao on original',
 };
 
@@ -248,7 +250,7 @@ function lastLoss(losses: ReadonlyArray<number | null>): number | undefined {
 
 /** The table printed at the end: arm, tokens/s, ratio to the original, peak memory, final loss, FP8 forwards. */
 export function measureTable(results: readonly BackendResult[]): string {
-  const order = ['original', 'converted', REPEAT_ARM, PEER_ARM];
+  const order = ['original', 'converted', REPEAT_ARM, ROUNDED_ARM, PEER_ARM];
   const sorted = [...results].sort((a, b) => {
     const ia = order.indexOf(a.backend);
     const ib = order.indexOf(b.backend);
