@@ -47,6 +47,11 @@ export interface RunOptions {
    * BF16 steps, past the first steps' loss spikes where FP8 and BF16 from one random init part most. Only with `lossCheck`.
    */
   warmStart?: number;
+  /**
+   * With the loss check (`measure --loss-check --rounded-start`): the original once more from its weights rounded once
+   * to BF16, how far the training moves from a change far smaller than FP8's. Only with `lossCheck`.
+   */
+  roundedStart?: boolean;
 }
 
 /** The A/B run's baseline arm: the project as it is, in BF16 autocast. */
@@ -323,7 +328,7 @@ export function sanitizeRunOptions(raw: unknown, fallback: RunOptions = DEFAULT_
     repeats: int(r.repeats, fallback.repeats ?? DEFAULT_RUN_OPTIONS.repeats!, 1, 1000),
     inferenceBackends: ids(r.inferenceBackends, inferenceFallback),
     ...(r.ab === true ? { ab: true } : {}),
-    ...(r.lossCheck === true ? { lossCheck: true, ...warmStart(r.warmStart) } : {}),
+    ...(r.lossCheck === true ? { lossCheck: true, ...warmStart(r.warmStart), ...(r.roundedStart === true ? { roundedStart: true } : {}) } : {}),
   };
 }
 

@@ -18,9 +18,10 @@
 //   docs/screenshots/ab-compiled-h200.png  the compile path (PL306) A/B imported: llama2.c 6 x 4096 converted by one
 //                                     command (torch.compile(fp8_for_compile(model))) vs compiled BF16 vs torchao
 //                                     (bench/results/h200/2026-12-04-compiled-path/ab-llama2c-ao-6x4096-6x4096-compiled.json)
-//   docs/screenshots/loss-check-h100.png  a loss check imported: llama2.c from its random init on held-out text, whose
-//                                     arms parted at the first steps' spikes, the verdict asking for a warm start
-//                                     (bench/results/h200/2026-12-05-h100-loss-heldout/loss-llama2c-...-seed7.json)
+//   docs/screenshots/loss-check-h100.png  a loss check imported: llama2.c from its random init on held-out text, with
+//                                     BF16 from rounded weights; the arms parted at the first steps' spikes, where
+//                                     that BF16 run parts too, the verdict asking for a warm start
+//                                     (bench/results/h200/2026-12-05-h100-loss-seeds/loss-llama2c-...-seed11.json)
 // The view keeps VS Code's default sidebar width in every picture: that is the width it must fit.
 // Usage: npm run build && node scripts/screenshots.mjs [--out DIR] [--only diagnostics,hover,quickfix,codelens,...,interpreter,results-h200,compare-h200,inference,ab-h200,ab-compiled-h200,loss-check-h100]
 // Each step that fails is reported and the script goes on; the exit code is 1 when any step failed.
@@ -43,7 +44,7 @@ const INFERENCE_RUN = join(repoRoot, 'bench', 'results', 'h200', '2026-12-02', '
 const AB_RUN = join(repoRoot, 'bench', 'results', 'h200', '2026-12-04-peer', 'ab-nanogpt-12x2048-8x2048-eager.json');
 /** The compile path's A/B (PL306: the converted train.py compiles fp8_for_compile(model)), every arm compiled. */
 const AB_COMPILED_RUN = join(repoRoot, 'bench', 'results', 'h200', '2026-12-04-compiled-path', 'ab-llama2c-ao-6x4096-6x4096-compiled.json');
-const LOSS_CHECK_RUN = join(repoRoot, 'bench', 'results', 'h200', '2026-12-05-h100-loss-heldout', 'loss-llama2c-12x2048-8x2048-eager-200-seed7.json');
+const LOSS_CHECK_RUN = join(repoRoot, 'bench', 'results', 'h200', '2026-12-05-h100-loss-seeds', 'loss-llama2c-12x2048-8x2048-eager-200-seed11.json');
 const VIEW_SELECTOR = '.activitybar .action-item a[aria-label^="Precision Lens"], .activitybar .action-item [aria-label^="Precision Lens"]';
 
 if (!findChromium()) {
@@ -207,7 +208,7 @@ try {
   }, page);
   await importedAb('ab-h200', AB_RUN, (text) => text.includes('the conversion is ahead'), 'the A/B run with its verdict');
   await importedAb('ab-compiled-h200', AB_COMPILED_RUN, (text) => text.includes('torchao Float8Linear'), 'the compile-path A/B run');
-  await importedAb('loss-check-h100', LOSS_CHECK_RUN, (text) => text.includes('the arms parted at step 5'), 'the loss check with its verdict');
+  await importedAb('loss-check-h100', LOSS_CHECK_RUN, (text) => text.includes('parts too (step 1'), 'the loss check with its verdict');
 } catch (err) {
   failures.push(`setup: ${err.message}`);
 } finally {

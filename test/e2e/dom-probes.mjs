@@ -91,9 +91,11 @@ export function benchmarkView() {
       const box = document.getElementById('loss-check');
       const help = document.getElementById('loss-check-help');
       const warm = document.getElementById('warm-start');
+      const rounded = document.getElementById('rounded-start');
       return box ? {
         checked: box.checked, disabled: box.disabled, visible: box.getClientRects().length > 0, help: help && !help.hidden ? text(help) : undefined,
         warmStart: warm && warm.getClientRects().length > 0 ? { value: warm.value, disabled: warm.disabled } : undefined,
+        roundedStart: rounded && rounded.getClientRects().length > 0 ? { checked: rounded.checked, disabled: rounded.disabled } : undefined,
         abReason: text(document.getElementById('ab-reason')) || undefined,
       } : undefined;
     })(),
@@ -112,6 +114,13 @@ export function clickInferenceTab() {
 /** Clicks the "Loss check" box next to Measure conversion, as a user would; true when it was there to click. */
 export function clickLossCheck() {
   const box = document.getElementById('loss-check');
+  if (box) box.click();
+  return !!box;
+}
+
+/** Clicks the loss check's "Rounded start" box, as a user would; true when it was there to click. */
+export function clickRoundedStart() {
+  const box = document.getElementById('rounded-start');
   if (box) box.click();
   return !!box;
 }
@@ -142,4 +151,4 @@ export function clickTrainingTab() {
   return !!tab;
 }
 
-export const PROBES = { benchmarkView, clickInferenceTab, clickTrainingTab, clickLossCheck, typeWarmStart, typeBadWarmStart };
+export const PROBES = { benchmarkView, clickInferenceTab, clickTrainingTab, clickLossCheck, typeWarmStart, typeBadWarmStart, clickRoundedStart };

@@ -280,6 +280,19 @@ setInterval(() => {}, 1000);
       assert.equal(lossCheckSteps(1000), 1000);
     });
 
+    it('"Rounded start" reaches the benchmark as --rounded-original, through measure; only with the loss check', () => {
+      assert.ok(buildMeasureArgs('cli.js', '/ws', { ...LOSS_OPTIONS, roundedStart: true }, { python: 'py' }).includes('--rounded-start'));
+      assert.ok(benchFromSidebar({ ...LOSS_OPTIONS, roundedStart: true }).includes('--rounded-original'));
+      assert.ok(!benchFromSidebar(LOSS_OPTIONS).includes('--rounded-original'), 'off by default');
+      // Without the loss check it is left out (measure refuses --rounded-start alone), and the webview cannot force it.
+      assert.ok(!buildMeasureArgs('cli.js', '/ws', { ...AB_OPTIONS, roundedStart: true }, { python: 'py' }).includes('--rounded-start'));
+      assert.equal(sanitizeRunOptions({ ...AB_OPTIONS, lossCheck: true, roundedStart: true }).roundedStart, true);
+      assert.equal(sanitizeRunOptions({ ...AB_OPTIONS, lossCheck: true, roundedStart: 'yes' }).roundedStart, undefined);
+      assert.equal(sanitizeRunOptions({ ...AB_OPTIONS, roundedStart: true }).roundedStart, undefined, 'no loss check, no rounded start');
+      const run = finishRun(replay(LOSS_CHECK_RECORDED, { ...LOSS_OPTIONS, roundedStart: true }), { cancelled: false }, 2000);
+      assert.match(runToMarkdown(JSON.parse(JSON.stringify(toHistoryEntry(run, {})!))), /loss check \(training recipe, eval loss, BF16 run twice and from its weights rounded to BF16\)/);
+    });
+
     it('"Warm start" N reaches the benchmark as --warm-start-steps N, through measure; 0, blank or no loss check: none', () => {
       const warm = buildMeasureArgs('cli.js', '/ws', { ...LOSS_OPTIONS, warmStart: 100 }, { python: 'py' });
       assert.equal(flag(warm, '--warm-start'), '100');

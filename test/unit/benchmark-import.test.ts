@@ -162,7 +162,7 @@ describe('benchmark results import (--json-out)', () => {
     // rounded once to BF16 (at most 2^-8 a weight) parted at step 1 already (7.54 vs 8.34) and ended 0.98 % below.
     const cold = run('loss-llama2c-12x2048-8x2048-eager-200-seed11.json');
     assert.deepEqual(cold.results.map((r) => r.backend), ['original', 'converted', 'original-repeat', 'original-rounded']);
-    assert.equal(cold.options.lossCheck, true);
+    assert.deepEqual([cold.options.lossCheck, cold.options.roundedStart, cold.options.warmStart], [true, true, undefined]);
     assert.deepEqual(earlyParting(cold.results, 'original-rounded'), { step: 1, converted: cold.results[3].losses[1], original: cold.results[0].losses[1] });
     assert.equal(lossVerdict(cold.results), 'Loss check: FP8 eval loss -2.96 % vs BF16 (1.6919 vs 1.7435); the BF16 run again: -0.40 % (the noise floor); '
       + "BF16 from its weights rounded once to BF16: -0.98 %: outside 1 %, but the arms parted at step 5 (FP8 5.30 vs BF16 5.46), in the first steps' spikes, "

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { BenchEvent, EnvInfo, InferenceFigures, WorkloadInfo } from '../../../common/bench-events';
-import { evalLossOf, LOSS_CHECK_ARMS, lossCheckSteps } from '../../../common/loss-check';
+import { evalLossOf, LOSS_CHECK_ARMS, lossCheckSteps, ROUNDED_ARM } from '../../../common/loss-check';
 import {
   BenchmarkViewState, DEFAULT_RUN_OPTIONS, HistoryEntry, HostToWebviewMessage, isAbRun, RunOptions, runBackends, runMode, sanitizeRunOptions, UserError,
 } from '../../../common/webview-messages';
@@ -328,7 +328,7 @@ export class BenchmarkController implements vscode.Disposable {
       // The loss check (`--loss-check`): measure's training recipe for at least 200 steps, the torchao peer left out,
       // the BF16 arm run again for the noise floor. The options record the steps that run (the history says so).
       const options: RunOptions = base.lossCheck
-        ? { ...base, mode: 'train', workload, ab: true, lossCheck: true, steps: lossCheckSteps(base.steps), backends: [...LOSS_CHECK_ARMS] }
+        ? { ...base, mode: 'train', workload, ab: true, lossCheck: true, steps: lossCheckSteps(base.steps), backends: [...LOSS_CHECK_ARMS, ...(base.roundedStart ? [ROUNDED_ARM] : [])] }
         : { ...base, mode: 'train', workload, ab: true, backends: ['original', 'converted', 'torchao-original'] };
       const interpreter = this.state.interpreter ?? (await resolveInterpreter(folder, this.deps.log));
       const { id, jsonOut } = this.newRunFiles();

@@ -84,7 +84,7 @@ export function optionsFromDocument(doc: Record<string, unknown>, events: readon
     batch: extra.batch ?? argValue(argv, '--batch'),
     seq: extra.seq ?? argValue(argv, '--seq'),
     compile: typeof extra.compile === 'boolean' ? extra.compile : typeof summary.compile === 'boolean' ? summary.compile : flag,
-    ...(ab ? { ab: true, ...(argv.includes('--repeat-original') ? { lossCheck: true, warmStart: argValue(argv, '--warm-start-steps') } : {}) } : {}),
+    ...(ab ? { ab: true, ...(argv.includes('--repeat-original') ? { lossCheck: true, warmStart: argValue(argv, '--warm-start-steps'), ...(argv.includes('--rounded-original') ? { roundedStart: true } : {}) } : {}) } : {}),
   }, { ...DEFAULT_RUN_OPTIONS, workload: 'unknown' });
 }
 

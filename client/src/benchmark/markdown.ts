@@ -34,7 +34,7 @@ export function describeRun(run: HistoryEntry): string {
     `batch ${o.batch} x seq ${o.seq}`,
     `${o.steps} steps (${o.warmup} warm-up)`,
     o.compile ? 'torch.compile on' : 'torch.compile off',
-    ...(o.ab && o.lossCheck ? [`loss check (training recipe, eval loss, BF16 run twice${o.warmStart ? `, every arm from ${o.warmStart} BF16 warm-start steps` : ''})`] : []),
+    ...(o.ab && o.lossCheck ? [`loss check (training recipe, eval loss, BF16 run twice${o.roundedStart ? ' and from its weights rounded to BF16' : ''}${o.warmStart ? `, every arm from ${o.warmStart} BF16 warm-start steps` : ''})`] : []),
   ];
   const where = [
     run.gpu ? `${run.gpu}${run.capability ? ` (sm ${run.capability})` : ''}` : undefined,

@@ -220,6 +220,7 @@ export function buildMeasureArgs(
   ];
   if (options.lossCheck) args.push('--loss-check');
   if (options.lossCheck && options.warmStart) args.push('--warm-start', String(options.warmStart));
+  if (options.lossCheck && options.roundedStart) args.push('--rounded-start');
   if (extra.peer) args.push('--peer', extra.peer);
   // --peer-eager only where a peer runs (measure refuses it beside --peer none or a loss check without the peer).
   if (extra.peerEager && measurePeer({ peer: extra.peer, lossCheck: options.lossCheck }) !== 'none') args.push('--peer-eager');

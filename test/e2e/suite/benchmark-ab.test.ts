@@ -135,6 +135,13 @@ describe('benchmark view: Measure conversion with the loss check (a recorded GPU
     const warm = await waitForView((s) => s.lossCheck?.warmStart?.value === '100' && s.lossCheck.abReason === undefined, 'Warm start 100 accepted');
     assert.deepEqual(warm.problems, []);
     await waitFor(async () => ((await getState()).lastOptions.warmStart === 100) || undefined, 'the host to remember the warm start', { timeoutMs: 10_000, intervalMs: 200 });
+    // "Rounded start" beside it: off by default; ticked, the host has it (the run below sends it itself).
+    assert.deepEqual(warm.lossCheck!.roundedStart, { checked: false, disabled: false });
+    assert.equal(before.lossCheck!.roundedStart, undefined, 'hidden without the loss check');
+    assert.equal(await domProbe<boolean>('clickRoundedStart'), true);
+    await waitFor(async () => ((await getState()).lastOptions.roundedStart === true) || undefined, 'the host to remember the rounded start', { timeoutMs: 10_000, intervalMs: 200 });
+    assert.equal(await domProbe<boolean>('clickRoundedStart'), true);
+    await waitFor(async () => ((await getState()).lastOptions.roundedStart === undefined) || undefined, 'the rounded start off again', { timeoutMs: 10_000, intervalMs: 200 });
   });
 
   it('runs measure --loss-check and shows the eval loss per arm, the BF16 arm again, the verdict, and a history row marked loss check', async () => {
@@ -171,6 +178,28 @@ describe('benchmark view: Measure conversion with the loss check (a recorded GPU
     const row = view.history.find((h) => h.checked);
     assert.match(row?.text ?? '', /A\/B · loss check, warm start 100 bench_model:gpt/);
     assert.deepEqual(view.problems, [], 'the table with its eval-loss column and the verdict fit the sidebar');
+  });
+
+  it('with "Rounded start" from a cold start: the BF16 arm from rounded weights runs, and the verdict weighs it', async () => {
+    const before = await getState();
+    const started = await vscode.commands.executeCommand<boolean>('precisionLens.benchmark.measureConversion', {
+      workload: 'bench_model:gpt', steps: 30, warmup: 5, batch: 8, seq: 2048, compile: false, lossCheck: true, roundedStart: true,
+    });
+    assert.equal(started, true);
+    let last: BenchmarkViewState | undefined;
+    const done = await waitFor(async () => {
+      last = await getState();
+      return last.run.id !== before.run.id && ['done', 'failed', 'cancelled'].includes(last.run.status) ? last : undefined;
+    }, 'the loss check to end', { timeoutMs: 180_000, intervalMs: 250, describe: () => JSON.stringify(last?.run).slice(0, 2000) });
+    // The fake interpreter replays llama2.c seed 11 (H100) only for --rounded-original without a warm start.
+    assert.equal(done.run.status, 'done', JSON.stringify(done.run.error));
+    assert.deepEqual([done.run.options?.roundedStart, done.run.options?.warmStart], [true, undefined]);
+    assert.deepEqual(done.run.options?.backends, ['original', 'converted', 'original-repeat', 'original-rounded']);
+    const view = await waitForView((s) => (s.details?.evalLoss.length ?? 0) === 4 && s.details?.verdict !== undefined, 'the loss check with four arms shown');
+    assert.deepEqual(view.details!.evalLoss.map((r) => r.arm), ['Original (BF16)', 'Converted (FP8)', 'Original again (BF16)', 'Original, rounded start (BF16)']);
+    assert.equal(view.details!.evalLoss[3].value, '1.7264');
+    assert.match(view.details!.verdict!, /BF16 from its weights rounded once to BF16: -0\.98 %: outside 1 %, but the arms parted at step 5 .*where BF16 from its weights rounded to BF16 parts too \(step 1: 7\.54 vs 8\.34\)/);
+    assert.deepEqual(view.problems, []);
   });
 });
 

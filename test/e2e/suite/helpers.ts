@@ -138,7 +138,7 @@ export interface BenchmarkViewSnapshot {
   history: Array<{ text: string; checked: boolean }>;
   details?: { heading: string; text: string; evalLoss: Array<{ arm: string; value: string }>; verdict?: string; arms: string[]; peerVerdict?: string };
   /** The "Loss check" box next to Measure conversion, its help line and "Warm start" field when shown, Measure's reason. */
-  lossCheck?: { checked: boolean; disabled: boolean; visible: boolean; help?: string; warmStart?: { value: string; disabled: boolean }; abReason?: string };
+  lossCheck?: { checked: boolean; disabled: boolean; visible: boolean; help?: string; warmStart?: { value: string; disabled: boolean }; roundedStart?: { checked: boolean; disabled: boolean }; abReason?: string };
   results?: { heading: string };
   /** Cut values, words broken across lines, anything wider than the view. */
   problems: string[];

@@ -15,10 +15,19 @@ export function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Attrs =
   return el;
 }
 
-/** CSS class for a backend's colour; unknown backends take the spare colours in order. */
+/**
+ * The A/B arms' colours, one each: an A/B run has up to five arms and none of the preset backends, so it takes the
+ * spare colours by arm (by position, the fourth arm of a loss check took the first arm's colour).
+ */
+const AB_SERIES: Readonly<Record<string, number>> = {
+  original: 0, converted: 1, 'torchao-original': 2, 'original-repeat': 3, 'original-rounded': 4,
+};
+
+/** CSS class for a backend's colour; A/B arms have their own, other backends take the spare colours in order. */
 export function seriesClass(backend: string, index = 0): string {
   if (backend === 'bf16' || backend === 'te' || backend === 'torch-fp8') return `series-${backend}`;
-  return `series-other-${index % 3}`;
+  const arm = AB_SERIES[backend];
+  return `series-other-${arm ?? index % 3}`;
 }
 
 export interface Bar {

@@ -221,11 +221,14 @@ function buildForm() {
   const lossCheck = h('input', { type: 'checkbox', id: 'loss-check', 'aria-describedby': 'loss-check-help', on: { change: () => onFormInput() } });
   const lossCheckRow = h('label', { class: 'check', for: 'loss-check', title: 'Also compare the eval loss: measure --loss-check' }, lossCheck, ' Loss check');
   const lossCheckHelp = h('p', { class: 'help', id: 'loss-check-help', hidden: true },
-    `Loss check: ${LOSS_CHECK_STEPS} training steps (Steps when higher) with warm-up, cosine schedule and clipping; each arm's eval loss on batches it never trained on, and BF16 run again for the noise floor (torchao is left out). Warm start N: every arm starts from the original's weights after N BF16 steps, past the first steps' loss spikes.`);
+    `Loss check: ${LOSS_CHECK_STEPS} training steps (Steps when higher) with warm-up, cosine schedule and clipping; each arm's eval loss on batches it never trained on, and BF16 run again for the noise floor (torchao is left out). Warm start N: every arm starts from the original's weights after N BF16 steps, past the first steps' loss spikes. Rounded start: BF16 once more from its weights rounded to BF16, how far this training moves from a change far smaller than FP8's.`);
   // Where the loss comparison starts: 0 from the random init; N, every arm from the original's weights after N BF16 steps.
   const warmStart = num('warm-start', 'Warm start', 0, 'BF16 steps before the loss check: every arm starts from the weights they leave (0: from the random init)');
   warmStart.input.setAttribute('aria-describedby', 'loss-check-help');
-  const lossCheckOptions = h('div', { class: 'grid loss-check-options', hidden: true }, warmStart.row);
+  // BF16 once more from its weights rounded to BF16: how far the training moves from a far smaller change than FP8's.
+  const roundedStart = h('input', { type: 'checkbox', id: 'rounded-start', 'aria-describedby': 'loss-check-help', on: { change: () => onFormInput() } });
+  const roundedStartRow = h('label', { class: 'check', for: 'rounded-start', title: 'Also run BF16 from its weights rounded once to BF16: measure --rounded-start' }, roundedStart, ' Rounded start');
+  const lossCheckOptions = h('div', { class: 'grid loss-check-options', hidden: true }, warmStart.row, roundedStartRow);
   const root = h('form', { id: 'benchmark-form', on: { submit: (e) => { e.preventDefault(); onRun(); } } },
     h('h2', {}, 'Benchmark'),
     h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Benchmark mode' }, tabs.train, tabs.inference),
@@ -249,7 +252,7 @@ function buildForm() {
     root, workloadSelect, workloadHelp, customInput, customRow, backendList, backendBoxes: [] as BackendBox[], steps: steps.input, warmup: warmup.input,
     batch: batch.input, seq: seq.input, compile, validation, runButton, runReason, cancelButton, workloadKey: '', backendKey: '',
     promptLen: promptLen.input, newTokens: newTokens.input, repeats: repeats.input, compileRow, tabs, modeHelp, trainGrid, inferenceGrid,
-    seqRow: seq.row, measureButton, abReason, abHelp, lossCheck, lossCheckHelp, warmStart: warmStart.input, lossCheckOptions,
+    seqRow: seq.row, measureButton, abReason, abHelp, lossCheck, lossCheckHelp, warmStart: warmStart.input, roundedStart, lossCheckOptions,
   };
 }
 
@@ -362,7 +365,7 @@ function readForm(): RunOptions {
     batch: n(form.batch, d?.batch ?? 8),
     seq: n(form.seq, d?.seq ?? 1024),
     compile: form.compile.checked,
-    ...(form.lossCheck.checked ? { lossCheck: true, ...(warmStart !== 0 ? { warmStart } : {}) } : {}),
+    ...(form.lossCheck.checked ? { lossCheck: true, ...(warmStart !== 0 ? { warmStart } : {}), ...(form.roundedStart.checked ? { roundedStart: true } : {}) } : {}),
   };
 }
 
@@ -489,6 +492,7 @@ function syncButtons(): void {
   // The loss check is an option of Measure conversion: usable where that action is.
   form.lossCheck.disabled = form.measureButton.disabled;
   form.warmStart.disabled = form.measureButton.disabled;
+  form.roundedStart.disabled = form.measureButton.disabled;
 }
 
 /** Fills the workload list and (first time) the inputs. Never overwrites what the user is typing. */
@@ -525,6 +529,7 @@ function syncForm(state: BenchmarkViewState): void {
     form.compile.checked = draft.compile;
     form.lossCheck.checked = draft.lossCheck === true;
     form.warmStart.value = String(draft.warmStart ?? 0);
+    form.roundedStart.checked = draft.roundedStart === true;
     showLossCheckOptions(currentMode());
   }
   syncButtons();
