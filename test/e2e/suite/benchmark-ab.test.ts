@@ -109,6 +109,23 @@ describe('benchmark view: Measure conversion with the loss check (a recorded GPU
     }, 'the probe of the fake H200 interpreter', { timeoutMs: 120_000, intervalMs: 200 });
   });
 
+  /** Sends what the Measure conversion button sends with these loss-check options and waits for the run to end. */
+  async function measureLossCheck(options: Record<string, unknown>): Promise<BenchmarkViewState> {
+    const before = await getState();
+    const started = await vscode.commands.executeCommand<boolean>('precisionLens.benchmark.measureConversion', {
+      workload: 'bench_model:gpt', steps: 30, warmup: 5, batch: 8, seq: 2048, compile: false, lossCheck: true, ...options,
+    });
+    assert.equal(started, true);
+    let last: BenchmarkViewState | undefined;
+    const done = await waitFor(async () => {
+      last = await getState();
+      return last.run.id !== before.run.id && ['done', 'failed', 'cancelled'].includes(last.run.status) ? last : undefined;
+    }, 'the loss check to end', { timeoutMs: 180_000, intervalMs: 250, describe: () => JSON.stringify(last?.run).slice(0, 2000) });
+    assert.equal(done.run.status, 'done', JSON.stringify(done.run.error));
+    assert.equal(done.history.length, before.history.length + 1);
+    return done;
+  }
+
   after(async () => {
     // Leave the box as the other suites expect it: unticked.
     const view = await waitForView((s) => s.lossCheck !== undefined, 'the Loss check box');
@@ -145,27 +162,16 @@ describe('benchmark view: Measure conversion with the loss check (a recorded GPU
   });
 
   it('runs measure --loss-check and shows the eval loss per arm, the BF16 arm again, the verdict, and a history row marked loss check', async () => {
-    const before = await getState();
     // As the button sends it: the form's values with the box ticked (its Steps, 30, are a speed run's: 200 apply).
-    const started = await vscode.commands.executeCommand<boolean>('precisionLens.benchmark.measureConversion', {
-      workload: 'bench_model:gpt', steps: 30, warmup: 5, batch: 8, seq: 2048, compile: false, lossCheck: true, warmStart: 100,
-    });
-    assert.equal(started, true);
-    let last: BenchmarkViewState | undefined;
-    const done = await waitFor(async () => {
-      last = await getState();
-      return last.run.id !== before.run.id && ['done', 'failed', 'cancelled'].includes(last.run.status) ? last : undefined;
-    }, 'the loss check to end', { timeoutMs: 180_000, intervalMs: 250, describe: () => JSON.stringify(last?.run).slice(0, 2000) });
     // The fake interpreter fails any command line but a loss check's (--steps 200 --peer none --repeat-original
     // --warm-start-steps 100 ...): the form's warm start reached the benchmark.
-    assert.equal(done.run.status, 'done', JSON.stringify(done.run.error));
+    const done = await measureLossCheck({ warmStart: 100 });
     assert.equal(done.run.options?.lossCheck, true);
     assert.equal(done.run.options?.warmStart, 100);
     assert.equal(done.run.options?.steps, 200, 'the steps that ran are recorded');
     assert.deepEqual(done.run.options?.backends, ['original', 'converted', 'original-repeat']);
     assert.deepEqual(done.run.results.map((r) => [r.backend, r.extra?.eval_loss]), [
       ['original', 1.287140965461731], ['converted', 1.2867414951324463], ['original-repeat', 1.289900302886963]]);
-    assert.equal(done.history.length, before.history.length + 1);
     assert.equal(done.history[0].results.find((r) => r.backend === 'converted')?.extra?.eval_loss, 1.2867414951324463, 'the history keeps the eval loss');
 
     const view = await waitForView((s) => /^A\/B run of .*: bench_model:gpt$/.test(s.details?.heading ?? '') && (s.details?.evalLoss.length ?? 0) > 0, 'the loss check shown');
@@ -181,18 +187,8 @@ describe('benchmark view: Measure conversion with the loss check (a recorded GPU
   });
 
   it('with "Rounded start" from a cold start: the BF16 arm from rounded weights runs, and the verdict weighs it', async () => {
-    const before = await getState();
-    const started = await vscode.commands.executeCommand<boolean>('precisionLens.benchmark.measureConversion', {
-      workload: 'bench_model:gpt', steps: 30, warmup: 5, batch: 8, seq: 2048, compile: false, lossCheck: true, roundedStart: true,
-    });
-    assert.equal(started, true);
-    let last: BenchmarkViewState | undefined;
-    const done = await waitFor(async () => {
-      last = await getState();
-      return last.run.id !== before.run.id && ['done', 'failed', 'cancelled'].includes(last.run.status) ? last : undefined;
-    }, 'the loss check to end', { timeoutMs: 180_000, intervalMs: 250, describe: () => JSON.stringify(last?.run).slice(0, 2000) });
     // The fake interpreter replays llama2.c seed 11 (H100) only for --rounded-original without a warm start.
-    assert.equal(done.run.status, 'done', JSON.stringify(done.run.error));
+    const done = await measureLossCheck({ roundedStart: true });
     assert.deepEqual([done.run.options?.roundedStart, done.run.options?.warmStart], [true, undefined]);
     assert.deepEqual(done.run.options?.backends, ['original', 'converted', 'original-repeat', 'original-rounded']);
     const view = await waitForView((s) => (s.details?.evalLoss.length ?? 0) === 4 && s.details?.verdict !== undefined, 'the loss check with four arms shown');
