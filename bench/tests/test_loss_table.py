@@ -13,15 +13,16 @@ import loss_table  # noqa: E402
 TOOL = os.path.join(os.path.dirname(HERE), "tools", "loss_table.py")
 
 
-def _run(tmp_path, project, seed, original, converted, repeat=None, rounded=None):
+def _run(tmp_path, project, seed, original, converted, repeat=None, rounded=None, warm=None):
     results = [{"backend": "original", "seed": seed, "eval_loss": original},
                {"backend": "converted", "seed": seed, "eval_loss": converted}]
     if repeat is not None:
         results.append({"backend": "original-repeat", "seed": seed, "eval_loss": repeat})
     if rounded is not None:
         results.append({"backend": "original-rounded", "seed": seed, "eval_loss": rounded})
-    doc = {"results": results, "summary": {"ab": {"converted": "/x/.realproj/%s/conv" % project}}}
-    path = tmp_path / ("loss-%s-seed%d.json" % (project, seed))
+    doc = {"results": results, "summary": {"ab": {"converted": "/x/.realproj/%s/conv" % project,
+                                                  "warm_start": {"steps": warm} if warm else None}}}
+    path = tmp_path / ("loss-%s-seed%d%s.json" % (project, seed, "-warm%d" % warm if warm else ""))
     path.write_text(json.dumps(doc))
     return str(path)
 
@@ -93,3 +94,14 @@ def test_the_rounded_start_is_listed_per_seed_and_left_out_of_the_verdict(tmp_pa
     _, out_q = loss_table.table(plain, 0.01)
     assert (out["p"]["rel"], out["p"]["two_se"], out["p"]["verdict"]) == (out_q["q"]["rel"], out_q["q"]["two_se"], out_q["q"]["verdict"])
     assert "rounded_start" not in out_q["q"]
+
+
+def test_warm_started_runs_are_their_own_comparison_never_pooled_with_cold_ones(tmp_path):
+    # Cold seeds part +-2.5 % at the first spikes; the same project's warm-started seeds agree within 0.2 %.
+    cold = [_run(tmp_path, "p", 1, 2.0, 2.05, 2.0), _run(tmp_path, "p", 2, 2.0, 1.95, 2.0)]
+    warm = [_run(tmp_path, "p", 1, 1.3, 1.302, 1.3, warm=100), _run(tmp_path, "p", 2, 1.3, 1.299, 1.3, warm=100)]
+    text, out = loss_table.table(cold + warm, 0.01)
+    assert sorted(out) == ["p", "p, warm start 100"]
+    assert out["p"]["verdict"] == "unresolved" and out["p, warm start 100"]["verdict"] == "within"
+    assert [r["converted"] for r in out["p, warm start 100"]["runs"]] == [1.302, 1.299]
+    assert "| p, warm start 100 | 2 |" in text

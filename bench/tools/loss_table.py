@@ -17,11 +17,17 @@ import sys
 
 
 def runs_of(path):
-    """(project, seed, {arm: eval loss}, what the workload said it was) of one loss run's JSON."""
+    """(project, seed, {arm: eval loss}, what the workload said it was) of one loss run's JSON. Runs from a warm start
+    are another comparison than cold ones (they begin past the first steps' spikes): their project reads "NAME, warm
+    start N", so the two are never pooled."""
     with open(path) as f:
         doc = json.load(f)
-    converted = ((doc.get("summary") or {}).get("ab") or {}).get("converted") or path
+    ab = (doc.get("summary") or {}).get("ab") or {}
+    converted = ab.get("converted") or path
     project = os.path.basename(os.path.dirname(os.path.normpath(converted))) or converted
+    warm = (ab.get("warm_start") or {}).get("steps")
+    if warm:
+        project = "%s, warm start %d" % (project, warm)
     arms, seed, described = {}, None, None
     for r in doc.get("results", []):
         if r.get("eval_loss") is not None and r.get("backend") in ("original", "original-repeat", "original-rounded", "converted"):
