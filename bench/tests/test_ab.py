@@ -438,7 +438,7 @@ def test_rounded_original_starts_from_the_weights_rounded_to_bf16(pair):
     assert plain.of("summary")[0]["ab"]["sensitivity_eval_rel"] is None
 
 
-def test_round_to_bf16_leaves_bf16_and_integer_tensors():
+def test_round_to_bf16_counts_changed_values_and_leaves_bf16_parameters():
     import torch
     from plbench.ab import round_to_bf16
     m = torch.nn.Linear(4, 4)

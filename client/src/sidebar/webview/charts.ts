@@ -4,6 +4,8 @@
  * neither). Colours come from CSS classes (`series-*` in webview.css) that map to `--vscode-charts-*` variables.
  */
 
+import { AB_ARMS } from '../../../../common/bench-events';
+
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
 type Attrs = Record<string, string | number | undefined>;
@@ -16,18 +18,14 @@ export function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Attrs =
 }
 
 /**
- * The A/B arms' colours, one each: an A/B run has up to five arms and none of the preset backends, so it takes the
- * spare colours by arm (by position, the fourth arm of a loss check took the first arm's colour).
+ * CSS class for a backend's colour; other backends take the spare colours in order, except the A/B arms: an A/B run has
+ * up to five arms and none of the preset backends, so each arm takes the spare colour of its place in AB_ARMS (by
+ * position in the run, a loss check's fourth arm took the first arm's colour).
  */
-const AB_SERIES: Readonly<Record<string, number>> = {
-  original: 0, converted: 1, 'torchao-original': 2, 'original-repeat': 3, 'original-rounded': 4,
-};
-
-/** CSS class for a backend's colour; A/B arms have their own, other backends take the spare colours in order. */
 export function seriesClass(backend: string, index = 0): string {
   if (backend === 'bf16' || backend === 'te' || backend === 'torch-fp8') return `series-${backend}`;
-  const arm = AB_SERIES[backend];
-  return `series-other-${arm ?? index % 3}`;
+  const arm = AB_ARMS.findIndex((a) => a.id === backend);
+  return `series-other-${arm >= 0 ? arm : index % 3}`;
 }
 
 export interface Bar {
