@@ -64,7 +64,7 @@ def test_command_line_prints_the_table(tmp_path):
     files = [_run(tmp_path, "q", s, 2.0, 2.004, 2.0) for s in (1, 2)]
     r = subprocess.run([sys.executable, TOOL, *files, "--json"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("| project | seeds |")
+    assert r.stdout.startswith("| project | runs |")
     assert "| q | 2 | 1: +0.20 %, 2: +0.20 % | 0.00 % | +0.20 % +- 0.00 | within |" in r.stdout
     assert json.loads(r.stdout.strip().splitlines()[-1])["q"]["verdict"] == "within"
 
@@ -88,6 +88,7 @@ def test_the_rounded_start_is_listed_per_seed_and_left_out_of_the_verdict(tmp_pa
     files = [_run(tmp_path, "p", 1, 2.0, 2.05, 2.0, rounded=1.96), _run(tmp_path, "p", 2, 2.0, 1.95, 2.0)]
     text, out = loss_table.table(files, 0.01)
     assert "p, BF16 from its weights rounded once to BF16, vs BF16: 1: -2.00 %" in text
+    assert "sensitivity" not in out["p"]  # one rounded run says nothing about a spread
     assert list(out["p"]["rounded_start"]) == ["1"] and abs(out["p"]["rounded_start"]["1"] + 0.02) < 1e-12
     # The verdict is FP8 against BF16 and its repeat only: the same as without the rounded arm.
     plain = [_run(tmp_path, "q", 1, 2.0, 2.05, 2.0), _run(tmp_path, "q", 2, 2.0, 1.95, 2.0)]
@@ -105,3 +106,21 @@ def test_warm_started_runs_are_their_own_comparison_never_pooled_with_cold_ones(
     assert out["p"]["verdict"] == "unresolved" and out["p, warm start 100"]["verdict"] == "within"
     assert [r["converted"] for r in out["p, warm start 100"]["runs"]] == [1.302, 1.299]
     assert "| p, warm start 100 | 2 |" in text
+
+
+def test_fp8_within_the_rounded_starts_spread_is_the_trainings_own_sensitivity(tmp_path):
+    # Cold llama2.c-like runs: FP8 parts +-2 % both ways, BF16 from its rounded start +-3 %: the loss after these steps
+    # cannot tell them apart. Another project where FP8 parts 4 % while the rounded start moves 0.5 % is FP8's doing.
+    chaotic = [_run(tmp_path, "c", s, 2.0, 2.0 * (1 + d), 2.0, rounded=2.0 * (1 + r))
+               for s, d, r in ((1, 0.02, -0.03), (2, -0.02, 0.03), (3, 0.01, -0.02))]
+    stable = [_run(tmp_path, "s", s, 2.0, 2.0 * 1.04, 2.0, rounded=2.0 * (1 + r)) for s, r in ((1, 0.005), (2, -0.005))]
+    text, out = loss_table.table(chaotic + stable, 0.01)
+    c, s = out["c"]["sensitivity"], out["s"]["sensitivity"]
+    assert abs(c["rounded_rms"] - (((0.03 ** 2 * 2 + 0.02 ** 2) / 3) ** 0.5)) < 1e-9 and c["within"]
+    assert abs(s["fp8_rms"] - 0.04) < 1e-9 and not s["within"]
+    assert "c: FP8 lies 1.73 % from BF16 (rms, 3 runs); BF16 from a rounded start 2.71 % (rms, 3 runs): FP8's difference is within" in text
+    assert "s: FP8 lies 4.00 % from BF16 (rms, 2 runs); BF16 from a rounded start 0.50 % (rms, 2 runs): FP8 moves the loss farther" in text
+    # The rounded start is measured against the same BF16 reference as FP8: the mean of the original and its repeat.
+    two = [_run(tmp_path, "m", 1, 2.0, 2.0, 2.02, rounded=2.01), _run(tmp_path, "m", 2, 2.0, 2.0, 2.02, rounded=2.01)]
+    _, out_m = loss_table.table(two, 0.01)
+    assert out_m["m"]["rounded_start"]["1"] == 0.0
