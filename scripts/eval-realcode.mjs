@@ -123,11 +123,17 @@ function scoreFile(name, layers, fileLabels) {
  * The expert's convert-labelled Linears that "convert all" turned into te.* or a factory call. The conversions keep
  * every line where it was; the wrapper adds `shift` lines above the first class, so a label's line moves by `shift`.
  * A factory call is listed as both of its alternatives (te.* and torch.nn): one te.* alternative is enough.
+ * A label also counts where a te.* layer of its class carries its attribute's name.
  */
 function convertCoverage(fileLabels, convertedLayers, shift) {
   const want = fileLabels.filter((l) => l.expected === 'convert' && !isNorm(l));
-  const te = new Set(convertedLayers.filter((l) => l.isTe || /^(fp8_|te\.)/.test(l.constructor)).map((l) => l.line));
-  return { big: want.length, bigConverted: want.filter((l) => te.has(Number(l.line) + shift)).length };
+  const teLayers = convertedLayers.filter((l) => l.isTe || /^(fp8_|te\.)/.test(l.constructor));
+  const te = new Set(teLayers.map((l) => l.line));
+  // Also by owner class and attribute: a conversion that joins a call's lines below a label moves it by less than the
+  // whole file's shift (fla's GLA layer: its five converted projections were counted as three).
+  const attrOf = (l) => (l.name ?? '').replace(/^self\./, '').replace(/\[.*$/, '');
+  const byName = new Set(teLayers.map((l) => `${l.ownerClass ?? ''}.${attrOf(l)}`));
+  return { big: want.length, bigConverted: want.filter((l) => te.has(Number(l.line) + shift) || byName.has(`${l.class}.${l.attribute}`)).length };
 }
 
 const files = [...new Set(labels.map((l) => l.file))].filter((f) => existsSync(join(dir, f)));

@@ -741,3 +741,74 @@ describe("fixes: GPT-2's Conv1D converts through fp8_conv1d_or and keeps Conv1D'
     assert.match(run.stdout, /^extra loaded: 7\.0$/m, out);
   });
 });
+
+describe('fixes: held-out set 11\'s run-time conversions run on both paths (quant_noise, a class-returning function)', function () {
+  this.timeout(450_000);
+  // A stand-in for fairseq's quant_noise with its contract (fairseq/modules/quant_noise.py, 0.12.2): the module as it is
+  // for p <= 0; otherwise it asserts a torch.nn.Linear / Embedding / Conv2d and hooks the weight. Written here.
+  const FAKE_FAIRSEQ = [
+    'import torch.nn as nn',
+    'def quant_noise(module, p, block_size):',
+    '    if p <= 0:',
+    '        return module',
+    '    assert type(module) in (nn.Linear, nn.Embedding, nn.Conv2d), type(module)',
+    '    module.register_forward_pre_hook(lambda mod, inp: None)',
+    '    return module',
+  ].join('\n');
+  const LOW_RANK = [
+    'import torch.nn as nn',
+    'class LowRankLinear(nn.Module):',
+    '    def __init__(self, in_features, out_features, bias=False, rank=4):',
+    '        super().__init__()',
+    '        self.base = nn.Linear(in_features, out_features, bias=bias)',
+    '        self.down = nn.Linear(in_features, rank, bias=False)',
+    '        self.up = nn.Linear(rank, out_features, bias=False)',
+    '    def forward(self, x):',
+    '        return self.base(x) + self.up(self.down(x))',
+  ].join('\n');
+
+  it('without TE the layers as written; with FP8 (the fake TE) te.Linear only where quant_noise is off or the function returned nn.Linear', async function () {
+    if (!TORCH) this.skip();
+    const dir = tempDir('pl-exec-');
+    for (const [name, deps] of [['quant_noise_ffn.py', { 'fairseq/__init__.py': '', 'fairseq/modules/__init__.py': '', 'fairseq/modules/quant_noise.py': FAKE_FAIRSEQ }],
+      ['maybe_low_rank.py', { 'low_rank_layers.py': LOW_RANK }]] as const) {
+      const { text } = await convertExample(readFileSync(join(__dirname, '..', 'fixtures', 'fixes', name), 'utf8'), settingsWith({}));
+      assert.match(text, / if q_noise <= 0 else |fp8_linear_from\(Lin, nn\.Linear, /, name);
+      writeFileSync(join(dir, name), text);
+      for (const [file, body] of Object.entries(deps)) {
+        spawnSync('mkdir', ['-p', join(dir, file, '..')]);
+        writeFileSync(join(dir, file), body);
+      }
+    }
+    for (const [file, lines] of [['quant_noise_ffn.py', [/^q_noise=0\.0: Linear Linear$/m, /^q_noise=0\.1: Linear Linear$/m]],
+      ['maybe_low_rank.py', [/^rank=None: Linear Linear$/m, /^rank=4: LowRankLinear LowRankLinear$/m]]] as const) {
+      const plain = runPython([file], dir);
+      assert.equal(plain.status, 0, plain.output);
+      assert.match(plain.stdout, /^Running in BF16 fallback/m, plain.output);
+      for (const l of lines) assert.match(plain.stdout, l, plain.output);
+    }
+    const probe = [
+      ...FAKE_GPU,
+      'import quant_noise_ffn as q, maybe_low_rank as r',
+      'def kinds(a, b): return " ".join("%s.%s" % (type(x).__module__.split(".")[0], type(x).__name__) for x in (a, b))',
+      'for p in (0.0, 0.1):',
+      '    m = q.FeedForward(32, 64, q_noise=p)',
+      '    print("q_noise=%s:" % p, kinds(m.fc1, m.fc2))',
+      'for rank in (None, 4):',
+      '    m = r.FeedForward(32, 64, rank)',
+      '    print("rank=%s:" % rank, kinds(m.w1, m.w2))',
+      'x = torch.randn(2, 16, 32)',
+      'print("trains:", q.FeedForward(32, 64)(x).sum().backward() is None, r.FeedForward(32, 64, 4)(x).shape)',
+    ].join('\n');
+    const run = runWithFakeTe(probe, dir);
+    const out = run.output;
+    assert.equal(run.status, 0, out);
+    assert.match(run.stdout, /^Running in FP8 mode on Fake GPU \(sm_90\)/m, out);
+    assert.match(run.stdout, /^q_noise=0\.0: transformer_engine\.Linear transformer_engine\.Linear$/m, out);
+    // With noise on, quant_noise gets the torch.nn.Linear it asserts (te.Linear would fail its assert).
+    assert.match(run.stdout, /^q_noise=0\.1: torch\.Linear torch\.Linear$/m, out);
+    assert.match(run.stdout, /^rank=None: transformer_engine\.Linear transformer_engine\.Linear$/m, out);
+    assert.match(run.stdout, /^rank=4: low_rank_layers\.LowRankLinear low_rank_layers\.LowRankLinear$/m, out);
+    assert.match(run.stdout, /^trains: True torch\.Size\(\[2, 16, 32\]\)$/m, out);
+  });
+});

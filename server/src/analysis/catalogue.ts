@@ -13,7 +13,7 @@ import type { LayerKind, LayerRole } from './ir';
 
 export type Library =
   | 'torch' | 'transformer_engine' | 'megatron' | 'fairscale' | 'fairseq' | 'apex' | 'transformers' | 'timm'
-  | 'torchtune' | 'litgpt' | 'xformers' | 'flash_attn' | 'diffusers' | 'mamba_ssm' | 'llmfoundry';
+  | 'torchtune' | 'litgpt' | 'xformers' | 'flash_attn' | 'diffusers' | 'mamba_ssm' | 'llmfoundry' | 'fla';
 
 /** The te.* class a row converts to, and how its arguments are spelt there. */
 export interface TeMapping {
@@ -107,7 +107,7 @@ export function isRead(source: RowSource): source is SourceRead {
 export const LIBRARY_ROOTS: Record<string, Library> = {
   torch: 'torch', transformer_engine: 'transformer_engine', megatron: 'megatron', fairscale: 'fairscale', fairseq: 'fairseq',
   apex: 'apex', transformers: 'transformers', timm: 'timm', torchtune: 'torchtune', litgpt: 'litgpt', xformers: 'xformers',
-  flash_attn: 'flash_attn', diffusers: 'diffusers', mamba_ssm: 'mamba_ssm', llmfoundry: 'llmfoundry',
+  flash_attn: 'flash_attn', diffusers: 'diffusers', mamba_ssm: 'mamba_ssm', llmfoundry: 'llmfoundry', fla: 'fla',
 };
 
 const LINEAR = ['in_features', 'out_features', 'bias', 'device', 'dtype'];
@@ -369,6 +369,22 @@ export const CATALOGUE: CatalogueEntry[] = [
   { name: 'flash_attn.modules.mha.MHA', library: 'flash_attn', kind: 'other',
     params: ['embed_dim', 'num_heads', 'num_heads_kv', 'cross_attn', 'qkv_proj_bias', 'out_proj_bias', 'dropout', 'softmax_scale', 'causal', 'layer_idx'],
     role: { role: 'attention', note: 'an attention block' }, source: read('Dao-AILab/flash-attention', 'flash_attn/modules/mha.py', '011ec323d6064cb18fb9a55a0904cabf9d62b8aa') },
+
+  // flash-linear-attention (fla-core): a Triton RMSNorm over the last axis; forward(x, residual=None, prenorm=False,
+  // residual_in_fp32=False) also fuses a residual add when given one, which te.RMSNorm does not take (the call-site check
+  // norm-called-with-more keeps those); bias=True adds a bias te.RMSNorm does not have.
+  { name: 'fla.modules.norm.layernorm.RMSNorm', aliases: ['fla.modules.RMSNorm', 'fla.modules.layernorm.RMSNorm'], library: 'fla', kind: 'rmsnorm',
+    params: ['hidden_size', 'elementwise_affine', 'bias', 'eps', 'device', 'dtype'], imported: true,
+    te: { cls: 'te.RMSNorm', renames: { hidden_size: 'normalized_shape', ...TORCH_DTYPE } },
+    source: read('fla-org/flash-linear-attention', 'fla/modules/norm/layernorm.py', '1f81376ff68590d58d89188f4939770474e72234'),
+    forwardRead: { from: 'fla-core 0.6.0 (PyPI wheel), fla/modules/norm/layernorm.py: rms_norm(x, self.weight, self.bias, eps=self.eps) over the last axis (+ residual when given), weight ones, eps 1e-5' } },
+
+  // Its gated MLP block: gate, up and down projections; with fuse_swiglu (the default) forward hands down_proj's weight
+  // to a fused SwiGLU + Linear kernel. Listed as a block (its Linears are fla's code).
+  { name: 'fla.modules.mlp.GatedMLP', aliases: ['fla.modules.GatedMLP'], library: 'fla', kind: 'other',
+    params: ['hidden_size', 'hidden_ratio', 'intermediate_size', 'hidden_act', 'fuse_swiglu'],
+    role: { role: 'mlp', note: "flash-linear-attention's gated MLP block (its down projection's weight goes to a fused SwiGLU kernel by default)" },
+    source: read('fla-org/flash-linear-attention', 'fla/modules/mlp.py', '20ceee5295631b9c76e2334c1613fb13576829c9') },
 
   // diffusers
   // eps has no default; bias=True adds a bias te.RMSNorm does not have.

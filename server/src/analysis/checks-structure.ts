@@ -8,6 +8,8 @@ import type { Evaluator } from './dims';
 import type { Check, Fact } from './checks';
 import { attrUses, branchBesideCall, classSource, optionValue, unitOffset, weightUse } from './checks-uses';
 import { teMapping } from './catalogue';
+import { closeParen } from './calls';
+import { codeOnly, shortText } from './spans';
 
 const isLinear = (k: string): boolean => k === 'linear' || k === 'parallel-linear';
 const isNorm = (k: string): boolean => k === 'layernorm' || k === 'rmsnorm';
@@ -229,7 +231,7 @@ const rmsNormArgs: Check = {
     if (zcIf !== undefined && !offset) return guarded(`${name} scales by (1 + weight) only when ${zcIf}: te.RMSNorm needs zero_centered_gamma=True for the layers built that way and not for the others. Convert by hand with the setting that matches how this layer is built.`);
     const lead = offset ? [offset] : [];
     // torch.nn.RMSNorm itself, or a local subclass of it that keeps its __init__ (the eps default stays None).
-    const torchRms = !c.local ? /(^|\.)RMSNorm$/.test(L.resolved) : !c.local.init && c.local.info.resolvedBases.some((b) => /^torch\.nn\.(modules\.normalization\.)?RMSNorm$/.test(b));
+    const torchRms = !c.local ? /^torch\.nn\.(modules\.normalization\.)?RMSNorm$/.test(L.resolved) : !c.local.init && c.local.info.resolvedBases.some((b) => /^torch\.nn\.(modules\.normalization\.)?RMSNorm$/.test(b));
     if (torchRms && (eps === undefined || /^None$/.test(eps))) {
       // torch documents eps=None as torch.finfo(x.dtype).eps, but ATen takes the epsilon of the type it computes in:
       // float32 for BF16 / FP16 / FP32 inputs, 2**-23 = 1.1920928955078125e-07 (measured with torch 2.13 on the CPU:
@@ -340,6 +342,58 @@ const gatedNorm: Check = {
   },
 };
 
+/**
+ * A norm its class calls with more than the input (`self.mlp_norm(hidden_states, residual, True)`: fla's RMSNorm fusing
+ * a residual add, apex-style prenorm flags): te.LayerNorm / te.RMSNorm.forward take one tensor, so the converted call
+ * would fail or drop what those arguments do.
+ */
+const normCalledWithMore: Check = {
+  name: 'norm-called-with-more', facet: 'structure',
+  run({ rec, ev, L, sofar }) {
+    const cls = rec.scope.cls;
+    if (!isNorm(L.kind) || sofar === 'fails' || !cls || L.container || !L.attr || L.name !== `self.${L.attr}`) return undefined;
+    const shown = callsWithMore(ev, cls).get(L.attr);
+    if (!shown) return undefined;
+    return { ...fails(`${cls.info.name} calls it with more than the input (\`${shown}\`), while ${teNorm(L.kind)}.forward takes one tensor: the converted call would fail or drop what the other arguments do. Keep it.`), overrides: 'can-become' };
+  },
+};
+
+/** Per class (its node), the first call `self.<attr>(a, b, ...)` with more than one argument, by attribute: read once. */
+const callsWithMoreCache = new WeakMap<object, Map<string, string>>();
+
+function callsWithMore(ev: Evaluator, cls: { rec: { node: object; start: number; end: number } }): Map<string, string> {
+  let m = callsWithMoreCache.get(cls.rec.node);
+  if (m) return m;
+  m = new Map();
+  const text = classSource(ev, cls);
+  const code = codeOnly(text);
+  for (const hit of code.matchAll(/self\s*\.\s*([A-Za-z_]\w*)\s*\(/g)) {
+    if (m.has(hit[1])) continue;
+    const open = (hit.index ?? 0) + hit[0].length - 1;
+    const args = topLevelArgs(text.slice(open + 1, closeParen(text, open) - 1));
+    if (args.length > 1) m.set(hit[1], shortText(`self.${hit[1]}(${args.join(', ')})`, 100));
+  }
+  callsWithMoreCache.set(cls.rec.node, m);
+  return m;
+}
+
+/** The top-level, comma-separated arguments of a call's argument text (nested brackets and strings kept whole). */
+function topLevelArgs(inner: string): string[] {
+  const out: string[] = [];
+  let depth = 0, start = 0, quote = '';
+  for (let i = 0; i < inner.length; i++) {
+    const c = inner[i];
+    if (quote) { if (c === '\\') i++; else if (c === quote) quote = ''; continue; }
+    if (c === '"' || c === "'") quote = c;
+    else if ('([{'.includes(c)) depth++;
+    else if (')]}'.includes(c)) depth--;
+    else if (c === ',' && depth === 0) { out.push(inner.slice(start, i).trim()); start = i + 1; }
+  }
+  const last = inner.slice(start).trim();
+  if (last) out.push(last);
+  return out.filter((a) => a.length > 0).map((a) => a.replace(/\s+/g, ' '));
+}
+
 const NORM_PLAIN_ATTRS = /^(weight|bias|eps|normalized_shape|forward|to|cuda|float|half|bfloat16|parameters|named_parameters|state_dict|load_state_dict|register_\w+|apply|train|eval|requires_grad_|reset_parameters)$/;
 
 const normReadDirectly: Check = {
@@ -430,6 +484,8 @@ const reparametrisingWrapper: Check = {
   name: 'reparametrising-wrapper', facet: 'structure',
   run({ L, sofar }) {
     if (!L.wrappedBy || sofar !== 'ok') return undefined;
+    if (L.wrapperOff === 'True') return ok(`It is passed to ${L.wrappedBy}(), which returns it as it is with the argument written there: the te.* layer goes through unchanged.`);
+    if (L.wrapperOff) return ok(`It is passed to ${L.wrappedBy}(), which returns it as it is when ${L.wrapperOff} and otherwise reparametrises its weight (asserting a torch.nn.Linear): the conversion builds the FP8 layer only when ${L.wrapperOff}, and the layer as written otherwise.`);
     if (ALTERNATE_CTOR.test(L.wrappedBy)) return guarded(`It is passed to ${L.wrappedBy}(), which builds another module from it and may require a torch.nn.Linear: convert only if it accepts the te.* module.`);
     return guarded(`It is passed to ${L.wrappedBy}(), which reparametrises its weight and may require a torch.nn.Linear (fairseq's quant_noise asserts it): convert only if ${L.wrappedBy} accepts the te.* module.`);
   },
@@ -480,6 +536,9 @@ const classCandidatesAgree: Check = {
   name: 'class-candidates-agree', facet: 'structure',
   run({ L, sofar }) {
     if (!L.classCandidates || sofar !== 'ok') return undefined;
+    if (L.classCandidatesEps && L.options.eps === undefined) {
+      return guarded(`Its class is chosen at run time (${L.classCandidates.join('; ')}), and the candidates default eps differently (${L.classCandidatesEps.join(', ')}): one te.* norm fits both only with eps passed. Pass eps= to the call, then convert.`);
+    }
     return ok(`Its class is chosen at run time (${L.classCandidates.join('; ')}): every candidate converts the same way, so the conversion holds for either.`);
   },
 };
@@ -499,6 +558,6 @@ const classChosenAtRunTime: Check = {
 /** In order; each sees the state of the checks before it. */
 export const STRUCTURE_CHECKS: readonly Check[] = [
   catalogueNoTe, linearWeightUse, tokenMixing, parallelLayout, transposedWeight, specialWeights, linearForwardExtra, localLinear, viaFactory,
-  layerNormArgs, rmsNormArgs, recognisedNorm, importedNorm, weightlessNorm, optionalWeight, normWeightTransformed, scaleName, gatedNorm, normForwardExtra, normReadDirectly, normParamReplaced,
+  layerNormArgs, rmsNormArgs, recognisedNorm, importedNorm, weightlessNorm, optionalWeight, normWeightTransformed, scaleName, gatedNorm, normCalledWithMore, normForwardExtra, normReadDirectly, normParamReplaced,
   noTeTwin, channelAxis, reparametrisingWrapper, teToTorchCopy, torchScript, classCandidatesAgree, classChosenAtRunTime,
 ];

@@ -75,8 +75,12 @@ const SELF_USE = /self\s*\.\s*([A-Za-z_]\w*)(\s*\.\s*(\w+)|\s*=(?!=))?/g;
  * whether it exists (`if self.x.bias is not None:` before initialising it, `bias=self.x.bias is not None`): no compute.
  */
 const PARAM_META = /^\s*(\.\s*(data\b|grad\b|requires_grad\b|shape\b|dtype\b|device\b|ndim\b|size\s*\(|numel\s*\(|dim\s*\(|[a-z]\w*_\s*\()|(is(\s+not)?|[!=]=)\s*None\b)/;
-/** Before it: an initialiser taking it as the tensor to fill (`nn.init.normal_(self.x.weight`, `trunc_normal_(`). */
-const INIT_CALL = /(\binit\s*\.\s*\w+_|\b\w*(normal|uniform|zeros|ones|constant|orthogonal|xavier\w*|kaiming\w*|trunc_normal)_)\s*\(\s*$/;
+/**
+ * Before it: an initialiser taking it as the tensor to fill (`nn.init.normal_(self.x.weight`, `trunc_normal_(`), or a
+ * project's own in-place initialiser named for it (xLSTM's `small_init_init_(self.proj_up.weight, dim=...)`,
+ * `wang_init_(...)`): te.Linear's weight is a parameter of the same shape, which it fills the same way.
+ */
+const INIT_CALL = /(\binit\s*\.\s*\w+_|\b\w*(normal|uniform|zeros|ones|constant|orthogonal|xavier\w*|kaiming\w*|trunc_normal)_|\b\w*init\w*_)\s*\(\s*$/;
 
 export function attrUses(src: string, cls: { rec: { node: object; start: number; end: number } }): Map<string, AttrUse> {
   let m = attrUseCache.get(cls.rec.node);
@@ -178,6 +182,8 @@ export function classSource(ev: Evaluator, cls: { rec: { start: number; end: num
 
 const BRANCH_HEAD = /^\s*(if|elif|else)\b/;
 const BLOCK_HEAD = /^\s*(for|while|with|try|except|finally|async)\b/;
+/** The line that closes a header's parenthesised condition (`):`, `) -> None:` is a def's and never reaches here). */
+const CLOSES_HEADER = /^\s*\)\s*:/;
 const indentOf = (line: string): number => line.length - line.trimStart().length;
 const isBlank = (line: string): boolean => /^\s*(#.*)?$/.test(line);
 
@@ -212,6 +218,9 @@ function enclosingBranch(lines: string[], li: number): number | undefined {
   let cur = indentOf(lines[li]);
   for (let j = li - 1; j >= 0; j--) {
     if (isBlank(lines[j]) || indentOf(lines[j]) >= cur) continue;
+    // `):` closing a header whose condition spans lines (`if (\n    a\n    and b\n):`): the header is the line at
+    // the same indent that opened it.
+    if (CLOSES_HEADER.test(lines[j])) { cur = indentOf(lines[j]) + 1; continue; }
     if (BRANCH_HEAD.test(lines[j])) return j;
     if (!BLOCK_HEAD.test(lines[j]) && /^\s*(def|class)\b/.test(lines[j])) return undefined;
     cur = indentOf(lines[j]);
@@ -233,7 +242,7 @@ function ifChain(lines: string[], h: number): [number, number][] | undefined {
   const out: [number, number][] = [];
   let a = start;
   for (let j = start + 1; j <= lines.length; j++) {
-    const end = j === lines.length || (!isBlank(lines[j]) && indentOf(lines[j]) <= ind);
+    const end = j === lines.length || (!isBlank(lines[j]) && indentOf(lines[j]) <= ind && !CLOSES_HEADER.test(lines[j]));
     if (!end) continue;
     out.push([a, j]);
     if (j < lines.length && atLevel(j) && /^\s*(elif|else)\b/.test(lines[j])) { a = j; continue; }

@@ -235,8 +235,9 @@ function normClassFacts(src: string, m: ClassModel, byName: Map<string, ClassMod
   if (m.info.layerKind === 'rmsnorm' && !m.info.ownImplementation) {
     const initText = m.init ? src.slice(m.init.start, m.init.end) : '';
     // `self.bias = nn.Parameter(...)` not under a condition of the same line (`... if bias else None`).
-    m.rmsBias = /self\.bias\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\s*\([^\n]*$/m.test(initText) && !/self\.bias\s*=[^\n]*\bif\b/.test(initText)
-      && !/^\s*if\b[^\n]*:\s*\n\s*self\.bias\s*=/m.test(initText);
+    // A shift under another name (`self.beta = nn.Parameter(...)`, ConvNeXt-V2's GRN) is a bias too.
+    m.rmsBias = /self\.(?:bias|beta|shift)\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\s*\([^\n]*$/m.test(initText) && !/self\.(?:bias|beta|shift)\s*=[^\n]*\bif\b/.test(initText)
+      && !/^\s*if\b[^\n]*:\s*\n\s*self\.(?:bias|beta|shift)\s*=/m.test(initText);
   }
 }
 
@@ -259,7 +260,8 @@ function channelAxisOf(src: string, m: ClassModel): ClassInfo['channelAxis'] | u
     const def = /\bdata_format\s*(?::[^=,)]+)?=\s*(["'][^"']*["'])/.exec(init)?.[1];
     out = { when: 'option', evidence: 'its data_format option: "channels_first" normalises over dim 1', optionDefault: def };
   } else if (fwd) {
-    const dim1 = /\.\s*(mean|var|std|var_mean|norm|sum|amax)\s*\(\s*(?:dim\s*=\s*)?[([]?\s*1\s*[,)\]]|torch\s*\.\s*(mean|var|var_mean|std)\s*\([^,()]+,\s*(?:dim\s*=\s*)?[([]?\s*1\s*[,)\]]/.exec(fwd);
+    // ... or names dim=1 among other arguments (ConvNeXt-V2's GRN: `torch.norm(x, p=2, dim=1, keepdim=True)`).
+    const dim1 = /\.\s*(mean|var|std|var_mean|norm|sum|amax)\s*\(\s*(?:dim\s*=\s*)?[([]?\s*1\s*[,)\]]|torch\s*\.\s*(mean|var|var_mean|std)\s*\([^,()]+,\s*(?:dim\s*=\s*)?[([]?\s*1\s*[,)\]]|\b(mean|var|std|var_mean|norm|vector_norm|sum|amax)\s*\([^()]*\bdim\s*=\s*[([]?\s*1\s*[,)\]]/.exec(fwd);
     // ... or swaps the last two axes around it (torchaudio's wav2vec2 LayerNorm over (batch, channels, time)).
     const permute = /\.\s*permute\s*\(\s*0\s*,\s*2\s*,\s*3\s*,\s*1\b|\bmovedim\s*\(\s*1\s*,\s*-1|rearrange\s*\([^)]*['"]\s*b\s+c\s+h\s+w\s*->\s*b\s+h\s+w\s+c|\.\s*transpose\s*\(\s*(?:-2\s*,\s*-1|-1\s*,\s*-2|1\s*,\s*2|2\s*,\s*1|1\s*,\s*-1|-1\s*,\s*1)\s*\)/.exec(fwd);
     if (dim1) out = { when: 'always', evidence: `forward reduces over dim 1 (\`${dim1[0].replace(/\s+/g, '')}\`)` };

@@ -209,10 +209,19 @@ export interface Layer {
   /** The class is chosen at run time among classes that all convert the same way: each, as written, with its
    *  conversion (`nn.LayerNorm -> te.LayerNorm`). The verdict holds for every one of them. */
   classCandidates?: string[];
+  /** Candidate norms that convert alike but default eps differently, each with its default: the conversion fits both
+   *  only where the call passes eps. */
+  classCandidatesEps?: string[];
   /** The te.* layer this torch.nn layer is the fallback of (the same attribute built as te.* in another branch). */
   fallbackFor?: string;
   /** Passed straight to a wrapper that reparametrises it (`quant_noise(nn.Linear(...))`). */
   wrappedBy?: string;
+  /** When that wrapper leaves the module as it is (fairseq's quant_noise when p <= 0), as code where it is called:
+   *  the conversion builds the te.* layer only then and the layer as written otherwise. */
+  wrapperOff?: string;
+  /** Built in one branch of a conditional whose other branch builds a te.* layer (`fp8_linear(d, h) if c else
+   *  nn.Linear(d, h)`): that branch's callee. The torch.nn branch is its fallback, kept as it is. */
+  alternativeOf?: string;
 }
 
 /** A class defined in the file. */

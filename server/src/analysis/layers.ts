@@ -8,7 +8,7 @@ import type { Layer, LayerArg, LayerKind, Span } from './ir';
 import { ctorParams, FLOAT32_CAST_BACK, paramsOf, WEIGHT_CAST, type ClassModel, type ParamInfo } from './classes';
 import { argFor, type EvalScope, type Evaluator } from './dims';
 import { resolveName, type ImportTable } from './imports';
-import { isLibraryName, lookupClassAttribute, type ForwardRead, type RoleHint } from './catalogue';
+import { isLibraryName, lookupClassAttribute, teMapping, type ForwardRead, type RoleHint } from './catalogue';
 import { FALLBACK_FACTORIES, IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
 import { positionAt, spanOf, stringValue } from './spans';
 import { argListOf, assignedBy, calleeOf, leftOf, rightOf, type AssignRec, type CallRec, type ClassRec, type FuncRec, type WalkResult } from './walk';
@@ -49,11 +49,18 @@ interface Placement {
   returned: boolean;
   /** A wrapper that rewrites the layer's parameters and checks its class (`quant_noise(nn.Linear(...))`). */
   wrappedBy?: string;
+  /** When that wrapper leaves the module as it is, as code of the wrapper call's scope (`q_noise <= 0`). */
+  wrapperOff?: string;
+  /** A branch of a conditional whose other branch builds a te.* layer (`fp8_linear(d, h) if c else nn.Linear(d, h)`):
+   *  that other branch's callee. */
+  alternativeOf?: string;
 }
 
 /** Wrappers that reparametrise a layer in place and rely on its class (weight_norm asserts nothing, but rewrites the
  *  weight as g * v / |v|; fairseq's quant_noise asserts isinstance(module, nn.Linear)). */
 const CLASS_WRAPPERS = /^(weight_norm|spectral_norm|quant_noise|orthogonal)$/;
+/** A callee that builds a te.* layer: TE's own classes, or the generated fallback's factories. */
+const TE_BUILDER = /^(te|transformer_engine\.pytorch|transformer_engine)\.[A-Z]\w*$|^fp8_\w+$/;
 /** A class's alternate constructor that builds a module from one built before (`ColumnShardedLinear.from_linear(proj,
  *  gang)`, `QLinear.from_float(m)`): no new construction, but it reads the module it is given. */
 const ALTERNATE_CTOR = /(^|\.)[A-Z]\w*\.from_\w+$/;
@@ -411,7 +418,7 @@ function collectCall(c: Collector, i: number): void {
       const fnode = calleeOf(call) as SyntaxNode;
       const rec = makeLayer(ctx, call, fnode, ctx.src.slice(fnode.startIndex, fnode.endIndex).replace(/\s+/g, ' '), inline.resolved, inline.ctor, scopeOf(ctx, call));
       if (inline.via) rec.layer.classFrom = inline.via;
-      else if (inline.candidates) rec.layer.classCandidates = inline.candidates;
+      else if (inline.candidates) { rec.layer.classCandidates = inline.candidates; if (inline.epsDefaults) rec.layer.classCandidatesEps = inline.epsDefaults; }
       c.built++;
       applyPlacement(rec, placement(ctx, call.node, call), call);
       c.out.push(rec);
@@ -426,7 +433,7 @@ function collectCall(c: Collector, i: number): void {
       // Rare; not memoised (a returned class depends on another statement): rebuilt at each analysis.
       const rec = makeLayer(ctx, call, calleeOf(call) as SyntaxNode, text, viaParam.resolved, viaParam.ctor, scopeOf(ctx, call));
       if (viaParam.via) rec.layer.classFrom = viaParam.via;
-      else if (viaParam.candidates) rec.layer.classCandidates = viaParam.candidates;
+      else if (viaParam.candidates) { rec.layer.classCandidates = viaParam.candidates; if (viaParam.epsDefaults) rec.layer.classCandidatesEps = viaParam.epsDefaults; }
       if (viaParam.param && (rec.layer.kind === 'linear' || rec.layer.kind === 'layernorm' || rec.layer.kind === 'rmsnorm')) rec.layer.classParam = viaParam.param;
       c.built++;
       applyPlacement(rec, placement(ctx, call.node, call), call);
@@ -586,6 +593,8 @@ function buildInstances(c: Collector, call: CallRec, fn: FuncRec, list: Template
       multi: place.multi || t.place.multi,
       container: place.container ?? t.place.container,
       wrappedBy: place.wrappedBy ?? t.place.wrappedBy,
+      wrapperOff: place.wrappedBy ? place.wrapperOff : t.place.wrapperOff,
+      alternativeOf: place.alternativeOf ?? t.place.alternativeOf,
     };
     applyPlacement(inst, merged, call);
     inst.layer.container ??= 'helper';
@@ -759,12 +768,17 @@ interface ClassExpr {
   /** For a run-time choice (`chosen`): the class reported, by the name written in its branch (`nn.Linear`), when
    *  that branch names one class (or a partial of one): the conversion checks at run time that this class is chosen. */
   pickClass?: string;
+  /** Candidates that convert alike but default eps differently, each with its default (`nn.RMSNorm: 1.19e-07`). */
+  epsDefaults?: string[];
 }
 
 /** What a constructor converts to, as one comparable key and as words for messages. */
 function conversionOf(c: CtorInfo): { key: string; words: string } {
   const li = c.local?.info;
-  const key = `${c.kind}|${c.isTe}|${c.te ?? ''}|${c.parallelMode ?? ''}|${!!c.transposedWeight}|${!!c.imported}|${c.importedForward ? `read:${c.importedForward.scaleName ?? 'weight'}${c.importedForward.unitOffset ? '+1' : ''}` : ''}|${!!li?.zeroCenteredGamma}|${li?.zeroCenteredConditional ?? ''}|${li?.forwardExtra ?? ''}`;
+  // An imported norm whose forward the catalogue read as the plain one (weight, no offset) converts as torch's does.
+  const read = c.importedForward;
+  const plainRead = !!read && !read.unitOffset && (read.scaleName ?? 'weight') === 'weight';
+  const key = `${c.kind}|${c.isTe}|${c.te ?? ''}|${c.parallelMode ?? ''}|${!!c.transposedWeight}|${!!c.imported && !plainRead}|${read && !plainRead ? `read:${read.scaleName ?? 'weight'}${read.unitOffset ? '+1' : ''}` : ''}|${!!li?.zeroCenteredGamma}|${li?.zeroCenteredConditional ?? ''}|${li?.forwardExtra ?? ''}`;
   const words = c.isTe ? 'already TE' : c.te ? `${c.te}${c.parallelMode ? ` (${c.parallelMode}-parallel)` : ''}${li?.zeroCenteredGamma || c.importedForward?.unitOffset ? ' (zero_centered_gamma)' : ''}` : 'no te.* twin';
   return { key, words };
 }
@@ -783,7 +797,12 @@ export function chooseAmong(ctx: LayerContext, found: { node: SyntaxNode | strin
   const picked = same ? known[0] : (known.find((f) => f.c.ctor.te && !f.c.ctor.isTe) ?? known[0]);
   const pick = picked.c;
   const pickClass = same ? undefined : pick.pickClass ?? (typeof picked.node === 'string' ? undefined : defaultClassName(ctx, picked.node));
-  return { resolved: pick.resolved, ctor: pick.ctor, chosen: !same, candidates, ...(pickClass ? { pickClass } : {}) };
+  // Norms that convert alike but default eps differently (fla's RMSNorm 1e-5, torch's RMSNorm float32's epsilon): one
+  // te.* norm fits both only where the call passes eps (the structure check reads the call).
+  const eps = known.map((f) => teMapping(f.c.resolved)?.eps ?? '1e-5');
+  const epsDefaults = same && (pick.ctor.kind === 'layernorm' || pick.ctor.kind === 'rmsnorm') && eps.some((e) => e !== eps[0])
+    ? known.map((f, i) => `${shown(f.node)}: ${eps[i]}`) : undefined;
+  return { resolved: pick.resolved, ctor: pick.ctor, chosen: !same, candidates, ...(epsDefaults ? { epsDefaults } : {}), ...(pickClass ? { pickClass } : {}) };
 }
 
 /**
@@ -855,7 +874,7 @@ function chosenVia(shown: string, c: ClassExpr): string {
   return `${shown}, chosen at run time${c.candidates && c.candidates.length > 1 ? ` among classes that convert differently (${c.candidates.join('; ')})` : ''}`;
 }
 
-type ClassSite = { resolved: string; ctor: CtorInfo; via?: string; candidates?: string[]; param?: { name: string; defaultClass: string } };
+type ClassSite = { resolved: string; ctor: CtorInfo; via?: string; candidates?: string[]; epsDefaults?: string[]; param?: { name: string; defaultClass: string } };
 
 function inlineClassCtor(ctx: LayerContext, call: CallRec): ClassSite | undefined {
   // `getattr(nn, "LayerNorm")(dim)`: the class looked up by name, called at once.
@@ -873,7 +892,7 @@ function inlineClassCtor(ctx: LayerContext, call: CallRec): ClassSite | undefine
   if (!c || c.ctor.kind === 'other') return undefined;
   const shown = ctx.src.slice(f.startIndex, f.endIndex).replace(/\s+/g, ' ');
   if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: chosenVia(shown, c) };
-  if (c.candidates) return { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates };
+  if (c.candidates) return { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates, ...(c.epsDefaults ? { epsDefaults: c.epsDefaults } : {}) };
   // `(nn.Linear)(...)` is that class; `(partial(nn.LayerNorm, eps=1e-6))(...)` carries arguments of its own.
   return /^\(\s*[\w.\s]+\)$/.test(shown) ? { resolved: c.resolved, ctor: c.ctor } : { resolved: c.resolved, ctor: c.ctor, via: shown };
 }
@@ -981,13 +1000,18 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
       if (!pick || (pick.ctor.kind === 'other' && !pick.ctor.isTe)) return undefined;
       const made = `${ft}(), which returns ${shown.join(' or ')}`;
       if (!pick.chosen && !open) return { resolved: pick.resolved, ctor: pick.ctor, via: made };
-      return { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(made, { ...pick, chosen: true }) };
+      // Commit with a run-time check where the class that converts is named in its branch (mistral-inference's
+      // maybe_lora returns nn.Linear or partial(LoRALinear, ...)): the call goes through the fallback's *_from
+      // factory, which builds te.* only when the class is that one, built plainly, and the class as written otherwise.
+      const named = found.find((f) => f.c.resolved === pick.resolved && f.c.ctor === pick.ctor);
+      const pickClass = pick.pickClass ?? (named ? defaultClassName(ctx, named.node) : undefined);
+      return { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(made, { ...pick, chosen: true }), ...(pickClass ? { param: { name: text, defaultClass: pickClass } } : {}) };
     }
   }
   const c = classExprCtor(ctx, right, 0, scopeFn);
   if (!c || c.ctor.kind === 'other') return undefined;
   if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: chosenVia(`${text} = ${rhs}`, c), ...runTimeCheck(text, c) };
-  if (c.candidates) return { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates };
+  if (c.candidates) return { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates, ...(c.epsDefaults ? { epsDefaults: c.epsDefaults } : {}) };
   // `if norm_layer is None: norm_layer = partial(nn.LayerNorm, eps=1e-5)` for a parameter that defaults to None
   // (torchvision's Swin): the parameter's default, written in the body; a caller may pass another class, which the
   // conversion checks at run time (fp8_layernorm_from), as for a default in the signature.
@@ -1263,9 +1287,17 @@ function placeStep(w: PlaceWalk, p: SyntaxNode, n: SyntaxNode): PlaceStep {
       pl.container ??= 'comprehension';
       pl.multi = true;
       return { next: p };
+    case 'conditional_expression': {
+      // `fp8_linear(d, h) if q_noise <= 0 else nn.Linear(d, h)` (a conversion that holds only under a condition):
+      // the torch.nn branch is the te.* branch's alternative, never a layer to convert again.
+      const [yes, , no] = p.namedChildren;
+      const other = yes && n.startIndex === yes.startIndex ? no : no && n.startIndex === no.startIndex ? yes : null;
+      const f = other?.type === 'call' ? other.childForFieldName('function') : null;
+      if (f && TE_BUILDER.test(text(f))) pl.alternativeOf ??= text(f);
+      return { next: p };
+    }
     case 'dictionary':
     case 'parenthesized_expression':
-    case 'conditional_expression':
     case 'list_splat':
     case 'boolean_operator':
     case 'await':
@@ -1341,7 +1373,11 @@ function placeInArguments(w: PlaceWalk, p: SyntaxNode, n: SyntaxNode): PlaceStep
     if (rec.scope.loopDepth > 0) pl.container ??= 'loop';
     return { done: pl };
   } else if ((CLASS_WRAPPERS.test(last) || CLASS_WRAPPERS.test(r.split('.').pop() ?? '') || ALTERNATE_CTOR.test(ft)) && p.namedChild(0)?.startIndex === n.startIndex) {
-    pl.wrappedBy ??= ft;
+    if (!pl.wrappedBy) {
+      pl.wrappedBy = ft;
+      const off = wrapperIdentityWhen(ctx.src, r, outer);
+      if (off) pl.wrapperOff = off;
+    }
   } else if (ft === 'setattr') {
     const obj = p.namedChild(0);
     const keyNode = p.namedChild(1);
@@ -1454,6 +1490,36 @@ function applyPlacement(rec: LayerRec, pl: Placement, call: CallRec): void {
   if (pl.container) rec.layer.container = pl.container;
   else if (call.scope.loopDepth > 0 && name) rec.layer.container = 'loop';
   if (pl.wrappedBy) rec.layer.wrappedBy = pl.wrappedBy;
+  if (pl.wrapperOff) rec.layer.wrapperOff = pl.wrapperOff;
+  if (pl.alternativeOf) rec.layer.alternativeOf = pl.alternativeOf;
+}
+
+/**
+ * Wrappers known to leave the module untouched below a threshold of one argument: fairseq's quant_noise(module, p,
+ * block_size) returns the module as it is when p <= 0 (no quantization noise, fairseq's default) and only then asserts
+ * its class and hooks its weight (fairseq/modules/quant_noise.py, fairseq 0.12.2).
+ */
+const IDENTITY_BELOW: { name: RegExp; param: string; index: number; when: (v: string) => string }[] = [
+  { name: /^fairseq(\.[\w]+)*\.quant_noise$/, param: 'p', index: 1, when: (v) => `${v} <= 0` },
+];
+
+/**
+ * The condition, as code at the wrapper call, under which the wrapper returns its module as it is: `True` where the
+ * argument is a number that always makes it so, undefined where none (or a number that never does).
+ */
+function wrapperIdentityWhen(src: string, resolved: string, call: SyntaxNode): string | undefined {
+  const rule = IDENTITY_BELOW.find((x) => x.name.test(resolved));
+  const args = call.childForFieldName('arguments');
+  if (!rule || !args) return undefined;
+  const list = args.namedChildren.filter((x): x is SyntaxNode => x !== null && x.type !== 'comment');
+  const kw = list.find((x) => x.type === 'keyword_argument' && x.childForFieldName('name') && src.slice(x.childForFieldName('name')!.startIndex, x.childForFieldName('name')!.endIndex) === rule.param);
+  const value = kw ? kw.childForFieldName('value') : list[rule.index]?.type === 'keyword_argument' || /^\*/.test(list[rule.index]?.type ?? '') ? undefined : list[rule.index];
+  if (!value || value.type === 'list_splat' || value.type === 'dictionary_splat') return undefined;
+  const v = src.slice(value.startIndex, value.endIndex);
+  if (v.includes('\n')) return undefined;
+  // A number written there decides it now: `p=0.1` always reparametrises (no condition), `p=0` never does.
+  if (/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(v)) return Number(v) <= 0 ? 'True' : undefined;
+  return rule.when(/^[\w.]+$/.test(v) ? v : `(${v})`);
 }
 
 /**

@@ -208,6 +208,11 @@ export function keepTorchFallbacks(recs: LayerRec[]): void {
       protect(L, 'built-by-fallback-factory', `This ${L.constructor} is what ${factory} builds where FP8 does not run (its fallback), so it stays as it is.`);
       continue;
     }
+    if (L.alternativeOf) {
+      L.fallbackFor = `${L.alternativeOf} (line ${L.span.startLine + 1})`;
+      protect(L, 'torch-fallback-of-te', `This ${L.constructor} is the other branch of a conditional whose first choice is ${L.alternativeOf}(...): the layer built where that branch is not taken, so it stays as it is.`);
+      continue;
+    }
     if (!L.ownerClass || !L.name) continue;
     // Elements of one container (`nn.Sequential(te.LayerNorm(d), nn.Linear(d, h))`) share their path but are
     // siblings, not alternatives; and a fallback is the same kind of layer as its te.* twin.

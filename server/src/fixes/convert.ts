@@ -8,7 +8,8 @@ import type { Layer, ModelIR } from '../analysis/ir';
 import { wrapperRanges } from '../analysis/known';
 import { predictedLoss } from '../analysis/gain-layer';
 import { classRefsOf, extendClassTests, type ClassRef } from './class-tests';
-import { removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
+import { applyEdits, removeArgs, renameArg, replace, appendArgs, type TextEdit } from './edits';
+import { closeParen } from '../analysis/calls';
 import { convertsThroughFallback } from './fallback';
 import { bringInFallback } from './wrapper';
 import { ATTENTION_FACTORY, CLASS_PARAM_FACTORY, CONV1D_FACTORY, FUSE_FACTORY, FUSED_CLASS_NAME, KEEP_CLASS_FACTORY, PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
@@ -352,7 +353,24 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   // A conversion changes what the layer computes (FP8 under autocast, te.Linear's own weight init): `check --fix`
   // never applies it, only --unsafe-fixes does (through the fallback, so the file still runs without TE).
   const safe = false;
-  return { edits: [callee, ...args.edits], safe, target, fallbackNames: viaFactory ? [target] : [], importLines };
+  const conversion = { edits: [callee, ...args.edits], safe, target, fallbackNames: viaFactory ? [target] : [], importLines };
+  return layer.wrapperOff && layer.wrapperOff !== 'True' ? onlyWhenUnwrapped(ctx, layer.wrapperOff, conversion, site) : conversion;
+}
+
+/**
+ * A layer handed to a wrapper that leaves it as it is only under a condition (fairseq's `quant_noise(nn.Linear(...),
+ * p=q_noise, ...)` when q_noise <= 0): the converted construction where the condition holds, the original otherwise,
+ * as one conditional expression in the wrapper's argument (`fp8_linear(d, h) if q_noise <= 0 else nn.Linear(d, h)`).
+ */
+function onlyWhenUnwrapped(ctx: FixContext, when: string, conversion: LayerConversion, site: { calleeStart: number; open: number }): LayerConversion {
+  const start = site.calleeStart;
+  const end = closeParen(ctx.text, site.open);
+  if (conversion.edits.some((e) => e.startOffset < start || e.endOffset > end)) {
+    return refused(`Not converted: it is passed to a wrapper that keeps it only when ${when}, and its conversion edits more than its own call.`, conversion.target);
+  }
+  const original = ctx.text.slice(start, end);
+  const converted = applyEdits(original, conversion.edits.map((e) => ({ ...e, startOffset: e.startOffset - start, endOffset: e.endOffset - start })));
+  return { ...conversion, edits: [replace(start, end, `${converted} if ${when} else ${original}`)] };
 }
 
 /** Whether a layer's conversion goes through the fallback's factory (see convertLayer). */
