@@ -876,6 +876,11 @@ function chosenVia(shown: string, c: ClassExpr): string {
 
 type ClassSite = { resolved: string; ctor: CtorInfo; via?: string; candidates?: string[]; epsDefaults?: string[]; param?: { name: string; defaultClass: string } };
 
+/** A choice among classes that all convert the same way, as a site: its candidates (and their eps defaults, if they differ). */
+function candidatesSite(c: ClassExpr): ClassSite {
+  return { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates, ...(c.epsDefaults ? { epsDefaults: c.epsDefaults } : {}) };
+}
+
 function inlineClassCtor(ctx: LayerContext, call: CallRec): ClassSite | undefined {
   // `getattr(nn, "LayerNorm")(dim)`: the class looked up by name, called at once.
   if (ctx.src.startsWith('getattr', call.start)) {
@@ -892,7 +897,7 @@ function inlineClassCtor(ctx: LayerContext, call: CallRec): ClassSite | undefine
   if (!c || c.ctor.kind === 'other') return undefined;
   const shown = ctx.src.slice(f.startIndex, f.endIndex).replace(/\s+/g, ' ');
   if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: chosenVia(shown, c) };
-  if (c.candidates) return { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates, ...(c.epsDefaults ? { epsDefaults: c.epsDefaults } : {}) };
+  if (c.candidates) return candidatesSite(c);
   // `(nn.Linear)(...)` is that class; `(partial(nn.LayerNorm, eps=1e-6))(...)` carries arguments of its own.
   return /^\(\s*[\w.\s]+\)$/.test(shown) ? { resolved: c.resolved, ctor: c.ctor } : { resolved: c.resolved, ctor: c.ctor, via: shown };
 }
@@ -969,7 +974,7 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
     const pick = found.length === branches.length ? chooseAmong(ctx, found) : undefined;
     if (pick && !(pick.ctor.kind === 'other' && !pick.ctor.isTe)) {
       const shown = `${text} = ${branches.map((e) => src.slice(e.right.startIndex, e.right.endIndex).replace(/\s+/g, ' ')).join(' or ')} (if / else)`;
-      return pick.chosen ? { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(shown, pick), ...runTimeCheck(text, pick) } : { resolved: pick.resolved, ctor: pick.ctor, candidates: pick.candidates };
+      return pick.chosen ? { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(shown, pick), ...runTimeCheck(text, pick) } : candidatesSite(pick);
     }
   }
   const right = hit.right;
@@ -977,7 +982,7 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
   if (right.type === 'conditional_expression') {
     const pick = classExprCtor(ctx, right);
     if (!pick || (pick.ctor.kind === 'other' && !pick.ctor.isTe)) return undefined;
-    return pick.chosen ? { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(`${text} = ${rhs}`, pick), ...runTimeCheck(text, pick) } : { resolved: pick.resolved, ctor: pick.ctor, candidates: pick.candidates };
+    return pick.chosen ? { resolved: pick.resolved, ctor: pick.ctor, via: chosenVia(`${text} = ${rhs}`, pick), ...runTimeCheck(text, pick) } : candidatesSite(pick);
   }
   if (right.type === 'call') {
     const f = right.childForFieldName('function');
@@ -1011,7 +1016,7 @@ function assignedClassCtor(ctx: LayerContext, call: CallRec, text: string): Clas
   const c = classExprCtor(ctx, right, 0, scopeFn);
   if (!c || c.ctor.kind === 'other') return undefined;
   if (c.chosen) return { resolved: c.resolved, ctor: c.ctor, via: chosenVia(`${text} = ${rhs}`, c), ...runTimeCheck(text, c) };
-  if (c.candidates) return { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates, ...(c.epsDefaults ? { epsDefaults: c.epsDefaults } : {}) };
+  if (c.candidates) return candidatesSite(c);
   // `if norm_layer is None: norm_layer = partial(nn.LayerNorm, eps=1e-5)` for a parameter that defaults to None
   // (torchvision's Swin): the parameter's default, written in the body; a caller may pass another class, which the
   // conversion checks at run time (fp8_layernorm_from), as for a default in the signature.
@@ -1555,14 +1560,14 @@ function attrClassCtorUncached(ctx: LayerContext, call: CallRec, text: string, h
     const c = classExprCtor(ctx, e);
     if (!c) { unknown = true; continue; }
     // A conditional inside contributes its own candidates as they were decided there.
-    if (c.chosen || (c.candidates && c.candidates.length > 1)) return c.chosen ? { resolved: c.resolved, ctor: c.ctor, via: chosenVia(text, c) } : { resolved: c.resolved, ctor: c.ctor, candidates: c.candidates };
+    if (c.chosen || (c.candidates && c.candidates.length > 1)) return c.chosen ? { resolved: c.resolved, ctor: c.ctor, via: chosenVia(text, c) } : candidatesSite(c);
     found.push({ node: e, c });
   }
   const r = chooseAmong(ctx, found);
   if (!r) return undefined;
   const shown = exprs.map((e) => ctx.src.slice(e.startIndex, e.endIndex).replace(/\s+/g, ' ')).join(' or ');
   if (r.chosen || unknown) return { resolved: r.resolved, ctor: r.ctor, via: chosenVia(`${text} (${shown})`, r) };
-  return found.length > 1 ? { resolved: r.resolved, ctor: r.ctor, candidates: r.candidates } : { resolved: r.resolved, ctor: r.ctor };
+  return found.length > 1 ? candidatesSite(r) : { resolved: r.resolved, ctor: r.ctor };
 }
 
 /** Whether an assigned expression may be a class (not a call that builds something, except partial). */
@@ -1771,5 +1776,5 @@ function libraryAttrCtor(ctx: LayerContext, call: CallRec, head: string, attr: s
   const r = chooseAmong(ctx, found);
   if (!r) return undefined;
   const text = `${head}.${attr} (${row.note})`;
-  return r.chosen ? { resolved: r.resolved, ctor: r.ctor, via: chosenVia(text, r) } : { resolved: r.resolved, ctor: r.ctor, candidates: r.candidates };
+  return r.chosen ? { resolved: r.resolved, ctor: r.ctor, via: chosenVia(text, r) } : candidatesSite(r);
 }
