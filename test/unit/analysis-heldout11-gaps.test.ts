@@ -240,3 +240,29 @@ describe("held-out set 11 gaps: quant_noise's p written as a number", () => {
     assert.notEqual(some.convertible, true, some.reasons.join(' '));
   });
 });
+
+describe('held-out set 11 gaps: the eps rule is torch\'s RMSNorm\'s only', () => {
+  before(initParser);
+  it("a library's class named RMSNorm without eps converts with its own default, not torch's float32 epsilon story", () => {
+    const ir = analyze([
+      'import torch.nn as nn',
+      'from torchtune.modules.rms_norm import RMSNorm',
+      '',
+      'class Block(nn.Module):',
+      '    def __init__(self, dim):',
+      '        super().__init__()',
+      '        self.norm = RMSNorm(dim)',
+      '        self.torch_norm = nn.RMSNorm(dim)',
+      '',
+      '    def forward(self, x):',
+      '        return self.torch_norm(self.norm(x))',
+      '',
+    ].join('\n'));
+    const tt = layer(ir, 'self.norm');
+    assert.equal(tt.convertible, true, tt.reasons.join(' '));
+    assert.doesNotMatch(tt.reasons.join(' '), /float32's, 1\.19e-7/);
+    const torch = layer(ir, 'self.torch_norm');
+    assert.notEqual(torch.convertible, true);
+    assert.match(torch.reasons.join(' '), /Pass the eps your model trains with explicitly/);
+  });
+});
