@@ -243,10 +243,10 @@ describe("held-out set 11 gaps: quant_noise's p written as a number", () => {
 
 describe('held-out set 11 gaps: the eps rule is torch\'s RMSNorm\'s only', () => {
   before(initParser);
-  it("a library's class named RMSNorm without eps converts with its own default, not torch's float32 epsilon story", () => {
+  it("a library's class named RMSNorm without eps (fla's) converts with its own default, not torch's float32 epsilon", () => {
     const ir = analyze([
       'import torch.nn as nn',
-      'from torchtune.modules.rms_norm import RMSNorm',
+      'from fla.modules import RMSNorm',
       '',
       'class Block(nn.Module):',
       '    def __init__(self, dim):',
@@ -261,8 +261,10 @@ describe('held-out set 11 gaps: the eps rule is torch\'s RMSNorm\'s only', () =>
     const tt = layer(ir, 'self.norm');
     assert.equal(tt.convertible, true, tt.reasons.join(' '));
     assert.doesNotMatch(tt.reasons.join(' '), /float32's, 1\.19e-7/);
+    assert.doesNotMatch(tt.reasons.join(' '), /1\.1920928955078125e-07/);
+    // torch's own converts passing float32's epsilon explicitly (exact: te.RMSNorm computes in float32 too).
     const torch = layer(ir, 'self.torch_norm');
-    assert.notEqual(torch.convertible, true);
-    assert.match(torch.reasons.join(' '), /Pass the eps your model trains with explicitly/);
+    assert.equal(torch.convertible, true);
+    assert.match(torch.reasons.join(' '), /the conversion passes eps=1\.1920928955078125e-07 explicitly/);
   });
 });
