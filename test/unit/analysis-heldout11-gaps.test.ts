@@ -268,3 +268,36 @@ describe('held-out set 11 gaps: the eps rule is torch\'s RMSNorm\'s only', () =>
     assert.match(torch.reasons.join(' '), /the conversion passes eps=1\.1920928955078125e-07 explicitly/);
   });
 });
+
+describe('held-out set 11 gaps: a module rewriter is no Linear factory', () => {
+  before(initParser);
+  it("moshi's replace_linear_with_qlinear(self.layers[-1]) is not read as a layer (convert-all had made it fp8_linear(self.layers[-1]))", () => {
+    const src = [
+      'import torch.nn as nn',
+      'from ..utils.quantize import replace_linear_with_qlinear',
+      'from mylib.layers import make_linear',
+      '',
+      'class Stack(nn.Module):',
+      '    def __init__(self, d, n, quantize=False):',
+      '        super().__init__()',
+      '        self.layers = nn.ModuleList()',
+      '        for _ in range(n):',
+      '            self.layers.append(nn.Linear(d, d))',
+      '            if quantize:',
+      '                replace_linear_with_qlinear(self.layers[-1])',
+      '        self.head = make_linear(d, d)',
+      '        make_linear(d, d)',
+      '',
+      '    def forward(self, x):',
+      '        for layer in self.layers:',
+      '            x = layer(x)',
+      '        return self.head(x)',
+      '',
+    ].join('\n');
+    const ir = analyze(src);
+    assert.deepEqual(ir.layers.map((l) => [l.name, l.constructor]), [['layers[*]', 'nn.Linear'], ['self.head', 'make_linear']]);
+    // A name that says it rewrites modules is no factory even where its result is kept.
+    const kept = analyze(src.replace('                replace_linear_with_qlinear(self.layers[-1])', '                self.layers[-1] = replace_linear_with_qlinear(self.layers[-1])'));
+    assert.equal(kept.layers.some((l) => l.constructor === 'replace_linear_with_qlinear'), false);
+  });
+});

@@ -59,6 +59,8 @@ interface Placement {
 /** Wrappers that reparametrise a layer in place and rely on its class (weight_norm asserts nothing, but rewrites the
  *  weight as g * v / |v|; fairseq's quant_noise asserts isinstance(module, nn.Linear)). */
 const CLASS_WRAPPERS = /^(weight_norm|spectral_norm|quant_noise|orthogonal)$/;
+/** A function that rewrites modules it is given rather than building one (`replace_linear_with_qlinear`, `convert_to_*`). */
+const MODULE_REWRITER = /^(replace|convert|swap|patch|apply|wrap|quantize|prepare|fuse|freeze|load|reset|init)_/i;
 /** A callee that builds a te.* layer: TE's own classes, or the generated fallback's factories. */
 const TE_BUILDER = /^(te|transformer_engine\.pytorch|transformer_engine)\.[A-Z]\w*$|^fp8_\w+$/;
 /** A class's alternate constructor that builds a module from one built before (`ColumnShardedLinear.from_linear(proj,
@@ -227,7 +229,7 @@ function ctorForUncached(ctx: LayerContext, text: string): { resolved: string; c
   // Imported layer factories (`lora_or_linear(dim, out, bias=...)`, `make_linear(...)`): a function named *linear.
   // A bare name or one reached through an import; `self.dense_linear(x)` calls a submodule, it builds nothing.
   const head = text.split('.')[0];
-  if (/^[a-z_]\w*linear$/i.test(last) && /^[a-z_]/.test(last) && !/^(torch|math|numpy|np)\./.test(resolved) && !ctx.classes.has(last)
+  if (/^[a-z_]\w*linear$/i.test(last) && /^[a-z_]/.test(last) && !MODULE_REWRITER.test(last) && !/^(torch|math|numpy|np)\./.test(resolved) && !ctx.classes.has(last)
     && (!text.includes('.') || ctx.imports.map.has(head)) && !ctx.walk.functions.some((f) => f.name === last)) {
     return { resolved, ctor: { kind: 'linear', isTe: false, params: ['in_features', 'out_features', 'bias'], te: 'te.Linear', display: last, factory: last } };
   }
@@ -426,6 +428,9 @@ function collectCall(c: Collector, i: number): void {
     return;
   }
   const found = ctorFor(ctx, text);
+  // A function read as a layer factory by its name only (`make_linear(...)`), whose result the statement discards,
+  // builds no layer: moshi's `replace_linear_with_qlinear(self.layers[-1])` rewrites a module in place.
+  if (found?.ctor.factory && call.node.parent?.type === 'expression_statement') return;
   if (!found) {
     const viaParam: ClassSite | undefined = paramDefaultCtor(ctx, call, text) ?? assignedClassCtor(ctx, call, text) ?? attrClassCtor(ctx, call, text)
       ?? unfilledNormParam(ctx, call, text) ?? configuredNormClass(text);
