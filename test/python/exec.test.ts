@@ -812,3 +812,64 @@ describe('fixes: held-out set 11\'s run-time conversions run on both paths (quan
     assert.match(run.stdout, /^trains: True torch\.Size\(\[2, 16, 32\]\)$/m, out);
   });
 });
+
+describe('fixes: a Linear built by an imported function goes through fp8_linear_like and keeps what the function did', function () {
+  this.timeout(450_000);
+  // The imported module the fixture names, written here: make_linear initialises its own way (uniform, zero bias, as
+  // GluonTS's make_linear_layer does); make_low_rank_linear returns a LoRA-style subclass.
+  const FACTORIES = [
+    'import torch, torch.nn as nn',
+    'def make_linear(i, o):',
+    '    layer = nn.Linear(i, o)',
+    '    nn.init.uniform_(layer.weight, -0.07, 0.07)',
+    '    nn.init.zeros_(layer.bias)',
+    '    return layer',
+    'class LowRankLinear(nn.Linear):',
+    '    def __init__(self, i, o, rank):',
+    '        super().__init__(i, o)',
+    '        self.down = nn.Linear(i, rank, bias=False)',
+    '        self.up = nn.Linear(rank, o, bias=False)',
+    '    def forward(self, x):',
+    '        return super().forward(x) + self.up(self.down(x))',
+    'def make_low_rank_linear(i, o, rank):',
+    '    return LowRankLinear(i, o, rank)',
+  ].join('\n');
+
+  it('without TE the layers as the functions built them; with FP8 (the fake TE) a te.Linear with the same weights for a plain Linear, the LoRA subclass kept', async function () {
+    if (!TORCH) this.skip();
+    const { text } = await convertExample(readFileSync(join(__dirname, '..', 'fixtures', 'fixes', 'imported_linear_factory.py'), 'utf8'), settingsWith({}));
+    assert.match(text, /self\.proj = fp8_linear_like\(make_linear\(dim, dim\)\)/);
+    const { dir, file } = scratch('converted.py', text);
+    writeFileSync(join(dir, 'linear_factories.py'), FACTORIES);
+    const plain = runPython([file], dir);
+    assert.equal(plain.status, 0, plain.output);
+    assert.match(plain.stdout, /^Running in BF16 fallback/m, plain.output);
+    assert.match(plain.stdout, /^rank=0: Linear Linear$/m, plain.output);
+    assert.match(plain.stdout, /^rank=4: Linear LowRankLinear$/m, plain.output);
+    const probe = [
+      ...FAKE_GPU,
+      'import converted as c, linear_factories as f',
+      'def kind(x): return "%s.%s" % (type(x).__module__.split(".")[0], type(x).__name__)',
+      'torch.manual_seed(0)',
+      'ref = f.make_linear(32, 32)',
+      'torch.manual_seed(0)',
+      'new = c.fp8_linear_like(f.make_linear(32, 32))',
+      'x = torch.randn(4, 32)',
+      'print("like:", kind(new), torch.equal(new.weight, ref.weight), torch.equal(new.bias, ref.bias), torch.allclose(new(x), ref(x), atol=1e-6))',
+      'print("init kept:", bool(new.weight.abs().max() <= 0.07))',
+      'm = c.Head(32, 64, 4)',
+      'print("head:", kind(m.proj), kind(m.out))',
+      'hooked = f.make_linear(32, 32); hooked.register_forward_hook(lambda *a: None)',
+      'print("hooked:", kind(c.fp8_linear_like(hooked)))',
+      'print("odd:", kind(c.fp8_linear_like(f.make_linear(30, 64))))',
+    ].join('\n');
+    const run = runWithFakeTe(probe, dir);
+    const out = run.output;
+    assert.equal(run.status, 0, out);
+    assert.match(run.stdout, /^like: transformer_engine\.Linear True True True$/m, out);
+    assert.match(run.stdout, /^init kept: True$/m, out);
+    assert.match(run.stdout, /^head: transformer_engine\.Linear linear_factories\.LowRankLinear$/m, out);
+    assert.match(run.stdout, /^hooked: torch\.Linear$/m, out);
+    assert.match(run.stdout, /^odd: torch\.Linear$/m, out);
+  });
+});

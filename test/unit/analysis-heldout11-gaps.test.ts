@@ -301,3 +301,24 @@ describe('held-out set 11 gaps: a module rewriter is no Linear factory', () => {
     assert.equal(kept.layers.some((l) => l.constructor === 'replace_linear_with_qlinear'), false);
   });
 });
+
+describe('held-out set 11 review: a Linear built by an imported function keeps the call', () => {
+  before(initParser);
+  const INPUT = readFileSync(join(__dirname, '..', 'fixtures', 'fixes', 'imported_linear_factory.py'), 'utf8');
+
+  it('converts through fp8_linear_like(make_linear(...)), never replacing the function (its init, a LoRA wrap)', async () => {
+    const { ir } = await analyse(INPUT);
+    const proj = ir.layers.find((l) => l.name === 'self.proj')!;
+    assert.equal(proj.convertible, true, proj.reasons.join(' '));
+    assert.match(proj.reasons.join(' '), /Built by make_linear\(\), whose body this file does not show: the conversion keeps the call and passes what it returns to fp8_linear_like/);
+    const fix = sourceFixes(INPUT, ir, MECHANICS_SETTINGS).find((f: Fix) => f.id === 'convert-all:file');
+    assert.ok(fix, 'convert-all offered');
+    const text = applyEdits(INPUT, fix.edits);
+    assert.match(text, /self\.proj = fp8_linear_like\(make_linear\(dim, dim\)\)/);
+    assert.match(text, /self\.out = fp8_linear_like\(make_low_rank_linear\(dim, out, rank\)\) if rank else fp8_linear_like\(make_linear\(dim, out\)\)/);
+    assert.equal(pyCompileError(text), undefined);
+    const again = await analyse(text);
+    const left = again.ir.layers.filter((l) => l.convertible === true && !l.isTe);
+    assert.deepEqual(left.map((l) => l.name), [], left.map((l) => `${l.name}: ${l.reasons.join(' ')}`).join('\n'));
+  });
+});

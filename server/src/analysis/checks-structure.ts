@@ -144,6 +144,7 @@ const viaFactory: Check = {
   run({ rec, L }) {
     const li = rec.ctor.local?.info;
     if (!isLinear(L.kind) || !L.viaFactory || li?.grouped || li?.weightReplacedBy || li?.extraParams?.length) return undefined;
+    if (L.importedFactory) return ok(`Built by ${L.viaFactory}(), whose body this file does not show: the conversion keeps the call and passes what it returns to fp8_linear_like, which makes a plain torch.nn.Linear a te.Linear holding the same initialised weights and leaves anything else (a LoRA or quantized layer) as it is.`);
     return ok(`Built by the helper ${L.viaFactory}(): converting it there changes every layer that helper builds.`);
   },
 };

@@ -181,6 +181,9 @@ export interface Layer {
   container?: 'ModuleList' | 'Sequential' | 'ModuleDict' | 'loop' | 'comprehension' | 'helper';
   /** Constructed by a local helper function (factory) rather than directly. */
   viaFactory?: string;
+  /** Built by an imported function read as a Linear factory by its name (`make_linear(d, d)` from another module):
+   *  the conversion keeps the call and converts what it returns (fp8_linear_like). */
+  importedFactory?: boolean;
   /** Built by the project's FP8 fallback module (`fp8_linear(...)`): te.* where FP8 runs; the factory checks the
    *  shape rule when it builds the layer and keeps torch.nn where it fails. */
   viaFallback?: boolean;

@@ -38,6 +38,7 @@ export const FALLBACK_FACTORIES: Record<string, { kind: LayerKind; params: strin
   fp8_layernorm_or: { kind: 'layernorm', params: ['fallback', 'normalized_shape', 'eps'], te: 'te.LayerNorm' },
   fp8_rmsnorm_or: { kind: 'rmsnorm', params: ['fallback', 'normalized_shape', 'eps'], te: 'te.RMSNorm' },
   fp8_conv1d_or: { kind: 'linear', params: ['fallback', 'nf', 'nx'], te: 'te.Linear' },
+  fp8_linear_like: { kind: 'linear', params: ['module'], te: 'te.Linear' },
   fp8_layernorm_from: { kind: 'layernorm', params: ['cls', 'default', 'normalized_shape', 'eps'], te: 'te.LayerNorm' },
   fp8_rmsnorm_from: { kind: 'rmsnorm', params: ['cls', 'default', 'normalized_shape', 'eps'], te: 'te.RMSNorm' },
 };

@@ -61,6 +61,8 @@ interface Placement {
 const CLASS_WRAPPERS = /^(weight_norm|spectral_norm|quant_noise|orthogonal)$/;
 /** A function that rewrites modules it is given rather than building one (`replace_linear_with_qlinear`, `convert_to_*`). */
 const MODULE_REWRITER = /^(replace|convert|swap|patch|apply|wrap|quantize|prepare|fuse|freeze|load|reset|init)_/i;
+/** The fallback's factory that converts a module built elsewhere (fixes/fallback-source.ts LINEAR_LIKE_FACTORY). */
+const LIKE_FACTORY = /^fp8_linear_like$/;
 /** A callee that builds a te.* layer: TE's own classes, or the generated fallback's factories. */
 const TE_BUILDER = /^(te|transformer_engine\.pytorch|transformer_engine)\.[A-Z]\w*$|^fp8_\w+$/;
 /** A class's alternate constructor that builds a module from one built before (`ColumnShardedLinear.from_linear(proj,
@@ -1136,7 +1138,11 @@ function makeLayer(
     layer.transposedWeight = true;
     layer.fallbackKeepsClass ??= ctor.local?.info.name ?? ctor.display;
   }
-  if (ctor.factory) layer.viaFactory = ctor.factory;
+  if (ctor.factory) {
+    layer.viaFactory = ctor.factory;
+    // An imported function read as a Linear factory by its name: its body is not in the file.
+    if (ctor.kind === 'linear' && !ctor.noTe) layer.importedFactory = true;
+  }
   // A module that holds weights only under a flag (fairseq's PositionalEmbedding(learned=False) is sinusoidal).
   const weightsFlag = ctor.roleHint?.weightsOnlyWhen;
   if (weightsFlag && options[weightsFlag] === 'False') layer.kind = 'other';
@@ -1354,6 +1360,12 @@ function placeInArguments(w: PlaceWalk, p: SyntaxNode, n: SyntaxNode): PlaceStep
   const ft = text(f);
   const r = resolveName(ctx.imports, ft);
   const last = ft.split('.').pop() ?? '';
+  // `fp8_linear_like(make_linear(d, d))`: what the fallback converts where FP8 runs, and keeps as it is elsewhere. The
+  // construction is that layer (named where the result goes), never one to convert again.
+  if (LIKE_FACTORY.test(ft) && p.namedChild(0)?.startIndex === n.startIndex) {
+    pl.alternativeOf ??= ft;
+    return { next: outer };
+  }
   if (CONTAINER_LIST.test(r) || CONTAINER_LIST.test(ft)) {
     pl.segs.unshift('[*]');
     pl.multi = false;

@@ -210,7 +210,9 @@ export function keepTorchFallbacks(recs: LayerRec[]): void {
     }
     if (L.alternativeOf) {
       L.fallbackFor = `${L.alternativeOf} (line ${L.span.startLine + 1})`;
-      protect(L, 'torch-fallback-of-te', `This ${L.constructor} is the other branch of a conditional whose first choice is ${L.alternativeOf}(...): the layer built where that branch is not taken, so it stays as it is.`);
+      protect(L, 'torch-fallback-of-te', /_like$/.test(L.alternativeOf)
+        ? `This ${L.constructor}(...) is passed to ${L.alternativeOf}(...), which converts what it returns where FP8 runs: it stays as it is.`
+        : `This ${L.constructor} is the other branch of a conditional whose first choice is ${L.alternativeOf}(...): the layer built where that branch is not taken, so it stays as it is.`);
       continue;
     }
     if (!L.ownerClass || !L.name) continue;

@@ -12,7 +12,7 @@ import { applyEdits, removeArgs, renameArg, replace, appendArgs, type TextEdit }
 import { closeParen } from '../analysis/calls';
 import { convertsThroughFallback } from './fallback';
 import { bringInFallback } from './wrapper';
-import { ATTENTION_FACTORY, CLASS_PARAM_FACTORY, CONV1D_FACTORY, FUSE_FACTORY, FUSED_CLASS_NAME, KEEP_CLASS_FACTORY, PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
+import { ATTENTION_FACTORY, CLASS_PARAM_FACTORY, CONV1D_FACTORY, FUSE_FACTORY, FUSED_CLASS_NAME, KEEP_CLASS_FACTORY, LINEAR_LIKE_FACTORY, PARALLEL_FACTORY, TE_CLASS_NAME } from './fallback-source';
 import { findFusions, fusedLinears, type Fusion } from '../analysis/fusion';
 import { fusionEdits, type FusionEdits } from './fuse';
 import { attentionCalls } from '../rules/attention';
@@ -325,6 +325,7 @@ export function convertLayer(ctx: FixContext, layer: Layer): LayerConversion {
   const stack = stackRefusal(ctx);
   if (stack) return refused(stack);
   if (layer.classParam && (layer.kind === 'linear' || layer.kind === 'layernorm' || layer.kind === 'rmsnorm')) return classParamConversion(ctx, layer, layer.classParam);
+  if (layer.importedFactory) return factoryResultConversion(ctx, layer);
   if (layer.transposedWeight) return conv1dConversion(ctx, layer);
   // A layer whose dims are unknown where it is built (shape `guarded`) goes through the factory even in a file that
   // imports TE: the factory checks the FP8 shape rule when it builds the layer and keeps torch.nn where it fails.
@@ -427,6 +428,21 @@ function classParamConversion(ctx: FixContext, layer: Layer, param: { name: stri
   const args = ctx.text.slice(site.open + 1, site.open + 1 + 200).trimStart().startsWith(')') ? '' : ', ';
   const callee = replace(site.calleeStart, site.open + 1, `${target}(${param.name}, ${param.defaultClass}${args}`);
   return { edits: [callee], safe: false, target, fallbackNames: [target], importLines: [] };
+}
+
+/**
+ * A Linear built by an imported function whose body this file does not show (`self.head = make_linear(d, d)`): the
+ * call stays as written, its result goes through the fallback's `fp8_linear_like`, which makes a plain torch.nn.Linear
+ * a te.Linear holding the same initialised weights where FP8 runs and returns anything else (a LoRA or quantized
+ * layer, one with hooks) as it is. Replacing the call would drop whatever the function does.
+ */
+function factoryResultConversion(ctx: FixContext, layer: Layer): LayerConversion {
+  const site = constructorSite(ctx.text, layer);
+  const end = closeParen(ctx.text, site.open);
+  return {
+    edits: [replace(site.calleeStart, site.calleeStart, `${LINEAR_LIKE_FACTORY}(`), replace(end, end, ')')],
+    safe: false, target: LINEAR_LIKE_FACTORY, fallbackNames: [LINEAR_LIKE_FACTORY], importLines: [],
+  };
 }
 
 /**

@@ -73,6 +73,9 @@ export const KEEP_CLASS_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', stri
  * Factories for a norm whose class is passed in (`norm_layer(dim)`, the parameter defaulting to a norm class that
  * converts): te.* where FP8 runs and the class passed is that default (or torch.nn's), the class as written otherwise.
  */
+/** A Linear returned by a function the file does not show (an imported make_linear): te.Linear with its weights where FP8 runs. */
+export const LINEAR_LIKE_FACTORY = 'fp8_linear_like';
+
 export const CLASS_PARAM_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', string> = {
   linear: 'fp8_linear_from', layernorm: 'fp8_layernorm_from', rmsnorm: 'fp8_rmsnorm_from',
 };
@@ -80,7 +83,7 @@ export const CLASS_PARAM_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', str
 /** Every name the fallback defines for other code (what a file may import from the module). */
 export const FALLBACK_EXPORTS = [
   'fp8_available', 'fp8_linear', 'fp8_layernorm', 'fp8_rmsnorm', PARALLEL_FACTORY, 'fp8_layernorm_or', 'fp8_rmsnorm_or',
-  'fp8_linear_from', 'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', CONV1D_FACTORY, CONTEXT_FACTORY, 'FP8_RECIPE',
+  'fp8_linear_from', 'fp8_layernorm_from', 'fp8_rmsnorm_from', 'fp8_is_class', LINEAR_LIKE_FACTORY, CONV1D_FACTORY, CONTEXT_FACTORY, 'FP8_RECIPE',
   'TE_LINEAR', 'TE_LAYERNORM', 'TE_RMSNORM', FUSE_FACTORY, FUSE_MLP_FACTORY, FUSED_CLASS_NAME, 'te', 'te_recipe',
   COMPILE_FACTORY, ATTENTION_FACTORY, CHECKPOINT_FACTORY, CHECKPOINT_SEQUENTIAL_FACTORY, HF_CHECKPOINT_FACTORY,
 ] as const;
@@ -334,6 +337,25 @@ def fp8_linear(in_features, out_features, bias=True, **kwargs):
             return _pl_guard_rows(${te}.Linear(in_features, out_features, bias=bias, **kwargs))
         _PL_KEPT.append("%s Linear(%s, %s): %s" % (_pl_caller(), in_features, out_features, problem))
     return torch.nn.Linear(in_features, out_features, bias=bias, **_pl_torch_kwargs(kwargs))
+
+
+def ${LINEAR_LIKE_FACTORY}(module):
+    """te.Linear holding module's own initialised weight and bias when FP8 runs here, module is a plain torch.nn.Linear
+    (not a subclass: a LoRA, quantized or reparametrised layer keeps its class) without hooks, and the shape allows
+    it; else module as it is. For a Linear built by a function this file does not show (an imported make_linear):
+    whatever that function initialised is kept, and anything else it returns is left alone."""
+    if not fp8_available()[0] or type(module) is not torch.nn.Linear or module._forward_hooks or module._forward_pre_hooks:
+        return module
+    problem = _pl_shape_problem(module.in_features, module.out_features)
+    if problem:
+        _PL_KEPT.append("%s Linear(%s, %s): %s" % (_pl_caller(), module.in_features, module.out_features, problem))
+        return module
+    layer = ${te}.Linear(module.in_features, module.out_features, bias=module.bias is not None, params_dtype=module.weight.dtype)
+    with torch.no_grad():
+        layer.weight.copy_(module.weight)
+        if module.bias is not None:
+            layer.bias.copy_(module.bias)
+    return _pl_guard_rows(layer)
 
 
 def _pl_linear_from(cls, classes, args, kwargs):
