@@ -7,8 +7,8 @@
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { cpSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { settingsWith } from '../unit/fixes-support';
 import { convertExample, EXAMPLE_INPUT } from './convert-example';
 import { tempDir } from '../temp-dirs';
@@ -776,7 +776,7 @@ describe('fixes: held-out set 11\'s run-time conversions run on both paths (quan
       assert.match(text, / if q_noise <= 0 else |fp8_linear_from\(Lin, nn\.Linear, /, name);
       writeFileSync(join(dir, name), text);
       for (const [file, body] of Object.entries(deps)) {
-        spawnSync('mkdir', ['-p', join(dir, file, '..')]);
+        mkdirSync(dirname(join(dir, file)), { recursive: true });
         writeFileSync(join(dir, file), body);
       }
     }

@@ -230,11 +230,12 @@ describe("held-out set 11 gaps: quant_noise's p written as a number", () => {
   before(initParser);
   const INPUT = readFileSync(join(__dirname, '..', 'fixtures', 'fixes', 'quant_noise_ffn.py'), 'utf8');
   it('p=0 converts plainly, p=0.1 keeps the refusal', async () => {
-    const zero = (await analyse(INPUT.replace('p=q_noise, block_size', 'p=0, block_size'))).ir.layers.find((l) => l.name === 'self.fc1')!;
+    const zeroSrc = INPUT.replace('p=q_noise, block_size', 'p=0, block_size');
+    const { ir } = await analyse(zeroSrc);
+    const zero = ir.layers.find((l) => l.name === 'self.fc1')!;
     assert.equal(zero.convertible, true, zero.reasons.join(' '));
     assert.equal(zero.wrapperOff, 'True');
-    const { ir } = await analyse(INPUT.replace('p=q_noise, block_size', 'p=0, block_size'));
-    const text = applyEdits(INPUT.replace('p=q_noise, block_size', 'p=0, block_size'), sourceFixes(INPUT.replace('p=q_noise, block_size', 'p=0, block_size'), ir, MECHANICS_SETTINGS).find((f: Fix) => f.id === 'convert-all:file')!.edits);
+    const text = applyEdits(zeroSrc, sourceFixes(zeroSrc, ir, MECHANICS_SETTINGS).find((f: Fix) => f.id === 'convert-all:file')!.edits);
     assert.match(text, /quant_noise\(\n\s+fp8_linear\(input_dim, output_dim\), p=0, block_size=qn_block_size/);
     const some = (await analyse(INPUT.replace('p=q_noise, block_size', 'p=0.1, block_size'))).ir.layers.find((l) => l.name === 'self.fc1')!;
     assert.notEqual(some.convertible, true, some.reasons.join(' '));

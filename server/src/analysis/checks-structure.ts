@@ -8,8 +8,9 @@ import type { Evaluator } from './dims';
 import type { Check, Fact } from './checks';
 import { attrUses, branchBesideCall, classSource, optionValue, unitOffset, weightUse } from './checks-uses';
 import { teMapping } from './catalogue';
-import { closeParen } from './calls';
-import { codeOnly, shortText } from './spans';
+import { argsOf } from './calls';
+import { shortText } from './spans';
+import type { ClassRec } from './walk';
 
 const isLinear = (k: string): boolean => k === 'linear' || k === 'parallel-linear';
 const isNorm = (k: string): boolean => k === 'layernorm' || k === 'rmsnorm';
@@ -359,40 +360,30 @@ const normCalledWithMore: Check = {
   },
 };
 
-/** Per class (its node), the first call `self.<attr>(a, b, ...)` with more than one argument, by attribute: read once. */
+/**
+ * Per class (its node), the first call `self.<attr>(a, b, ...)` with more than one argument, by attribute: read once,
+ * from the calls the walk collected in the class's methods and their arguments as the tree has them.
+ */
 const callsWithMoreCache = new WeakMap<object, Map<string, string>>();
 
-function callsWithMore(ev: Evaluator, cls: { rec: { node: object; start: number; end: number } }): Map<string, string> {
+function callsWithMore(ev: Evaluator, cls: { rec: ClassRec }): Map<string, string> {
   let m = callsWithMoreCache.get(cls.rec.node);
   if (m) return m;
   m = new Map();
-  const text = classSource(ev, cls);
-  const code = codeOnly(text);
-  for (const hit of code.matchAll(/self\s*\.\s*([A-Za-z_]\w*)\s*\(/g)) {
-    if (m.has(hit[1])) continue;
-    const open = (hit.index ?? 0) + hit[0].length - 1;
-    const args = topLevelArgs(text.slice(open + 1, closeParen(text, open) - 1));
-    if (args.length > 1) m.set(hit[1], shortText(`self.${hit[1]}(${args.join(', ')})`, 100));
+  const src = ev.source();
+  for (const fn of cls.rec.methods) {
+    for (const call of fn.calls) {
+      const f = call.node.childForFieldName('function');
+      const obj = f?.type === 'attribute' ? f.childForFieldName('object') : null;
+      const attr = f?.childForFieldName('attribute');
+      if (!obj || !attr || src.slice(obj.startIndex, obj.endIndex) !== 'self') continue;
+      const name = src.slice(attr.startIndex, attr.endIndex);
+      const args = m.has(name) ? [] : argsOf(src, call.node);
+      if (args.length > 1) m.set(name, shortText(`self.${name}(${args.map((x) => (x.name ? `${x.name}=${x.text}` : x.text)).join(', ')})`.replace(/\s+/g, ' '), 100));
+    }
   }
   callsWithMoreCache.set(cls.rec.node, m);
   return m;
-}
-
-/** The top-level, comma-separated arguments of a call's argument text (nested brackets and strings kept whole). */
-function topLevelArgs(inner: string): string[] {
-  const out: string[] = [];
-  let depth = 0, start = 0, quote = '';
-  for (let i = 0; i < inner.length; i++) {
-    const c = inner[i];
-    if (quote) { if (c === '\\') i++; else if (c === quote) quote = ''; continue; }
-    if (c === '"' || c === "'") quote = c;
-    else if ('([{'.includes(c)) depth++;
-    else if (')]}'.includes(c)) depth--;
-    else if (c === ',' && depth === 0) { out.push(inner.slice(start, i).trim()); start = i + 1; }
-  }
-  const last = inner.slice(start).trim();
-  if (last) out.push(last);
-  return out.filter((a) => a.length > 0).map((a) => a.replace(/\s+/g, ' '));
 }
 
 const NORM_PLAIN_ATTRS = /^(weight|bias|eps|normalized_shape|forward|to|cuda|float|half|bfloat16|parameters|named_parameters|state_dict|load_state_dict|register_\w+|apply|train|eval|requires_grad_|reset_parameters)$/;

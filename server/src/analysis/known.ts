@@ -43,6 +43,10 @@ export const FALLBACK_FACTORIES: Record<string, { kind: LayerKind; params: strin
   fp8_rmsnorm_from: { kind: 'rmsnorm', params: ['cls', 'default', 'normalized_shape', 'eps'], te: 'te.RMSNorm' },
 };
 
+/** The fallback's factory that converts a module built elsewhere (`fp8_linear_like(make_linear(d, d))`): what it is
+ *  passed is that layer where FP8 does not run. */
+export const LIKE_FACTORY = 'fp8_linear_like';
+
 /** The fallback's fusers (fixes/fuse.ts wraps a construction in them): a value built through one is fused already. */
 export const FUSE_FACTORIES = { norm: 'fp8_fuse_norm', mlp: 'fp8_fuse_mlp' } as const;
 

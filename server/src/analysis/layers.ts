@@ -9,9 +9,10 @@ import { ctorParams, FLOAT32_CAST_BACK, paramsOf, WEIGHT_CAST, type ClassModel, 
 import { argFor, type EvalScope, type Evaluator } from './dims';
 import { resolveName, type ImportTable } from './imports';
 import { isLibraryName, lookupClassAttribute, teMapping, type ForwardRead, type RoleHint } from './catalogue';
-import { FALLBACK_FACTORIES, IN_PARAM, knownCtor, OUT_PARAM, SHAPE_PARAM } from './known';
+import { FALLBACK_FACTORIES, IN_PARAM, knownCtor, LIKE_FACTORY, OUT_PARAM, SHAPE_PARAM } from './known';
 import { positionAt, spanOf, stringValue } from './spans';
 import { argListOf, assignedBy, calleeOf, leftOf, rightOf, type AssignRec, type CallRec, type ClassRec, type FuncRec, type WalkResult } from './walk';
+import { argsOf } from './calls';
 
 /** What a callee builds. */
 export interface CtorInfo {
@@ -61,8 +62,6 @@ interface Placement {
 const CLASS_WRAPPERS = /^(weight_norm|spectral_norm|quant_noise|orthogonal)$/;
 /** A function that rewrites modules it is given rather than building one (`replace_linear_with_qlinear`, `convert_to_*`). */
 const MODULE_REWRITER = /^(replace|convert|swap|patch|apply|wrap|quantize|prepare|fuse|freeze|load|reset|init)_/i;
-/** The fallback's factory that converts a module built elsewhere (fixes/fallback-source.ts LINEAR_LIKE_FACTORY). */
-const LIKE_FACTORY = /^fp8_linear_like$/;
 /** A callee that builds a te.* layer: TE's own classes, or the generated fallback's factories. */
 const TE_BUILDER = /^(te|transformer_engine\.pytorch|transformer_engine)\.[A-Z]\w*$|^fp8_\w+$/;
 /** A class's alternate constructor that builds a module from one built before (`ColumnShardedLinear.from_linear(proj,
@@ -1362,7 +1361,7 @@ function placeInArguments(w: PlaceWalk, p: SyntaxNode, n: SyntaxNode): PlaceStep
   const last = ft.split('.').pop() ?? '';
   // `fp8_linear_like(make_linear(d, d))`: what the fallback converts where FP8 runs, and keeps as it is elsewhere. The
   // construction is that layer (named where the result goes), never one to convert again.
-  if (LIKE_FACTORY.test(ft) && p.namedChild(0)?.startIndex === n.startIndex) {
+  if (ft === LIKE_FACTORY && p.namedChild(0)?.startIndex === n.startIndex) {
     pl.alternativeOf ??= ft;
     return { next: outer };
   }
@@ -1531,14 +1530,14 @@ const IDENTITY_BELOW: { name: RegExp; param: string; index: number; when: (v: st
  */
 function wrapperIdentityWhen(src: string, resolved: string, call: SyntaxNode): string | undefined {
   const rule = IDENTITY_BELOW.find((x) => x.name.test(resolved));
-  const args = call.childForFieldName('arguments');
-  if (!rule || !args) return undefined;
-  const list = args.namedChildren.filter((x): x is SyntaxNode => x !== null && x.type !== 'comment');
-  const kw = list.find((x) => x.type === 'keyword_argument' && x.childForFieldName('name') && src.slice(x.childForFieldName('name')!.startIndex, x.childForFieldName('name')!.endIndex) === rule.param);
-  const value = kw ? kw.childForFieldName('value') : list[rule.index]?.type === 'keyword_argument' || /^\*/.test(list[rule.index]?.type ?? '') ? undefined : list[rule.index];
-  if (!value || value.type === 'list_splat' || value.type === 'dictionary_splat') return undefined;
-  const v = src.slice(value.startIndex, value.endIndex);
-  if (v.includes('\n')) return undefined;
+  if (!rule) return undefined;
+  const args = argsOf(src, call);
+  const positional = args.filter((a) => !a.name);
+  // By keyword, else by position where no splat comes before it (`quant_noise(m, *rest)` says nothing).
+  const arg = args.find((a) => a.name === rule.param)
+    ?? (positional.slice(0, rule.index + 1).some((a) => /splat/.test(a.node.type)) ? undefined : positional[rule.index]);
+  if (!arg || /splat/.test(arg.node.type) || arg.text.includes('\n')) return undefined;
+  const v = arg.text;
   // A number written there decides it now: `p=0.1` always reparametrises (no condition), `p=0` never does.
   if (/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(v)) return Number(v) <= 0 ? 'True' : undefined;
   return rule.when(/^[\w.]+$/.test(v) ? v : `(${v})`);

@@ -11,6 +11,7 @@ import { convertibleOf, facetFact, runFacet } from './checks';
 import { ROLE_CHECKS } from './checks-role';
 import { SHAPE_CHECKS, shapeRule } from './checks-shape';
 import { STRUCTURE_CHECKS } from './checks-structure';
+import { LIKE_FACTORY } from './known';
 
 export { shapeRule } from './checks-shape';
 
@@ -210,7 +211,7 @@ export function keepTorchFallbacks(recs: LayerRec[]): void {
     }
     if (L.alternativeOf) {
       L.fallbackFor = `${L.alternativeOf} (line ${L.span.startLine + 1})`;
-      protect(L, 'torch-fallback-of-te', /_like$/.test(L.alternativeOf)
+      protect(L, 'torch-fallback-of-te', L.alternativeOf === LIKE_FACTORY
         ? `This ${L.constructor}(...) is passed to ${L.alternativeOf}(...), which converts what it returns where FP8 runs: it stays as it is.`
         : `This ${L.constructor} is the other branch of a conditional whose first choice is ${L.alternativeOf}(...): the layer built where that branch is not taken, so it stays as it is.`);
       continue;

@@ -31,7 +31,7 @@
  *   layers too small or off the multiple-of-16 rule kept in BF16; the model unchanged elsewhere; the mode logged.
  */
 import type { PrecisionLensSettings } from '../../../common/settings';
-import { FUSE_FACTORIES, WRAPPER_END_MARKER, WRAPPER_MARKER } from '../analysis/known';
+import { FUSE_FACTORIES, LIKE_FACTORY, WRAPPER_END_MARKER, WRAPPER_MARKER } from '../analysis/known';
 import { recipeExpression, recipeLabel } from './te-api';
 
 export const CONTEXT_FACTORY = 'fp8_autocast_context';
@@ -74,7 +74,7 @@ export const KEEP_CLASS_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', stri
  * converts): te.* where FP8 runs and the class passed is that default (or torch.nn's), the class as written otherwise.
  */
 /** A Linear returned by a function the file does not show (an imported make_linear): te.Linear with its weights where FP8 runs. */
-export const LINEAR_LIKE_FACTORY = 'fp8_linear_like';
+export const LINEAR_LIKE_FACTORY = LIKE_FACTORY;
 
 export const CLASS_PARAM_FACTORY: Record<'linear' | 'layernorm' | 'rmsnorm', string> = {
   linear: 'fp8_linear_from', layernorm: 'fp8_layernorm_from', rmsnorm: 'fp8_rmsnorm_from',
